@@ -1,0 +1,286 @@
+// ProfileBuilder: replays each thread's enter/exit events on a shadow stack and accumulates
+// per-function and per-edge statistics in clock ticks, then names functions and converts to
+// seconds when a profile is built.
+#include "analysis/profile.hpp"
+
+#include "reader/elf_symbols.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <unordered_map>
+
+namespace prof::analysis {
+namespace {
+
+constexpr uint32_t kNoCaller = UINT32_MAX;
+
+struct LocalFunction {
+    uint64_t address = 0;
+    uint64_t ncalls = 0, pcalls = 0, tot = 0, cum = 0;
+    uint32_t active = 0;                 // activations on the stack
+    uint32_t last_caller = kNoCaller - 1; // edge cache: most calls repeat the previous caller
+    uint32_t last_edge = 0;
+};
+
+struct LocalEdge {
+    uint32_t caller, callee;
+    uint64_t ncalls = 0, pcalls = 0, tot = 0, cum = 0;
+};
+
+struct Frame {
+    uint32_t fn, edge;
+    uint64_t start, child;
+};
+
+// Everything about one thread of one trace, in stream-local function indices.
+struct StreamResult {
+    size_t trace = 0;
+    uint32_t stream = 0;
+    std::vector<LocalFunction> functions;
+    std::vector<LocalEdge> edges;
+    std::unordered_map<uint64_t, uint32_t> edge_index;    // caller << 32 | callee
+    std::unordered_map<uint64_t, uint32_t> address_index; // for EnterAddress records
+    std::vector<Frame> stack;
+    uint64_t unmatched_exits = 0;
+    uint64_t last_ticks = 0;
+    bool ended = false;
+};
+
+} // namespace
+
+struct ProfileBuilder::Impl : reader::EventSink {
+    std::vector<reader::TraceInfo> traces;
+    std::vector<std::unique_ptr<StreamResult>> streams;
+    std::unordered_map<uint32_t, StreamResult*> current; // stream id -> result, this trace
+    size_t trace_index = 0;
+
+    StreamResult& stream(uint32_t id) {
+        auto it = current.find(id);
+        if (it != current.end()) return *it->second;
+        streams.push_back(std::make_unique<StreamResult>());
+        StreamResult* r = streams.back().get();
+        r->trace = trace_index;
+        r->stream = id;
+        current.emplace(id, r);
+        return *r;
+    }
+
+    uint32_t edge_of(StreamResult& s, uint32_t caller, uint32_t callee) {
+        LocalFunction& f = s.functions[callee];
+        if (f.last_caller == caller) return f.last_edge;
+        uint64_t key = uint64_t(caller) << 32 | callee;
+        auto [it, fresh] = s.edge_index.try_emplace(key, uint32_t(s.edges.size()));
+        if (fresh) s.edges.push_back(LocalEdge{caller, callee});
+        f.last_caller = caller;
+        f.last_edge = it->second;
+        return it->second;
+    }
+
+    void enter(StreamResult& s, uint32_t fn, uint64_t ticks) {
+        uint32_t caller = s.stack.empty() ? kNoCaller : s.stack.back().fn;
+        uint32_t e = edge_of(s, caller, fn);
+        LocalFunction& f = s.functions[fn];
+        LocalEdge& edge = s.edges[e];
+        ++f.ncalls;
+        ++edge.ncalls;
+        if (f.active == 0) ++f.pcalls, ++edge.pcalls;
+        ++f.active;
+        s.stack.push_back(Frame{fn, e, ticks, 0});
+        s.last_ticks = ticks;
+    }
+
+    void exit(StreamResult& s, uint64_t ticks) {
+        if (s.stack.empty()) {
+            ++s.unmatched_exits;
+            return;
+        }
+        Frame fr = s.stack.back();
+        s.stack.pop_back();
+        uint64_t elapsed = ticks > fr.start ? ticks - fr.start : 0;
+        uint64_t self = elapsed > fr.child ? elapsed - fr.child : 0;
+        LocalFunction& f = s.functions[fr.fn];
+        LocalEdge& edge = s.edges[fr.edge];
+        f.tot += self;
+        edge.tot += self;
+        if (--f.active == 0) {
+            f.cum += elapsed;
+            edge.cum += elapsed;
+        }
+        if (!s.stack.empty()) s.stack.back().child += elapsed;
+        s.last_ticks = ticks;
+    }
+
+    void on_function(uint32_t id, uint32_t fn, uint64_t address) override {
+        StreamResult& s = stream(id);
+        if (s.functions.size() <= fn) s.functions.resize(fn + 1);
+        s.functions[fn].address = address;
+    }
+    void on_enter(uint32_t id, uint32_t fn, uint64_t ticks) override { enter(stream(id), fn, ticks); }
+    void on_enter_address(uint32_t id, uint64_t address, uint64_t ticks) override {
+        StreamResult& s = stream(id);
+        auto [it, fresh] = s.address_index.try_emplace(address, uint32_t(s.functions.size()));
+        if (fresh) {
+            s.functions.emplace_back();
+            s.functions.back().address = address;
+        }
+        enter(s, it->second, ticks);
+    }
+    void on_exit(uint32_t id, uint64_t ticks) override { exit(stream(id), ticks); }
+    void on_abandon(uint32_t id, uint32_t frames, uint64_t ticks) override {
+        StreamResult& s = stream(id);
+        for (uint32_t i = 0; i < frames && !s.stack.empty(); ++i) exit(s, ticks);
+    }
+    void on_thread_begin(uint32_t id, uint64_t ticks) override { stream(id).last_ticks = ticks; }
+    void on_thread_end(uint32_t id, uint64_t ticks) override {
+        StreamResult& s = stream(id);
+        while (!s.stack.empty()) exit(s, ticks);
+        s.ended = true;
+    }
+
+    // Resolution of addresses to functions, per trace, with a cache of ELF files on disk.
+    std::map<std::string, std::unique_ptr<reader::ElfSymbols>> elf_cache;
+
+    Function describe(const reader::TraceInfo& info, uint64_t address) {
+        Function f;
+        f.address = address;
+        const reader::Module* m = info.module_at(address);
+        if (m) f.module = m->path;
+        auto it = info.symbols.find(address);
+        if (it != info.symbols.end() && !it->second.name.empty()) {
+            f.name = it->second.name;
+            f.symbol = it->second.symbol;
+            f.file = it->second.file;
+            f.line = it->second.line;
+        }
+        if (m && (f.name.empty() || f.symbol.empty())) {
+            auto& elf = elf_cache[m->path];
+            if (!elf) elf = std::make_unique<reader::ElfSymbols>(m->path);
+            bool same_build = m->build_id.empty() || elf->build_id().empty() ||
+                              elf->build_id() == m->build_id;
+            if (elf->ok() && same_build)
+                if (const std::string* sym = elf->lookup(address - m->base)) {
+                    if (f.symbol.empty()) f.symbol = *sym;
+                    if (f.name.empty()) f.name = reader::demangle(*sym);
+                }
+        }
+        if (f.name.empty())
+            f.name = m ? fmt::format("0x{:x}", address - m->base) : fmt::format("0x{:x}", address);
+        // The symbol table's name is demangled with parameters; keep `symbol` the raw one.
+        if (f.symbol.empty() && it != info.symbols.end()) f.symbol = it->second.symbol;
+        return f;
+    }
+};
+
+ProfileBuilder::ProfileBuilder() : impl_(std::make_unique<Impl>()) {}
+ProfileBuilder::~ProfileBuilder() = default;
+
+void ProfileBuilder::add_trace(const std::string& path) {
+    reader::TraceReader r(path);
+    impl_->trace_index = impl_->traces.size();
+    impl_->current.clear();
+    size_t first_stream = impl_->streams.size();
+    const reader::TraceInfo& info = r.read(*impl_);
+    // Frames still open: the thread ended without unwinding (exit() from deep inside, a
+    // thread killed with the process); close them when the trace ends.
+    uint64_t end = info.end_ticks;
+    for (size_t i = first_stream; i < impl_->streams.size(); ++i) {
+        StreamResult& s = *impl_->streams[i];
+        uint64_t t = std::max(end, s.last_ticks);
+        while (!s.stack.empty()) impl_->exit(s, t);
+    }
+    impl_->traces.push_back(info);
+}
+
+std::vector<ThreadFilter> ProfileBuilder::thread_list() const {
+    std::vector<ThreadFilter> out;
+    for (const auto& s : impl_->streams) out.push_back(ThreadFilter{s->trace, s->stream});
+    return out;
+}
+
+Profile ProfileBuilder::build(const ThreadFilter& filter) const {
+    Profile p;
+    p.traces = impl_->traces;
+    // Functions merge across threads by address and across traces by what names them.
+    std::map<std::tuple<std::string, std::string, std::string, uint32_t>, size_t> by_label;
+    std::vector<std::unordered_map<uint64_t, size_t>> by_address(impl_->traces.size());
+    std::map<std::pair<size_t, size_t>, size_t> edge_at;
+    auto function_index = [&](size_t trace, uint64_t address) {
+        auto [it, fresh] = by_address[trace].try_emplace(address, 0);
+        if (!fresh) return it->second;
+        Function f = impl_->describe(impl_->traces[trace], address);
+        auto key = std::make_tuple(f.module, f.name, f.file, f.line);
+        auto [lt, lfresh] = by_label.try_emplace(key, p.functions.size());
+        if (lfresh) p.functions.push_back(std::move(f));
+        return it->second = lt->second;
+    };
+    for (const auto& sp : impl_->streams) {
+        const StreamResult& s = *sp;
+        if (!filter.all() && (s.trace != filter.trace || s.stream != filter.stream)) continue;
+        const reader::TraceInfo& info = impl_->traces[s.trace];
+        double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
+        std::vector<size_t> global(s.functions.size(), SIZE_MAX);
+        for (size_t i = 0; i < s.functions.size(); ++i) {
+            const LocalFunction& lf = s.functions[i];
+            if (!lf.ncalls) continue;
+            global[i] = function_index(s.trace, lf.address);
+            Stats& st = p.functions[global[i]].stats;
+            st.add(Stats{lf.ncalls, lf.pcalls, lf.tot / tps, lf.cum / tps});
+        }
+        for (const LocalEdge& le : s.edges) {
+            size_t caller = le.caller == kNoCaller ? kRoot : global[le.caller];
+            size_t callee = global[le.callee];
+            auto [it, fresh] = edge_at.try_emplace({caller, callee}, p.edges.size());
+            if (fresh) p.edges.push_back(Edge{caller, callee, {}});
+            p.edges[it->second].stats.add(Stats{le.ncalls, le.pcalls, le.tot / tps, le.cum / tps});
+        }
+        ThreadSummary ts;
+        ts.trace = s.trace;
+        ts.stream = s.stream;
+        if (auto it = info.threads.find(s.stream); it != info.threads.end()) {
+            ts.tid = it->second.tid;
+            ts.name = it->second.name;
+            ts.events = it->second.events;
+            ts.dropped = it->second.dropped;
+            ts.abandoned = it->second.abandoned;
+            ts.seconds = (it->second.last_ticks - it->second.first_ticks) / tps;
+        }
+        ts.unmatched_exits = s.unmatched_exits;
+        p.threads.push_back(ts);
+    }
+    p.recount();
+    return p;
+}
+
+void Profile::recount() {
+    total_calls = primitive_calls = 0;
+    total_time = 0;
+    for (const Function& f : functions) {
+        total_calls += f.stats.ncalls;
+        primitive_calls += f.stats.pcalls;
+        total_time += f.stats.tottime;
+    }
+}
+
+std::string label(const Function& f, bool full_paths) {
+    auto base = [&](const std::string& path) {
+        if (full_paths) return path;
+        size_t slash = path.rfind('/');
+        return slash == std::string::npos ? path : path.substr(slash + 1);
+    };
+    std::string file = f.file.empty() ? base(f.module.empty() ? std::string("~") : f.module)
+                                      : base(f.file);
+    return fmt::format("{}:{}({})", file, f.line, f.name);
+}
+
+std::vector<size_t> Profile::match(const std::string& regex) const {
+    std::regex re(regex);
+    std::vector<size_t> out;
+    for (size_t i = 0; i < functions.size(); ++i)
+        if (std::regex_search(label(functions[i], true), re)) out.push_back(i);
+    return out;
+}
+
+} // namespace prof::analysis

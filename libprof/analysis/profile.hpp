@@ -1,0 +1,101 @@
+// Function-level analysis shared by every tool: from the events of one or more traces to
+// cProfile's numbers (ncalls, primitive calls, tottime, cumtime) per function and per
+// caller -> callee edge, merged over threads or per thread.
+//
+// Semantics follow cProfile: a call is primitive when the function is not already active on
+// the same thread; cumtime is added only when the outermost activation returns, so recursion
+// is counted once; tottime excludes time in callees. Frames still open when a thread ends (or
+// the trace ends) are closed at that time.
+#pragma once
+
+#include "reader/trace_reader.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace prof::analysis {
+
+struct Stats {
+    uint64_t ncalls = 0;
+    uint64_t pcalls = 0; // primitive (non-recursive) calls
+    double tottime = 0;  // seconds
+    double cumtime = 0;  // seconds
+    void add(const Stats& o) {
+        ncalls += o.ncalls;
+        pcalls += o.pcalls;
+        tottime += o.tottime;
+        cumtime += o.cumtime;
+    }
+};
+
+struct Function {
+    std::string name;   // demangled; "0x..." when nothing could name it
+    std::string symbol; // as in the object file, when known
+    std::string module; // path of the object that contains it
+    std::string file;   // source file, when known
+    uint32_t line = 0;
+    uint64_t address = 0; // runtime address (in the first trace that has it)
+    Stats stats;
+};
+
+inline constexpr size_t kRoot = SIZE_MAX; // caller of a thread's outermost frames
+
+struct Edge {
+    size_t caller = kRoot; // index into Profile::functions, or kRoot
+    size_t callee = 0;
+    Stats stats; // the callee's calls made from this caller
+};
+
+struct ThreadSummary {
+    size_t trace = 0; // index into Profile::traces
+    uint32_t stream = 0;
+    uint32_t tid = 0;
+    std::string name;
+    uint64_t events = 0, dropped = 0, abandoned = 0, unmatched_exits = 0;
+    double seconds = 0; // first to last event
+};
+
+struct Profile {
+    std::vector<Function> functions;
+    std::vector<Edge> edges;
+    std::vector<reader::TraceInfo> traces;
+    std::vector<ThreadSummary> threads; // the threads this profile covers
+    uint64_t total_calls = 0;
+    uint64_t primitive_calls = 0;
+    double total_time = 0; // sum of tottime, as cProfile's header
+
+    void recount();
+    // Functions whose label `file:line(name)` contains a match of the ECMAScript regex.
+    std::vector<size_t> match(const std::string& regex) const;
+};
+
+// Which threads a profile covers.
+struct ThreadFilter {
+    size_t trace = SIZE_MAX; // with stream: one thread
+    uint32_t stream = 0;
+    bool all() const { return trace == SIZE_MAX; }
+};
+
+// Reads traces and keeps per-thread results so that merged and per-thread profiles can both be
+// produced without reading again. Memory grows with functions, edges and threads, never with
+// the number of events.
+class ProfileBuilder {
+public:
+    ProfileBuilder();
+    ~ProfileBuilder();
+    // Reads one trace (throws reader::TraceError). Several traces merge like pstats' Stats.add.
+    void add_trace(const std::string& path);
+    Profile build(const ThreadFilter& filter = {}) const;
+    std::vector<ThreadFilter> thread_list() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// `file:line(name)` with the file's directories stripped unless `full_paths`.
+std::string label(const Function& f, bool full_paths = false);
+
+} // namespace prof::analysis

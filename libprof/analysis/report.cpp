@@ -1,0 +1,259 @@
+// Renderings of a Profile. The text table reproduces pstats' layout column for column.
+#include "analysis/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <regex>
+
+namespace prof::analysis {
+
+std::optional<SortKey> parse_sort_key(const std::string& s) {
+    static const std::map<std::string, SortKey> keys = {
+        {"cumtime", SortKey::kCumtime},   {"cumulative", SortKey::kCumtime},
+        {"cum", SortKey::kCumtime},       {"tottime", SortKey::kTottime},
+        {"time", SortKey::kTottime},      {"tot", SortKey::kTottime},
+        {"ncalls", SortKey::kNcalls},     {"calls", SortKey::kNcalls},
+        {"pcalls", SortKey::kPcalls},     {"name", SortKey::kName},
+        {"file", SortKey::kFile},         {"filename", SortKey::kFile},
+        {"module", SortKey::kFile},       {"line", SortKey::kLine},
+        {"nfl", SortKey::kNfl},           {"stdname", SortKey::kStdname},
+    };
+    auto it = keys.find(s);
+    if (it == keys.end()) return std::nullopt;
+    return it->second;
+}
+
+const char* sort_description(SortKey k) {
+    switch (k) {
+    case SortKey::kCumtime: return "cumulative time";
+    case SortKey::kTottime: return "internal time";
+    case SortKey::kNcalls: return "call count";
+    case SortKey::kPcalls: return "primitive call count";
+    case SortKey::kName: return "function name";
+    case SortKey::kFile: return "file name";
+    case SortKey::kLine: return "line number";
+    case SortKey::kNfl: return "name/file/line";
+    case SortKey::kStdname: return "standard name";
+    }
+    return "";
+}
+
+std::vector<size_t> sorted_functions(const Profile& p, SortKey key) {
+    std::vector<size_t> idx(p.functions.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    auto by = [&](auto proj, bool descending) {
+        std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+            auto x = proj(p.functions[a]), y = proj(p.functions[b]);
+            if (x != y) return descending ? y < x : x < y;
+            return label(p.functions[a]) < label(p.functions[b]);
+        });
+    };
+    switch (key) {
+    case SortKey::kCumtime: by([](const Function& f) { return f.stats.cumtime; }, true); break;
+    case SortKey::kTottime: by([](const Function& f) { return f.stats.tottime; }, true); break;
+    case SortKey::kNcalls: by([](const Function& f) { return f.stats.ncalls; }, true); break;
+    case SortKey::kPcalls: by([](const Function& f) { return f.stats.pcalls; }, true); break;
+    case SortKey::kName: by([](const Function& f) { return f.name; }, false); break;
+    case SortKey::kFile: by([](const Function& f) { return f.file.empty() ? f.module : f.file; }, false); break;
+    case SortKey::kLine: by([](const Function& f) { return f.line; }, false); break;
+    case SortKey::kNfl:
+        by([](const Function& f) { return std::make_tuple(f.name, f.file, f.line); }, false);
+        break;
+    case SortKey::kStdname: by([](const Function& f) { return label(f, true); }, false); break;
+    }
+    return idx;
+}
+
+namespace {
+
+std::vector<size_t> selected(const Profile& p, const TableOptions& o) {
+    std::vector<size_t> rows = sorted_functions(p, o.sort);
+    if (!o.filter.empty()) {
+        std::regex re(o.filter);
+        std::erase_if(rows, [&](size_t i) { return !std::regex_search(label(p.functions[i], true), re); });
+    }
+    if (o.limit && rows.size() > o.limit) rows.resize(o.limit);
+    return rows;
+}
+
+std::string ncalls_text(const Stats& s) {
+    return s.ncalls == s.pcalls ? fmt::format("{}", s.ncalls)
+                                : fmt::format("{}/{}", s.ncalls, s.pcalls);
+}
+
+std::string fixed(double v, int precision) {
+    return fmt::format("{:8.{}f}", v, precision);
+}
+
+// Names in a trace come from the traced program: never let them reach the terminal raw.
+std::string shown_label(const Function& f, bool full_paths) {
+    return reader::printable(label(f, full_paths));
+}
+
+} // namespace
+
+void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
+    if (!o.title.empty()) fmt::print(out, "{}\n", reader::printable(o.title));
+    fmt::print(out, "         {} function calls", p.total_calls);
+    if (p.primitive_calls != p.total_calls) fmt::print(out, " ({} primitive calls)", p.primitive_calls);
+    fmt::print(out, " in {:.3f} seconds\n\n", p.total_time);
+    fmt::print(out, "   Ordered by: {}\n", sort_description(o.sort));
+    std::vector<size_t> rows = selected(p, o);
+    if (!o.filter.empty() || (o.limit && rows.size() < p.functions.size()))
+        fmt::print(out, "   List reduced from {} to {} due to restriction\n", p.functions.size(), rows.size());
+    fmt::print(out, "\n   ncalls  tottime  percall  cumtime  percall filename:lineno(function)\n");
+    for (size_t i : rows) {
+        const Function& f = p.functions[i];
+        const Stats& s = f.stats;
+        double per_tot = s.ncalls ? s.tottime / double(s.ncalls) : 0;
+        double per_cum = s.pcalls ? s.cumtime / double(s.pcalls) : 0;
+        fmt::print(out, "{:>9} {} {} {} {} {}\n", ncalls_text(s), fixed(s.tottime, o.precision),
+                   fixed(per_tot, o.precision), fixed(s.cumtime, o.precision),
+                   fixed(per_cum, o.precision), shown_label(f, o.full_paths));
+    }
+    fmt::print(out, "\n");
+}
+
+void print_callers(std::FILE* out, const Profile& p, const TableOptions& o, bool callees) {
+    std::vector<size_t> rows = selected(p, o);
+    fmt::print(out, "   Ordered by: {}\n", sort_description(o.sort));
+    if (!o.filter.empty())
+        fmt::print(out, "   List reduced from {} to {} due to restriction <'{}'>\n", p.functions.size(),
+                   rows.size(), reader::printable(o.filter));
+    fmt::print(out, "\n");
+    size_t width = 0;
+    for (size_t i : rows) width = std::max(width, shown_label(p.functions[i], o.full_paths).size());
+    width = std::max<size_t>(width, 24);
+    const char* arrow = callees ? "->" : "<-";
+    fmt::print(out, "{:<{}}  {}\n", "Function", width + 3, callees ? "called..." : "was called by...");
+    fmt::print(out, "{:<{}}     ncalls  tottime  cumtime\n", "", width + 3);
+    for (size_t i : rows) {
+        std::vector<const Edge*> links;
+        for (const Edge& e : p.edges)
+            if ((callees ? e.caller : e.callee) == i) links.push_back(&e);
+        std::sort(links.begin(), links.end(), [&](const Edge* a, const Edge* b) {
+            return a->stats.cumtime > b->stats.cumtime;
+        });
+        std::string head = shown_label(p.functions[i], o.full_paths);
+        if (links.empty()) {
+            fmt::print(out, "{:<{}} {}\n", head, width, arrow);
+            continue;
+        }
+        bool first = true;
+        for (const Edge* e : links) {
+            size_t other = callees ? e->callee : e->caller;
+            std::string name = other == kRoot ? std::string("<thread start>")
+                                              : shown_label(p.functions[other], o.full_paths);
+            fmt::print(out, "{:<{}} {} {:>10} {} {}  {}\n", first ? head : "", width, first ? arrow : "  ",
+                       ncalls_text(e->stats), fixed(e->stats.tottime, o.precision),
+                       fixed(e->stats.cumtime, o.precision), name);
+            first = false;
+        }
+    }
+    fmt::print(out, "\n");
+}
+
+std::string json_escape(std::string_view s) {
+    std::string out;
+    out.reserve(s.size() + 2);
+    for (unsigned char c : s) {
+        switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\t': out += "\\t"; break;
+        case '\r': out += "\\r"; break;
+        default:
+            // '<', '>' and '&' too, so that JSON embedded in HTML cannot close a script tag.
+            if (c < 0x20 || c == 0x7f || c == '<' || c == '>' || c == '&')
+                out += fmt::format("\\u{:04x}", c);
+            else out += char(c);
+        }
+    }
+    return out;
+}
+
+std::string csv_escape(std::string_view s) {
+    bool quote = s.find_first_of(",\"\n\r") != std::string_view::npos;
+    std::string out = reader::printable(s);
+    if (!quote) return out;
+    std::string q = "\"";
+    for (char c : out) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+}
+
+void print_csv(std::FILE* out, const Profile& p, const TableOptions& o) {
+    fmt::print(out, "ncalls,primitive_calls,tottime,tottime_percall,cumtime,cumtime_percall,"
+                    "name,file,line,module,symbol\n");
+    for (size_t i : selected(p, o)) {
+        const Function& f = p.functions[i];
+        const Stats& s = f.stats;
+        fmt::print(out, "{},{},{:.9f},{:.9f},{:.9f},{:.9f},{},{},{},{},{}\n", s.ncalls, s.pcalls,
+                   s.tottime, s.ncalls ? s.tottime / double(s.ncalls) : 0, s.cumtime,
+                   s.pcalls ? s.cumtime / double(s.pcalls) : 0, csv_escape(f.name),
+                   csv_escape(f.file), f.line, csv_escape(f.module), csv_escape(f.symbol));
+    }
+}
+
+void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
+    fmt::print(out, "{{\n  \"traces\": [");
+    for (size_t t = 0; t < p.traces.size(); ++t) {
+        const reader::TraceInfo& ti = p.traces[t];
+        auto meta = [&](const char* k) {
+            auto it = ti.meta.find(k);
+            return it == ti.meta.end() ? std::string() : it->second;
+        };
+        fmt::print(out, "{}\n    {{\"path\": \"{}\", \"pid\": {}, \"ppid\": {}, \"exe\": \"{}\", "
+                        "\"cmdline\": \"{}\", \"format_version\": \"{}.{}\", \"finished\": {}, "
+                        "\"incomplete\": {}}}",
+                   t ? "," : "", json_escape(ti.path), ti.header.pid, ti.header.ppid,
+                   json_escape(meta("exe")), json_escape(meta("cmdline")), ti.header.major,
+                   ti.header.minor, ti.finished ? "true" : "false",
+                   ti.incomplete ? "\"" + json_escape(ti.incomplete_reason) + "\"" : "null");
+    }
+    fmt::print(out, "\n  ],\n  \"sort\": \"{}\",\n  \"total_calls\": {},\n  \"primitive_calls\": {},\n"
+                    "  \"total_time\": {:.9f},\n  \"functions\": [",
+               sort_description(o.sort), p.total_calls, p.primitive_calls, p.total_time);
+    bool first = true;
+    for (size_t i : selected(p, o)) {
+        const Function& f = p.functions[i];
+        const Stats& s = f.stats;
+        fmt::print(out, "{}\n    {{\"name\": \"{}\", \"symbol\": \"{}\", \"module\": \"{}\", "
+                        "\"file\": \"{}\", \"line\": {}, \"address\": \"0x{:x}\", \"ncalls\": {}, "
+                        "\"primitive_calls\": {}, \"tottime\": {:.9f}, \"cumtime\": {:.9f}}}",
+                   first ? "" : ",", json_escape(f.name), json_escape(f.symbol),
+                   json_escape(f.module), json_escape(f.file), f.line, f.address, s.ncalls,
+                   s.pcalls, s.tottime, s.cumtime);
+        first = false;
+    }
+    fmt::print(out, "\n  ],\n  \"threads\": [");
+    for (size_t t = 0; t < p.threads.size(); ++t) {
+        const ThreadSummary& th = p.threads[t];
+        fmt::print(out, "{}\n    {{\"trace\": {}, \"stream\": {}, \"tid\": {}, \"name\": \"{}\", "
+                        "\"events\": {}, \"dropped\": {}, \"abandoned_frames\": {}, \"seconds\": {:.9f}}}",
+                   t ? "," : "", th.trace, th.stream, th.tid, json_escape(th.name), th.events,
+                   th.dropped, th.abandoned, th.seconds);
+    }
+    fmt::print(out, "\n  ]\n}}\n");
+}
+
+std::vector<std::string> data_warnings(const Profile& p) {
+    std::vector<std::string> out;
+    for (const reader::TraceInfo& t : p.traces) {
+        if (t.incomplete)
+            out.push_back(fmt::format("{}: incomplete trace: {}", reader::printable(t.path),
+                                      t.incomplete_reason));
+        if (t.minor_unknown_records)
+            out.push_back(fmt::format("{}: skipped {} records of a newer format version {}.{}",
+                                      reader::printable(t.path), t.minor_unknown_records,
+                                      t.header.major, t.header.minor));
+    }
+    uint64_t dropped = 0;
+    for (const ThreadSummary& th : p.threads) dropped += th.dropped;
+    if (dropped) out.push_back(fmt::format("{} events dropped by the runtime (limits reached)", dropped));
+    return out;
+}
+
+} // namespace prof::analysis

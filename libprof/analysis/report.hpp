@@ -1,0 +1,44 @@
+// Text, CSV and JSON renderings of a Profile: the pstats table, callers and callees.
+// Tools choose what to print; the layout of each view lives here, once.
+#pragma once
+
+#include "analysis/profile.hpp"
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace prof::analysis {
+
+enum class SortKey { kCumtime, kTottime, kNcalls, kPcalls, kName, kFile, kLine, kNfl, kStdname };
+
+// Accepts pstats' keys and aliases (cumulative, time, calls, filename, module, ...).
+std::optional<SortKey> parse_sort_key(const std::string& s);
+const char* sort_description(SortKey k); // "cumulative time", as pstats prints it
+std::vector<size_t> sorted_functions(const Profile& p, SortKey key);
+
+struct TableOptions {
+    SortKey sort = SortKey::kCumtime;
+    size_t limit = 0;          // 0 = all rows
+    std::string filter;        // regex on file:line(name); empty = all
+    bool full_paths = false;   // keep directories in file names
+    int precision = 3;         // decimals of the time columns
+    std::string title;         // printed above the table (e.g. the thread)
+};
+
+// The cProfile/pstats table with its header line.
+void print_table(std::FILE* out, const Profile& p, const TableOptions& o);
+// pstats' print_callers / print_callees for the functions matching `o.filter`.
+void print_callers(std::FILE* out, const Profile& p, const TableOptions& o, bool callees);
+void print_csv(std::FILE* out, const Profile& p, const TableOptions& o);
+// JSON document: traces, totals, functions (name, symbol, module, file, line, ncalls,
+// primitive_calls, tottime, cumtime, ...), threads.
+void print_json(std::FILE* out, const Profile& p, const TableOptions& o);
+// Notes about the data (incomplete trace, dropped events, ...), one line each, for stderr.
+std::vector<std::string> data_warnings(const Profile& p);
+
+std::string json_escape(std::string_view s);
+std::string csv_escape(std::string_view s);
+
+} // namespace prof::analysis

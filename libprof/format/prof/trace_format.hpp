@@ -1,0 +1,123 @@
+// The libprof trace format, version 1: the one definition shared by the runtime (writer) and
+// the reader. docs/trace-format.md is the prose spec of exactly these structs and tags; change
+// both together. Rules: a major bump breaks readers (they refuse and name both versions); a
+// minor bump only adds record tags or chunk kinds, which older readers skip. A tag number is
+// never reused.
+//
+// Layout of a trace file:
+//   [FileHeader, padded to kHeaderSize bytes]
+//   [chunk 0][chunk 1]...                     every chunk is FileHeader::chunk_size bytes
+// A chunk is a ChunkHeader followed by `used` bytes of records. Each chunk belongs to one
+// stream: stream 0 is the process stream (metadata, modules, symbols, end record), streams
+// 1..N are threads. Chunks of one stream appear in the file in increasing `seq` order, so a
+// reader can process the file front to back. The writer maps chunks from the file and
+// updates `used` after every record, so a process killed at any point leaves a file that
+// reads up to its last complete record.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace prof::format {
+
+inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
+inline constexpr uint16_t kMajor = 1;
+inline constexpr uint16_t kMinor = 0;
+inline constexpr uint32_t kHeaderSize = 4096;
+inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
+inline constexpr uint32_t kMinChunkSize = 4096;
+inline constexpr uint32_t kMaxChunkSize = 64u << 20;
+
+enum class ClockKind : uint32_t {
+    kTsc = 1,       // x86-64 rdtsc (invariant TSC); ticks_per_second calibrated
+    kMonotonic = 2, // CLOCK_MONOTONIC nanoseconds; ticks_per_second = 1e9
+};
+
+// Flags in FileHeader::flags.
+inline constexpr uint32_t kFileFinished = 1u << 0; // the writer reached its normal end
+
+struct FileHeader {
+    char magic[8];
+    uint16_t major;
+    uint16_t minor;
+    uint32_t header_size; // offset of chunk 0
+    uint32_t chunk_size;  // size of every chunk, header included
+    uint32_t flags;       // kFileFinished, ...
+    uint32_t clock_kind;  // ClockKind
+    uint32_t pid;
+    uint32_t ppid;
+    uint32_t reserved1;
+    uint64_t ticks_per_second; // 0 until the writer finishes; readers then derive it
+    uint64_t start_ticks;      // clock reading when the runtime started
+    uint64_t start_mono_ns;    // CLOCK_MONOTONIC at the same moment
+    uint64_t start_real_ns;    // CLOCK_REALTIME at the same moment (wall-clock date)
+    uint64_t end_ticks;        // set at finish (0 if the process died)
+    uint64_t end_mono_ns;
+    uint32_t chunk_count; // set at finish; readers of crashed traces scan instead
+    uint32_t reserved0;
+    uint8_t reserved[4096 - 96];
+};
+static_assert(sizeof(FileHeader) == kHeaderSize);
+static_assert(offsetof(FileHeader, ticks_per_second) == 40);
+static_assert(offsetof(FileHeader, chunk_count) == 88);
+
+// Chunk kinds are the stream's kind; there is one record grammar for all of them.
+enum class StreamKind : uint16_t {
+    kProcess = 1, // stream 0: Meta, Module, Symbol, End records
+    kThread = 2,  // one stream per thread: events
+};
+
+struct ChunkHeader {
+    uint32_t magic; // kChunkMagic; zero means the chunk was reserved but never used
+    uint16_t kind;  // StreamKind
+    uint16_t flags;
+    uint32_t stream; // 0 = process stream, 1.. = thread streams
+    uint32_t seq;    // 0, 1, 2, ... within the stream
+    uint32_t used;   // bytes of records after this header; updated after each record
+    uint32_t tid;    // kernel thread id that owns the stream (0 for the process stream)
+    uint64_t base_ticks; // the first time delta in this chunk is relative to this
+    uint64_t sync_ticks; // clock pair taken when the chunk was opened, used to derive the
+    uint64_t sync_mono_ns; // tick frequency of a trace whose writer never finished
+    uint8_t reserved[16];
+};
+static_assert(sizeof(ChunkHeader) == 64);
+
+// Record tags. A record is one tag byte followed by fields:
+//   u64 = 8 bytes little-endian; uleb = unsigned LEB128 (at most 10 bytes);
+//   str = uleb length + bytes (no terminator), at most kMaxString bytes.
+// Time deltas (dt) are clock ticks since the previous timed record of the same chunk
+// (or since ChunkHeader::base_ticks for the first one).
+enum class Tag : uint8_t {
+    kInvalid = 0x00,
+    // Thread streams.
+    kEnter = 0x01,          // uleb fn, uleb dt: enter function with stream-local index fn
+    kExit = 0x02,           // uleb dt: the innermost open frame returns
+    kFunction = 0x03,       // u64 address: defines the next stream-local function index
+    kThreadBegin = 0x04,    // uleb dt, u32 tid, str name
+    kThreadEnd = 0x05,      // uleb dt: the thread finished; no record follows
+    kEnterAddress = 0x06,   // u64 address, uleb dt: enter without an index (table full)
+    kAbandon = 0x07,        // uleb count, uleb dt: the innermost `count` frames ended without
+                            // their exit hook (longjmp, exceptions through uninstrumented code)
+    kDropped = 0x08,        // uleb count: events lost (buffer limits); timing around is unknown
+    // Process stream.
+    kMeta = 0x20,           // str key, str value
+    kModule = 0x21,         // u64 ticks, u64 load_base, u64 start, u64 end, str path, str build_id
+    kSymbol = 0x22,         // u64 address, str name, str symbol, str file, uleb line
+    kEnd = 0x23,            // u64 end_ticks, u64 end_mono_ns, u64 ticks_per_second,
+                            // uleb threads, uleb dropped_events
+    // Tags from kFirstSized on are followed by `uleb length` and that many payload bytes, in
+    // every stream. Minor versions add records only here, so older readers skip them.
+    kFirstSized = 0x40,
+};
+
+inline constexpr uint32_t kMaxString = 16384;
+inline constexpr uint32_t kMaxUleb = 10;
+// Largest thread-stream event record: kEnterAddress = 1 + 8 + 10.
+inline constexpr uint32_t kMaxEventRecord = 1 + 8 + kMaxUleb;
+
+inline bool header_magic_ok(const FileHeader& h) {
+    return std::memcmp(h.magic, kMagic, sizeof kMagic) == 0;
+}
+
+} // namespace prof::format

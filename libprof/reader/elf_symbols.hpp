@@ -1,0 +1,35 @@
+// Function symbols of an ELF file on disk: the fallback that names functions of a trace whose
+// process died before writing its symbol table. Reads .symtab (or .dynsym when stripped) with
+// bounds checks; never runs a program.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace prof::reader {
+
+class ElfSymbols {
+public:
+    // Loads the function symbols of `path`. ok() is false when the file is missing or not a
+    // 64-bit little-endian ELF file; error() says why.
+    explicit ElfSymbols(const std::string& path);
+
+    bool ok() const { return error_.empty(); }
+    const std::string& error() const { return error_; }
+    const std::string& build_id() const { return build_id_; } // lowercase hex, may be empty
+
+    // The symbol containing `vaddr` (an address as laid out in the file), or null.
+    const std::string* lookup(uint64_t vaddr) const;
+
+private:
+    struct Entry {
+        uint64_t start, size;
+        std::string name;
+    };
+    std::vector<Entry> entries_; // sorted by start
+    std::string build_id_;
+    std::string error_;
+};
+
+} // namespace prof::reader

@@ -1,0 +1,430 @@
+// Trace reader: file header checks, the chunk walk and the record decoders.
+#include "reader/trace_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <cxxabi.h>
+#include <fcntl.h>
+#include <memory>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace prof::reader {
+
+using format::ChunkHeader;
+using format::FileHeader;
+using format::Tag;
+
+TraceError::TraceError(const std::string& path, uint64_t offset, const std::string& what)
+    : std::runtime_error(fmt::format("{}: corrupt trace at byte {}: {}", path, offset, what)),
+      offset_(offset) {}
+
+TraceError::TraceError(const std::string& path, const std::string& what)
+    : std::runtime_error(fmt::format("{}: {}", path, what)) {}
+
+namespace {
+
+// Bounds-checked cursor over one chunk's records. `fail` reports whether running out of
+// bytes means corruption (a complete chunk) or just the end of a cut-short file.
+struct Cursor {
+    const uint8_t* p;
+    const uint8_t* end;
+    bool ok = true;
+
+    bool has(size_t n) const { return size_t(end - p) >= n; }
+    uint8_t u8() {
+        if (!has(1)) return ok = false, 0;
+        return *p++;
+    }
+    uint32_t u32() {
+        if (!has(4)) return ok = false, 0;
+        uint32_t v;
+        std::memcpy(&v, p, 4);
+        p += 4;
+        return v;
+    }
+    uint64_t u64() {
+        if (!has(8)) return ok = false, 0;
+        uint64_t v;
+        std::memcpy(&v, p, 8);
+        p += 8;
+        return v;
+    }
+    uint64_t uleb() {
+        uint64_t v = 0;
+        for (unsigned shift = 0; shift < 64; shift += 7) {
+            if (p == end) return ok = false, 0;
+            uint8_t b = *p++;
+            v |= uint64_t(b & 0x7f) << shift;
+            if (!(b & 0x80)) return v;
+        }
+        return ok = false, 0; // more than 10 bytes: not a valid uleb
+    }
+    std::string_view str() {
+        uint64_t n = uleb();
+        if (!ok || n > format::kMaxString || !has(n)) return ok = false, std::string_view{};
+        std::string_view s(reinterpret_cast<const char*>(p), n);
+        p += n;
+        return s;
+    }
+};
+
+std::string hex(std::string_view bytes) {
+    std::string out;
+    for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
+    return out;
+}
+
+} // namespace
+
+struct TraceReader::StreamState {
+    uint32_t next_seq = 0;
+    uint32_t functions = 0; // stream-local indices defined so far
+    bool ended = false;
+};
+
+TraceReader::TraceReader(std::string path) {
+    info_.path = std::move(path);
+    const std::string& p = info_.path;
+    fd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw TraceError(p, fmt::format("cannot open: {}", std::strerror(errno)));
+    struct stat st;
+    if (fstat(fd_, &st) != 0) throw TraceError(p, std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) throw TraceError(p, "not a regular file");
+    size_ = uint64_t(st.st_size);
+    info_.bytes = size_;
+    if (size_ == 0) throw TraceError(p, "empty file, not a libprof trace");
+    if (size_ < sizeof(FileHeader)) {
+        char head[8] = {};
+        ssize_t n = pread(fd_, head, sizeof head, 0);
+        if (n == 8 && std::memcmp(head, format::kMagic, 8) == 0)
+            throw TraceError(p, fmt::format("truncated: only {} bytes, the header alone is {}",
+                                            size_, sizeof(FileHeader)));
+        throw TraceError(p, "not a libprof trace (file too short)");
+    }
+    void* m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+    if (m == MAP_FAILED) throw TraceError(p, fmt::format("cannot map: {}", std::strerror(errno)));
+    data_ = static_cast<const uint8_t*>(m);
+    madvise(m, size_, MADV_SEQUENTIAL);
+    std::memcpy(&info_.header, data_, sizeof(FileHeader));
+    const FileHeader& h = info_.header;
+    if (!format::header_magic_ok(h)) throw TraceError(p, "not a libprof trace (bad magic)");
+    if (h.major != format::kMajor)
+        throw TraceError(p, fmt::format("trace format version {}.{} is not supported: this "
+                                        "profreport reads version {}.x{}",
+                                        h.major, h.minor, format::kMajor,
+                                        h.major > format::kMajor ? "; upgrade libprof" : ""));
+    if (h.header_size != format::kHeaderSize)
+        throw TraceError(p, 8, fmt::format("header size {} (expected {})", h.header_size,
+                                           format::kHeaderSize));
+    if (h.chunk_size < format::kMinChunkSize || h.chunk_size > format::kMaxChunkSize ||
+        (h.chunk_size & (h.chunk_size - 1)))
+        throw TraceError(p, 16, fmt::format("chunk size {} is out of range", h.chunk_size));
+    if (h.clock_kind != uint32_t(format::ClockKind::kTsc) &&
+        h.clock_kind != uint32_t(format::ClockKind::kMonotonic))
+        throw TraceError(p, 24, fmt::format("unknown clock kind {}", h.clock_kind));
+    info_.finished = (h.flags & format::kFileFinished) != 0;
+}
+
+TraceReader::~TraceReader() {
+    if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+    if (fd_ >= 0) ::close(fd_);
+}
+
+const Module* TraceInfo::module_at(uint64_t address, uint64_t ticks) const {
+    const Module* best = nullptr;
+    for (const Module& m : modules)
+        if (address >= m.start && address < m.end && m.ticks <= ticks) best = &m;
+    if (!best)
+        for (const Module& m : modules)
+            if (address >= m.start && address < m.end) best = &m;
+    return best;
+}
+
+void TraceReader::process_records(const uint8_t* p, const uint8_t* end, uint64_t offset) {
+    Cursor c{p, end};
+    while (c.p < c.end) {
+        const uint8_t* rec = c.p;
+        auto tag = Tag(c.u8());
+        switch (tag) {
+        case Tag::kMeta: {
+            auto key = c.str();
+            auto value = c.str();
+            if (c.ok) info_.meta[std::string(key)] = std::string(value);
+            break;
+        }
+        case Tag::kModule: {
+            Module m;
+            m.ticks = c.u64();
+            m.base = c.u64();
+            m.start = c.u64();
+            m.end = c.u64();
+            m.path = std::string(c.str());
+            m.build_id = hex(c.str());
+            if (c.ok) info_.modules.push_back(std::move(m));
+            break;
+        }
+        case Tag::kSymbol: {
+            uint64_t address = c.u64();
+            Symbol s;
+            s.name = std::string(c.str());
+            s.symbol = std::string(c.str());
+            s.file = std::string(c.str());
+            s.line = uint32_t(c.uleb());
+            if (c.ok) info_.symbols[address] = std::move(s);
+            break;
+        }
+        case Tag::kEnd: {
+            uint64_t end_ticks = c.u64();
+            c.u64(); // end_mono_ns
+            uint64_t tps = c.u64();
+            c.uleb(); // threads
+            c.uleb(); // dropped
+            if (c.ok) {
+                info_.end_ticks = end_ticks;
+                if (tps) info_.ticks_per_second = double(tps);
+                info_.finished = true;
+            }
+            break;
+        }
+        default:
+            if (uint8_t(tag) >= uint8_t(Tag::kFirstSized)) {
+                uint64_t n = c.uleb();
+                if (c.ok && c.has(n)) c.p += n, ++info_.minor_unknown_records;
+                else c.ok = false;
+                break;
+            }
+            throw TraceError(info_.path, offset + uint64_t(rec - p),
+                             fmt::format("unknown record tag 0x{:02x} in the process stream",
+                                         uint8_t(tag)));
+        }
+        if (!c.ok)
+            throw TraceError(info_.path, offset + uint64_t(rec - p),
+                             fmt::format("process record 0x{:02x} runs past its chunk",
+                                         uint8_t(tag)));
+    }
+}
+
+// Decodes one chunk of a thread stream. `cut` says the chunk is the last, cut-short one of the
+// file: a record that runs past the end is then the end of the data, not corruption.
+bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
+                                 const uint8_t* end, uint64_t ticks, uint64_t offset, bool cut,
+                                 EventSink* sink) {
+    Cursor c{p, end};
+    const uint32_t stream = th.stream;
+    auto fail = [&](const uint8_t* rec, const std::string& what) -> bool {
+        if (cut) return false;
+        throw TraceError(info_.path, offset + uint64_t(rec - p), what);
+    };
+    while (c.p < c.end) {
+        const uint8_t* rec = c.p;
+        if (st.ended) return fail(rec, fmt::format("stream {} has records after its end", stream));
+        auto tag = Tag(c.u8());
+        switch (tag) {
+        case Tag::kEnter: {
+            uint64_t fn = c.uleb();
+            ticks += c.uleb();
+            if (!c.ok) return fail(rec, "enter record runs past its chunk");
+            if (fn >= st.functions)
+                return fail(rec, fmt::format("enter of undefined function {} in stream {}", fn,
+                                             stream));
+            ++th.events;
+            if (sink) sink->on_enter(stream, uint32_t(fn), ticks);
+            break;
+        }
+        case Tag::kExit:
+            ticks += c.uleb();
+            if (!c.ok) return fail(rec, "exit record runs past its chunk");
+            ++th.events;
+            if (sink) sink->on_exit(stream, ticks);
+            break;
+        case Tag::kFunction: {
+            uint64_t address = c.u64();
+            if (!c.ok) return fail(rec, "function record runs past its chunk");
+            if (sink) sink->on_function(stream, st.functions, address);
+            ++st.functions;
+            break;
+        }
+        case Tag::kEnterAddress: {
+            uint64_t address = c.u64();
+            ticks += c.uleb();
+            if (!c.ok) return fail(rec, "enter record runs past its chunk");
+            ++th.events;
+            if (sink) sink->on_enter_address(stream, address, ticks);
+            break;
+        }
+        case Tag::kAbandon: {
+            uint64_t n = c.uleb();
+            ticks += c.uleb();
+            if (!c.ok || n > UINT32_MAX) return fail(rec, "abandon record is malformed");
+            th.abandoned += n;
+            if (sink) sink->on_abandon(stream, uint32_t(n), ticks);
+            break;
+        }
+        case Tag::kThreadBegin: {
+            ticks += c.uleb();
+            uint32_t tid = c.u32();
+            auto name = c.str();
+            if (!c.ok) return fail(rec, "thread record runs past its chunk");
+            th.tid = tid;
+            th.name = std::string(name);
+            if (sink) sink->on_thread_begin(stream, ticks);
+            break;
+        }
+        case Tag::kThreadEnd:
+            ticks += c.uleb();
+            if (!c.ok) return fail(rec, "thread end record runs past its chunk");
+            th.ended = st.ended = true;
+            if (sink) sink->on_thread_end(stream, ticks);
+            break;
+        case Tag::kDropped:
+            th.dropped += c.uleb();
+            if (!c.ok) return fail(rec, "dropped record runs past its chunk");
+            break;
+        default:
+            if (uint8_t(tag) >= uint8_t(Tag::kFirstSized)) {
+                uint64_t n = c.uleb();
+                if (!c.ok || !c.has(n)) return fail(rec, "sized record runs past its chunk");
+                c.p += n;
+                ++info_.minor_unknown_records;
+                break;
+            }
+            return fail(rec, fmt::format("unknown record tag 0x{:02x} in thread stream {}",
+                                         uint8_t(tag), stream));
+        }
+        if (!th.first_ticks || ticks < th.first_ticks) th.first_ticks = ticks;
+        if (ticks > th.last_ticks) th.last_ticks = ticks;
+    }
+    return true;
+}
+
+void TraceReader::read_chunks(EventSink* sink) {
+    const FileHeader& h = info_.header;
+    std::unordered_map<uint32_t, StreamState> streams;
+    uint64_t off = h.header_size;
+    const uint64_t cs = h.chunk_size;
+    uint64_t chunks = 0;
+    while (off < size_) {
+        uint64_t avail = std::min<uint64_t>(cs, size_ - off);
+        ChunkHeader ch{};
+        if (avail < sizeof ch) {
+            info_.incomplete = true;
+            info_.incomplete_reason = fmt::format("the file ends inside a chunk header at byte {}", off);
+            break;
+        }
+        std::memcpy(&ch, data_ + off, sizeof ch);
+        if (ch.magic == 0) { // reserved by the writer but never used
+            off += cs;
+            continue;
+        }
+        if (ch.magic != format::kChunkMagic)
+            throw TraceError(info_.path, off, fmt::format("bad chunk magic 0x{:08x}", ch.magic));
+        if (ch.used > cs - sizeof ch)
+            throw TraceError(info_.path, off + 16,
+                             fmt::format("chunk claims {} bytes of records, more than fit in {}",
+                                         ch.used, cs - sizeof ch));
+        bool cut = sizeof ch + ch.used > avail;
+        const uint8_t* p = data_ + off + sizeof ch;
+        const uint8_t* end = data_ + off + std::min<uint64_t>(avail, sizeof ch + ch.used);
+        if (cut) {
+            info_.incomplete = true;
+            info_.incomplete_reason = fmt::format(
+                "the file ends inside chunk {} at byte {} ({} of {} bytes present)", chunks,
+                size_, avail, sizeof ch + ch.used);
+        }
+        if (ch.sync_ticks) {
+            if (!first_sync_ticks_) first_sync_ticks_ = ch.sync_ticks, first_sync_ns_ = ch.sync_mono_ns;
+            if (ch.sync_ticks > last_sync_ticks_) last_sync_ticks_ = ch.sync_ticks, last_sync_ns_ = ch.sync_mono_ns;
+        }
+        StreamState& st = streams[ch.stream];
+        if (ch.seq != st.next_seq)
+            throw TraceError(info_.path, off + 12,
+                             fmt::format("stream {} continues with chunk {} where {} was due",
+                                         ch.stream, ch.seq, st.next_seq));
+        ++st.next_seq;
+        if (ch.kind == uint16_t(format::StreamKind::kProcess)) {
+            if (ch.stream != 0)
+                throw TraceError(info_.path, off + 4, "process chunk with a thread stream id");
+            if (cut) break; // a cut process record cannot be trusted; the events before it stand
+            process_records(p, end, off + sizeof ch);
+        } else if (ch.kind == uint16_t(format::StreamKind::kThread)) {
+            if (ch.stream == 0)
+                throw TraceError(info_.path, off + 8, "thread chunk with stream id 0");
+            Thread& th = info_.threads[ch.stream];
+            th.stream = ch.stream;
+            if (!th.tid) th.tid = ch.tid;
+            if (ch.base_ticks && (!th.first_ticks || ch.base_ticks < th.first_ticks))
+                th.first_ticks = ch.base_ticks;
+            if (sink) thread_records(st, th, p, end, ch.base_ticks, off + sizeof ch, cut, sink);
+        } else {
+            throw TraceError(info_.path, off + 4, fmt::format("unknown chunk kind {}", ch.kind));
+        }
+        ++chunks;
+        if (cut) break;
+        off += cs;
+    }
+    info_.chunks = chunks;
+    if (!info_.finished && !info_.incomplete) {
+        info_.incomplete = true;
+        info_.incomplete_reason = "the process did not finish the trace (killed, crashed or "
+                                  "ended with _exit); times end at its last event";
+    }
+    for (auto& [s, t] : info_.threads)
+        if (t.last_ticks > info_.end_ticks && !info_.finished) info_.end_ticks = t.last_ticks;
+    finish_timing();
+}
+
+const TraceInfo& TraceReader::read_metadata() {
+    read_chunks(nullptr);
+    return info_;
+}
+
+const TraceInfo& TraceReader::read(EventSink& sink) {
+    read_chunks(&sink);
+    return info_;
+}
+
+void TraceReader::finish_timing() {
+    const FileHeader& h = info_.header;
+    if (h.clock_kind == uint32_t(format::ClockKind::kMonotonic)) {
+        info_.ticks_per_second = 1e9;
+        return;
+    }
+    if (info_.ticks_per_second > 0) return; // End record
+    if (h.ticks_per_second) {
+        info_.ticks_per_second = double(h.ticks_per_second);
+        return;
+    }
+    // A trace without an end: derive the frequency from the clock pairs in the header and
+    // in the chunk headers (the wider apart, the better).
+    uint64_t dt = last_sync_ticks_ - h.start_ticks, dns = last_sync_ns_ - h.start_mono_ns;
+    if (last_sync_ticks_ > h.start_ticks && dns > 0) info_.ticks_per_second = double(dt) * 1e9 / dns;
+}
+
+} // namespace prof::reader
+
+namespace prof::reader {
+
+std::string demangle(std::string_view symbol) {
+    std::string s(symbol);
+    if (s.size() < 2 || s[0] != '_' || s[1] != 'Z') return s;
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(s.c_str(), nullptr, nullptr, &status),
+                                               std::free);
+    return status == 0 && out ? std::string(out.get()) : s;
+}
+
+std::string printable(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (unsigned char c : s) {
+        if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+        else out += char(c);
+    }
+    return out;
+}
+
+} // namespace prof::reader

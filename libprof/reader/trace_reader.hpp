@@ -1,0 +1,133 @@
+// Reads libprof trace files (docs/trace-format.md). One pass, front to back, over a read-only
+// mapping: process records (metadata, modules, symbols, end) fill TraceInfo, thread events go
+// to a sink in each thread's order. Every length and count is bounds-checked against the
+// chunk; anything wrong is a TraceError that names the byte offset. A file that simply stops
+// (a crashed or killed process, a copy cut short) reads up to its last complete record and
+// says so in TraceInfo::incomplete.
+#pragma once
+
+#include <prof/trace_format.hpp>
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace prof::reader {
+
+class TraceError : public std::runtime_error {
+public:
+    TraceError(const std::string& path, uint64_t offset, const std::string& what);
+    TraceError(const std::string& path, const std::string& what);
+    uint64_t offset() const { return offset_; }
+
+private:
+    uint64_t offset_ = 0;
+};
+
+struct Module {
+    uint64_t ticks = 0; // when the runtime first saw it
+    uint64_t base = 0;  // load bias: runtime address - address in the file
+    uint64_t start = 0, end = 0;
+    std::string path;
+    std::string build_id; // lowercase hex
+};
+
+struct Symbol {
+    std::string name;   // demangled
+    std::string symbol; // as in the object file (mangled), when known
+    std::string file;
+    uint32_t line = 0;
+};
+
+struct Thread {
+    uint32_t stream = 0;
+    uint32_t tid = 0;
+    std::string name;
+    bool ended = false;        // a ThreadEnd record was read
+    uint64_t first_ticks = 0;  // earliest timestamp in the stream
+    uint64_t last_ticks = 0;   // latest timestamp in the stream
+    uint64_t events = 0;       // enter + exit records
+    uint64_t dropped = 0;      // events the runtime could not record
+    uint64_t abandoned = 0;    // frames closed without their exit (longjmp, ...)
+};
+
+struct TraceInfo {
+    std::string path;
+    format::FileHeader header{};
+    std::map<std::string, std::string> meta; // exe, cmdline, cwd, pid, ppid, host, runtime
+    std::vector<Module> modules;
+    std::unordered_map<uint64_t, Symbol> symbols; // by runtime address
+    std::map<uint32_t, Thread> threads;            // by stream
+    bool finished = false;   // the writer reached its end (FileHeader flag and End record)
+    bool incomplete = false; // the file ends early; see `incomplete_reason`
+    std::string incomplete_reason;
+    uint64_t chunks = 0;
+    uint64_t bytes = 0;
+    uint64_t end_ticks = 0;        // End record, or the latest timestamp seen
+    double ticks_per_second = 0;   // from the End record, or derived from clock sync points
+    uint64_t minor_unknown_records = 0; // records of a newer minor version that were skipped
+
+    double seconds(uint64_t ticks) const { return ticks_per_second ? ticks / ticks_per_second : 0; }
+    const Module* module_at(uint64_t address, uint64_t ticks = UINT64_MAX) const;
+};
+
+// Receives thread events in stream order. `fn` in on_enter is the stream-local function index
+// announced by on_function; on_enter_address carries an address directly.
+class EventSink {
+public:
+    virtual ~EventSink() = default;
+    virtual void on_function(uint32_t stream, uint32_t fn, uint64_t address) = 0;
+    virtual void on_enter(uint32_t stream, uint32_t fn, uint64_t ticks) = 0;
+    virtual void on_enter_address(uint32_t stream, uint64_t address, uint64_t ticks) = 0;
+    virtual void on_exit(uint32_t stream, uint64_t ticks) = 0;
+    virtual void on_abandon(uint32_t stream, uint32_t frames, uint64_t ticks) = 0;
+    virtual void on_thread_begin(uint32_t /*stream*/, uint64_t /*ticks*/) {}
+    virtual void on_thread_end(uint32_t /*stream*/, uint64_t /*ticks*/) {}
+};
+
+class TraceReader {
+public:
+    // Opens and checks the file header. Throws TraceError: missing file, not a trace, a newer
+    // major version, a header that does not add up.
+    explicit TraceReader(std::string path);
+    ~TraceReader();
+    TraceReader(const TraceReader&) = delete;
+    TraceReader& operator=(const TraceReader&) = delete;
+
+    // Reads everything once. Throws TraceError on corruption (with its offset); a file that is
+    // merely cut short is not an error (TraceInfo::incomplete).
+    const TraceInfo& read(EventSink& sink);
+    const TraceInfo& info() const { return info_; }
+
+    // Reads the process stream only (metadata, modules, symbols): cheap for `profreport --info`.
+    const TraceInfo& read_metadata();
+
+private:
+    struct StreamState;
+    void read_chunks(EventSink* sink);
+    void process_records(const uint8_t* p, const uint8_t* end, uint64_t offset);
+    bool thread_records(StreamState& st, Thread& th, const uint8_t* p, const uint8_t* end,
+                        uint64_t ticks, uint64_t offset, bool cut, EventSink* sink);
+    void finish_timing();
+
+    TraceInfo info_;
+    const uint8_t* data_ = nullptr;
+    uint64_t size_ = 0;
+    int fd_ = -1;
+    // Clock sync pairs (ticks, monotonic ns) from chunk headers: derive the frequency of a
+    // trace that has no End record.
+    uint64_t first_sync_ticks_ = 0, first_sync_ns_ = 0, last_sync_ticks_ = 0, last_sync_ns_ = 0;
+};
+
+// Demangles an Itanium C++ ABI symbol; returns the input when it is not one.
+std::string demangle(std::string_view symbol);
+
+// Escapes control characters (and, for terminal output, everything outside printable ASCII
+// that is not valid UTF-8) so that names from a trace cannot drive the terminal.
+std::string printable(std::string_view s);
+
+} // namespace prof::reader

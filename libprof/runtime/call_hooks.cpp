@@ -1,0 +1,383 @@
+// The hot path: __cyg_profile_func_enter/exit, called by every function built with
+// -finstrument-functions. Each thread keeps its state in initial-exec TLS: its own mapped chunk,
+// a shadow call stack and a table from function address to a stream-local index, so a typical
+// event is a table hit, one rdtsc and 2-4 bytes written, with no lock and no allocation.
+//
+// Matching exits to enters. The runtime keeps the recorded call tree balanced by itself:
+//  - every frame stores the function and the hook's canonical frame address (CFA), which is
+//    the same at the enter and the exit of one activation;
+//  - an exit that does not match the innermost frame pops frames that are deeper than it (a
+//    longjmp or an exception through uninstrumented code skipped their exits) and records
+//    them as abandoned; an exit that matches nothing (its enter came before tracing started,
+//    or was dropped) is ignored;
+//  - an enter at or above the innermost frame's CFA means that frame is gone (longjmp out of
+//    it), so it is abandoned before the new frame is pushed.
+// Distances are bounded (kSameStack) so that a signal handler on an alternate stack is not
+// mistaken for a return to an outer frame.
+#include "runtime.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace prof::rt {
+namespace {
+
+using format::Tag;
+
+constexpr uintptr_t kSameStack = 64u << 20;
+constexpr uint32_t kInitialTable = 1024; // slots; grows x4 while more than half full
+constexpr uint32_t kMaxTable = 1u << 22;
+constexpr uint32_t kExitSearch = 64; // frames searched for an exit whose CFA moved (alloca)
+
+enum : uint8_t { kNew = 0, kActive = 1, kBusy = 2, kOff = 3 };
+
+struct Frame {
+    uintptr_t fn;
+    uintptr_t cfa;
+};
+
+struct Slot {
+    uintptr_t address; // 0 = empty
+    uint32_t index;    // stream-local function index
+    uint32_t excluded; // runtime filter said no
+};
+
+struct ThreadState {
+    ChunkWriter w;
+    Frame* frames;
+    uint32_t depth;
+    uint32_t max_depth;
+    Slot* table;
+    uint32_t mask; // table size - 1, or 0 before the table exists
+    uint32_t used;
+    uint32_t next_index;
+    uint64_t dropped;
+    uint8_t state;
+};
+
+// Zero-initialised, no constructor, no destructor: no TLS init call on the hot path.
+thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
+
+pthread_key_t g_thread_key;
+std::atomic<bool> g_key_ready{false};
+
+PROF_NOINSTR inline uint32_t slot_of(uintptr_t a, uint32_t mask) {
+    return uint32_t((uint64_t(a) * 0x9E3779B97F4A7C15ull) >> 40) & mask;
+}
+
+PROF_NOINSTR void* map_anon(size_t bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+}
+
+// Opens the next chunk when fewer than `need` bytes are left. On failure tracing is off for
+// this thread; frames already recorded stay valid.
+PROF_NOINSTR bool refill(ThreadState& s, uint64_t now) {
+    int saved = errno;
+    bool ok = open_chunk(s.w, now);
+    errno = saved;
+    if (!ok) s.state = kOff;
+    return ok;
+}
+
+PROF_NOINSTR inline bool ensure(ThreadState& s, uint64_t now) {
+    if (PROF_LIKELY(s.w.end - s.w.cursor >= ptrdiff_t(3 * format::kMaxEventRecord))) return true;
+    return refill(s, now);
+}
+
+PROF_NOINSTR bool grow_table(ThreadState& s) {
+    uint32_t old_size = s.mask + 1;
+    uint32_t size = s.mask ? old_size * 4 : kInitialTable;
+    if (size > kMaxTable) return false;
+    auto* table = static_cast<Slot*>(map_anon(size_t(size) * sizeof(Slot)));
+    if (!table) return false;
+    uint32_t mask = size - 1;
+    for (uint32_t i = 0; s.mask && i < old_size; ++i) {
+        const Slot& o = s.table[i];
+        if (!o.address) continue;
+        uint32_t h = slot_of(o.address, mask);
+        while (table[h].address) h = (h + 1) & mask;
+        table[h] = o;
+    }
+    if (s.mask) munmap(s.table, size_t(old_size) * sizeof(Slot));
+    s.table = table;
+    s.mask = mask;
+    return true;
+}
+
+// Slow path of the table: a function this thread has not seen. Writes its definition record.
+// Returns null when the table is full; the caller then records the address itself.
+PROF_NOINSTR Slot* define_function(ThreadState& s, uintptr_t a) {
+    int saved = errno;
+    if ((s.used + 1) * 2 > s.mask + 1 && !grow_table(s)) {
+        errno = saved;
+        return nullptr;
+    }
+    lock_global();
+    bool keep = note_function(a);
+    unlock_global();
+    uint32_t h = slot_of(a, s.mask);
+    while (s.table[h].address) h = (h + 1) & s.mask;
+    Slot* slot = &s.table[h];
+    slot->address = a;
+    slot->excluded = !keep;
+    ++s.used;
+    if (keep) {
+        slot->index = s.next_index++;
+        uint8_t* p = s.w.cursor;
+        *p++ = uint8_t(Tag::kFunction);
+        p = put_u64(p, a);
+        s.w.cursor = p;
+    }
+    errno = saved;
+    return slot;
+}
+
+PROF_NOINSTR inline Slot* lookup(ThreadState& s, uintptr_t a) {
+    uint32_t h = slot_of(a, s.mask);
+    for (;;) {
+        Slot* slot = &s.table[h];
+        if (PROF_LIKELY(slot->address == a)) return slot;
+        if (!slot->address) return define_function(s, a);
+        h = (h + 1) & s.mask;
+    }
+}
+
+// Lookup without defining: for exits, which never introduce a function.
+PROF_NOINSTR const Slot* find(const ThreadState& s, uintptr_t a) {
+    uint32_t h = slot_of(a, s.mask);
+    for (;;) {
+        const Slot* slot = &s.table[h];
+        if (slot->address == a) return slot;
+        if (!slot->address) return nullptr;
+        h = (h + 1) & s.mask;
+    }
+}
+
+PROF_NOINSTR void write_abandon(ThreadState& s, uint32_t count, uint64_t now) {
+    uint8_t* p = s.w.cursor;
+    *p++ = uint8_t(Tag::kAbandon);
+    p = put_uleb(p, count);
+    p = put_uleb(p, take_delta(s.w, now));
+    s.w.cursor = p;
+    s.depth -= count;
+}
+
+PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t cfa, uint64_t now) {
+    Slot* slot = lookup(s, a);
+    if (slot && slot->excluded) return;
+    if (PROF_UNLIKELY(s.depth == s.max_depth)) {
+        ++s.dropped; // its exit will match nothing and be ignored too
+        return;
+    }
+    s.frames[s.depth++] = Frame{a, cfa};
+    uint8_t* p = s.w.cursor;
+    if (PROF_LIKELY(slot != nullptr)) {
+        *p++ = uint8_t(Tag::kEnter);
+        p = put_uleb(p, slot->index);
+    } else {
+        *p++ = uint8_t(Tag::kEnterAddress);
+        p = put_u64(p, a);
+    }
+    p = put_uleb(p, take_delta(s.w, now));
+    s.w.cursor = p;
+}
+
+PROF_NOINSTR void thread_end(void*) {
+    ThreadState& s = t_state;
+    if (s.state != kActive) return;
+    s.state = kBusy;
+    uint64_t now = now_ticks();
+    if (ensure(s, now)) {
+        uint8_t* p = s.w.cursor;
+        if (s.dropped) {
+            *p++ = uint8_t(Tag::kDropped);
+            p = put_uleb(p, s.dropped);
+        }
+        *p++ = uint8_t(Tag::kThreadEnd);
+        p = put_uleb(p, take_delta(s.w, now));
+        s.w.cursor = p;
+        commit(s.w);
+    }
+    close_chunk(s.w);
+    if (s.frames) munmap(s.frames, size_t(s.max_depth) * sizeof(Frame));
+    if (s.mask) munmap(s.table, size_t(s.mask + 1) * sizeof(Slot));
+    s.frames = nullptr;
+    s.table = nullptr;
+    s.mask = 0;
+    s.state = kOff; // TLS destructors that run later are not traced
+}
+
+PROF_NOINSTR void write_thread_begin(ThreadState& s, uint64_t now) {
+    char name[17] = {};
+    prctl(PR_GET_NAME, name, 0, 0, 0);
+    size_t len = strnlen(name, 16);
+    uint8_t* p = s.w.cursor;
+    *p++ = uint8_t(Tag::kThreadBegin);
+    p = put_uleb(p, take_delta(s.w, now));
+    p = put_u32(p, s.w.tid);
+    p = put_uleb(p, len);
+    memcpy(p, name, len);
+    s.w.cursor = p + len;
+    commit(s.w);
+}
+
+PROF_NOINSTR void open_stream(ThreadState& s, uint64_t now) {
+    s.w = ChunkWriter{};
+    s.w.kind = uint16_t(format::StreamKind::kThread);
+    s.w.stream = next_stream_id();
+    s.w.tid = uint32_t(syscall(SYS_gettid));
+    s.w.last_ticks = now;
+}
+
+// First event of a thread: set up its buffers and stream. Returns with state kActive or kOff.
+PROF_NOINSTR void thread_start(ThreadState& s) {
+    s.state = kBusy;
+    int saved = errno;
+    runtime_start();
+    if (!tracing_active()) {
+        s.state = kOff;
+        errno = saved;
+        return;
+    }
+    s.max_depth = g_options.max_depth;
+    s.frames = static_cast<Frame*>(map_anon(size_t(s.max_depth) * sizeof(Frame)));
+    if (!s.frames || !grow_table(s)) {
+        log(LogLevel::kError, "thread_not_traced", "reason=\"out of address space\"");
+        s.state = kOff;
+        errno = saved;
+        return;
+    }
+    uint64_t now = now_ticks();
+    open_stream(s, now);
+    if (!open_chunk(s.w, now)) {
+        s.state = kOff;
+        errno = saved;
+        return;
+    }
+    write_thread_begin(s, now);
+    if (g_key_ready.load(std::memory_order_acquire)) pthread_setspecific(g_thread_key, &s);
+    s.state = kActive;
+    errno = saved;
+}
+
+} // namespace
+
+// The forking thread continues in the child with a new stream in the child's own file. Its
+// open frames are entered again at the fork time so that their exits still match.
+PROF_NOINSTR void thread_after_fork_child() {
+    ThreadState& s = t_state;
+    if (s.state != kActive && s.state != kBusy) return;
+    uint8_t prev = s.state;
+    s.state = kBusy;
+    if (s.w.base) munmap(s.w.base, s.w.end - s.w.base); // the parent's chunk: not ours
+    if (s.mask) memset(s.table, 0, size_t(s.mask + 1) * sizeof(Slot));
+    s.used = 0;
+    s.next_index = 0;
+    s.dropped = 0;
+    uint64_t now = now_ticks();
+    open_stream(s, now);
+    if (!open_chunk(s.w, now)) {
+        s.state = kOff;
+        return;
+    }
+    write_thread_begin(s, now);
+    uint32_t depth = s.depth;
+    s.depth = 0;
+    for (uint32_t i = 0; i < depth; ++i) {
+        if (!ensure(s, now)) return;
+        Frame f = s.frames[i];
+        write_enter(s, f.fn, f.cfa, now);
+        commit(s.w);
+    }
+    s.state = prev;
+}
+
+PROF_NOINSTR uint8_t block_thread() {
+    uint8_t prev = t_state.state;
+    t_state.state = kBusy;
+    return prev;
+}
+
+PROF_NOINSTR void unblock_thread(uint8_t prev) { t_state.state = prev; }
+
+PROF_NOINSTR void create_thread_key() {
+    if (pthread_key_create(&g_thread_key, thread_end) == 0)
+        g_key_ready.store(true, std::memory_order_release);
+}
+
+} // namespace prof::rt
+
+using namespace prof::rt;
+
+extern "C" PROF_NOINSTR void __cyg_profile_func_enter(void* fn, void* /*call_site*/) {
+    ThreadState& s = t_state;
+    if (PROF_UNLIKELY(s.state != kActive)) {
+        if (s.state != kNew) return; // busy (re-entry, e.g. a signal handler) or off
+        thread_start(s);
+        if (s.state != kActive) return;
+    }
+    s.state = kBusy;
+    uint64_t now = now_ticks();
+    auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
+    if (PROF_UNLIKELY(!ensure(s, now))) return;
+    if (PROF_UNLIKELY(s.depth && s.frames[s.depth - 1].cfa <= cfa)) {
+        // Frames at or above this call's stack level have been left without an exit.
+        uint32_t n = 0;
+        while (n < s.depth && s.frames[s.depth - 1 - n].cfa <= cfa &&
+               cfa - s.frames[s.depth - 1 - n].cfa < kSameStack)
+            ++n;
+        if (n) write_abandon(s, n, now);
+    }
+    write_enter(s, reinterpret_cast<uintptr_t>(fn), cfa, now);
+    commit(s.w);
+    s.state = kActive;
+}
+
+extern "C" PROF_NOINSTR void __cyg_profile_func_exit(void* fn, void* /*call_site*/) {
+    ThreadState& s = t_state;
+    if (PROF_UNLIKELY(s.state != kActive)) return;
+    s.state = kBusy;
+    uint64_t now = now_ticks();
+    auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
+    auto a = reinterpret_cast<uintptr_t>(fn);
+    if (PROF_UNLIKELY(!ensure(s, now))) return;
+    if (PROF_UNLIKELY(!s.depth || s.frames[s.depth - 1].fn != a ||
+                      s.frames[s.depth - 1].cfa != cfa)) {
+        const Slot* slot = find(s, a);
+        if (!slot || slot->excluded) { // filtered out, or never entered while tracing
+            s.state = kActive;
+            return;
+        }
+        // Find the frame this exit belongs to: first by stack level (frames deeper than this
+        // one were skipped by longjmp), then by function alone (its CFA moved: alloca).
+        uint32_t i = s.depth;
+        while (i && s.frames[i - 1].cfa < cfa && cfa - s.frames[i - 1].cfa < kSameStack) --i;
+        if (!(i && s.frames[i - 1].fn == a && s.frames[i - 1].cfa == cfa)) {
+            i = 0;
+            for (uint32_t k = s.depth; k && s.depth - k < kExitSearch; --k)
+                if (s.frames[k - 1].fn == a) {
+                    i = k;
+                    break;
+                }
+        }
+        if (!i) { // not ours: entered before tracing started, or its enter was dropped
+            s.state = kActive;
+            return;
+        }
+        if (s.depth - i) write_abandon(s, s.depth - i, now);
+    }
+    --s.depth;
+    uint8_t* p = s.w.cursor;
+    *p++ = uint8_t(Tag::kExit);
+    p = put_uleb(p, take_delta(s.w, now));
+    s.w.cursor = p;
+    commit(s.w);
+    s.state = kActive;
+}

@@ -1,0 +1,222 @@
+// The module map (every loaded object: path, load base, address range, build-id) and the set of
+// functions seen, both kept under the global lock in memory mapped by the runtime itself.
+// A new module is found when a function address falls outside every known one (dlopen'd
+// libraries included), so no dlopen wrapper is needed. Also applies the runtime filters.
+#include "runtime.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <dlfcn.h>
+#include <elf.h>
+#include <fnmatch.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace prof::rt {
+namespace {
+
+constexpr uint32_t kMaxModules = 4096;
+constexpr size_t kPathPool = 2u << 20;
+
+struct Module {
+    uintptr_t base, start, end;
+    const char* path; // in the path pool
+    bool excluded;    // PROF_EXCLUDE_MODULES matched
+};
+
+struct Modules {
+    Module* list = nullptr;
+    uint32_t count = 0;
+    char* pool = nullptr;
+    size_t pool_used = 0;
+};
+constinit Modules m;
+
+// Open-addressing set of function addresses; value = the filter's verdict.
+struct FunctionSet {
+    uintptr_t* keys = nullptr;
+    uint8_t* excluded = nullptr;
+    uint32_t mask = 0;
+    uint32_t count = 0;
+};
+constinit FunctionSet f;
+
+PROF_NOINSTR void* map_anon(size_t bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+}
+
+PROF_NOINSTR uint32_t hash(uintptr_t a, uint32_t mask) {
+    return uint32_t((uint64_t(a) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
+
+PROF_NOINSTR bool grow_functions() {
+    uint32_t size = f.mask ? (f.mask + 1) * 2 : 4096;
+    auto* keys = static_cast<uintptr_t*>(map_anon(size_t(size) * sizeof(uintptr_t)));
+    auto* excl = static_cast<uint8_t*>(map_anon(size));
+    if (!keys || !excl) return false;
+    for (uint32_t i = 0; f.mask && i <= f.mask; ++i) {
+        if (!f.keys[i]) continue;
+        uint32_t h = hash(f.keys[i], size - 1);
+        while (keys[h]) h = (h + 1) & (size - 1);
+        keys[h] = f.keys[i];
+        excl[h] = f.excluded[i];
+    }
+    if (f.mask) {
+        munmap(f.keys, size_t(f.mask + 1) * sizeof(uintptr_t));
+        munmap(f.excluded, f.mask + 1);
+    }
+    f.keys = keys;
+    f.excluded = excl;
+    f.mask = size - 1;
+    return true;
+}
+
+// Comma-separated list matching: `match(item)` for each non-empty item.
+template <typename Match>
+PROF_NOINSTR bool any_item(const char* list, Match match) {
+    char item[256];
+    while (*list) {
+        size_t n = strcspn(list, ",");
+        if (n && n < sizeof item) {
+            memcpy(item, list, n);
+            item[n] = '\0';
+            if (match(item)) return true;
+        }
+        list += n;
+        if (*list == ',') ++list;
+    }
+    return false;
+}
+
+PROF_NOINSTR const Module* find_module(uintptr_t a) {
+    // Newest first: after dlclose/dlopen the latest object at an address is the live one.
+    for (uint32_t i = m.count; i-- > 0;)
+        if (a >= m.list[i].start && a < m.list[i].end) return &m.list[i];
+    return nullptr;
+}
+
+PROF_NOINSTR void build_id_of(const dl_phdr_info* info, uint8_t* out, size_t& len) {
+    len = 0;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_NOTE) continue;
+        auto* p = reinterpret_cast<const uint8_t*>(info->dlpi_addr + ph.p_vaddr);
+        const uint8_t* end = p + ph.p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            auto* n = reinterpret_cast<const ElfW(Nhdr)*>(p);
+            const uint8_t* name = p + sizeof(ElfW(Nhdr));
+            const uint8_t* desc = name + ((n->n_namesz + 3) & ~3u);
+            if (desc + n->n_descsz > end) break;
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) &&
+                n->n_descsz <= 64) {
+                memcpy(out, desc, n->n_descsz);
+                len = n->n_descsz;
+                return;
+            }
+            p = desc + ((n->n_descsz + 3) & ~3u);
+        }
+    }
+}
+
+PROF_NOINSTR int on_object(dl_phdr_info* info, size_t, void*) {
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD) continue;
+        uintptr_t s = info->dlpi_addr + ph.p_vaddr;
+        if (s < lo) lo = s;
+        if (s + ph.p_memsz > hi) hi = s + ph.p_memsz;
+    }
+    if (lo >= hi) return 0;
+    char exe[4096];
+    const char* path = info->dlpi_name;
+    if (!path || !*path) { // the main program
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = '\0';
+        path = exe;
+    }
+    for (uint32_t i = 0; i < m.count; ++i)
+        if (m.list[i].base == info->dlpi_addr && m.list[i].start == lo && m.list[i].end == hi &&
+            !strcmp(m.list[i].path, path))
+            return 0;
+    size_t plen = strnlen(path, format::kMaxString);
+    if (m.count == kMaxModules || m.pool_used + plen + 1 > kPathPool) return 0;
+    char* stored = m.pool + m.pool_used;
+    memcpy(stored, path, plen);
+    stored[plen] = '\0';
+    m.pool_used += plen + 1;
+    const char* patterns = g_options.exclude_modules;
+    bool excluded = any_item(patterns, [&](const char* item) { return strstr(stored, item); });
+    m.list[m.count++] = Module{info->dlpi_addr, lo, hi, stored, excluded};
+
+    uint8_t id[64];
+    size_t idlen = 0;
+    build_id_of(info, id, idlen);
+    uint8_t rec[format::kMaxString + 128], *p = rec;
+    *p++ = uint8_t(format::Tag::kModule);
+    p = put_u64(p, now_ticks());
+    p = put_u64(p, info->dlpi_addr);
+    p = put_u64(p, lo);
+    p = put_u64(p, hi);
+    p = put_uleb(p, plen);
+    memcpy(p, stored, plen);
+    p += plen;
+    p = put_uleb(p, idlen);
+    memcpy(p, id, idlen);
+    p += idlen;
+    process_record(rec, size_t(p - rec));
+    return 0;
+}
+
+// PROF_EXCLUDE matches the symbol name the dynamic linker knows (exported functions) or, for
+// a pattern that contains no wildcard, the start of it. Functions without a dynamic symbol
+// are filtered by module; docs/configuration.md says so.
+PROF_NOINSTR bool excluded_by_name(uintptr_t a) {
+    if (!g_options.exclude[0]) return false;
+    Dl_info info;
+    if (!dladdr(reinterpret_cast<void*>(a), &info) || !info.dli_sname ||
+        reinterpret_cast<uintptr_t>(info.dli_saddr) != a)
+        return false;
+    const char* name = info.dli_sname;
+    return any_item(g_options.exclude,
+                    [&](const char* item) { return fnmatch(item, name, 0) == 0; });
+}
+
+} // namespace
+
+PROF_NOINSTR void scan_modules() {
+    if (!m.list) {
+        m.list = static_cast<Module*>(map_anon(kMaxModules * sizeof(Module)));
+        m.pool = static_cast<char*>(map_anon(kPathPool));
+        if (!m.list || !m.pool) return;
+    }
+    dl_iterate_phdr(on_object, nullptr);
+}
+
+PROF_NOINSTR bool note_function(uintptr_t a) {
+    if ((f.count + 1) * 2 > f.mask + 1 && !grow_functions()) return true;
+    uint32_t h = hash(a, f.mask);
+    while (f.keys[h]) {
+        if (f.keys[h] == a) return !f.excluded[h];
+        h = (h + 1) & f.mask;
+    }
+    const Module* mod = find_module(a);
+    if (!mod) {
+        scan_modules();
+        mod = find_module(a);
+    }
+    bool excluded = (mod && mod->excluded) || excluded_by_name(a);
+    f.keys[h] = a;
+    f.excluded[h] = excluded;
+    ++f.count;
+    return !excluded;
+}
+
+PROF_NOINSTR void for_each_function(void (*fn)(uintptr_t, void*), void* arg) {
+    for (uint32_t i = 0; f.mask && i <= f.mask; ++i)
+        if (f.keys[i] && !f.excluded[i]) fn(f.keys[i], arg);
+}
+
+} // namespace prof::rt

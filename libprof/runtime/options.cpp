@@ -1,0 +1,116 @@
+// Reads every PROF_* environment variable once, at start, without allocating.
+// docs/configuration.md is the user-facing table of these variables; keep the two in step.
+#include "runtime.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+
+namespace prof::rt {
+
+Options g_options;
+
+namespace {
+
+// setuid/setgid programs must not let the environment choose where they write.
+PROF_NOINSTR const char* env(const char* name) { return secure_getenv(name); }
+
+PROF_NOINSTR void copy(char* dst, size_t cap, const char* src) {
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+PROF_NOINSTR bool parse_bool(const char* name, const char* v, bool fallback) {
+    if (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcasecmp(v, "on"))
+        return true;
+    if (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
+        return false;
+    log(LogLevel::kWarn, "bad_option", "name=%s value=\"%.64s\" expected=bool", name, v);
+    return fallback;
+}
+
+// Accepts plain bytes or a K/M suffix (powers of 1024).
+PROF_NOINSTR bool parse_size(const char* v, uint64_t& out) {
+    char* endp = nullptr;
+    errno = 0;
+    unsigned long long n = strtoull(v, &endp, 10);
+    if (errno || endp == v) return false;
+    if (*endp == 'k' || *endp == 'K') n <<= 10, ++endp;
+    else if (*endp == 'm' || *endp == 'M') n <<= 20, ++endp;
+    if (*endp == 'i' || *endp == 'b' || *endp == 'B') ++endp;
+    if (*endp == 'B') ++endp;
+    if (*endp) return false;
+    out = n;
+    return true;
+}
+
+} // namespace
+
+PROF_NOINSTR void read_options() {
+    Options& o = g_options;
+    memset(&o, 0, sizeof o);
+    o.chunk_size = 256u << 10;
+    o.max_depth = 1u << 20;
+    o.log_level = LogLevel::kWarn;
+    o.symbols = true;
+    copy(o.clock, sizeof o.clock, "auto");
+
+    // The log settings come first so that complaints about other options honour them.
+    if (const char* v = env("PROF_LOG")) {
+        if (!strcmp(v, "quiet")) o.log_level = LogLevel::kQuiet;
+        else if (!strcmp(v, "error")) o.log_level = LogLevel::kError;
+        else if (!strcmp(v, "warn")) o.log_level = LogLevel::kWarn;
+        else if (!strcmp(v, "info")) o.log_level = LogLevel::kInfo;
+        else if (!strcmp(v, "debug")) o.log_level = LogLevel::kDebug;
+        else log(LogLevel::kWarn, "bad_option", "name=PROF_LOG value=\"%.64s\" "
+                 "expected=quiet|error|warn|info|debug", v);
+    }
+    if (const char* v = env("PROF_LOG_FORMAT")) {
+        if (!strcmp(v, "json")) o.log_json = true;
+        else if (strcmp(v, "text"))
+            log(LogLevel::kWarn, "bad_option", "name=PROF_LOG_FORMAT value=\"%.64s\" "
+                "expected=text|json", v);
+    }
+    if (const char* v = env("PROF_OUT"); v && *v) {
+        if (strlen(v) >= sizeof o.out - 32)
+            log(LogLevel::kError, "bad_option", "name=PROF_OUT reason=\"path too long\"");
+        else {
+            copy(o.out, sizeof o.out, v);
+            o.out_given = true;
+        }
+    }
+    if (const char* v = env("PROF_DISABLE")) o.disabled = parse_bool("PROF_DISABLE", v, false);
+    if (const char* v = env("PROF_FORCE")) o.force = parse_bool("PROF_FORCE", v, false);
+    if (const char* v = env("PROF_SYMBOLS")) o.symbols = parse_bool("PROF_SYMBOLS", v, true);
+    if (const char* v = env("PROF_CHUNK_SIZE")) {
+        uint64_t n = 0;
+        if (parse_size(v, n) && n >= format::kMinChunkSize && n <= format::kMaxChunkSize &&
+            (n & (n - 1)) == 0)
+            o.chunk_size = uint32_t(n);
+        else
+            log(LogLevel::kWarn, "bad_option", "name=PROF_CHUNK_SIZE value=\"%.64s\" "
+                "expected=\"power of two from 4K to 64M\" using=%u", v, o.chunk_size);
+    }
+    if (const char* v = env("PROF_MAX_DEPTH")) {
+        uint64_t n = 0;
+        if (parse_size(v, n) && n >= 16 && n <= (1u << 24)) o.max_depth = uint32_t(n);
+        else
+            log(LogLevel::kWarn, "bad_option", "name=PROF_MAX_DEPTH value=\"%.64s\" "
+                "expected=\"16 to 16777216\" using=%u", v, o.max_depth);
+    }
+    if (const char* v = env("PROF_CLOCK")) {
+        if (!strcmp(v, "tsc") || !strcmp(v, "monotonic") || !strcmp(v, "auto"))
+            copy(o.clock, sizeof o.clock, v);
+        else
+            log(LogLevel::kWarn, "bad_option", "name=PROF_CLOCK value=\"%.64s\" "
+                "expected=auto|tsc|monotonic", v);
+    }
+    if (const char* v = env("PROF_EXCLUDE")) copy(o.exclude, sizeof o.exclude, v);
+    if (const char* v = env("PROF_EXCLUDE_MODULES"))
+        copy(o.exclude_modules, sizeof o.exclude_modules, v);
+}
+
+} // namespace prof::rt

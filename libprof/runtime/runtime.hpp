@@ -1,0 +1,163 @@
+// Internal interface of the libprof runtime: the writer, clock, options and logging that the
+// hooks use. Nothing here is public API.
+//
+// Hot-path contract (every file under runtime/ keeps it):
+//  - no allocation through the application's allocator, no iostream, no fmt, no exceptions;
+//  - no lock on the common path: a thread writes only its own mapped chunk; the global lock is
+//    taken only to open a chunk, define a new function or module, and at start and finish;
+//  - every function is excluded from instrumentation (the library is built without
+//    -finstrument-functions and PROF_NOINSTR marks what could be inlined into user code);
+//  - re-entry is blocked per thread (ThreadState::state), and errno is preserved around
+//    every system call made from a hook.
+#pragma once
+
+#include <prof/trace_format.hpp>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdint>
+#include <ctime>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#define PROF_NOINSTR __attribute__((no_instrument_function))
+#define PROF_HIDDEN __attribute__((visibility("hidden")))
+#define PROF_LIKELY(x) __builtin_expect(!!(x), 1)
+#define PROF_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+namespace prof::rt {
+
+// ---- clock -------------------------------------------------------------------------------
+extern bool g_use_tsc;
+
+PROF_NOINSTR inline uint64_t monotonic_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
+PROF_NOINSTR inline uint64_t realtime_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
+PROF_NOINSTR inline uint64_t now_ticks() {
+#if defined(__x86_64__)
+    if (PROF_LIKELY(g_use_tsc)) return __rdtsc();
+#endif
+    return monotonic_ns();
+}
+
+// ---- options (read once at start; docs/configuration.md lists them) --------------------------
+enum class LogLevel : int { kQuiet = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
+
+struct Options {
+    char out[4096];          // PROF_OUT
+    bool out_given;          // PROF_OUT was set
+    bool disabled;           // PROF_DISABLE=1
+    bool force;              // PROF_FORCE=1: replace an existing file at PROF_OUT
+    uint32_t chunk_size;     // PROF_CHUNK_SIZE
+    uint32_t max_depth;      // PROF_MAX_DEPTH: shadow stack frames per thread
+    LogLevel log_level;      // PROF_LOG
+    bool log_json;           // PROF_LOG_FORMAT=json
+    bool symbols;            // PROF_SYMBOLS=0 skips the symbol table at exit
+    char exclude[1024];      // PROF_EXCLUDE: comma-separated globs on symbol names
+    char exclude_modules[1024]; // PROF_EXCLUDE_MODULES: comma-separated path substrings
+    char clock[16];          // PROF_CLOCK: tsc | monotonic
+};
+extern Options g_options;
+void read_options();
+
+// ---- logging: one key=value line (or JSON line) per message, on stderr ----------------------
+// `fields` is a printf format producing `key=value key=value`; values with spaces are quoted
+// by the caller. JSON mode converts the same pairs.
+void log(LogLevel level, const char* event, const char* fields, ...)
+    __attribute__((format(printf, 3, 4)));
+
+// ---- writer --------------------------------------------------------------------------------
+// A chunk being filled by one stream. Only its owner touches it (the process stream's owner is
+// whoever holds the global lock).
+// Plain data so that it can live in zero-initialised thread-local storage.
+struct ChunkWriter {
+    uint8_t* base;     // mapped chunk, ChunkHeader first; null before the first chunk
+    uint8_t* cursor;   // next record goes here
+    uint8_t* end;      // one past the chunk
+    uint64_t last_ticks; // time of the previous timed record
+    uint32_t stream;
+    uint32_t seq;
+    uint32_t tid;
+    uint16_t kind;
+};
+
+// Opens the next chunk of `w`'s stream (retiring the current one). False when tracing has
+// stopped or the file cannot grow: the caller drops the event.
+bool open_chunk(ChunkWriter& w, uint64_t now);
+void close_chunk(ChunkWriter& w);
+
+PROF_NOINSTR inline void commit(ChunkWriter& w) {
+    auto* h = reinterpret_cast<format::ChunkHeader*>(w.base);
+    // A release store: the record bytes are in the file before `used` says they are.
+    __atomic_store_n(&h->used, uint32_t(w.cursor - w.base - sizeof(format::ChunkHeader)),
+                     __ATOMIC_RELEASE);
+}
+
+PROF_NOINSTR inline uint8_t* put_uleb(uint8_t* p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = uint8_t(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = uint8_t(v);
+    return p;
+}
+
+PROF_NOINSTR inline uint8_t* put_u64(uint8_t* p, uint64_t v) {
+    __builtin_memcpy(p, &v, 8);
+    return p + 8;
+}
+
+PROF_NOINSTR inline uint8_t* put_u32(uint8_t* p, uint32_t v) {
+    __builtin_memcpy(p, &v, 4);
+    return p + 4;
+}
+
+// Delta since the previous timed record; never negative (a clock that steps back by a few
+// ticks across cores reads as zero).
+PROF_NOINSTR inline uint64_t take_delta(ChunkWriter& w, uint64_t now) {
+    uint64_t dt = now > w.last_ticks ? now - w.last_ticks : 0;
+    if (now > w.last_ticks) w.last_ticks = now;
+    return dt;
+}
+
+// Process stream (stream 0): callers hold the global lock.
+void lock_global();
+void unlock_global();
+bool process_record(const uint8_t* rec, size_t n); // appends one whole record
+bool tracing_active();
+uint32_t next_stream_id();
+
+// ---- functions and modules (slow path, global lock held) -----------------------------------
+// Records that `address` was seen; returns false if it must not be traced (runtime filter).
+bool note_function(uintptr_t address);
+void scan_modules();
+
+// Symbol table for every function seen, written at finish (symbols.cpp).
+void write_symbols();
+void for_each_function(void (*fn)(uintptr_t, void*), void* arg);
+
+// Lifetime (trace_writer.cpp).
+void runtime_start();  // idempotent; the library constructor or the first hook calls it
+void runtime_finish(); // library destructor
+const char* trace_path();
+
+// ---- thread side (hooks.cpp) ---------------------------------------------------------------
+void thread_finish_current(); // ends the calling thread's stream at process finish
+void thread_after_fork_child();
+// Blocks the calling thread's hooks (code the runtime calls that might be instrumented, such
+// as an application's operator new during symbolization) and restores them.
+uint8_t block_thread();
+void unblock_thread(uint8_t previous);
+
+} // namespace prof::rt

@@ -1,0 +1,60 @@
+// The symbol table written at finish: for every function address seen, its demangled name,
+// the symbol as it appears in the object file, and the source file and line, resolved once per
+// address with Boost.Stacktrace (libbacktrace reads the DWARF of each module). This runs at
+// exit, off the hot path; it allocates through the process's operator new, so it runs with
+// the calling thread's hooks blocked. A trace whose process died before this point is
+// resolved by profreport from the module map and the binaries on disk instead.
+#include "runtime.hpp"
+
+#include <boost/stacktrace/frame.hpp>
+
+#include <cstring>
+#include <dlfcn.h>
+#include <string>
+
+namespace prof::rt {
+namespace {
+
+PROF_NOINSTR uint8_t* put_str(uint8_t* p, const char* s, size_t n) {
+    if (n > format::kMaxString) n = format::kMaxString;
+    p = put_uleb(p, n);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+PROF_NOINSTR void write_symbol(uintptr_t address, void*) {
+    std::string name, file;
+    size_t line = 0;
+    try {
+        boost::stacktrace::frame fr(reinterpret_cast<const void*>(address));
+        name = fr.name();
+        file = fr.source_file();
+        line = fr.source_line();
+    } catch (...) {
+        return; // out of memory at exit: leave this one to profreport
+    }
+    const char* symbol = "";
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(address), &info) && info.dli_sname &&
+        reinterpret_cast<uintptr_t>(info.dli_saddr) == address)
+        symbol = info.dli_sname;
+    static uint8_t rec[4 * (format::kMaxString + 16) + 32];
+    uint8_t* p = rec;
+    *p++ = uint8_t(format::Tag::kSymbol);
+    p = put_u64(p, address);
+    p = put_str(p, name.data(), name.size());
+    p = put_str(p, symbol, strlen(symbol));
+    p = put_str(p, file.data(), file.size());
+    p = put_uleb(p, line);
+    process_record(rec, size_t(p - rec));
+}
+
+} // namespace
+
+PROF_NOINSTR void write_symbols() {
+    uint8_t prev = block_thread();
+    for_each_function(write_symbol, nullptr);
+    unblock_thread(prev);
+}
+
+} // namespace prof::rt

@@ -1,0 +1,370 @@
+// The trace file: creation, chunk reservation, the process stream, finish and fork.
+//
+// Every chunk is mapped MAP_SHARED from the file, so what a thread has written is in the page
+// cache the moment it is written: a process killed by SIGKILL or the OOM killer loses nothing
+// it had recorded. File space is reserved with fallocate before a chunk is mapped, so a full
+// disk shows up as a failed reservation (tracing stops, the application runs on) instead of a
+// SIGBUS in the middle of the application.
+#include "runtime.hpp"
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace prof::rt {
+
+bool g_use_tsc = false;
+
+namespace {
+
+using format::ChunkHeader;
+using format::FileHeader;
+
+struct Global {
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    int fd = -1;
+    bool active = false;   // chunks may be opened
+    bool finished = false; // finish() ran in this process
+    uint32_t chunk_size = 0;
+    uint32_t next_chunk = 0; // chunks reserved so far
+    uint64_t file_size = 0;  // bytes reserved on disk
+    std::atomic<uint32_t> next_stream{1};
+    ChunkWriter process{}; // stream 0
+    uint64_t start_ticks = 0, start_mono = 0, start_real = 0;
+    char path[4096 + 64] = {};  // the file this process writes
+    char base_path[4096] = {};  // PROF_OUT or its default, before per-process suffixes
+};
+
+// constinit: the library constructor runs before dynamic initialisers would.
+constinit Global g;
+
+
+// Reserves file space up to `size` bytes. Grows in steps of 8 chunks to keep the number of
+// calls low; finish() trims the unused tail.
+PROF_NOINSTR bool reserve_file(uint64_t size) {
+    if (size <= g.file_size) return true;
+    uint64_t want = size + 7ull * g.chunk_size;
+    int rc = fallocate(g.fd, 0, off_t(g.file_size), off_t(want - g.file_size));
+    if (rc != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
+        // No fallocate on this file system: a sparse file still works, but a full disk would
+        // then surface as SIGBUS on a write. Documented in docs/configuration.md.
+        rc = ftruncate(g.fd, off_t(want));
+    }
+    if (rc != 0) {
+        log(LogLevel::kError, "trace_stopped",
+            "path=\"%s\" reason=\"cannot reserve file space\" error=\"%s\"", g.path,
+            strerror(errno));
+        g.active = false;
+        return false;
+    }
+    g.file_size = want;
+    return true;
+}
+
+PROF_NOINSTR bool open_chunk_locked(ChunkWriter& w, uint64_t now) {
+    if (!g.active) return false;
+    uint64_t off = format::kHeaderSize + uint64_t(g.next_chunk) * g.chunk_size;
+    if (!reserve_file(off + g.chunk_size)) return false;
+    void* m = mmap(nullptr, g.chunk_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                   g.fd, off_t(off));
+    if (m == MAP_FAILED) {
+        log(LogLevel::kError, "trace_stopped", "path=\"%s\" reason=\"mmap failed\" error=\"%s\"",
+            g.path, strerror(errno));
+        g.active = false;
+        return false;
+    }
+    ++g.next_chunk;
+    auto* h = static_cast<ChunkHeader*>(m);
+    h->kind = w.kind;
+    h->stream = w.stream;
+    h->seq = w.seq++;
+    h->used = 0;
+    h->tid = w.tid;
+    h->base_ticks = w.last_ticks ? w.last_ticks : now;
+    h->sync_ticks = now_ticks();
+    h->sync_mono_ns = monotonic_ns();
+    // The magic goes last: a chunk with a magic has a complete header.
+    __atomic_store_n(&h->magic, format::kChunkMagic, __ATOMIC_RELEASE);
+    w.base = static_cast<uint8_t*>(m);
+    w.cursor = w.base + sizeof(ChunkHeader);
+    w.end = w.base + g.chunk_size;
+    w.last_ticks = h->base_ticks;
+    return true;
+}
+
+PROF_NOINSTR void write_file_header(uint32_t flags) {
+    FileHeader h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, format::kMagic, sizeof h.magic);
+    h.major = format::kMajor;
+    h.minor = format::kMinor;
+    h.header_size = format::kHeaderSize;
+    h.chunk_size = g.chunk_size;
+    h.flags = flags;
+    h.clock_kind = uint32_t(g_use_tsc ? format::ClockKind::kTsc : format::ClockKind::kMonotonic);
+    h.pid = uint32_t(getpid());
+    h.ppid = uint32_t(getppid());
+    h.start_ticks = g.start_ticks;
+    h.start_mono_ns = g.start_mono;
+    h.start_real_ns = g.start_real;
+    if (flags & format::kFileFinished) {
+        h.end_ticks = now_ticks();
+        h.end_mono_ns = monotonic_ns();
+        h.chunk_count = g.next_chunk;
+        if (g_use_tsc) {
+            uint64_t dt = h.end_ticks - g.start_ticks, dns = h.end_mono_ns - g.start_mono;
+            h.ticks_per_second = dns ? uint64_t(double(dt) * 1e9 / double(dns)) : 0;
+        } else {
+            h.ticks_per_second = 1000000000u;
+        }
+    }
+    ssize_t r = pwrite(g.fd, &h, sizeof h, 0);
+    (void)r;
+}
+
+// Creates the trace file without following a symlink planted at its path and without
+// replacing an existing trace (unless PROF_FORCE=1). When the path is taken, tries
+// `<path>.<pid>` and then `<path>.<pid>.<n>`, so a forked or exec'd process keeps its own.
+PROF_NOINSTR int create_file(const char* base, bool try_base) {
+    int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    if (try_base) {
+        snprintf(g.path, sizeof g.path, "%s", base);
+        if (g_options.force) unlink(g.path);
+        int fd = open(g.path, flags, 0600);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    for (int n = 0; n < 100; ++n) {
+        if (n == 0) snprintf(g.path, sizeof g.path, "%s.%d", base, int(getpid()));
+        else snprintf(g.path, sizeof g.path, "%s.%d.%d", base, int(getpid()), n);
+        int fd = open(g.path, flags, 0600);
+        if (fd >= 0 || errno != EEXIST) {
+            if (fd >= 0 && try_base)
+                log(LogLevel::kWarn, "output_exists",
+                    "path=\"%s\" writing=\"%s\" hint=\"set PROF_FORCE=1 to replace it\"", base,
+                    g.path);
+            return fd;
+        }
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+PROF_NOINSTR void write_meta(const char* key, const char* value, size_t vlen) {
+    if (vlen > format::kMaxString) vlen = format::kMaxString;
+    uint8_t rec[format::kMaxString + 64 + 32];
+    size_t klen = strlen(key);
+    uint8_t* p = rec;
+    *p++ = uint8_t(format::Tag::kMeta);
+    p = put_uleb(p, klen);
+    memcpy(p, key, klen);
+    p += klen;
+    p = put_uleb(p, vlen);
+    memcpy(p, value, vlen);
+    p += vlen;
+    process_record(rec, size_t(p - rec));
+}
+
+PROF_NOINSTR void write_meta_file(const char* key, const char* path, bool nul_to_space) {
+    char buf[8192];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    if (n <= 0) return;
+    if (nul_to_space) {
+        while (n > 0 && buf[n - 1] == '\0') --n;
+        for (ssize_t i = 0; i < n; ++i)
+            if (buf[i] == '\0') buf[i] = ' ';
+    }
+    write_meta(key, buf, size_t(n));
+}
+
+PROF_NOINSTR void write_process_meta() {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0) write_meta("exe", buf, size_t(n));
+    write_meta_file("cmdline", "/proc/self/cmdline", true);
+    if (getcwd(buf, sizeof buf)) write_meta("cwd", buf, strlen(buf));
+    int len = snprintf(buf, sizeof buf, "%d", int(getpid()));
+    write_meta("pid", buf, size_t(len));
+    len = snprintf(buf, sizeof buf, "%d", int(getppid()));
+    write_meta("ppid", buf, size_t(len));
+    if (gethostname(buf, sizeof buf) == 0) write_meta("host", buf, strnlen(buf, sizeof buf));
+    write_meta("runtime", "libprof " PROF_VERSION_STRING, sizeof("libprof " PROF_VERSION_STRING) - 1);
+}
+
+PROF_NOINSTR bool choose_clock() {
+#if defined(__x86_64__)
+    if (!strcmp(g_options.clock, "monotonic")) return false;
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000007u), "c"(0));
+    bool invariant = (d >> 8) & 1;
+    if (!invariant && strcmp(g_options.clock, "tsc") != 0) {
+        log(LogLevel::kInfo, "clock", "kind=monotonic reason=\"no invariant TSC\"");
+        return false;
+    }
+    return true;
+#else
+    return false;
+#endif
+}
+
+PROF_NOINSTR bool start_file(const char* base, bool try_base) {
+    g.fd = create_file(base, try_base);
+    if (g.fd < 0) {
+        log(LogLevel::kError, "trace_disabled", "path=\"%s\" error=\"%s\"", base,
+            strerror(errno));
+        return false;
+    }
+    g.next_chunk = 0;
+    g.file_size = 0;
+    g.next_stream.store(1, std::memory_order_relaxed);
+    g.process = ChunkWriter{};
+    g.process.kind = uint16_t(format::StreamKind::kProcess);
+    g.start_ticks = now_ticks();
+    g.start_mono = monotonic_ns();
+    g.start_real = realtime_ns();
+    if (!reserve_file(format::kHeaderSize)) return false;
+    write_file_header(0);
+    g.active = true;
+    write_process_meta();
+    scan_modules();
+    log(LogLevel::kInfo, "trace_started", "path=\"%s\" clock=%s chunk_size=%u", g.path,
+        g_use_tsc ? "tsc" : "monotonic", g.chunk_size);
+    return true;
+}
+
+PROF_NOINSTR void fork_prepare() { pthread_mutex_lock(&g.lock); }
+PROF_NOINSTR void fork_parent() { pthread_mutex_unlock(&g.lock); }
+
+// The child continues with a file of its own, named `<PROF_OUT>.<pid>`; it must never write
+// into the chunks it inherited from the parent's mapping.
+PROF_NOINSTR void fork_child() {
+    pthread_mutex_init(&g.lock, nullptr);
+    bool was_active = g.active && !g.finished;
+    if (g.process.base) munmap(g.process.base, g.chunk_size);
+    if (g.fd >= 0) close(g.fd);
+    g.fd = -1;
+    g.active = false;
+    if (!was_active) return;
+    pthread_mutex_lock(&g.lock);
+    bool ok = start_file(g.base_path, false);
+    pthread_mutex_unlock(&g.lock);
+    if (ok) thread_after_fork_child();
+}
+
+} // namespace
+
+PROF_NOINSTR void lock_global() { pthread_mutex_lock(&g.lock); }
+PROF_NOINSTR void unlock_global() { pthread_mutex_unlock(&g.lock); }
+PROF_NOINSTR bool tracing_active() { return g.active; }
+PROF_NOINSTR uint32_t next_stream_id() {
+    return g.next_stream.fetch_add(1, std::memory_order_relaxed);
+}
+
+PROF_NOINSTR bool open_chunk(ChunkWriter& w, uint64_t now) {
+    uint8_t* old = w.base;
+    lock_global();
+    bool ok = open_chunk_locked(w, now);
+    unlock_global();
+    // The retired chunk stays in the page cache; unmapping it only drops our view of it.
+    if (old) munmap(old, g.chunk_size);
+    if (!ok) w.base = w.cursor = w.end = nullptr;
+    return ok;
+}
+
+PROF_NOINSTR void close_chunk(ChunkWriter& w) {
+    if (w.base) munmap(w.base, g.chunk_size);
+    w.base = w.cursor = w.end = nullptr;
+}
+
+PROF_NOINSTR bool process_record(const uint8_t* rec, size_t n) {
+    ChunkWriter& w = g.process;
+    if (n > g.chunk_size - sizeof(ChunkHeader)) return false;
+    if (!w.base || size_t(w.end - w.cursor) < n) {
+        uint8_t* old = w.base;
+        if (!open_chunk_locked(w, now_ticks())) return false;
+        if (old) munmap(old, g.chunk_size);
+    }
+    memcpy(w.cursor, rec, n);
+    w.cursor += n;
+    commit(w);
+    return true;
+}
+
+// Starts tracing. Runs from the library constructor, or earlier from the first hook when an
+// instrumented constructor of another library runs before ours.
+PROF_NOINSTR void runtime_start() {
+    static bool started = false;
+    lock_global();
+    if (started) {
+        unlock_global();
+        return;
+    }
+    started = true;
+    int saved = errno;
+    read_options();
+    if (g_options.disabled) {
+        log(LogLevel::kInfo, "trace_disabled", "reason=PROF_DISABLE");
+        errno = saved;
+        unlock_global();
+        return;
+    }
+    g_use_tsc = choose_clock();
+    g.chunk_size = g_options.chunk_size;
+    if (g_options.out_given) snprintf(g.base_path, sizeof g.base_path, "%s", g_options.out);
+    else snprintf(g.base_path, sizeof g.base_path, "prof.%d.trace", int(getpid()));
+    start_file(g.base_path, true);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    errno = saved;
+    unlock_global();
+}
+
+// Ends the trace: symbol table, end record, final header, unused tail trimmed. Threads still
+// running keep writing into the chunks they hold (those are inside the file), but cannot
+// open new ones.
+PROF_NOINSTR void runtime_finish() {
+    int saved = errno;
+    lock_global();
+    if (!g.active || g.finished) {
+        unlock_global();
+        errno = saved;
+        return;
+    }
+    if (g_options.symbols) write_symbols();
+    uint8_t rec[64], *p = rec;
+    *p++ = uint8_t(format::Tag::kEnd);
+    uint64_t end_ticks = now_ticks(), end_mono = monotonic_ns();
+    p = put_u64(p, end_ticks);
+    p = put_u64(p, end_mono);
+    uint64_t tps = 1000000000u;
+    if (g_use_tsc) {
+        uint64_t dns = end_mono - g.start_mono;
+        tps = dns ? uint64_t(double(end_ticks - g.start_ticks) * 1e9 / double(dns)) : 0;
+    }
+    p = put_u64(p, tps);
+    p = put_uleb(p, g.next_stream.load(std::memory_order_relaxed) - 1);
+    p = put_uleb(p, 0);
+    process_record(rec, size_t(p - rec));
+    g.finished = true;
+    g.active = false;
+    write_file_header(format::kFileFinished);
+    uint64_t size = format::kHeaderSize + uint64_t(g.next_chunk) * g.chunk_size;
+    if (ftruncate(g.fd, off_t(size)) != 0)
+        log(LogLevel::kWarn, "trim_failed", "path=\"%s\" error=\"%s\"", g.path, strerror(errno));
+    log(LogLevel::kInfo, "trace_written", "path=\"%s\" bytes=%llu chunks=%u", g.path,
+        (unsigned long long)size, g.next_chunk);
+    unlock_global();
+    errno = saved;
+}
+
+PROF_NOINSTR const char* trace_path() { return g.path; }
+
+} // namespace prof::rt

@@ -1,0 +1,185 @@
+// profrun: runs a program with libprof's environment set and passes its exit status through.
+#include "common/tool_log.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: profrun [options] [--] COMMAND [ARGS...]
+
+Runs COMMAND with profiling enabled and writes its trace. COMMAND is a program built with
+-finstrument-functions and linked with libprof (CMake target prof::instrument, or
+pkg-config libprof-instrument); with --preload, any program built with
+-finstrument-functions. The exit status of COMMAND is passed through (128+N when it was
+killed by signal N).
+
+options:
+  -o, --output FILE         trace file (default: COMMAND's name + .trace); an existing file
+                            is moved to FILE.old first, unless --force replaces it
+  -f, --force               replace an existing FILE
+      --preload             load libprof.so into COMMAND with LD_PRELOAD
+      --exclude GLOBS       do not record functions whose symbol matches one of the
+                            comma-separated globs (PROF_EXCLUDE)
+      --exclude-modules S   do not record functions of objects whose path contains one of
+                            the comma-separated strings (PROF_EXCLUDE_MODULES)
+      --chunk-size BYTES    per-thread buffer size (PROF_CHUNK_SIZE, default 256K)
+  -q, --quiet               no message after the run
+      --log-format F        text (default) or json for messages on standard error
+  -h, --help                show this help
+  -V, --version             show the version
+
+Every PROF_* variable (docs/configuration.md) set in the environment is passed on as well.
+)";
+
+std::string self_dir() {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return ".";
+    std::string p(buf, size_t(n));
+    return p.substr(0, p.rfind('/'));
+}
+
+bool exists(const std::string& p) {
+    struct stat st;
+    return lstat(p.c_str(), &st) == 0;
+}
+
+// libprof.so next to this profrun: installed (bin/../lib) or in the build tree.
+std::string find_runtime() {
+    std::string dir = self_dir();
+    for (const char* rel : {"/../lib/libprof.so", "/../lib64/libprof.so",
+                            "/../lib/x86_64-linux-gnu/libprof.so", "/../libprof/libprof.so"}) {
+        std::string p = dir + rel;
+        if (exists(p)) {
+            char real[4096];
+            if (realpath(p.c_str(), real)) return real;
+            return p;
+        }
+    }
+    return {};
+}
+
+std::string basename_of(const std::string& p) {
+    size_t s = p.rfind('/');
+    return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    prof::tools::ToolLog log("profrun");
+    std::string output;
+    bool force = false, preload = false, quiet = false;
+    int i = 1;
+    auto value = [&](const char* opt) -> const char* {
+        if (i + 1 >= argc) {
+            log.error(fmt::format("option {} needs a value", opt));
+            std::exit(2);
+        }
+        return argv[++i];
+    };
+    for (; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--") {
+            ++i;
+            break;
+        }
+        if (a.empty() || a[0] != '-') break;
+        if (a == "-h" || a == "--help") {
+            std::fputs(kUsage, stdout);
+            return 0;
+        } else if (a == "-V" || a == "--version") {
+            fmt::print("profrun {}\n", PROF_VERSION_STRING);
+            return 0;
+        } else if (a == "-o" || a == "--output") output = value("-o");
+        else if (a == "-f" || a == "--force") force = true;
+        else if (a == "--preload") preload = true;
+        else if (a == "-q" || a == "--quiet") quiet = true;
+        else if (a == "--exclude") setenv("PROF_EXCLUDE", value("--exclude"), 1);
+        else if (a == "--exclude-modules") setenv("PROF_EXCLUDE_MODULES", value("--exclude-modules"), 1);
+        else if (a == "--chunk-size") setenv("PROF_CHUNK_SIZE", value("--chunk-size"), 1);
+        else if (a == "--log-format") {
+            std::string f = value("--log-format");
+            if (f != "text" && f != "json") {
+                log.error(fmt::format("unknown log format '{}' (expected text or json)", f));
+                return 2;
+            }
+            log.json = f == "json";
+            setenv("PROF_LOG_FORMAT", f.c_str(), 1);
+        } else {
+            log.error(fmt::format("unknown option '{}' (see profrun --help)", a));
+            return 2;
+        }
+    }
+    if (i >= argc) {
+        log.error("no command given (see profrun --help)");
+        return 2;
+    }
+    if (output.empty()) output = basename_of(argv[i]) + ".trace";
+
+    if (exists(output)) {
+        if (force) {
+            setenv("PROF_FORCE", "1", 1);
+        } else {
+            std::string old = output + ".old";
+            if (std::rename(output.c_str(), old.c_str()) != 0) {
+                log.error(fmt::format("{} exists and cannot be moved to {}: {}", output, old,
+                                      std::strerror(errno)));
+                return 1;
+            }
+            if (!quiet) log.info(fmt::format("moved the existing {} to {}", output, old));
+        }
+    }
+    setenv("PROF_OUT", output.c_str(), 1);
+    if (preload) {
+        std::string rt = find_runtime();
+        if (rt.empty()) {
+            log.error("--preload: cannot find libprof.so next to profrun");
+            return 1;
+        }
+        const char* prev = std::getenv("LD_PRELOAD");
+        std::string v = prev && *prev ? rt + ":" + prev : rt;
+        setenv("LD_PRELOAD", v.c_str(), 1);
+    }
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        log.error(fmt::format("cannot start {}: {}", argv[i], std::strerror(errno)));
+        return 1;
+    }
+    if (pid == 0) {
+        execvp(argv[i], argv + i);
+        log.error(fmt::format("cannot run {}: {}", argv[i], std::strerror(errno)));
+        _exit(127);
+    }
+    // The terminal's Ctrl-C reaches the program directly; profrun waits to report its end.
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGQUIT, SIG_IGN);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (WIFSIGNALED(status) && !quiet)
+        log.warn(fmt::format("{} was killed by signal {} ({}); its trace holds what it recorded "
+                             "until then", argv[i], WTERMSIG(status), strsignal(WTERMSIG(status))));
+    if (code == 127 && !exists(output)) return code;
+    if (!exists(output)) {
+        if (!quiet)
+            log.warn(fmt::format("{} wrote no trace: build it with -finstrument-functions and "
+                                 "link libprof (CMake: prof::instrument), or run it with "
+                                 "profrun --preload", argv[i]));
+    } else if (!quiet) {
+        log.info(fmt::format("trace written to {}; read it with: profreport {}", output, output));
+    }
+    return code;
+}
