@@ -126,7 +126,7 @@ TraceReader::TraceReader(std::string path) {
     if (h.clock_kind != uint32_t(format::ClockKind::kTsc) &&
         h.clock_kind != uint32_t(format::ClockKind::kMonotonic))
         throw TraceError(p, 24, fmt::format("unknown clock kind {}", h.clock_kind));
-    info_.finished = (h.flags & format::kFileFinished) != 0;
+    // `finished` waits for the End record: a finished header on a file cut short is not.
 }
 
 TraceReader::~TraceReader() {
@@ -367,10 +367,20 @@ void TraceReader::read_chunks(EventSink* sink) {
         off += cs;
     }
     info_.chunks = chunks;
+    // A finished writer recorded how many chunks it wrote: whole chunks cut off the end of a
+    // copy are noticed even when the records that remain look complete.
+    if (h.chunk_count && chunks < h.chunk_count && !info_.incomplete) {
+        info_.incomplete = true;
+        info_.incomplete_reason = fmt::format("the file ends after {} of its {} chunks", chunks,
+                                              h.chunk_count);
+    }
     if (!info_.finished && !info_.incomplete) {
         info_.incomplete = true;
-        info_.incomplete_reason = "the process did not finish the trace (killed, crashed or "
-                                  "ended with _exit); times end at its last event";
+        info_.incomplete_reason =
+            (h.flags & format::kFileFinished)
+                ? "the end record is missing (the file was cut short)"
+                : "the process did not finish the trace (killed, crashed or ended with _exit); "
+                  "times end at its last event";
     }
     for (auto& [s, t] : info_.threads)
         if (t.last_ticks > info_.end_ticks && !info_.finished) info_.end_ticks = t.last_ticks;

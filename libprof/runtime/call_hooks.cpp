@@ -10,8 +10,9 @@
 //    longjmp or an exception through uninstrumented code skipped their exits) and records
 //    them as abandoned; an exit that matches nothing (its enter came before tracing started,
 //    or was dropped) is ignored;
-//  - an enter at or above the innermost frame's CFA means that frame is gone (longjmp out of
-//    it), so it is abandoned before the new frame is pushed.
+//  - an enter above the innermost frame's CFA means that frame is gone (longjmp out of it),
+//    so it is abandoned before the new frame is pushed. Equal CFAs are legitimate nesting:
+//    an inlined function keeps its hooks and runs in its caller's frame.
 // Distances are bounded (kSameStack) so that a signal handler on an alternate stack is not
 // mistaken for a return to an outer frame.
 #include "runtime.hpp"
@@ -327,10 +328,12 @@ extern "C" PROF_NOINSTR void __cyg_profile_func_enter(void* fn, void* /*call_sit
     uint64_t now = now_ticks();
     auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
     if (PROF_UNLIKELY(!ensure(s, now))) return;
-    if (PROF_UNLIKELY(s.depth && s.frames[s.depth - 1].cfa <= cfa)) {
-        // Frames at or above this call's stack level have been left without an exit.
+    if (PROF_UNLIKELY(s.depth && s.frames[s.depth - 1].cfa < cfa)) {
+        // Frames above this call's stack level have been left without an exit. An equal CFA
+        // is not such evidence: GCC keeps the hooks of inlined functions, which run in their
+        // caller's frame.
         uint32_t n = 0;
-        while (n < s.depth && s.frames[s.depth - 1 - n].cfa <= cfa &&
+        while (n < s.depth && s.frames[s.depth - 1 - n].cfa < cfa &&
                cfa - s.frames[s.depth - 1 - n].cfa < kSameStack)
             ++n;
         if (n) write_abandon(s, n, now);

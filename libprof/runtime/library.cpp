@@ -17,3 +17,14 @@ __attribute__((constructor(101))) PROF_NOINSTR static void prof_library_start() 
 __attribute__((destructor(101))) PROF_NOINSTR static void prof_library_finish() {
     prof::rt::runtime_finish();
 }
+
+// ---- C API (prof/prof.h) --------------------------------------------------------------------
+#include <prof/prof.h>
+
+extern "C" __attribute__((visibility("default"))) PROF_NOINSTR int prof_is_tracing(void) {
+    return prof::rt::tracing_active() ? 1 : 0;
+}
+
+extern "C" __attribute__((visibility("default"))) PROF_NOINSTR const char* prof_trace_path(void) {
+    return prof::rt::tracing_active() ? prof::rt::trace_path() : nullptr;
+}

@@ -1,0 +1,165 @@
+// End to end: instrumented programs run with the runtime, their traces read back through the
+// analysis library and profreport. Exact facts are checked exactly (call counts), timing facts
+// as relations and tolerances.
+#include "analysis/profile.hpp"
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <string>
+
+using namespace prof;
+using prof::test::run;
+using prof::test::temp_path;
+
+namespace {
+
+// Runs `argv` with PROF_OUT set and returns the profile of the trace it wrote.
+analysis::Profile profile_of(const std::vector<std::string>& argv, const std::string& name,
+                             std::vector<std::pair<std::string, std::string>> env = {}) {
+    std::string trace = temp_path(name);
+    env.emplace_back("PROF_OUT", trace);
+    test::RunResult r = run(argv, env);
+    REQUIRE_MESSAGE(r.exit_code == 0, "stderr: ", r.err);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    return pb.build();
+}
+
+const analysis::Function& fn(const analysis::Profile& p, const std::string& name) {
+    for (const auto& f : p.functions)
+        if (f.name == name) return f;
+    FAIL("no function named ", name);
+    throw 0;
+}
+
+bool has_function(const analysis::Profile& p, const std::string& name) {
+    return std::any_of(p.functions.begin(), p.functions.end(),
+                       [&](const analysis::Function& f) { return f.name == name; });
+}
+
+// A callee's cumulative time never exceeds its caller's, for every edge of the tree.
+void check_nesting(const analysis::Profile& p) {
+    for (const analysis::Edge& e : p.edges) {
+        if (e.caller == analysis::kRoot || e.caller == e.callee) continue;
+        CHECK_MESSAGE(e.stats.cumtime <= p.functions[e.caller].stats.cumtime + 1e-9,
+                      p.functions[e.callee].name, " called from ", p.functions[e.caller].name);
+    }
+}
+
+} // namespace
+
+TEST_CASE("fib(20): exact call counts, recursion shown as total/primitive") {
+    analysis::Profile p = profile_of({PROF_SAMPLE_FIB, "20"}, "fib.trace");
+    const auto& f = fn(p, "fib(int)");
+    CHECK(f.stats.ncalls == 21891);
+    CHECK(f.stats.pcalls == 1);
+    CHECK(fn(p, "main").stats.ncalls == 1);
+    CHECK(p.total_calls == 21892);
+    CHECK(p.primitive_calls == 2);
+    CHECK(f.file.find("fib.cpp") != std::string::npos);
+    CHECK(f.line > 0);
+    CHECK(f.stats.cumtime <= fn(p, "main").stats.cumtime);
+    check_nesting(p);
+    CHECK_FALSE(p.traces.at(0).incomplete);
+}
+
+TEST_CASE("four threads: exact counts merged and per thread") {
+    std::string trace = temp_path("threads.trace");
+    test::RunResult r = run({PROF_SAMPLE_THREADS}, {{"PROF_OUT", trace}});
+    REQUIRE(r.exit_code == 0);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    analysis::Profile p = pb.build();
+    CHECK(fn(p, "main").stats.ncalls == 1);
+    CHECK(fn(p, "worker(int)").stats.ncalls == 4);
+    CHECK(fn(p, "nap()").stats.ncalls == 4);
+    CHECK(fn(p, "step(unsigned long, unsigned long)").stats.ncalls == 10000);
+    CHECK(fn(p, "mix(unsigned long)").stats.ncalls == 20000);
+    check_nesting(p);
+
+    std::vector<uint64_t> steps;
+    for (const analysis::ThreadFilter& t : pb.thread_list()) {
+        analysis::Profile tp = pb.build(t);
+        if (!has_function(tp, "step(unsigned long, unsigned long)")) continue;
+        uint64_t n = fn(tp, "step(unsigned long, unsigned long)").stats.ncalls;
+        steps.push_back(n);
+        CHECK(fn(tp, "mix(unsigned long)").stats.ncalls == 2 * n);
+        CHECK(fn(tp, "worker(int)").stats.ncalls == 1);
+    }
+    std::sort(steps.begin(), steps.end());
+    CHECK(steps == std::vector<uint64_t>{1000, 2000, 3000, 4000});
+}
+
+TEST_CASE("a function that sleeps 50 ms: cumtime within tolerance, callers nest") {
+    analysis::Profile p = profile_of({PROF_TEST_SLEEPER}, "sleeper.trace");
+    double sleep = fn(p, "sleep_50ms()").stats.cumtime;
+    CHECK(sleep >= 0.050);
+    CHECK(sleep < 0.080); // generous: a loaded machine oversleeps, never undersleeps
+    CHECK(fn(p, "middle()").stats.cumtime >= sleep);
+    CHECK(fn(p, "outer()").stats.cumtime >= fn(p, "middle()").stats.cumtime);
+    CHECK(fn(p, "main").stats.cumtime >= fn(p, "outer()").stats.cumtime);
+    CHECK(fn(p, "outer()").stats.tottime < 0.005);
+    check_nesting(p);
+}
+
+TEST_CASE("exceptions and longjmp leave a balanced tree") {
+    analysis::Profile p = profile_of({PROF_TEST_UNWINDING}, "unwinding.trace");
+    CHECK(fn(p, "thrower(int)").stats.ncalls == 18);
+    CHECK(fn(p, "thrower(int)").stats.pcalls == 3);
+    CHECK(fn(p, "catcher()").stats.ncalls == 3);
+    CHECK(fn(p, "jumper(int)").stats.ncalls == 5);
+    CHECK(fn(p, "after_jump()").stats.ncalls == 1);
+    size_t main_index = SIZE_MAX, after = SIZE_MAX;
+    for (size_t i = 0; i < p.functions.size(); ++i) {
+        if (p.functions[i].name == "main") main_index = i;
+        if (p.functions[i].name == "after_jump()") after = i;
+    }
+    // after_jump is main's callee, not a callee of a frame the longjmp left.
+    for (const analysis::Edge& e : p.edges)
+        if (e.callee == after) CHECK(e.caller == main_index);
+    uint64_t abandoned = 0, unmatched = 0;
+    for (const auto& t : p.threads) abandoned += t.abandoned, unmatched += t.unmatched_exits;
+    CHECK(abandoned == 5); // the jumper frames; exceptions run the exit hooks
+    CHECK(unmatched == 0);
+    // The inlined helper nests inside main and does not end main's frame early.
+    CHECK(fn(p, "inlined_helper(int)").stats.ncalls == 2);
+    CHECK(fn(p, "leaf()").stats.ncalls == 1);
+    for (const analysis::Edge& e : p.edges)
+        if (p.functions[e.callee].name == "leaf()") CHECK(e.caller == main_index);
+    double callees = 0;
+    for (const analysis::Edge& e : p.edges)
+        if (e.caller == main_index) callees += e.stats.cumtime;
+    CHECK(fn(p, "main").stats.cumtime >= callees);
+    check_nesting(p);
+}
+
+TEST_CASE("fork: parent and child each write their own complete trace") {
+    std::string trace = temp_path("fork.trace");
+    test::RunResult r = run({PROF_TEST_FORKER}, {{"PROF_OUT", trace}});
+    REQUIRE(r.exit_code == 0);
+    std::string child;
+    for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
+        if (e.path().string().rfind(trace + ".", 0) == 0) child = e.path().string();
+    REQUIRE_MESSAGE(!child.empty(), "no child trace next to ", trace);
+
+    analysis::ProfileBuilder parent_pb, child_pb;
+    parent_pb.add_trace(trace);
+    child_pb.add_trace(child);
+    analysis::Profile parent = parent_pb.build(), kid = child_pb.build();
+    CHECK(fn(parent, "parent_work(int)").stats.ncalls == 3);
+    CHECK_FALSE(has_function(parent, "child_work(int)"));
+    CHECK(fn(kid, "child_work(int)").stats.ncalls == 2);
+    CHECK_FALSE(has_function(kid, "parent_work(int)"));
+    // The frames open at fork continue in the child's trace.
+    CHECK(fn(kid, "common()").stats.ncalls == 1);
+    CHECK(fn(kid, "main").stats.ncalls == 1);
+    CHECK(kid.traces.at(0).header.ppid == parent.traces.at(0).header.pid);
+    CHECK(kid.traces.at(0).finished);
+    CHECK(parent.traces.at(0).finished);
+    check_nesting(kid);
+}

@@ -1,0 +1,62 @@
+# Installs the build tree into WORK_DIR/prefix, builds tests/packaging/app against it with
+# find_package(prof), builds app.c with pkg-config flags, runs the programs and checks the
+# call counts that profreport prints.
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+
+function(expect text pattern)
+  if(NOT text MATCHES "${pattern}")
+    message(FATAL_ERROR "expected /${pattern}/ in:\n${text}")
+  endif()
+endfunction()
+
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+foreach(f bin/profreport bin/profrun lib/libprof.so include/prof/version.h
+          include/prof/trace_format.hpp lib/cmake/prof/profConfig.cmake
+          lib/pkgconfig/libprof.pc lib/pkgconfig/libprof-instrument.pc)
+  if(NOT EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "not installed: ${f}")
+  endif()
+endforeach()
+
+# 1. CMake package.
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/packaging/app -B ${WORK_DIR}/app -G ${CMAKE_GENERATOR}
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/app)
+run(${CMAKE_COMMAND} -E env PROF_OUT=${WORK_DIR}/inst.trace ${WORK_DIR}/app/app_instrumented)
+expect("${out}" "^285 [0-9.]+ ${WORK_DIR}/inst.trace")
+run(${prefix}/bin/profreport ${WORK_DIR}/inst.trace)
+expect("${out}" "11 function calls in")
+expect("${out}" " 10 [^\n]*app.cpp:[0-9]+\\(square\\(int\\)\\)")
+run(${CMAKE_COMMAND} -E env PROF_OUT=${WORK_DIR}/c.trace ${WORK_DIR}/app/app_c)
+run(${prefix}/bin/profreport ${WORK_DIR}/c.trace)
+expect("${out}" " 7 [^\n]*app.c:[0-9]+\\(twice\\)")
+# prof::prof links the runtime without instrumenting: no function calls recorded.
+run(${CMAKE_COMMAND} -E env PROF_OUT=${WORK_DIR}/plain.trace ${WORK_DIR}/app/app_runtime_only)
+expect("${out}" "^285 [0-9.]+ ${WORK_DIR}/plain.trace")
+run(${prefix}/bin/profreport ${WORK_DIR}/plain.trace)
+expect("${out}" "0 function calls in")
+
+# 2. pkg-config, plain compiler invocation.
+find_program(PKG_CONFIG pkg-config REQUIRED)
+set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
+execute_process(COMMAND ${PKG_CONFIG} --cflags --libs libprof-instrument
+  OUTPUT_VARIABLE flags OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "pkg-config libprof-instrument failed")
+endif()
+expect("${flags}" "-finstrument-functions")
+separate_arguments(flags UNIX_COMMAND "${flags}")
+run(c++ -O2 -g ${SOURCE_DIR}/tests/packaging/app/app.cpp -o ${WORK_DIR}/app_pc ${flags})
+run(${prefix}/bin/profrun -q -o ${WORK_DIR}/pc.trace -- ${WORK_DIR}/app_pc)
+run(${prefix}/bin/profreport ${WORK_DIR}/pc.trace)
+expect("${out}" " 10 [^\n]*\\(square\\(int\\)\\)")
+message(STATUS "packaging test passed")

@@ -1,0 +1,235 @@
+// Reader: valid traces round-trip; damaged ones give a TraceError with an offset or a partial
+// read that says it is partial — never a crash, a hang or a silently wrong result.
+#include "analysis/profile.hpp"
+#include "reader/trace_reader.hpp"
+#include "support/temp_dir.hpp"
+#include "support/trace_builder.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace prof;
+using prof::test::TraceBuilder;
+
+namespace {
+
+struct CountingSink : reader::EventSink {
+    uint64_t functions = 0, enters = 0, exits = 0, abandoned = 0;
+    void on_function(uint32_t, uint32_t, uint64_t) override { ++functions; }
+    void on_enter(uint32_t, uint32_t, uint64_t) override { ++enters; }
+    void on_enter_address(uint32_t, uint64_t, uint64_t) override { ++enters; }
+    void on_exit(uint32_t, uint64_t) override { ++exits; }
+    void on_abandon(uint32_t, uint32_t n, uint64_t) override { abandoned += n; }
+};
+
+// main (0x1000) calls work (0x2000) twice; each call lasts 100 ticks (= ns here).
+TraceBuilder small_trace() {
+    TraceBuilder b;
+    b.chunk(1, 1000).function(0x1000).function(0x2000);
+    b.enter(0, 0).enter(1, 10).exit(100).enter(1, 50).exit(100).exit(40);
+    b.tag(format::Tag::kThreadEnd).uleb(0);
+    b.chunk(0).symbol(0x1000, "main", "/src/app.cpp", 3).symbol(0x2000, "work(int)", "/src/app.cpp", 9);
+    b.end_record(1300);
+    return b;
+}
+
+std::string error_of(const std::string& path) {
+    try {
+        CountingSink sink;
+        reader::TraceReader(path).read(sink);
+    } catch (const reader::TraceError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+} // namespace
+
+TEST_CASE("a valid trace reads back with exact counts and times") {
+    std::string path = test::temp_path("small.trace");
+    small_trace().save(path);
+    CountingSink sink;
+    reader::TraceReader r(path);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(info.finished);
+    CHECK_FALSE(info.incomplete);
+    CHECK(sink.functions == 2);
+    CHECK(sink.enters == 3);
+    CHECK(sink.exits == 3);
+    CHECK(info.symbols.at(0x2000).name == "work(int)");
+    CHECK(info.ticks_per_second == doctest::Approx(1e9));
+
+    analysis::ProfileBuilder pb;
+    pb.add_trace(path);
+    analysis::Profile p = pb.build();
+    REQUIRE(p.functions.size() == 2);
+    auto work = p.match("work");
+    REQUIRE(work.size() == 1);
+    const analysis::Stats& ws = p.functions[work[0]].stats;
+    CHECK(ws.ncalls == 2);
+    CHECK(ws.pcalls == 2);
+    CHECK(ws.tottime == doctest::Approx(200e-9));
+    CHECK(ws.cumtime == doctest::Approx(200e-9));
+    const analysis::Stats& ms = p.functions[p.match("main")[0]].stats;
+    CHECK(ms.cumtime == doctest::Approx(300e-9));
+    CHECK(ms.tottime == doctest::Approx(100e-9));
+    CHECK(p.total_calls == 3);
+    CHECK(p.total_time == doctest::Approx(300e-9));
+}
+
+TEST_CASE("recursion: ncalls total/primitive, cumtime counted once") {
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x10);
+    // f -> f -> f, each level adds 10 ticks of its own.
+    b.enter(0, 0).enter(0, 10).enter(0, 10).exit(10).exit(10).exit(10);
+    b.chunk(0).end_record(100);
+    std::string path = test::temp_path("rec.trace");
+    b.save(path);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(path);
+    analysis::Profile p = pb.build();
+    REQUIRE(p.functions.size() == 1);
+    const analysis::Stats& s = p.functions[0].stats;
+    CHECK(s.ncalls == 3);
+    CHECK(s.pcalls == 1);
+    CHECK(s.cumtime == doctest::Approx(50e-9));
+    CHECK(s.tottime == doctest::Approx(50e-9));
+}
+
+TEST_CASE("abandoned frames close at the abandon time and the tree stays balanced") {
+    TraceBuilder b;
+    b.chunk(1, 0).function(0xa).function(0xb).function(0xc);
+    // a enters, b enters, longjmp back into a: b abandoned at t=30, then a calls c.
+    b.enter(0, 0).enter(1, 10).tag(format::Tag::kAbandon).uleb(1).uleb(20);
+    b.enter(2, 10).exit(10).exit(10);
+    b.chunk(0).end_record(100);
+    std::string path = test::temp_path("abandon.trace");
+    b.save(path);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(path);
+    analysis::Profile p = pb.build();
+    const auto& fb = p.functions[p.match("0xb")[0]];
+    const auto& fc = p.functions[p.match("0xc")[0]];
+    CHECK(fb.stats.cumtime == doctest::Approx(20e-9));
+    CHECK(fc.stats.cumtime == doctest::Approx(10e-9));
+    // c's caller is a, not the abandoned b.
+    size_t a = p.match("0xa")[0], c = p.match("0xc")[0];
+    bool a_calls_c = false;
+    for (const auto& e : p.edges) a_calls_c |= e.caller == a && e.callee == c;
+    CHECK(a_calls_c);
+    CHECK(p.threads.at(0).abandoned == 1);
+}
+
+TEST_CASE("frames still open at the end are closed at the end time") {
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1).enter(0, 5);
+    b.chunk(0).end_record(105);
+    std::string path = test::temp_path("open.trace");
+    b.save(path);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(path);
+    CHECK(pb.build().functions.at(0).stats.cumtime == doctest::Approx(100e-9));
+}
+
+TEST_CASE("clear errors for files that are not usable traces") {
+    std::string missing = test::temp_path("missing.trace");
+    CHECK(error_of(missing).find("cannot open") != std::string::npos);
+
+    std::string empty = test::temp_path("empty.trace");
+    TraceBuilder::save(empty, {});
+    CHECK(error_of(empty).find("empty file") != std::string::npos);
+
+    std::string text = test::temp_path("text.trace");
+    TraceBuilder::save(text, std::vector<uint8_t>(5000, 'x'));
+    CHECK(error_of(text).find("not a libprof trace") != std::string::npos);
+
+    TraceBuilder newer = small_trace();
+    newer.header().major = format::kMajor + 1;
+    newer.header().minor = 3;
+    std::string newer_path = test::temp_path("newer.trace");
+    newer.save(newer_path);
+    std::string msg = error_of(newer_path);
+    CHECK(msg.find("version 2.3") != std::string::npos);
+    CHECK(msg.find("reads version 1.x") != std::string::npos);
+}
+
+TEST_CASE("a chunk length larger than the chunk is corruption with its offset") {
+    auto bytes = small_trace().bytes();
+    uint32_t huge = 0xfffffff0;
+    std::memcpy(bytes.data() + format::kHeaderSize + offsetof(format::ChunkHeader, used), &huge, 4);
+    std::string path = test::temp_path("huge.trace");
+    TraceBuilder::save(path, bytes);
+    std::string msg = error_of(path);
+    CHECK(msg.find("corrupt trace at byte 4112") != std::string::npos);
+}
+
+TEST_CASE("an undefined function index is corruption, not a crash") {
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1).enter(7, 0);
+    b.chunk(0).end_record(1);
+    std::string path = test::temp_path("undef.trace");
+    b.save(path);
+    CHECK(error_of(path).find("undefined function 7") != std::string::npos);
+}
+
+TEST_CASE("records of a newer minor version are skipped by their length") {
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1).enter(0, 0);
+    b.u8(0x41).uleb(3).u8(1).u8(2).u8(3); // unknown sized record
+    b.exit(10);
+    b.chunk(0).end_record(10);
+    std::string path = test::temp_path("minor.trace");
+    b.save(path);
+    CountingSink sink;
+    reader::TraceReader r(path);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(sink.exits == 1);
+    CHECK(info.minor_unknown_records == 1);
+}
+
+TEST_CASE("a trace cut at any byte reads partially or fails cleanly") {
+    auto full = small_trace().bytes();
+    // Bytes after the last record of the last chunk are padding: a cut there loses nothing.
+    format::ChunkHeader last{};
+    size_t last_at = full.size() - 4096;
+    std::memcpy(&last, full.data() + last_at, sizeof last);
+    size_t data_end = last_at + sizeof last + last.used;
+    std::string path = test::temp_path("cut.trace");
+    size_t partial_reads = 0, errors = 0;
+    for (size_t n = 0; n < data_end; n += (n < 5000 ? 1 : 7)) {
+        TraceBuilder::save(path, std::vector<uint8_t>(full.begin(), full.begin() + long(n)));
+        CountingSink sink;
+        try {
+            reader::TraceReader r(path);
+            const reader::TraceInfo& info = r.read(sink);
+            CHECK_MESSAGE(info.incomplete, "cut at ", n, " read as complete");
+            CHECK(sink.exits <= sink.enters);
+            ++partial_reads;
+        } catch (const reader::TraceError& e) {
+            CHECK(std::string(e.what()).find(path) == 0);
+            ++errors;
+        }
+    }
+    CHECK(partial_reads > 0);
+    CHECK(errors > 0);
+}
+
+TEST_CASE("every single flipped byte gives a result or a TraceError") {
+    auto full = small_trace().bytes();
+    std::string path = test::temp_path("flip.trace");
+    size_t errors = 0;
+    for (size_t i = 0; i < full.size(); i += (i < 4096 ? 13 : 1)) {
+        auto bytes = full;
+        bytes[i] ^= 0xff;
+        TraceBuilder::save(path, bytes);
+        try {
+            analysis::ProfileBuilder pb;
+            pb.add_trace(path);
+            (void)pb.build();
+        } catch (const reader::TraceError&) {
+            ++errors;
+        }
+    }
+    CHECK(errors > 0);
+}
