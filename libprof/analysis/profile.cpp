@@ -203,7 +203,8 @@ std::vector<ThreadFilter> ProfileBuilder::thread_list() const {
 Profile ProfileBuilder::build(const ThreadFilter& filter) const {
     Profile p;
     p.traces = impl_->traces;
-    // Functions merge across threads by address and across traces by what names them.
+    // Functions merge across threads by address and across traces by what names them
+    // (module, symbol, file, line).
     std::map<std::tuple<std::string, std::string, std::string, uint32_t>, size_t> by_label;
     std::vector<std::unordered_map<uint64_t, size_t>> by_address(impl_->traces.size());
     std::map<std::pair<size_t, size_t>, size_t> edge_at;
@@ -211,7 +212,9 @@ Profile ProfileBuilder::build(const ThreadFilter& filter) const {
         auto [it, fresh] = by_address[trace].try_emplace(address, 0);
         if (!fresh) return it->second;
         Function f = impl_->describe(impl_->traces[trace], address);
-        auto key = std::make_tuple(f.module, f.name, f.file, f.line);
+        // Distinct symbols stay distinct even when they demangle alike (a deleting and a
+        // complete destructor); aliases of one address are one function already.
+        auto key = std::make_tuple(f.module, f.symbol.empty() ? f.name : f.symbol, f.file, f.line);
         auto [lt, lfresh] = by_label.try_emplace(key, p.functions.size());
         if (lfresh) p.functions.push_back(std::move(f));
         return it->second = lt->second;

@@ -3,16 +3,20 @@
 // a shadow call stack and a table from function address to a stream-local index, so a typical
 // event is a table hit, one rdtsc and 2-4 bytes written, with no lock and no allocation.
 //
-// Matching exits to enters. The runtime keeps the recorded call tree balanced by itself:
-//  - every frame stores the function and the hook's canonical frame address (CFA), which is
-//    the same at the enter and the exit of one activation;
-//  - an exit that does not match the innermost frame pops frames that are deeper than it (a
+// Matching exits to enters. The runtime keeps the recorded call tree balanced by itself. Every
+// frame stores the function, its call site (the return address into the caller, which GCC and
+// Clang pass to both hooks) and the hook's canonical frame address (CFA):
+//  - an exit normally matches the innermost frame by function and call site. Its CFA equals
+//    the enter's when the exit hook is called from the function body; GCC at -O2 often
+//    tail-calls the exit hook after the epilogue instead, and then the CFA is the caller's
+//    (larger) and the hook's own return address is the call site;
+//  - an exit that does not match the innermost frame closes the frames above its own (a
 //    longjmp or an exception through uninstrumented code skipped their exits) and records
 //    them as abandoned; an exit that matches nothing (its enter came before tracing started,
 //    or was dropped) is ignored;
-//  - an enter above the innermost frame's CFA means that frame is gone (longjmp out of it),
-//    so it is abandoned before the new frame is pushed. Equal CFAs are legitimate nesting:
-//    an inlined function keeps its hooks and runs in its caller's frame.
+//  - an enter strictly above the innermost frame's CFA means that frame is gone (longjmp out
+//    of it), so it is abandoned before the new frame is pushed. Equal CFAs are legitimate
+//    nesting: an inlined function keeps its hooks and runs in its caller's frame.
 // Distances are bounded (kSameStack) so that a signal handler on an alternate stack is not
 // mistaken for a return to an outer frame.
 #include "runtime.hpp"
@@ -39,7 +43,8 @@ enum : uint8_t { kNew = 0, kActive = 1, kBusy = 2, kOff = 3 };
 
 struct Frame {
     uintptr_t fn;
-    uintptr_t cfa;
+    uintptr_t site; // return address into the caller
+    uintptr_t cfa;  // the enter hook's canonical frame address
 };
 
 struct Slot {
@@ -170,14 +175,15 @@ PROF_NOINSTR void write_abandon(ThreadState& s, uint32_t count, uint64_t now) {
     s.depth -= count;
 }
 
-PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t cfa, uint64_t now) {
+PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintptr_t cfa,
+                              uint64_t now) {
     Slot* slot = lookup(s, a);
     if (slot && slot->excluded) return;
     if (PROF_UNLIKELY(s.depth == s.max_depth)) {
         ++s.dropped; // its exit will match nothing and be ignored too
         return;
     }
-    s.frames[s.depth++] = Frame{a, cfa};
+    s.frames[s.depth++] = Frame{a, site, cfa};
     uint8_t* p = s.w.cursor;
     if (PROF_LIKELY(slot != nullptr)) {
         *p++ = uint8_t(Tag::kEnter);
@@ -294,7 +300,7 @@ PROF_NOINSTR void thread_after_fork_child() {
     for (uint32_t i = 0; i < depth; ++i) {
         if (!ensure(s, now)) return;
         Frame f = s.frames[i];
-        write_enter(s, f.fn, f.cfa, now);
+        write_enter(s, f.fn, f.site, f.cfa, now);
         commit(s.w);
     }
     s.state = prev;
@@ -317,7 +323,7 @@ PROF_NOINSTR void create_thread_key() {
 
 using namespace prof::rt;
 
-extern "C" PROF_NOINSTR void __cyg_profile_func_enter(void* fn, void* /*call_site*/) {
+extern "C" PROF_NOINSTR void __cyg_profile_func_enter(void* fn, void* call_site) {
     ThreadState& s = t_state;
     if (PROF_UNLIKELY(s.state != kActive)) {
         if (s.state != kNew) return; // busy (re-entry, e.g. a signal handler) or off
@@ -338,39 +344,56 @@ extern "C" PROF_NOINSTR void __cyg_profile_func_enter(void* fn, void* /*call_sit
             ++n;
         if (n) write_abandon(s, n, now);
     }
-    write_enter(s, reinterpret_cast<uintptr_t>(fn), cfa, now);
+    write_enter(s, reinterpret_cast<uintptr_t>(fn), reinterpret_cast<uintptr_t>(call_site), cfa,
+                now);
     commit(s.w);
     s.state = kActive;
 }
 
-extern "C" PROF_NOINSTR void __cyg_profile_func_exit(void* fn, void* /*call_site*/) {
+namespace prof::rt {
+namespace {
+
+// Whether frame `f` is the one exiting: same function and call site, and a CFA consistent with
+// how the exit hook was reached.
+PROF_NOINSTR inline bool is_exiting(const Frame& f, uintptr_t a, uintptr_t site, uintptr_t cfa,
+                                    bool tail) {
+    return f.fn == a && f.site == site && (tail ? f.cfa <= cfa : f.cfa == cfa);
+}
+
+// Slow path of an exit that is not the innermost frame's (or whose CFA moved). Returns the
+// depth of the exiting frame plus one, or 0 when no open frame is its own.
+PROF_NOINSTR uint32_t find_exiting(const ThreadState& s, uintptr_t a, uintptr_t site,
+                                   uintptr_t cfa, bool tail) {
+    // Frames deeper than the exit's stack level were left by longjmp: look below them.
+    for (uint32_t i = s.depth; i; --i) {
+        const Frame& f = s.frames[i - 1];
+        if (is_exiting(f, a, site, cfa, tail)) return i;
+        if (!(f.cfa <= cfa && cfa - f.cfa < kSameStack)) break;
+    }
+    // The CFA moved inside the function (alloca, a VLA): match function and call site alone.
+    for (uint32_t i = s.depth; i && s.depth - i < kExitSearch; --i)
+        if (s.frames[i - 1].fn == a && s.frames[i - 1].site == site) return i;
+    return 0;
+}
+
+} // namespace
+} // namespace prof::rt
+
+extern "C" PROF_NOINSTR void __cyg_profile_func_exit(void* fn, void* call_site) {
     ThreadState& s = t_state;
     if (PROF_UNLIKELY(s.state != kActive)) return;
     s.state = kBusy;
     uint64_t now = now_ticks();
     auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
     auto a = reinterpret_cast<uintptr_t>(fn);
+    auto site = reinterpret_cast<uintptr_t>(call_site);
+    // Reached by a tail call after the function's epilogue: our return address is its own.
+    bool tail = __builtin_return_address(0) == call_site;
     if (PROF_UNLIKELY(!ensure(s, now))) return;
-    if (PROF_UNLIKELY(!s.depth || s.frames[s.depth - 1].fn != a ||
-                      s.frames[s.depth - 1].cfa != cfa)) {
+    if (PROF_UNLIKELY(!s.depth || !is_exiting(s.frames[s.depth - 1], a, site, cfa, tail))) {
         const Slot* slot = find(s, a);
-        if (!slot || slot->excluded) { // filtered out, or never entered while tracing
-            s.state = kActive;
-            return;
-        }
-        // Find the frame this exit belongs to: first by stack level (frames deeper than this
-        // one were skipped by longjmp), then by function alone (its CFA moved: alloca).
-        uint32_t i = s.depth;
-        while (i && s.frames[i - 1].cfa < cfa && cfa - s.frames[i - 1].cfa < kSameStack) --i;
-        if (!(i && s.frames[i - 1].fn == a && s.frames[i - 1].cfa == cfa)) {
-            i = 0;
-            for (uint32_t k = s.depth; k && s.depth - k < kExitSearch; --k)
-                if (s.frames[k - 1].fn == a) {
-                    i = k;
-                    break;
-                }
-        }
-        if (!i) { // not ours: entered before tracing started, or its enter was dropped
+        uint32_t i = slot && !slot->excluded ? find_exiting(s, a, site, cfa, tail) : 0;
+        if (!i) { // filtered out, or never entered while tracing
             s.state = kActive;
             return;
         }

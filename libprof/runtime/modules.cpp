@@ -21,8 +21,10 @@ constexpr size_t kPathPool = 2u << 20;
 
 struct Module {
     uintptr_t base, start, end;
-    const char* path; // in the path pool
-    bool excluded;    // PROF_EXCLUDE_MODULES matched
+    const char* path;    // in the path pool
+    bool excluded;       // PROF_EXCLUDE_MODULES matched
+    bool symbols_tried;  // symbol index built (or failed) for PROF_EXCLUDE
+    void* symbols;       // symbol_index_build() result
 };
 
 struct Modules {
@@ -90,7 +92,7 @@ PROF_NOINSTR bool any_item(const char* list, Match match) {
     return false;
 }
 
-PROF_NOINSTR const Module* find_module(uintptr_t a) {
+PROF_NOINSTR Module* find_module(uintptr_t a) {
     // Newest first: after dlclose/dlopen the latest object at an address is the live one.
     for (uint32_t i = m.count; i-- > 0;)
         if (a >= m.list[i].start && a < m.list[i].end) return &m.list[i];
@@ -149,7 +151,7 @@ PROF_NOINSTR int on_object(dl_phdr_info* info, size_t, void*) {
     m.pool_used += plen + 1;
     const char* patterns = g_options.exclude_modules;
     bool excluded = any_item(patterns, [&](const char* item) { return strstr(stored, item); });
-    m.list[m.count++] = Module{info->dlpi_addr, lo, hi, stored, excluded};
+    m.list[m.count++] = Module{info->dlpi_addr, lo, hi, stored, excluded, false, nullptr};
 
     uint8_t id[64];
     size_t idlen = 0;
@@ -170,18 +172,36 @@ PROF_NOINSTR int on_object(dl_phdr_info* info, size_t, void*) {
     return 0;
 }
 
-// PROF_EXCLUDE matches the symbol name the dynamic linker knows (exported functions) or, for
-// a pattern that contains no wildcard, the start of it. Functions without a dynamic symbol
-// are filtered by module; docs/configuration.md says so.
-PROF_NOINSTR bool excluded_by_name(uintptr_t a) {
+// Mangled-name prefixes of the C++ standard library (libstdc++ and libc++): PROF_EXCLUDE=std.
+constexpr const char* kStdPrefixes[] = {"_ZNSt", "_ZNKSt", "_ZSt", "_ZNVKSt", "_ZN9__gnu_cxx",
+                                        "_ZNK9__gnu_cxx", "_ZN10__cxxabiv1"};
+
+// PROF_EXCLUDE: comma-separated globs (fnmatch) on the symbol name as it is in the object file
+// (mangled for C++), or the keyword `std` for the standard library. The name comes from the
+// module's own symbol table (static functions included), else from the dynamic linker.
+PROF_NOINSTR bool excluded_by_name(uintptr_t a, Module* mod) {
     if (!g_options.exclude[0]) return false;
+    const char* name = nullptr;
+    if (mod) {
+        if (!mod->symbols_tried) {
+            mod->symbols_tried = true;
+            mod->symbols = symbol_index_build(mod->path);
+        }
+        name = symbol_index_lookup(mod->symbols, a - mod->base);
+    }
     Dl_info info;
-    if (!dladdr(reinterpret_cast<void*>(a), &info) || !info.dli_sname ||
-        reinterpret_cast<uintptr_t>(info.dli_saddr) != a)
-        return false;
-    const char* name = info.dli_sname;
-    return any_item(g_options.exclude,
-                    [&](const char* item) { return fnmatch(item, name, 0) == 0; });
+    if (!name && dladdr(reinterpret_cast<void*>(a), &info) && info.dli_sname &&
+        reinterpret_cast<uintptr_t>(info.dli_saddr) == a)
+        name = info.dli_sname;
+    if (!name) return false;
+    return any_item(g_options.exclude, [&](const char* item) {
+        if (!strcmp(item, "std")) {
+            for (const char* prefix : kStdPrefixes)
+                if (!strncmp(name, prefix, strlen(prefix))) return true;
+            return false;
+        }
+        return fnmatch(item, name, 0) == 0;
+    });
 }
 
 } // namespace
@@ -202,12 +222,12 @@ PROF_NOINSTR bool note_function(uintptr_t a) {
         if (f.keys[h] == a) return !f.excluded[h];
         h = (h + 1) & f.mask;
     }
-    const Module* mod = find_module(a);
+    Module* mod = find_module(a);
     if (!mod) {
         scan_modules();
         mod = find_module(a);
     }
-    bool excluded = (mod && mod->excluded) || excluded_by_name(a);
+    bool excluded = (mod && mod->excluded) || excluded_by_name(a, mod);
     f.keys[h] = a;
     f.excluded[h] = excluded;
     ++f.count;

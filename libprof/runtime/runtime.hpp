@@ -143,6 +143,10 @@ uint32_t next_stream_id();
 bool note_function(uintptr_t address);
 void scan_modules();
 
+// Function symbols of an ELF file, for the name filter (symbol_index.cpp).
+void* symbol_index_build(const char* path);
+const char* symbol_index_lookup(const void* index, uint64_t vaddr);
+
 // Symbol table for every function seen, written at finish (symbols.cpp).
 void write_symbols();
 void for_each_function(void (*fn)(uintptr_t, void*), void* arg);

@@ -1,4 +1,4 @@
-# Compares exact per-function call counts of libprof (LD_PRELOAD) and uftrace 0.13 on one -finstrument-functions binary.
+# Checks that libprof (LD_PRELOAD) and uftrace count exactly the same calls per function.
 """Usage: compare_uftrace.py --profreport PATH --libprof PATH/libprof.so --binary BIN
                              [--stdin FILE] [--key symbol|name] [--keep DIR] -- ARGS...
 
@@ -6,7 +6,9 @@ Runs BIN twice with the same arguments and standard input: under `uftrace record
 its own cyg hooks) and under LD_PRELOAD=libprof.so. Functions are matched by mangled symbol
 (default; ctor/dtor aliases such as C1/C2 that share an address are folded via `nm`) or by
 demangled name (--key name). Entries with the same key are summed on both sides, as uftrace
-itself merges same-named functions (e.g. static functions of different files).
+itself merges same-named functions (e.g. static functions of different files). libprof merges
+rows with equal name and file:line (e.g. a D0 deleting and a D1 complete destructor), which
+--key symbol reports as a difference and --key name does not.
 Exit status: 0 all equal, 1 some count differs or is missing on one side, 2 a tool failed."""
 import argparse
 import collections
@@ -22,11 +24,16 @@ import tempfile
 UFTRACE_RECORD = ["uftrace", "record", "--no-libcall", "--no-event", "--max-stack=65535"]
 
 
+def fail(message):
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def run(cmd, stdin_path, env=None):
     with open(stdin_path or os.devnull, "rb") as stdin:
         proc = subprocess.run(cmd, stdin=stdin, stdout=subprocess.PIPE, env=env)
     if proc.returncode != 0:
-        sys.exit(f"error: {' '.join(cmd)} exited with {proc.returncode}")
+        fail(f"{' '.join(cmd)} exited with {proc.returncode}")
     return proc.stdout
 
 
@@ -100,7 +107,7 @@ def main():
             lp, lp_out = libprof_counts(opts, workdir, clean_env)
         except subprocess.CalledProcessError as e:
             sys.stderr.write(e.stderr or "")
-            sys.exit(f"error: {' '.join(e.cmd)} exited with {e.returncode}")
+            fail(f"{' '.join(e.cmd)} exited with {e.returncode}")
     if ut_out != lp_out:
         print("warning: the program's output differs between the two runs (non-deterministic?)")
 

@@ -163,3 +163,125 @@ TEST_CASE("fork: parent and child each write their own complete trace") {
     CHECK(parent.traces.at(0).finished);
     check_nesting(kid);
 }
+
+namespace {
+
+bool has_name_containing(const analysis::Profile& p, const std::string& part, uint64_t ncalls) {
+    for (const auto& f : p.functions)
+        if (f.name.find(part) != std::string::npos && f.stats.ncalls == ncalls) return true;
+    return false;
+}
+
+void check_names(const analysis::Profile& p) {
+    CHECK(has_name_containing(p, "shapes::Widget::Widget(int)", 1)); // C1/C2 aliases: one entry
+    CHECK(has_name_containing(p, "static_helper(int)", 1));
+    CHECK(has_name_containing(p, "int twice<int>(int)", 1));
+    CHECK(has_name_containing(p, "twice<std::__cxx11::basic_string<char", 1));
+    CHECK(has_name_containing(p, "main::{lambda(int)#1}::operator()(int) const", 1));
+    CHECK(has_name_containing(p, "std::max<int>(int const&, int const&)", 1));
+    bool lib = false;
+    for (const auto& f : p.functions)
+        if (f.name == "lib_function") {
+            lib = true;
+            CHECK(f.module.find("libtest_naming_lib.so") != std::string::npos);
+            CHECK(f.symbol == "lib_function");
+        }
+    CHECK(lib);
+}
+
+} // namespace
+
+TEST_CASE("names: constructor aliases, shared library, static, template, lambda, std") {
+    analysis::Profile p = profile_of({PROF_TEST_NAMING}, "naming.trace");
+    check_names(p);
+    for (const auto& f : p.functions)
+        if (f.name == "static_helper(int)") {
+            CHECK(f.symbol == "_ZL13static_helperi");
+            CHECK(f.file.find("naming.cpp") != std::string::npos);
+            CHECK(f.line > 0);
+        }
+}
+
+TEST_CASE("a process that ends with _exit: no symbol table, names resolved from the binaries") {
+    analysis::Profile p = profile_of({PROF_TEST_NAMING, "exit"}, "naming-exit.trace");
+    CHECK(p.traces.at(0).incomplete);
+    CHECK(p.traces.at(0).symbols.empty());
+    check_names(p);
+}
+
+TEST_CASE("runtime filters: PROF_EXCLUDE globs and std, PROF_EXCLUDE_MODULES") {
+    analysis::Profile all = profile_of({PROF_TEST_NAMING}, "filter-none.trace");
+    CHECK(has_name_containing(all, "std::max<int>", 1));
+
+    analysis::Profile no_std =
+        profile_of({PROF_TEST_NAMING}, "filter-std.trace", {{"PROF_EXCLUDE", "std"}});
+    CHECK_FALSE(has_name_containing(no_std, "std::max<int>", 1));
+    CHECK(has_name_containing(no_std, "static_helper(int)", 1));
+
+    analysis::Profile no_twice = profile_of({PROF_TEST_NAMING}, "filter-glob.trace",
+                                            {{"PROF_EXCLUDE", "_Z5twice*,_ZL13static*"}});
+    CHECK_FALSE(has_name_containing(no_twice, "twice<", 1));
+    CHECK_FALSE(has_name_containing(no_twice, "static_helper", 1));
+    CHECK(has_name_containing(no_twice, "shapes::Widget::Widget(int)", 1));
+    check_nesting(no_twice);
+
+    analysis::Profile no_lib = profile_of({PROF_TEST_NAMING}, "filter-module.trace",
+                                          {{"PROF_EXCLUDE_MODULES", "libtest_naming_lib"}});
+    CHECK_FALSE(has_function(no_lib, "lib_function"));
+    CHECK(has_name_containing(no_lib, "static_helper(int)", 1));
+}
+
+TEST_CASE("the hot path never calls the application's allocator") {
+    std::string trace = temp_path("alloc-guard.trace");
+    test::RunResult r = run({PROF_TEST_ALLOC_GUARD}, {{"PROF_OUT", trace}, {"PROF_CHUNK_SIZE", "64K"}});
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out == "fib=75025 allocator_calls_during_tracing=0 malloc_from=test_alloc_guard\n");
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    analysis::Profile p = pb.build();
+    CHECK(fn(p, "fib(int)").stats.ncalls == 242785);
+    CHECK(p.traces.at(0).chunks > 10); // many chunks were opened while the count stayed 0
+}
+
+TEST_CASE("the application keeps glibc's malloc") {
+    test::RunResult r = run({PROF_TEST_WHICH_MALLOC}, {{"PROF_OUT", temp_path("which.trace")}});
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out == "malloc=libc.so.6 free=libc.so.6 new=libstdc++.so.6 work=42\n");
+}
+
+TEST_CASE("pthread_exit from nested frames and a normal thread end") {
+    analysis::Profile p = profile_of({PROF_TEST_THREAD_EXIT}, "thread-exit.trace");
+    CHECK(fn(p, "inner(int)").stats.ncalls == 2);
+    CHECK(fn(p, "leave_early()").stats.ncalls == 1);
+    CHECK(fn(p, "exiting_worker(void*)").stats.ncalls == 1);
+    CHECK(fn(p, "normal_worker(void*)").stats.ncalls == 1);
+    size_t ended = 0;
+    for (const auto& [stream, t] : p.traces.at(0).threads) ended += t.ended;
+    CHECK(ended == 2); // both worker threads closed their streams
+    check_nesting(p);
+}
+
+TEST_CASE("several traces merge like pstats' Stats.add") {
+    std::string a = temp_path("merge-a.trace"), b = temp_path("merge-b.trace");
+    REQUIRE(run({PROF_SAMPLE_FIB, "10"}, {{"PROF_OUT", a}}).exit_code == 0);
+    REQUIRE(run({PROF_SAMPLE_FIB, "12"}, {{"PROF_OUT", b}}).exit_code == 0);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(a);
+    pb.add_trace(b);
+    analysis::Profile p = pb.build();
+    CHECK(fn(p, "fib(int)").stats.ncalls == 177 + 465);
+    CHECK(fn(p, "fib(int)").stats.pcalls == 2);
+    CHECK(fn(p, "main").stats.ncalls == 2);
+}
+
+TEST_CASE("exit hooks reached by a tail call (GCC -O2) keep recursion exact") {
+    analysis::Profile p = profile_of({PROF_TEST_TAIL_EXIT}, "tail-exit.trace");
+    const auto& v = fn(p, "visit(Node const*, long*)");
+    CHECK(v.stats.ncalls == 2047);
+    CHECK(v.stats.pcalls == 1);
+    uint64_t abandoned = 0, unmatched = 0;
+    for (const auto& t : p.threads) abandoned += t.abandoned, unmatched += t.unmatched_exits;
+    CHECK(abandoned == 0);
+    CHECK(unmatched == 0);
+    check_nesting(p);
+}
