@@ -118,7 +118,7 @@ TraceReader::TraceReader(std::string path) {
                                         h.major, h.minor, format::kMajor,
                                         h.major > format::kMajor ? "; upgrade libprof" : ""));
     if (h.header_size != format::kHeaderSize)
-        throw TraceError(p, 8, fmt::format("header size {} (expected {})", h.header_size,
+        throw TraceError(p, 12, fmt::format("header size {} (expected {})", h.header_size,
                                            format::kHeaderSize));
     if (h.chunk_size < format::kMinChunkSize || h.chunk_size > format::kMaxChunkSize ||
         (h.chunk_size & (h.chunk_size - 1)))
@@ -332,7 +332,8 @@ void TraceReader::read_chunks(EventSink* sink) {
         if (cut) {
             info_.incomplete = true;
             info_.incomplete_reason = fmt::format(
-                "the file ends inside chunk {} at byte {} ({} of {} bytes present)", chunks,
+                "the file ends inside chunk {} at byte {} ({} of {} bytes present)",
+                (off - h.header_size) / cs,
                 size_, avail, sizeof ch + ch.used);
         }
         if (ch.sync_ticks) {
@@ -347,7 +348,7 @@ void TraceReader::read_chunks(EventSink* sink) {
         ++st.next_seq;
         if (ch.kind == uint16_t(format::StreamKind::kProcess)) {
             if (ch.stream != 0)
-                throw TraceError(info_.path, off + 4, "process chunk with a thread stream id");
+                throw TraceError(info_.path, off + 8, "process chunk with a thread stream id");
             if (cut) break; // a cut process record cannot be trusted; the events before it stand
             process_records(p, end, off + sizeof ch);
         } else if (ch.kind == uint16_t(format::StreamKind::kThread)) {

@@ -62,7 +62,8 @@ struct ThreadState {
     uint32_t mask; // table size - 1, or 0 before the table exists
     uint32_t used;
     uint32_t next_index;
-    uint64_t dropped;
+    uint64_t dropped;  // events not recorded (depth limit); reported at thread end
+    uint32_t overflow; // frames entered beyond max_depth and not yet exited
     uint8_t state;
 };
 
@@ -179,8 +180,17 @@ PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintp
                               uint64_t now) {
     Slot* slot = lookup(s, a);
     if (slot && slot->excluded) return;
+    if (PROF_UNLIKELY(!slot)) { // the table is full: the filter still applies
+        lock_global();
+        bool keep = note_function(a);
+        unlock_global();
+        if (!keep) return;
+    }
     if (PROF_UNLIKELY(s.depth == s.max_depth)) {
-        ++s.dropped; // its exit will match nothing and be ignored too
+        // Too deep to record: this frame and its exit are dropped. Exits come in reverse
+        // order, so the next `overflow` exits are these frames'.
+        ++s.overflow;
+        s.dropped += 2;
         return;
     }
     s.frames[s.depth++] = Frame{a, site, cfa};
@@ -206,6 +216,8 @@ PROF_NOINSTR void thread_end(void*) {
         if (s.dropped) {
             *p++ = uint8_t(Tag::kDropped);
             p = put_uleb(p, s.dropped);
+            add_dropped(s.dropped);
+            s.dropped = 0;
         }
         *p++ = uint8_t(Tag::kThreadEnd);
         p = put_uleb(p, take_delta(s.w, now));
@@ -288,6 +300,7 @@ PROF_NOINSTR void thread_after_fork_child() {
     s.used = 0;
     s.next_index = 0;
     s.dropped = 0;
+    s.overflow = 0;
     uint64_t now = now_ticks();
     open_stream(s, now);
     if (!open_chunk(s.w, now)) {
@@ -304,6 +317,22 @@ PROF_NOINSTR void thread_after_fork_child() {
         commit(s.w);
     }
     s.state = prev;
+}
+
+PROF_NOINSTR void thread_flush_counters() {
+    ThreadState& s = t_state;
+    if (s.state != kActive || !s.dropped) return;
+    s.state = kBusy;
+    if (ensure(s, now_ticks())) {
+        uint8_t* p = s.w.cursor;
+        *p++ = uint8_t(Tag::kDropped);
+        p = put_uleb(p, s.dropped);
+        s.w.cursor = p;
+        commit(s.w);
+    }
+    add_dropped(s.dropped);
+    s.dropped = 0;
+    s.state = kActive;
 }
 
 PROF_NOINSTR uint8_t block_thread() {
@@ -390,6 +419,12 @@ extern "C" PROF_NOINSTR void __cyg_profile_func_exit(void* fn, void* call_site) 
     // Reached by a tail call after the function's epilogue: our return address is its own.
     bool tail = __builtin_return_address(0) == call_site;
     if (PROF_UNLIKELY(!ensure(s, now))) return;
+    if (PROF_UNLIKELY(s.overflow)) { // the exit of a frame too deep to record
+        const Slot* slot = find(s, a);
+        if (!(slot && slot->excluded)) --s.overflow;
+        s.state = kActive;
+        return;
+    }
     if (PROF_UNLIKELY(!s.depth || !is_exiting(s.frames[s.depth - 1], a, site, cfa, tail))) {
         const Slot* slot = find(s, a);
         uint32_t i = slot && !slot->excluded ? find_exiting(s, a, site, cfa, tail) : 0;

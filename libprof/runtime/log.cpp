@@ -75,6 +75,16 @@ PROF_NOINSTR size_t pairs_to_json(char* out, size_t cap, size_t pos, const char*
 
 } // namespace
 
+PROF_NOINSTR const char* log_safe(const char* s, char* buf, size_t cap) {
+    size_t i = 0;
+    for (; s[i] && i + 1 < cap; ++i) {
+        unsigned char c = static_cast<unsigned char>(s[i]);
+        buf[i] = c == '"' || c == '\\' || c < 0x20 || c == 0x7f ? '?' : char(c);
+    }
+    buf[i] = '\0';
+    return buf;
+}
+
 PROF_NOINSTR void log(LogLevel level, const char* event, const char* fields, ...) {
     if (int(level) > int(g_options.log_level)) return;
     int saved = errno;

@@ -215,6 +215,16 @@ PROF_NOINSTR void scan_modules() {
     dl_iterate_phdr(on_object, nullptr);
 }
 
+PROF_NOINSTR void modules_after_fork() {
+    m.count = 0;
+    m.pool_used = 0;
+    if (f.mask) {
+        memset(f.keys, 0, size_t(f.mask + 1) * sizeof(uintptr_t));
+        memset(f.excluded, 0, f.mask + 1);
+    }
+    f.count = 0;
+}
+
 PROF_NOINSTR bool note_function(uintptr_t a) {
     if ((f.count + 1) * 2 > f.mask + 1 && !grow_functions()) return true;
     uint32_t h = hash(a, f.mask);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 namespace prof::rt {
@@ -28,7 +29,9 @@ PROF_NOINSTR bool parse_bool(const char* name, const char* v, bool fallback) {
         return true;
     if (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
         return false;
-    log(LogLevel::kWarn, "bad_option", "name=%s value=\"%.64s\" expected=bool", name, v);
+    char shown[80];
+    log(LogLevel::kWarn, "bad_option", "name=%s value=\"%s\" expected=bool", name,
+        log_safe(v, shown, sizeof shown));
     return fallback;
 }
 
@@ -51,7 +54,16 @@ PROF_NOINSTR bool parse_size(const char* v, uint64_t& out) {
 
 PROF_NOINSTR void read_options() {
     Options& o = g_options;
+    char shown[80]; // an option's value as it may appear in a log line
     memset(&o, 0, sizeof o);
+    o.log_level = LogLevel::kWarn;
+    // setuid/setgid programs: the environment is not trusted to choose files (secure_getenv
+    // hides it), and a privileged program must not write traces where it was started.
+    if (getauxval(AT_SECURE)) {
+        o.disabled = true;
+        o.secure = true;
+        return;
+    }
     o.chunk_size = 256u << 10;
     o.max_depth = 1u << 20;
     o.log_level = LogLevel::kWarn;
@@ -59,20 +71,20 @@ PROF_NOINSTR void read_options() {
     copy(o.clock, sizeof o.clock, "auto");
 
     // The log settings come first so that complaints about other options honour them.
+    if (const char* v = env("PROF_LOG_FORMAT")) {
+        if (!strcmp(v, "json")) o.log_json = true;
+        else if (strcmp(v, "text"))
+            log(LogLevel::kWarn, "bad_option", "name=PROF_LOG_FORMAT value=\"%s\" "
+                "expected=text|json", log_safe(v, shown, sizeof shown));
+    }
     if (const char* v = env("PROF_LOG")) {
         if (!strcmp(v, "quiet")) o.log_level = LogLevel::kQuiet;
         else if (!strcmp(v, "error")) o.log_level = LogLevel::kError;
         else if (!strcmp(v, "warn")) o.log_level = LogLevel::kWarn;
         else if (!strcmp(v, "info")) o.log_level = LogLevel::kInfo;
         else if (!strcmp(v, "debug")) o.log_level = LogLevel::kDebug;
-        else log(LogLevel::kWarn, "bad_option", "name=PROF_LOG value=\"%.64s\" "
-                 "expected=quiet|error|warn|info|debug", v);
-    }
-    if (const char* v = env("PROF_LOG_FORMAT")) {
-        if (!strcmp(v, "json")) o.log_json = true;
-        else if (strcmp(v, "text"))
-            log(LogLevel::kWarn, "bad_option", "name=PROF_LOG_FORMAT value=\"%.64s\" "
-                "expected=text|json", v);
+        else log(LogLevel::kWarn, "bad_option", "name=PROF_LOG value=\"%s\" "
+                 "expected=quiet|error|warn|info|debug", log_safe(v, shown, sizeof shown));
     }
     if (const char* v = env("PROF_OUT"); v && *v) {
         if (strlen(v) >= sizeof o.out - 32)
@@ -83,7 +95,12 @@ PROF_NOINSTR void read_options() {
         }
     }
     if (const char* v = env("PROF_DISABLE")) o.disabled = parse_bool("PROF_DISABLE", v, false);
-    if (const char* v = env("PROF_FORCE")) o.force = parse_bool("PROF_FORCE", v, false);
+    if (const char* v = env("PROF_FORCE")) {
+        o.force = parse_bool("PROF_FORCE", v, false);
+        // Meant for this process only: a child it starts must not delete the trace this
+        // process is writing at the same path.
+        unsetenv("PROF_FORCE");
+    }
     if (const char* v = env("PROF_SYMBOLS")) o.symbols = parse_bool("PROF_SYMBOLS", v, true);
     if (const char* v = env("PROF_CHUNK_SIZE")) {
         uint64_t n = 0;
@@ -91,22 +108,22 @@ PROF_NOINSTR void read_options() {
             (n & (n - 1)) == 0)
             o.chunk_size = uint32_t(n);
         else
-            log(LogLevel::kWarn, "bad_option", "name=PROF_CHUNK_SIZE value=\"%.64s\" "
-                "expected=\"power of two from 4K to 64M\" using=%u", v, o.chunk_size);
+            log(LogLevel::kWarn, "bad_option", "name=PROF_CHUNK_SIZE value=\"%s\" "
+                "expected=\"power of two from 4K to 64M\" using=%u", log_safe(v, shown, sizeof shown), o.chunk_size);
     }
     if (const char* v = env("PROF_MAX_DEPTH")) {
         uint64_t n = 0;
         if (parse_size(v, n) && n >= 16 && n <= (1u << 24)) o.max_depth = uint32_t(n);
         else
-            log(LogLevel::kWarn, "bad_option", "name=PROF_MAX_DEPTH value=\"%.64s\" "
-                "expected=\"16 to 16777216\" using=%u", v, o.max_depth);
+            log(LogLevel::kWarn, "bad_option", "name=PROF_MAX_DEPTH value=\"%s\" "
+                "expected=\"16 to 16777216\" using=%u", log_safe(v, shown, sizeof shown), o.max_depth);
     }
     if (const char* v = env("PROF_CLOCK")) {
         if (!strcmp(v, "tsc") || !strcmp(v, "monotonic") || !strcmp(v, "auto"))
             copy(o.clock, sizeof o.clock, v);
         else
-            log(LogLevel::kWarn, "bad_option", "name=PROF_CLOCK value=\"%.64s\" "
-                "expected=auto|tsc|monotonic", v);
+            log(LogLevel::kWarn, "bad_option", "name=PROF_CLOCK value=\"%s\" "
+                "expected=auto|tsc|monotonic", log_safe(v, shown, sizeof shown));
     }
     if (const char* v = env("PROF_EXCLUDE")) copy(o.exclude, sizeof o.exclude, v);
     if (const char* v = env("PROF_EXCLUDE_MODULES"))

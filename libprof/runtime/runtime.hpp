@@ -67,6 +67,7 @@ struct Options {
     char exclude[1024];      // PROF_EXCLUDE: comma-separated globs on symbol names
     char exclude_modules[1024]; // PROF_EXCLUDE_MODULES: comma-separated path substrings
     char clock[16];          // PROF_CLOCK: tsc | monotonic
+    bool secure;             // setuid/setgid: tracing is off, the environment ignored
 };
 extern Options g_options;
 void read_options();
@@ -76,6 +77,9 @@ void read_options();
 // by the caller. JSON mode converts the same pairs.
 void log(LogLevel level, const char* event, const char* fields, ...)
     __attribute__((format(printf, 3, 4)));
+// Copies `s` for use inside a quoted log value: quotes, backslashes and control characters
+// become '?', and long values are cut. Returns `buf`.
+const char* log_safe(const char* s, char* buf, size_t cap);
 
 // ---- writer --------------------------------------------------------------------------------
 // A chunk being filled by one stream. Only its owner touches it (the process stream's owner is
@@ -142,6 +146,7 @@ uint32_t next_stream_id();
 // Records that `address` was seen; returns false if it must not be traced (runtime filter).
 bool note_function(uintptr_t address);
 void scan_modules();
+void modules_after_fork(); // the child's trace needs its own module records
 
 // Function symbols of an ELF file, for the name filter (symbol_index.cpp).
 void* symbol_index_build(const char* path);
@@ -155,9 +160,10 @@ void for_each_function(void (*fn)(uintptr_t, void*), void* arg);
 void runtime_start();  // idempotent; the library constructor or the first hook calls it
 void runtime_finish(); // library destructor
 const char* trace_path();
+void add_dropped(uint64_t n); // events a thread could not record, for the End record
 
 // ---- thread side (hooks.cpp) ---------------------------------------------------------------
-void thread_finish_current(); // ends the calling thread's stream at process finish
+void thread_flush_counters(); // records the calling thread's drop count at process finish
 void thread_after_fork_child();
 // Blocks the calling thread's hooks (code the runtime calls that might be instrumented, such
 // as an application's operator new during symbolization) and restores them.

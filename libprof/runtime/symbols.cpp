@@ -8,6 +8,7 @@
 
 #include <boost/stacktrace/frame.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <dlfcn.h>
 #include <string>
@@ -42,9 +43,10 @@ PROF_NOINSTR void write_symbol(uintptr_t address, void*) {
     uint8_t* p = rec;
     *p++ = uint8_t(format::Tag::kSymbol);
     p = put_u64(p, address);
-    p = put_str(p, name.data(), name.size());
-    p = put_str(p, symbol, strlen(symbol));
-    p = put_str(p, file.data(), file.size());
+    // At most 48 KiB in all, so that the record fits in the smallest chunk (64 KiB).
+    p = put_str(p, name.data(), std::min<size_t>(name.size(), 16384));
+    p = put_str(p, symbol, std::min<size_t>(strlen(symbol), 16384));
+    p = put_str(p, file.data(), std::min<size_t>(file.size(), 4096));
     p = put_uleb(p, line);
     process_record(rec, size_t(p - rec));
 }

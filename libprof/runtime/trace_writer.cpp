@@ -38,6 +38,9 @@ struct Global {
     std::atomic<uint32_t> next_stream{1};
     ChunkWriter process{}; // stream 0
     uint64_t start_ticks = 0, start_mono = 0, start_real = 0;
+    uint32_t ppid = 0;
+    bool started = false; // a file was created in this process (finish has work to do)
+    std::atomic<uint64_t> dropped{0}; // events threads could not record
     char path[4096 + 64] = {};  // the file this process writes
     char base_path[4096] = {};  // PROF_OUT or its default, before per-process suffixes
 };
@@ -58,9 +61,10 @@ PROF_NOINSTR bool reserve_file(uint64_t size) {
         rc = ftruncate(g.fd, off_t(want));
     }
     if (rc != 0) {
+        char shown[256];
         log(LogLevel::kError, "trace_stopped",
-            "path=\"%s\" reason=\"cannot reserve file space\" error=\"%s\"", g.path,
-            strerror(errno));
+            "path=\"%s\" reason=\"cannot reserve file space\" error=\"%s\"",
+            log_safe(g.path, shown, sizeof shown), strerror(errno));
         g.active = false;
         return false;
     }
@@ -75,8 +79,9 @@ PROF_NOINSTR bool open_chunk_locked(ChunkWriter& w, uint64_t now) {
     void* m = mmap(nullptr, g.chunk_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
                    g.fd, off_t(off));
     if (m == MAP_FAILED) {
+        char shown[256];
         log(LogLevel::kError, "trace_stopped", "path=\"%s\" reason=\"mmap failed\" error=\"%s\"",
-            g.path, strerror(errno));
+            log_safe(g.path, shown, sizeof shown), strerror(errno));
         g.active = false;
         return false;
     }
@@ -110,7 +115,7 @@ PROF_NOINSTR void write_file_header(uint32_t flags) {
     h.flags = flags;
     h.clock_kind = uint32_t(g_use_tsc ? format::ClockKind::kTsc : format::ClockKind::kMonotonic);
     h.pid = uint32_t(getpid());
-    h.ppid = uint32_t(getppid());
+    h.ppid = g.ppid; // at start: a reparented process keeps its real parent
     h.start_ticks = g.start_ticks;
     h.start_mono_ns = g.start_mono;
     h.start_real_ns = g.start_real;
@@ -145,10 +150,12 @@ PROF_NOINSTR int create_file(const char* base, bool try_base) {
         else snprintf(g.path, sizeof g.path, "%s.%d.%d", base, int(getpid()), n);
         int fd = open(g.path, flags, 0600);
         if (fd >= 0 || errno != EEXIST) {
-            if (fd >= 0 && try_base)
+            if (fd >= 0 && try_base) {
+                char a[256], b[256];
                 log(LogLevel::kWarn, "output_exists",
-                    "path=\"%s\" writing=\"%s\" hint=\"set PROF_FORCE=1 to replace it\"", base,
-                    g.path);
+                    "path=\"%s\" writing=\"%s\" hint=\"set PROF_FORCE=1 to replace it\"",
+                    log_safe(base, a, sizeof a), log_safe(g.path, b, sizeof b));
+            }
             return fd;
         }
     }
@@ -219,10 +226,13 @@ PROF_NOINSTR bool choose_clock() {
 PROF_NOINSTR bool start_file(const char* base, bool try_base) {
     g.fd = create_file(base, try_base);
     if (g.fd < 0) {
-        log(LogLevel::kError, "trace_disabled", "path=\"%s\" error=\"%s\"", base,
-            strerror(errno));
+        char shown[256];
+        log(LogLevel::kError, "trace_disabled", "path=\"%s\" error=\"%s\"",
+            log_safe(base, shown, sizeof shown), strerror(errno));
         return false;
     }
+    g.started = true;
+    g.ppid = uint32_t(getppid());
     g.next_chunk = 0;
     g.file_size = 0;
     g.next_stream.store(1, std::memory_order_relaxed);
@@ -236,8 +246,9 @@ PROF_NOINSTR bool start_file(const char* base, bool try_base) {
     g.active = true;
     write_process_meta();
     scan_modules();
-    log(LogLevel::kInfo, "trace_started", "path=\"%s\" clock=%s chunk_size=%u", g.path,
-        g_use_tsc ? "tsc" : "monotonic", g.chunk_size);
+    char shown[256];
+    log(LogLevel::kInfo, "trace_started", "path=\"%s\" clock=%s chunk_size=%u",
+        log_safe(g.path, shown, sizeof shown), g_use_tsc ? "tsc" : "monotonic", g.chunk_size);
     return true;
 }
 
@@ -248,6 +259,9 @@ PROF_NOINSTR void fork_parent() { pthread_mutex_unlock(&g.lock); }
 // into the chunks it inherited from the parent's mapping.
 PROF_NOINSTR void fork_child() {
     pthread_mutex_init(&g.lock, nullptr);
+    modules_after_fork();
+    g.started = false;
+    g.dropped.store(0, std::memory_order_relaxed);
     bool was_active = g.active && !g.finished;
     if (g.process.base) munmap(g.process.base, g.chunk_size);
     if (g.fd >= 0) close(g.fd);
@@ -311,6 +325,12 @@ PROF_NOINSTR void runtime_start() {
     started = true;
     int saved = errno;
     read_options();
+    if (g_options.secure) {
+        log(LogLevel::kWarn, "trace_disabled", "reason=\"setuid or setgid program\"");
+        errno = saved;
+        unlock_global();
+        return;
+    }
     if (g_options.disabled) {
         log(LogLevel::kInfo, "trace_disabled", "reason=PROF_DISABLE");
         errno = saved;
@@ -332,13 +352,18 @@ PROF_NOINSTR void runtime_start() {
 // open new ones.
 PROF_NOINSTR void runtime_finish() {
     int saved = errno;
+    thread_flush_counters();
     lock_global();
-    if (!g.active || g.finished) {
+    // Also after tracing stopped early (a full disk): whatever still fits is written.
+    if (!g.started || g.finished || g.fd < 0) {
         unlock_global();
         errno = saved;
         return;
     }
-    if (g_options.symbols) write_symbols();
+    // After an early stop (a full disk) no chunk can be opened: the end record is written
+    // only if the process stream's chunk still has room.
+    bool stopped_early = !g.active;
+    if (g_options.symbols && !stopped_early) write_symbols();
     uint8_t rec[64], *p = rec;
     *p++ = uint8_t(format::Tag::kEnd);
     uint64_t end_ticks = now_ticks(), end_mono = monotonic_ns();
@@ -351,20 +376,25 @@ PROF_NOINSTR void runtime_finish() {
     }
     p = put_u64(p, tps);
     p = put_uleb(p, g.next_stream.load(std::memory_order_relaxed) - 1);
-    p = put_uleb(p, 0);
+    p = put_uleb(p, g.dropped.load(std::memory_order_relaxed));
     process_record(rec, size_t(p - rec));
     g.finished = true;
     g.active = false;
     write_file_header(format::kFileFinished);
     uint64_t size = format::kHeaderSize + uint64_t(g.next_chunk) * g.chunk_size;
+    char shown[256];
+    log_safe(g.path, shown, sizeof shown);
     if (ftruncate(g.fd, off_t(size)) != 0)
-        log(LogLevel::kWarn, "trim_failed", "path=\"%s\" error=\"%s\"", g.path, strerror(errno));
-    log(LogLevel::kInfo, "trace_written", "path=\"%s\" bytes=%llu chunks=%u", g.path,
-        (unsigned long long)size, g.next_chunk);
+        log(LogLevel::kWarn, "trim_failed", "path=\"%s\" error=\"%s\"", shown, strerror(errno));
+    log(LogLevel::kInfo, "trace_written", "path=\"%s\" bytes=%llu chunks=%u dropped=%llu", shown,
+        (unsigned long long)size, g.next_chunk,
+        (unsigned long long)g.dropped.load(std::memory_order_relaxed));
     unlock_global();
     errno = saved;
 }
 
 PROF_NOINSTR const char* trace_path() { return g.path; }
+
+PROF_NOINSTR void add_dropped(uint64_t n) { g.dropped.fetch_add(n, std::memory_order_relaxed); }
 
 } // namespace prof::rt

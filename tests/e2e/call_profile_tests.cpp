@@ -2,6 +2,7 @@
 // analysis library and profreport. Exact facts are checked exactly (call counts), timing facts
 // as relations and tolerances.
 #include "analysis/profile.hpp"
+#include "analysis/report.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
@@ -159,6 +160,7 @@ TEST_CASE("fork: parent and child each write their own complete trace") {
     CHECK(fn(kid, "common()").stats.ncalls == 1);
     CHECK(fn(kid, "main").stats.ncalls == 1);
     CHECK(kid.traces.at(0).header.ppid == parent.traces.at(0).header.pid);
+    CHECK_FALSE(kid.traces.at(0).modules.empty()); // the child can be symbolized on its own
     CHECK(kid.traces.at(0).finished);
     CHECK(parent.traces.at(0).finished);
     check_nesting(kid);
@@ -284,4 +286,19 @@ TEST_CASE("exit hooks reached by a tail call (GCC -O2) keep recursion exact") {
     CHECK(abandoned == 0);
     CHECK(unmatched == 0);
     check_nesting(p);
+}
+
+TEST_CASE("the depth limit drops the deepest frames, keeps the tree exact and says so") {
+    analysis::Profile p =
+        profile_of({PROF_SAMPLE_FIB, "20"}, "depth.trace", {{"PROF_MAX_DEPTH", "16"}});
+    const auto& f = fn(p, "fib(int)");
+    CHECK(f.stats.pcalls == 1);
+    CHECK(f.stats.ncalls < 21891);
+    uint64_t dropped = 0;
+    for (const auto& t : p.threads) dropped += t.dropped;
+    CHECK(dropped == 2 * (21891 - f.stats.ncalls)); // an enter and an exit per frame
+    check_nesting(p);
+    auto warnings = analysis::data_warnings(p);
+    CHECK(std::any_of(warnings.begin(), warnings.end(),
+                      [](const std::string& w) { return w.find("events dropped") != std::string::npos; }));
 }

@@ -15,7 +15,7 @@ namespace prof::test {
 
 class TraceBuilder {
 public:
-    explicit TraceBuilder(uint32_t chunk_size = 4096) : chunk_size_(chunk_size) {
+    explicit TraceBuilder(uint32_t chunk_size = format::kMinChunkSize) : chunk_size_(chunk_size) {
         format::FileHeader h{};
         std::memcpy(h.magic, format::kMagic, 8);
         h.major = format::kMajor;

@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include <string>
 
 using namespace prof;
@@ -161,7 +163,8 @@ TEST_CASE("a chunk length larger than the chunk is corruption with its offset") 
     std::string path = test::temp_path("huge.trace");
     TraceBuilder::save(path, bytes);
     std::string msg = error_of(path);
-    CHECK(msg.find("corrupt trace at byte 4112") != std::string::npos);
+    CHECK(msg.find(fmt::format("corrupt trace at byte {}", format::kHeaderSize + 16)) !=
+          std::string::npos);
 }
 
 TEST_CASE("an undefined function index is corruption, not a crash") {
@@ -192,12 +195,12 @@ TEST_CASE("a trace cut at any byte reads partially or fails cleanly") {
     auto full = small_trace().bytes();
     // Bytes after the last record of the last chunk are padding: a cut there loses nothing.
     format::ChunkHeader last{};
-    size_t last_at = full.size() - 4096;
+    size_t last_at = full.size() - format::kMinChunkSize;
     std::memcpy(&last, full.data() + last_at, sizeof last);
     size_t data_end = last_at + sizeof last + last.used;
     std::string path = test::temp_path("cut.trace");
     size_t partial_reads = 0, errors = 0;
-    for (size_t n = 0; n < data_end; n += (n < 5000 ? 1 : 7)) {
+    for (size_t n = 0; n < data_end; n += (n < 5000 ? 1 : 61)) {
         TraceBuilder::save(path, std::vector<uint8_t>(full.begin(), full.begin() + long(n)));
         CountingSink sink;
         try {
@@ -219,7 +222,12 @@ TEST_CASE("every single flipped byte gives a result or a TraceError") {
     auto full = small_trace().bytes();
     std::string path = test::temp_path("flip.trace");
     size_t errors = 0;
-    for (size_t i = 0; i < full.size(); i += (i < 4096 ? 13 : 1)) {
+    // The header, and each chunk's header and records (the rest of a chunk is padding).
+    std::vector<size_t> positions;
+    for (size_t i = 0; i < format::kHeaderSize; i += 13) positions.push_back(i);
+    for (size_t c = format::kHeaderSize; c < full.size(); c += format::kMinChunkSize)
+        for (size_t i = c; i < c + 256; ++i) positions.push_back(i);
+    for (size_t i : positions) {
         auto bytes = full;
         bytes[i] ^= 0xff;
         TraceBuilder::save(path, bytes);

@@ -1,8 +1,9 @@
 // The libprof trace format, version 1: the one definition shared by the runtime (writer) and
 // the reader. docs/trace-format.md is the prose spec of exactly these structs and tags; change
 // both together. Rules: a major bump breaks readers (they refuse and name both versions); a
-// minor bump only adds record tags or chunk kinds, which older readers skip. A tag number is
-// never reused.
+// minor bump only adds sized record tags (kFirstSized and up), which older readers skip by
+// their length. A new chunk kind needs a major bump. A tag number is never reused.
+// All integers are little-endian; the writer only builds on little-endian hosts.
 //
 // Layout of a trace file:
 //   [FileHeader, padded to kHeaderSize bytes]
@@ -26,7 +27,7 @@ inline constexpr uint16_t kMajor = 1;
 inline constexpr uint16_t kMinor = 0;
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
-inline constexpr uint32_t kMinChunkSize = 4096;
+inline constexpr uint32_t kMinChunkSize = 64u << 10; // holds any process record
 inline constexpr uint32_t kMaxChunkSize = 64u << 20;
 
 enum class ClockKind : uint32_t {
@@ -59,6 +60,7 @@ struct FileHeader {
     uint8_t reserved[4096 - 96];
 };
 static_assert(sizeof(FileHeader) == kHeaderSize);
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the trace format is little-endian");
 static_assert(offsetof(FileHeader, ticks_per_second) == 40);
 static_assert(offsetof(FileHeader, chunk_count) == 88);
 
