@@ -146,6 +146,22 @@ struct ProfileBuilder::Impl : reader::EventSink {
     Function describe(const reader::TraceInfo& info, uint64_t address) {
         Function f;
         f.address = address;
+        if (auto site = info.sites.find(address); site != info.sites.end()) {
+            const reader::Site& s = site->second;
+            f.file = s.file;
+            f.line = s.line;
+            f.context = function_display_name(s.function);
+            switch (s.kind) {
+            case format::SiteKind::kFunction:
+                f.kind = "marked function";
+                f.name = f.context;
+                break;
+            case format::SiteKind::kRegion: f.kind = "region"; break;
+            default: f.kind = "scope"; break;
+            }
+            if (f.name.empty()) f.name = s.label.empty() ? f.context : s.label;
+            return f;
+        }
         const reader::Module* m = info.module_at(address);
         if (m) f.module = m->path;
         auto it = info.symbols.find(address);
@@ -265,6 +281,40 @@ void Profile::recount() {
         primitive_calls += f.stats.pcalls;
         total_time += f.stats.tottime;
     }
+}
+
+std::string function_display_name(const std::string& pretty) {
+    // The parameter list is the first '(' outside template brackets that follows a name;
+    // the name starts after the last space outside brackets before it.
+    int angle = 0;
+    size_t open = std::string::npos;
+    for (size_t i = 0; i < pretty.size(); ++i) {
+        char c = pretty[i];
+        if (c == '<') ++angle;
+        else if (c == '>' && angle > 0) --angle;
+        else if (c == '(' && angle == 0) {
+            // "operator()" is a name, not a parameter list.
+            if (i >= 8 && pretty.compare(i - 8, 8, "operator") == 0) {
+                ++i;
+                continue;
+            }
+            open = i;
+            break;
+        }
+    }
+    if (open == std::string::npos) return pretty;
+    size_t start = 0;
+    angle = 0;
+    for (size_t i = open; i-- > 0;) {
+        char c = pretty[i];
+        if (c == '>') ++angle;
+        else if (c == '<' && angle > 0) --angle;
+        else if (c == ' ' && angle == 0) {
+            start = i + 1;
+            break;
+        }
+    }
+    return pretty.substr(start);
 }
 
 std::string label(const Function& f, bool full_paths) {

@@ -37,8 +37,16 @@ struct Function {
     std::string file;   // source file, when known
     uint32_t line = 0;
     uint64_t address = 0; // runtime address (in the first trace that has it)
+    // "function" for instrumented code; "scope", "marked function" or "region" for
+    // PROF_SCOPE, PROF_FUNCTION and C regions, whose enclosing function is `context`.
+    std::string kind = "function";
+    std::string context;
     Stats stats;
 };
+
+// "double work(std::vector<double>&)" -> "work(std::vector<double>&)": the name part of a
+// __PRETTY_FUNCTION__ string, without return type.
+std::string function_display_name(const std::string& pretty);
 
 inline constexpr size_t kRoot = SIZE_MAX; // caller of a thread's outermost frames
 

@@ -221,10 +221,10 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
         const Function& f = p.functions[i];
         const Stats& s = f.stats;
         fmt::print(out, "{}\n    {{\"name\": \"{}\", \"symbol\": \"{}\", \"module\": \"{}\", "
-                        "\"file\": \"{}\", \"line\": {}, \"address\": \"0x{:x}\", \"ncalls\": {}, "
-                        "\"primitive_calls\": {}, \"tottime\": {:.9f}, \"cumtime\": {:.9f}}}",
+                        "\"file\": \"{}\", \"line\": {}, \"address\": \"0x{:x}\", \"kind\": \"{}\", "
+                        "\"ncalls\": {}, \"primitive_calls\": {}, \"tottime\": {:.9f}, \"cumtime\": {:.9f}}}",
                    first ? "" : ",", json_escape(f.name), json_escape(f.symbol),
-                   json_escape(f.module), json_escape(f.file), f.line, f.address, s.ncalls,
+                   json_escape(f.module), json_escape(f.file), f.line, f.address, f.kind, s.ncalls,
                    s.pcalls, s.tottime, s.cumtime);
         first = false;
     }

@@ -53,6 +53,20 @@ struct Cursor {
         p += 8;
         return v;
     }
+    int64_t sleb() {
+        int64_t v = 0;
+        unsigned shift = 0;
+        for (; shift < 64; shift += 7) {
+            if (p == end) return ok = false, 0;
+            uint8_t b = *p++;
+            v |= int64_t(b & 0x7f) << shift;
+            if (!(b & 0x80)) {
+                if (shift + 7 < 64 && (b & 0x40)) v |= -(int64_t(1) << (shift + 7));
+                return v;
+            }
+        }
+        return ok = false, 0;
+    }
     uint64_t uleb() {
         uint64_t v = 0;
         for (unsigned shift = 0; shift < 64; shift += 7) {
@@ -193,8 +207,12 @@ void TraceReader::process_records(const uint8_t* p, const uint8_t* end, uint64_t
         default:
             if (uint8_t(tag) >= uint8_t(Tag::kFirstSized)) {
                 uint64_t n = c.uleb();
-                if (c.ok && c.has(n)) c.p += n, ++info_.minor_unknown_records;
-                else c.ok = false;
+                if (c.ok && c.has(n)) {
+                    sized_record(uint8_t(tag), c.p, n, 0, offset + uint64_t(rec - p));
+                    c.p += n;
+                } else {
+                    c.ok = false;
+                }
                 break;
             }
             throw TraceError(info_.path, offset + uint64_t(rec - p),
@@ -288,8 +306,8 @@ bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
             if (uint8_t(tag) >= uint8_t(Tag::kFirstSized)) {
                 uint64_t n = c.uleb();
                 if (!c.ok || !c.has(n)) return fail(rec, "sized record runs past its chunk");
+                sized_record(uint8_t(tag), c.p, n, stream, offset + uint64_t(rec - p));
                 c.p += n;
-                ++info_.minor_unknown_records;
                 break;
             }
             return fail(rec, fmt::format("unknown record tag 0x{:02x} in thread stream {}",
@@ -386,6 +404,45 @@ void TraceReader::read_chunks(EventSink* sink) {
     for (auto& [s, t] : info_.threads)
         if (t.last_ticks > info_.end_ticks && !info_.finished) info_.end_ticks = t.last_ticks;
     finish_timing();
+}
+
+// Records with a length (format 1.1 and later). Fields past the ones known here are ignored,
+// so a later minor version may append fields.
+void TraceReader::sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32_t stream,
+                               uint64_t offset) {
+    Cursor c{p, p + n};
+    switch (Tag(tag)) {
+    case Tag::kSite: {
+        uint64_t address = c.u64();
+        Site s;
+        uint8_t kind = c.u8();
+        s.line = uint32_t(c.uleb());
+        s.file = std::string(c.str());
+        s.function = std::string(c.str());
+        s.label = std::string(c.str());
+        if (!c.ok || kind < 1 || kind > 4)
+            throw TraceError(info_.path, offset, "malformed site record");
+        s.kind = format::SiteKind(kind);
+        info_.sites[address] = std::move(s);
+        return;
+    }
+    case Tag::kLineStats: {
+        uint64_t in_stream = c.uleb();
+        uint64_t site = c.u64();
+        LineStats ls;
+        ls.hits = c.uleb();
+        ls.ticks = c.uleb();
+        ls.rss_samples = c.uleb();
+        ls.rss_increment = c.sleb();
+        ls.rss_last = c.uleb();
+        if (!c.ok || in_stream > UINT32_MAX)
+            throw TraceError(info_.path, offset, "malformed line statistics record");
+        info_.lines[{in_stream ? uint32_t(in_stream) : stream, site}].add(ls);
+        return;
+    }
+    default:
+        ++info_.minor_unknown_records;
+    }
 }
 
 const TraceInfo& TraceReader::read_metadata() {

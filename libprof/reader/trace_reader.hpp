@@ -43,6 +43,31 @@ struct Symbol {
     uint32_t line = 0;
 };
 
+// A marked source site (format 1.1): PROF_LINE, PROF_SCOPE, PROF_FUNCTION or a C region.
+struct Site {
+    format::SiteKind kind = format::SiteKind::kLine;
+    uint32_t line = 0;
+    std::string file;
+    std::string function; // as the compiler spelled it (__PRETTY_FUNCTION__ or __func__)
+    std::string label;    // the statement (lines) or the name (scopes, regions)
+};
+
+// Sums of one PROF_LINE site on one thread.
+struct LineStats {
+    uint64_t hits = 0;
+    uint64_t ticks = 0;
+    uint64_t rss_samples = 0; // hits that also sampled the resident set size
+    int64_t rss_increment = 0; // bytes, summed over those hits
+    uint64_t rss_last = 0;    // bytes after the latest sampled hit
+    void add(const LineStats& o) {
+        hits += o.hits;
+        ticks += o.ticks;
+        rss_samples += o.rss_samples;
+        rss_increment += o.rss_increment;
+        if (o.rss_samples) rss_last = o.rss_last;
+    }
+};
+
 struct Thread {
     uint32_t stream = 0;
     uint32_t tid = 0;
@@ -61,6 +86,8 @@ struct TraceInfo {
     std::map<std::string, std::string> meta; // exe, cmdline, cwd, pid, ppid, host, runtime
     std::vector<Module> modules;
     std::unordered_map<uint64_t, Symbol> symbols; // by runtime address
+    std::unordered_map<uint64_t, Site> sites;     // by the site's runtime address
+    std::map<std::pair<uint32_t, uint64_t>, LineStats> lines; // (stream, site address)
     std::map<uint32_t, Thread> threads;            // by stream
     bool finished = false;   // the writer reached its end (FileHeader flag and End record)
     bool incomplete = false; // the file ends early; see `incomplete_reason`
@@ -113,6 +140,7 @@ private:
     bool thread_records(StreamState& st, Thread& th, const uint8_t* p, const uint8_t* end,
                         uint64_t ticks, uint64_t offset, bool cut, EventSink* sink);
     void finish_timing();
+    void sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32_t stream, uint64_t offset);
 
     TraceInfo info_;
     const uint8_t* data_ = nullptr;

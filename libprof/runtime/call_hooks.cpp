@@ -21,9 +21,12 @@
 // mistaken for a return to an outer frame.
 #include "runtime.hpp"
 
+#include <prof/prof.h>
+
 #include <cerrno>
 #include <cstring>
 #include <pthread.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -40,6 +43,16 @@ constexpr uint32_t kMaxTable = 1u << 22;
 constexpr uint32_t kExitSearch = 64; // frames searched for an exit whose CFA moved (alloca)
 
 enum : uint8_t { kNew = 0, kActive = 1, kBusy = 2, kOff = 3 };
+
+// The `site` of a frame opened by PROF_SCOPE/PROF_FUNCTION/a C region: never a return address.
+constexpr uintptr_t kScopeMark = 1;
+
+// What a thread's PROF_LINE executions of one site add up to, until written out.
+struct LineAgg {
+    uint64_t hits, ticks;
+    uint64_t rss_samples, rss_last;
+    int64_t rss_increment;
+};
 
 struct Frame {
     uintptr_t fn;
@@ -64,6 +77,8 @@ struct ThreadState {
     uint32_t next_index;
     uint64_t dropped;  // events not recorded (depth limit); reported at thread end
     uint32_t overflow; // frames entered beyond max_depth and not yet exited
+    LineAgg* lines;    // by site id
+    uint32_t lines_cap;
     uint8_t state;
 };
 
@@ -120,15 +135,20 @@ PROF_NOINSTR bool grow_table(ThreadState& s) {
 
 // Slow path of the table: a function this thread has not seen. Writes its definition record.
 // Returns null when the table is full; the caller then records the address itself.
-PROF_NOINSTR Slot* define_function(ThreadState& s, uintptr_t a) {
+PROF_NOINSTR Slot* define_function(ThreadState& s, uintptr_t a, prof_site* site) {
     int saved = errno;
     if ((s.used + 1) * 2 > s.mask + 1 && !grow_table(s)) {
         errno = saved;
         return nullptr;
     }
-    lock_global();
-    bool keep = note_function(a);
-    unlock_global();
+    bool keep = true;
+    if (site) {
+        register_site(site); // a scope: described once by its site record
+    } else {
+        lock_global();
+        keep = note_function(a);
+        unlock_global();
+    }
     uint32_t h = slot_of(a, s.mask);
     while (s.table[h].address) h = (h + 1) & s.mask;
     Slot* slot = &s.table[h];
@@ -146,12 +166,12 @@ PROF_NOINSTR Slot* define_function(ThreadState& s, uintptr_t a) {
     return slot;
 }
 
-PROF_NOINSTR inline Slot* lookup(ThreadState& s, uintptr_t a) {
+PROF_NOINSTR inline Slot* lookup(ThreadState& s, uintptr_t a, prof_site* site) {
     uint32_t h = slot_of(a, s.mask);
     for (;;) {
         Slot* slot = &s.table[h];
         if (PROF_LIKELY(slot->address == a)) return slot;
-        if (!slot->address) return define_function(s, a);
+        if (!slot->address) return define_function(s, a, site);
         h = (h + 1) & s.mask;
     }
 }
@@ -178,7 +198,7 @@ PROF_NOINSTR void write_abandon(ThreadState& s, uint32_t count, uint64_t now) {
 
 PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintptr_t cfa,
                               uint64_t now) {
-    Slot* slot = lookup(s, a);
+    Slot* slot = lookup(s, a, site == kScopeMark ? reinterpret_cast<prof_site*>(a) : nullptr);
     if (slot && slot->excluded) return;
     if (PROF_UNLIKELY(!slot)) { // the table is full: the filter still applies
         lock_global();
@@ -206,11 +226,67 @@ PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintp
     s.w.cursor = p;
 }
 
+PROF_NOINSTR inline uint8_t* put_sleb(uint8_t* p, int64_t v) {
+    for (;;) {
+        uint8_t b = uint8_t(v & 0x7f);
+        v >>= 7;
+        bool done = (v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40));
+        *p++ = done ? b : uint8_t(b | 0x80);
+        if (done) return p;
+    }
+}
+
+PROF_NOINSTR bool ensure_bytes(ThreadState& s, uint64_t now, size_t n) {
+    if (s.w.end - s.w.cursor >= ptrdiff_t(n)) return true;
+    return refill(s, now);
+}
+
+// Writes what this thread's PROF_LINE sites added up since the last flush (LineStats records,
+// format 1.1) and starts the sums again.
+PROF_NOINSTR void flush_lines(ThreadState& s, uint64_t now) {
+    for (uint32_t id = 1; id < s.lines_cap; ++id) {
+        LineAgg& a = s.lines[id];
+        if (!a.hits) continue;
+        prof_site* site = site_by_id(id);
+        if (!site || !ensure_bytes(s, now, 96)) break;
+        uint8_t payload[80], *q = payload;
+        q = put_uleb(q, 0); // this stream
+        q = put_u64(q, reinterpret_cast<uintptr_t>(site));
+        q = put_uleb(q, a.hits);
+        q = put_uleb(q, a.ticks);
+        q = put_uleb(q, a.rss_samples);
+        q = put_sleb(q, a.rss_increment);
+        q = put_uleb(q, a.rss_last);
+        uint8_t* p = s.w.cursor;
+        *p++ = uint8_t(Tag::kLineStats);
+        p = put_uleb(p, size_t(q - payload));
+        memcpy(p, payload, size_t(q - payload));
+        s.w.cursor = p + (q - payload);
+        commit(s.w);
+        a = LineAgg{};
+    }
+}
+
+PROF_NOINSTR bool grow_lines(ThreadState& s, uint32_t id) {
+    uint32_t cap = s.lines_cap ? s.lines_cap : 64;
+    while (cap <= id) cap *= 2;
+    auto* lines = static_cast<LineAgg*>(map_anon(size_t(cap) * sizeof(LineAgg)));
+    if (!lines) return false;
+    if (s.lines_cap) {
+        memcpy(lines, s.lines, size_t(s.lines_cap) * sizeof(LineAgg));
+        munmap(s.lines, size_t(s.lines_cap) * sizeof(LineAgg));
+    }
+    s.lines = lines;
+    s.lines_cap = cap;
+    return true;
+}
+
 PROF_NOINSTR void thread_end(void*) {
     ThreadState& s = t_state;
     if (s.state != kActive) return;
     s.state = kBusy;
     uint64_t now = now_ticks();
+    flush_lines(s, now);
     if (ensure(s, now)) {
         uint8_t* p = s.w.cursor;
         if (s.dropped) {
@@ -227,6 +303,9 @@ PROF_NOINSTR void thread_end(void*) {
     close_chunk(s.w);
     if (s.frames) munmap(s.frames, size_t(s.max_depth) * sizeof(Frame));
     if (s.mask) munmap(s.table, size_t(s.mask + 1) * sizeof(Slot));
+    if (s.lines_cap) munmap(s.lines, size_t(s.lines_cap) * sizeof(LineAgg));
+    s.lines = nullptr;
+    s.lines_cap = 0;
     s.frames = nullptr;
     s.table = nullptr;
     s.mask = 0;
@@ -301,6 +380,8 @@ PROF_NOINSTR void thread_after_fork_child() {
     s.next_index = 0;
     s.dropped = 0;
     s.overflow = 0;
+    // Written to the parent's trace before the fork; site ids restart in the child.
+    if (s.lines_cap) memset(s.lines, 0, size_t(s.lines_cap) * sizeof(LineAgg));
     uint64_t now = now_ticks();
     open_stream(s, now);
     if (!open_chunk(s.w, now)) {
@@ -321,8 +402,13 @@ PROF_NOINSTR void thread_after_fork_child() {
 
 PROF_NOINSTR void thread_flush_counters() {
     ThreadState& s = t_state;
-    if (s.state != kActive || !s.dropped) return;
+    if (s.state != kActive) return;
     s.state = kBusy;
+    flush_lines(s, now_ticks());
+    if (!s.dropped) {
+        s.state = kActive;
+        return;
+    }
     if (ensure(s, now_ticks())) {
         uint8_t* p = s.w.cursor;
         *p++ = uint8_t(Tag::kDropped);
@@ -441,4 +527,162 @@ extern "C" PROF_NOINSTR void __cyg_profile_func_exit(void* fn, void* call_site) 
     s.w.cursor = p;
     commit(s.w);
     s.state = kActive;
+}
+
+// ---- marked scopes and lines (prof/prof.h, prof/prof.hpp) -----------------------------------
+
+namespace prof::rt {
+namespace {
+
+// Shared by the enter hook's slow cases and the scope API: push a frame and record it.
+PROF_NOINSTR inline void scope_enter(prof_site* site, uintptr_t cfa) {
+    ThreadState& s = t_state;
+    if (PROF_UNLIKELY(s.state != kActive)) {
+        if (s.state != kNew) return;
+        thread_start(s);
+        if (s.state != kActive) return;
+    }
+    s.state = kBusy;
+    uint64_t now = now_ticks();
+    if (PROF_UNLIKELY(!ensure(s, now))) return;
+    write_enter(s, reinterpret_cast<uintptr_t>(site), kScopeMark, cfa, now);
+    commit(s.w);
+    s.state = kActive;
+}
+
+// Closes the frame at depth `i` - 1 (and abandons the frames above it).
+PROF_NOINSTR inline void close_frame(ThreadState& s, uint32_t i, uint64_t now) {
+    if (s.depth - i) write_abandon(s, s.depth - i, now);
+    --s.depth;
+    uint8_t* p = s.w.cursor;
+    *p++ = uint8_t(Tag::kExit);
+    p = put_uleb(p, take_delta(s.w, now));
+    s.w.cursor = p;
+    commit(s.w);
+}
+
+PROF_NOINSTR inline void scope_exit(prof_site* site, uintptr_t cfa) {
+    ThreadState& s = t_state;
+    if (PROF_UNLIKELY(s.state != kActive)) return;
+    s.state = kBusy;
+    uint64_t now = now_ticks();
+    if (PROF_UNLIKELY(!ensure(s, now))) return;
+    auto a = reinterpret_cast<uintptr_t>(site);
+    if (PROF_UNLIKELY(s.overflow)) {
+        --s.overflow;
+        s.state = kActive;
+        return;
+    }
+    uint32_t i = s.depth && is_exiting(s.frames[s.depth - 1], a, kScopeMark, cfa, false)
+                     ? s.depth
+                     : find_exiting(s, a, kScopeMark, cfa, false);
+    if (i) close_frame(s, i, now);
+    s.state = kActive;
+}
+
+PROF_NOINSTR int read_rss_fd() {
+    static int fd = -1;
+    int f = __atomic_load_n(&fd, __ATOMIC_ACQUIRE);
+    if (f >= 0) return f;
+    int opened = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    int expected = -1;
+    if (opened >= 0 && !__atomic_compare_exchange_n(&fd, &expected, opened, false,
+                                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        close(opened);
+        return expected;
+    }
+    return opened;
+}
+
+PROF_NOINSTR void line_add(prof_site* site, uint64_t start, uint64_t end, bool rss,
+                           uint64_t rss_before, uint64_t rss_after) {
+    ThreadState& s = t_state;
+    if (PROF_UNLIKELY(s.state != kActive)) {
+        if (s.state != kNew) return;
+        thread_start(s);
+        if (s.state != kActive) return;
+    }
+    uint32_t id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
+    if (PROF_UNLIKELY(!id || id >= s.lines_cap)) {
+        s.state = kBusy;
+        int saved = errno;
+        if (!id) id = register_site(site);
+        bool ok = id && (id < s.lines_cap || grow_lines(s, id));
+        errno = saved;
+        s.state = kActive;
+        if (!ok) return;
+    }
+    LineAgg& a = s.lines[id];
+    ++a.hits;
+    a.ticks += end > start ? end - start : 0;
+    if (rss) {
+        ++a.rss_samples;
+        a.rss_increment += int64_t(rss_after) - int64_t(rss_before);
+        a.rss_last = rss_after;
+    }
+}
+
+} // namespace
+} // namespace prof::rt
+
+#define PROF_API extern "C" __attribute__((visibility("default"))) PROF_NOINSTR
+
+PROF_API void prof_scope_enter(prof_site* site) {
+    prof::rt::scope_enter(site, reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa()));
+}
+
+PROF_API void prof_scope_exit(prof_site* site) {
+    prof::rt::scope_exit(site, reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa()));
+}
+
+PROF_API void prof_region_begin(prof_site* site) {
+    prof::rt::scope_enter(site, reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa()));
+}
+
+// Ends the innermost open region or scope of this thread.
+PROF_API void prof_region_end(void) {
+    ThreadState& s = t_state;
+    if (s.state != kActive) return;
+    s.state = kBusy;
+    uint64_t now = now_ticks();
+    if (!ensure(s, now)) return;
+    for (uint32_t i = s.depth; i && s.depth - i < kExitSearch; --i)
+        if (s.frames[i - 1].site == kScopeMark) {
+            close_frame(s, i, now);
+            break;
+        }
+    s.state = kActive;
+}
+
+PROF_API unsigned long long prof_ticks(void) {
+    if (PROF_UNLIKELY(t_state.state == kNew)) prof::rt::runtime_start();
+    return now_ticks();
+}
+
+PROF_API void prof_line_record(prof_site* site, unsigned long long start, unsigned long long end) {
+    prof::rt::line_add(site, start, end, false, 0, 0);
+}
+
+PROF_API void prof_line_record_rss(prof_site* site, unsigned long long start,
+                                   unsigned long long end, unsigned long long rss_before,
+                                   unsigned long long rss_after) {
+    prof::rt::line_add(site, start, end, true, rss_before, rss_after);
+}
+
+// Resident set size now, from /proc/self/statm (one pread on a descriptor kept open).
+PROF_API unsigned long long prof_rss_bytes(void) {
+    int saved = errno;
+    char buf[128];
+    int fd = prof::rt::read_rss_fd();
+    ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+    errno = saved;
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char* p = buf;
+    while (*p && *p != ' ') ++p; // skip the size field
+    unsigned long long pages = 0;
+    while (*p == ' ') ++p;
+    while (*p >= '0' && *p <= '9') pages = pages * 10 + unsigned(*p++ - '0');
+    static const long page = sysconf(_SC_PAGESIZE);
+    return pages * static_cast<unsigned long long>(page);
 }

@@ -102,6 +102,7 @@ PROF_NOINSTR void read_options() {
         unsetenv("PROF_FORCE");
     }
     if (const char* v = env("PROF_SYMBOLS")) o.symbols = parse_bool("PROF_SYMBOLS", v, true);
+    if (const char* v = env("PROF_LINE_RSS")) o.line_rss = parse_bool("PROF_LINE_RSS", v, false);
     if (const char* v = env("PROF_CHUNK_SIZE")) {
         uint64_t n = 0;
         if (parse_size(v, n) && n >= format::kMinChunkSize && n <= format::kMaxChunkSize &&

@@ -68,6 +68,7 @@ struct Options {
     char exclude_modules[1024]; // PROF_EXCLUDE_MODULES: comma-separated path substrings
     char clock[16];          // PROF_CLOCK: tsc | monotonic
     bool secure;             // setuid/setgid: tracing is off, the environment ignored
+    bool line_rss;           // PROF_LINE_RSS=1: PROF_LINE also samples the resident set size
 };
 extern Options g_options;
 void read_options();
@@ -161,6 +162,14 @@ void runtime_start();  // idempotent; the library constructor or the first hook 
 void runtime_finish(); // library destructor
 const char* trace_path();
 void add_dropped(uint64_t n); // events a thread could not record, for the End record
+
+// ---- marked sites (sites.cpp) ---------------------------------------------------------------
+}
+struct prof_site;
+namespace prof::rt {
+uint32_t register_site(prof_site* site); // takes the global lock on first use of a site
+prof_site* site_by_id(uint32_t id);
+void sites_after_fork();
 
 // ---- thread side (hooks.cpp) ---------------------------------------------------------------
 void thread_flush_counters(); // records the calling thread's drop count at process finish

@@ -18,6 +18,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+// Read inline by the line macros (prof/prof.hpp); set once at start.
+extern "C" {
+__attribute__((visibility("default"))) int prof_clock_is_tsc = 0;
+__attribute__((visibility("default"))) int prof_line_rss_enabled = 0;
+}
+
 namespace prof::rt {
 
 bool g_use_tsc = false;
@@ -252,7 +258,12 @@ PROF_NOINSTR bool start_file(const char* base, bool try_base) {
     return true;
 }
 
-PROF_NOINSTR void fork_prepare() { pthread_mutex_lock(&g.lock); }
+// Before fork: what the forking thread aggregated (line sums, drop counts) goes to the
+// parent's trace, then the lock is held so the child inherits consistent state.
+PROF_NOINSTR void fork_prepare() {
+    thread_flush_counters();
+    pthread_mutex_lock(&g.lock);
+}
 PROF_NOINSTR void fork_parent() { pthread_mutex_unlock(&g.lock); }
 
 // The child continues with a file of its own, named `<PROF_OUT>.<pid>`; it must never write
@@ -260,6 +271,7 @@ PROF_NOINSTR void fork_parent() { pthread_mutex_unlock(&g.lock); }
 PROF_NOINSTR void fork_child() {
     pthread_mutex_init(&g.lock, nullptr);
     modules_after_fork();
+    sites_after_fork();
     g.started = false;
     g.dropped.store(0, std::memory_order_relaxed);
     bool was_active = g.active && !g.finished;
@@ -338,6 +350,8 @@ PROF_NOINSTR void runtime_start() {
         return;
     }
     g_use_tsc = choose_clock();
+    prof_clock_is_tsc = g_use_tsc ? 1 : 0;
+    prof_line_rss_enabled = g_options.line_rss ? 1 : 0;
     g.chunk_size = g_options.chunk_size;
     if (g_options.out_given) snprintf(g.base_path, sizeof g.base_path, "%s", g_options.out);
     else snprintf(g.base_path, sizeof g.base_path, "prof.%d.trace", int(getpid()));

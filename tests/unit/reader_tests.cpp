@@ -179,7 +179,7 @@ TEST_CASE("an undefined function index is corruption, not a crash") {
 TEST_CASE("records of a newer minor version are skipped by their length") {
     TraceBuilder b;
     b.chunk(1, 0).function(0x1).enter(0, 0);
-    b.u8(0x41).uleb(3).u8(1).u8(2).u8(3); // unknown sized record
+    b.u8(0x7e).uleb(3).u8(1).u8(2).u8(3); // a sized record this reader does not know
     b.exit(10);
     b.chunk(0).end_record(10);
     std::string path = test::temp_path("minor.trace");

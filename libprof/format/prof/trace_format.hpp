@@ -24,7 +24,7 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 0;
+inline constexpr uint16_t kMinor = 1; // 1.1: sites, line statistics
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
 inline constexpr uint32_t kMinChunkSize = 64u << 10; // holds any process record
@@ -111,6 +111,23 @@ enum class Tag : uint8_t {
     // Tags from kFirstSized on are followed by `uleb length` and that many payload bytes, in
     // every stream. Minor versions add records only here, so older readers skip them.
     kFirstSized = 0x40,
+    // 1.1, process stream: a marked source site (PROF_LINE, PROF_SCOPE, PROF_FUNCTION, a C
+    // region). Scopes enter and exit like functions, with the site's address as the function.
+    //   u64 address, u8 SiteKind, uleb line, str file, str function, str label
+    kSite = 0x40,
+    // 1.1, thread streams: what a thread's PROF_LINE sites added up since its previous
+    // LineStats record for the same site (aggregated in process, written at thread end, at
+    // finish and before fork).
+    //   u64 site address, uleb hits, uleb ticks, uleb rss_samples, sleb rss_increment_bytes,
+    //   uleb rss_last_bytes
+    kLineStats = 0x41,
+};
+
+enum class SiteKind : uint8_t {
+    kLine = 1,     // PROF_LINE(statement)
+    kScope = 2,    // PROF_SCOPE(name)
+    kFunction = 3, // PROF_FUNCTION()
+    kRegion = 4,   // prof_region_begin/end (C API)
 };
 
 inline constexpr uint32_t kMaxString = 16384;

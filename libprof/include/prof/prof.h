@@ -1,15 +1,31 @@
-/* libprof C API: what a program can ask the runtime it is linked with.
+/* libprof C API: marked regions for C programs, and what a program can ask the runtime.
  *
  *   #include <prof/prof.h>
- *   if (prof_is_tracing()) printf("trace: %s\n", prof_trace_path());
+ *   void step(void) {
+ *       PROF_REGION_BEGIN("parse");      // a named region, timed per activation
+ *       parse_input();
+ *       PROF_REGION_END();
+ *   }
  *
- * Link with prof::prof (CMake) or `pkg-config --libs libprof`. */
+ * Link with prof::prof (CMake) or `pkg-config --libs libprof`. With -DPROF_DISABLE every
+ * macro here compiles to nothing and the program does not reference the library. */
 #ifndef PROF_PROF_H
 #define PROF_PROF_H
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* A marked source site. Built at compile time by the macros: the runtime keys everything by
+ * the site's address, so events carry no strings. */
+typedef struct prof_site {
+    const char* file;
+    const char* function;
+    const char* label;    /* the statement (lines) or the name (scopes, regions) */
+    unsigned line;
+    unsigned kind;        /* 1 line, 2 scope, 3 function, 4 region */
+    unsigned id;          /* assigned by the runtime on first use */
+} prof_site;
 
 /* Non-zero while this process records a trace. */
 int prof_is_tracing(void);
@@ -18,8 +34,36 @@ int prof_is_tracing(void);
  * when it writes none. The string stays valid until the process exits. */
 const char* prof_trace_path(void);
 
+/* Regions and scopes: timed per activation, shown as functions in profreport's tables and
+ * call tree. A region ends with prof_region_end() on the same thread, innermost first. */
+void prof_region_begin(prof_site* site);
+void prof_region_end(void);
+void prof_scope_enter(prof_site* site);
+void prof_scope_exit(prof_site* site);
+
+/* Lines: one timed execution of a marked statement (ticks from prof_ticks()). */
+unsigned long long prof_ticks(void);
+void prof_line_record(prof_site* site, unsigned long long start, unsigned long long end);
+/* With PROF_LINE_RSS=1 the macros also pass the resident set size before and after. */
+extern int prof_line_rss_enabled;
+unsigned long long prof_rss_bytes(void);
+void prof_line_record_rss(prof_site* site, unsigned long long start, unsigned long long end,
+                          unsigned long long rss_before, unsigned long long rss_after);
+
 #ifdef __cplusplus
 }
+#endif
+
+#if defined(PROF_DISABLE)
+#define PROF_REGION_BEGIN(name) ((void)0)
+#define PROF_REGION_END() ((void)0)
+#else
+#define PROF_REGION_BEGIN(name)                                                             \
+    do {                                                                                    \
+        static prof_site prof_region_site_ = {__FILE__, __func__, name, __LINE__, 4, 0};    \
+        prof_region_begin(&prof_region_site_);                                              \
+    } while (0)
+#define PROF_REGION_END() prof_region_end()
 #endif
 
 #endif /* PROF_PROF_H */

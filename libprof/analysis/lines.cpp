@@ -1,0 +1,210 @@
+// Line tables: PROF_LINE sums per site and thread from the trace, plus PROF_SCOPE and
+// PROF_FUNCTION activations from the call profile, grouped by enclosing function, printed
+// next to the source text read from the file the trace names.
+#include "analysis/lines.hpp"
+
+#include "analysis/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+
+namespace prof::analysis {
+
+std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
+    std::map<std::pair<std::string, std::string>, std::map<uint32_t, LineRow>> groups;
+    std::map<std::pair<std::string, std::string>, double> function_time;
+    std::set<std::pair<size_t, uint32_t>> covered; // (trace, stream) of this profile
+    for (const ThreadSummary& t : p.threads) covered.insert({t.trace, t.stream});
+
+    for (size_t ti = 0; ti < p.traces.size(); ++ti) {
+        const reader::TraceInfo& info = p.traces[ti];
+        double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
+        for (const auto& [key, ls] : info.lines) {
+            if (!covered.count({ti, key.first})) continue;
+            auto site = info.sites.find(key.second);
+            if (site == info.sites.end()) continue;
+            const reader::Site& s = site->second;
+            LineRow& row = groups[{s.file, function_display_name(s.function)}][s.line];
+            row.line = s.line;
+            row.kind = "line";
+            row.hits += ls.hits;
+            row.time += ls.ticks / tps;
+            row.rss_samples += ls.rss_samples;
+            row.rss_increment += double(ls.rss_increment);
+            if (ls.rss_samples) row.rss_last = double(ls.rss_last);
+        }
+    }
+    // Scopes, marked functions and regions come from the call profile (per activation).
+    for (const Function& f : p.functions) {
+        if (f.kind == "function" || !f.stats.ncalls) continue;
+        auto key = std::make_pair(f.file, f.context);
+        LineRow& row = groups[key][f.line];
+        row.line = f.line;
+        if (row.kind.empty() || row.kind == "line") row.kind = f.kind;
+        row.hits += f.stats.ncalls;
+        row.time += f.stats.cumtime;
+        if (f.kind == "marked function") function_time[key] += f.stats.cumtime;
+    }
+
+    std::vector<LineTable> out;
+    std::regex re(match.empty() ? std::string(".") : match);
+    for (auto& [key, rows] : groups) {
+        if (!match.empty() && !std::regex_search(key.first + ":" + key.second, re)) continue;
+        LineTable t;
+        t.file = key.first;
+        t.function = key.second;
+        for (auto& [line, row] : rows) t.rows.push_back(row);
+        auto ft = function_time.find(key);
+        if (ft != function_time.end()) {
+            t.total_time = ft->second;
+        } else {
+            for (const LineRow& r : t.rows) t.total_time += r.time;
+        }
+        out.push_back(std::move(t));
+    }
+    std::sort(out.begin(), out.end(), [](const LineTable& a, const LineTable& b) {
+        return a.total_time > b.total_time;
+    });
+    return out;
+}
+
+namespace {
+
+bool read_source(const std::string& path, const std::vector<std::string>& dirs,
+                 std::vector<std::string>& lines) {
+    std::vector<std::string> candidates = {path};
+    std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+    for (const std::string& d : dirs) {
+        if (!path.empty() && path[0] != '/') candidates.push_back(d + "/" + path);
+        candidates.push_back(d + "/" + base);
+    }
+    for (const std::string& c : candidates) {
+        std::ifstream in(c);
+        if (!in) continue;
+        std::string l;
+        while (std::getline(in, l)) lines.push_back(l);
+        return true;
+    }
+    return false;
+}
+
+size_t indent_of(const std::string& s) {
+    size_t i = 0;
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    return i;
+}
+
+// The identifier before the parameter list: "ns::work(int)" -> "work".
+std::string short_name(const std::string& function) {
+    size_t open = function.find('(');
+    std::string head = function.substr(0, open);
+    size_t colon = head.rfind("::");
+    if (colon != std::string::npos) head = head.substr(colon + 2);
+    size_t lt = head.find('<');
+    return lt == std::string::npos ? head : head.substr(0, lt);
+}
+
+// line_profiler shows the whole function: find its first line (the nearest line above the
+// first marked one that names it) and its closing brace.
+std::pair<uint32_t, uint32_t> function_span(const std::vector<std::string>& src, const LineTable& t) {
+    uint32_t first = t.rows.front().line, last = t.rows.back().line;
+    if (src.empty() || first == 0 || first > src.size()) return {first, last};
+    std::string name = short_name(t.function);
+    uint32_t start = first;
+    if (!name.empty())
+        for (uint32_t l = first; l >= 1 && first - l < 300; --l)
+            if (src[l - 1].find(name + "(") != std::string::npos) {
+                start = l;
+                break;
+            }
+    uint32_t end = std::min<uint32_t>(last, uint32_t(src.size()));
+    size_t indent = indent_of(src[start - 1]);
+    for (uint32_t l = end + 1; l <= src.size() && l - last < 500; ++l) {
+        const std::string& s = src[l - 1];
+        size_t i = indent_of(s);
+        if (i < s.size() && s[i] == '}' && i <= indent) {
+            end = l;
+            break;
+        }
+    }
+    return {start, std::max(end, last)};
+}
+
+std::string num(double v) { return fmt::format("{:.1f}", v); }
+std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0)); }
+
+} // namespace
+
+void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, const LineOptions& o) {
+    if (!o.memory) fmt::print(out, "Timer unit: {:g} s\n\n", o.unit);
+    for (const LineTable& t : tables) {
+        if (t.rows.empty()) continue;
+        std::vector<std::string> src;
+        bool have_source = read_source(t.file, o.source_dirs, src);
+        auto [start, end] = function_span(src, t);
+        std::map<uint32_t, const LineRow*> by_line;
+        for (const LineRow& r : t.rows) by_line[r.line] = &r;
+        std::string file = reader::printable(t.file);
+        if (o.memory) {
+            fmt::print(out, "Filename: {}\nFunction: {}\n\n", file, reader::printable(t.function));
+            std::string header = fmt::format("{:>6} {:>12} {:>12}  {:>11}   {}", "Line #",
+                                             "Mem usage", "Increment", "Occurrences",
+                                             "Line Contents");
+            fmt::print(out, "{}\n{}\n", header, std::string(header.size(), '='));
+        } else {
+            fmt::print(out, "Total time: {:g} s\nFile: {}\nFunction: {} at line {}\n\n",
+                       t.total_time, file, reader::printable(t.function), start);
+            std::string header = fmt::format("{:>6} {:>9} {:>12} {:>8} {:>8}  {}", "Line #",
+                                             "Hits", "Time", "Per Hit", "% Time", "Line Contents");
+            fmt::print(out, "{}\n{}\n", header, std::string(header.size(), '='));
+        }
+        if (!have_source)
+            fmt::print(out, "(source file not found: {}; showing marked lines only)\n", file);
+        for (uint32_t l = start; l <= end; ++l) {
+            auto it = by_line.find(l);
+            if (have_source || it != by_line.end()) {
+                std::string text = have_source && l <= src.size() ? reader::printable(src[l - 1]) : "";
+                const LineRow* r = it == by_line.end() ? nullptr : it->second;
+                if (o.memory) {
+                    if (r && r->rss_samples)
+                        fmt::print(out, "{:>6} {:>12} {:>12}  {:>11}   {}\n", l, mib(r->rss_last),
+                                   mib(r->rss_increment), r->rss_samples, text);
+                    else fmt::print(out, "{:>6} {:>12} {:>12}  {:>11}   {}\n", l, "", "", "", text);
+                } else if (r) {
+                    double time = r->time / o.unit;
+                    double pct = t.total_time > 0 ? 100.0 * r->time / t.total_time : 0;
+                    fmt::print(out, "{:>6} {:>9} {:>12} {:>8} {:>8}  {}\n", l, r->hits, num(time),
+                               num(r->hits ? time / double(r->hits) : 0), num(pct), text);
+                } else {
+                    fmt::print(out, "{:>6} {:>9} {:>12} {:>8} {:>8}  {}\n", l, "", "", "", "", text);
+                }
+            }
+        }
+        fmt::print(out, "\n\n");
+    }
+}
+
+void print_line_json(std::FILE* out, const std::vector<LineTable>& tables) {
+    fmt::print(out, "{{\n  \"lines\": [");
+    bool first = true;
+    for (const LineTable& t : tables)
+        for (const LineRow& r : t.rows) {
+            fmt::print(out, "{}\n    {{\"file\": \"{}\", \"line\": {}, \"function\": \"{}\", "
+                            "\"kind\": \"{}\", \"hits\": {}, \"time\": {:.9f}",
+                       first ? "" : ",", json_escape(t.file), r.line, json_escape(t.function),
+                       r.kind, r.hits, r.time);
+            if (r.rss_samples)
+                fmt::print(out, ", \"mem_usage\": {:.0f}, \"increment\": {:.0f}, \"occurrences\": {}",
+                           r.rss_last, r.rss_increment, r.rss_samples);
+            fmt::print(out, "}}");
+            first = false;
+        }
+    fmt::print(out, "\n  ]\n}}\n");
+}
+
+} // namespace prof::analysis

@@ -1,0 +1,44 @@
+// The line view (line_profiler's and memory_profiler's tables): per function with marked
+// sites, one row per source line with hits, time and, when sampled, resident set size.
+#pragma once
+
+#include "analysis/profile.hpp"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace prof::analysis {
+
+struct LineRow {
+    uint32_t line = 0;
+    uint64_t hits = 0;
+    double time = 0; // seconds
+    // PROF_LINE_RSS / memory profiler: resident set size around the marked statement.
+    uint64_t rss_samples = 0;
+    double rss_increment = 0; // bytes, summed over all hits
+    double rss_last = 0;      // bytes after the latest hit
+    std::string kind;         // "line", "scope", "marked function", "region"
+};
+
+struct LineTable {
+    std::string file;     // as recorded (the compiler's __FILE__)
+    std::string function; // display name of the enclosing function
+    double total_time = 0; // the PROF_FUNCTION time when marked, else the sum of the rows
+    std::vector<LineRow> rows; // by line
+};
+
+// Tables for the threads `p` covers. `match` (a regex on "file:function", empty = all)
+// selects functions.
+std::vector<LineTable> line_tables(const Profile& p, const std::string& match = {});
+
+struct LineOptions {
+    double unit = 1e-9;    // seconds per timer unit
+    bool memory = false;   // memory_profiler's columns instead of line_profiler's
+    std::vector<std::string> source_dirs; // where to look for a source file not found as recorded
+};
+
+void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, const LineOptions& o);
+void print_line_json(std::FILE* out, const std::vector<LineTable>& tables);
+
+} // namespace prof::analysis

@@ -1,0 +1,78 @@
+// Registry of marked source sites (PROF_LINE, PROF_SCOPE, PROF_FUNCTION, C regions). A site
+// gets an id on first use, on any thread, and its constant data (file, line, function, label)
+// is written once to the process stream; events then refer to it by address or id only.
+#include "runtime.hpp"
+
+#include <prof/prof.h>
+
+#include <cstring>
+#include <sys/mman.h>
+
+namespace prof::rt {
+namespace {
+
+constexpr uint32_t kMaxSites = 1u << 20;
+
+struct Sites {
+    prof_site** list = nullptr; // by id; id 0 is unused
+    uint32_t count = 1;
+};
+constinit Sites g_sites;
+
+PROF_NOINSTR uint8_t* put_str(uint8_t* p, const char* s, size_t cap) {
+    size_t n = s ? strnlen(s, cap) : 0;
+    p = put_uleb(p, n);
+    if (n) memcpy(p, s, n);
+    return p + n;
+}
+
+} // namespace
+
+PROF_NOINSTR uint32_t register_site(prof_site* site) {
+    uint32_t id = __atomic_load_n(&site->id, __ATOMIC_ACQUIRE);
+    if (id) return id;
+    lock_global();
+    id = site->id;
+    if (!id && g_sites.count < kMaxSites) {
+        if (!g_sites.list) {
+            void* m = mmap(nullptr, kMaxSites * sizeof(prof_site*), PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            g_sites.list = m == MAP_FAILED ? nullptr : static_cast<prof_site**>(m);
+        }
+        if (g_sites.list) {
+            id = g_sites.count++;
+            g_sites.list[id] = site;
+            // Sized record: tag, uleb length, payload (format 1.1).
+            static uint8_t payload[3 * 4096 + 64], rec[sizeof payload + 16];
+            uint8_t* p = payload;
+            p = put_u64(p, reinterpret_cast<uintptr_t>(site));
+            *p++ = uint8_t(site->kind);
+            p = put_uleb(p, site->line);
+            p = put_str(p, site->file, 4096);
+            p = put_str(p, site->function, 4096);
+            p = put_str(p, site->label, 4096);
+            uint8_t* r = rec;
+            *r++ = uint8_t(format::Tag::kSite);
+            r = put_uleb(r, size_t(p - payload));
+            memcpy(r, payload, size_t(p - payload));
+            r += p - payload;
+            process_record(rec, size_t(r - rec));
+            __atomic_store_n(&site->id, id, __ATOMIC_RELEASE);
+        }
+    }
+    unlock_global();
+    return id;
+}
+
+PROF_NOINSTR prof_site* site_by_id(uint32_t id) {
+    return g_sites.list && id && id < g_sites.count ? g_sites.list[id] : nullptr;
+}
+
+PROF_NOINSTR void sites_after_fork() {
+    // The child's trace is a new file: every site is described again on first use.
+    for (uint32_t id = 1; g_sites.list && id < g_sites.count; ++id)
+        __atomic_store_n(&g_sites.list[id]->id, 0, __ATOMIC_RELAXED);
+    g_sites.count = 1;
+}
+
+} // namespace prof::rt

@@ -1,0 +1,150 @@
+// End to end for the line/scope layer: exact hit counts, timing relations, nesting with the
+// call profiler, PROF_DISABLE builds, JSON fields and resident memory per line.
+#include "analysis/lines.hpp"
+#include "analysis/profile.hpp"
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace prof;
+using prof::test::run;
+using prof::test::temp_path;
+
+namespace {
+
+struct Loaded {
+    analysis::ProfileBuilder builder;
+    analysis::Profile profile;
+};
+
+std::unique_ptr<Loaded> load(const std::vector<std::string>& argv, const std::string& name,
+                             std::vector<std::pair<std::string, std::string>> env = {}) {
+    std::string trace = temp_path(name);
+    env.emplace_back("PROF_OUT", trace);
+    test::RunResult r = run(argv, env);
+    REQUIRE_MESSAGE(r.exit_code == 0, "stderr: ", r.err);
+    auto l = std::make_unique<Loaded>();
+    l->builder.add_trace(trace);
+    l->profile = l->builder.build();
+    return l;
+}
+
+const analysis::LineRow& row(const std::vector<analysis::LineTable>& tables, uint32_t line) {
+    for (const auto& t : tables)
+        for (const auto& r : t.rows)
+            if (r.line == line) return r;
+    FAIL("no row for line ", line);
+    throw 0;
+}
+
+void check_lines_program(const analysis::Profile& p) {
+    auto tables = analysis::line_tables(p);
+    CHECK(row(tables, 17).hits == 3);       // PROF_FUNCTION in branchy
+    CHECK(row(tables, 17).kind == "marked function");
+    CHECK(row(tables, 20).hits == 3000);    // s += i
+    CHECK(row(tables, 22).hits == 1002);    // s ^= 1, in a branch
+    CHECK(row(tables, 24).hits == 6000);    // two marks on one line
+    CHECK(row(tables, 31).hits == 5);       // sleeps 10 ms per hit
+    CHECK(row(tables, 31).time >= 0.050);
+    CHECK(row(tables, 31).time < 0.080);
+    CHECK(row(tables, 42).hits == 1);       // scope "outer"
+    CHECK(row(tables, 45).hits == 1);       // scope "inner"
+    CHECK(row(tables, 45).time <= row(tables, 42).time);
+    // The marked function's time covers its lines.
+    CHECK(row(tables, 20).time + row(tables, 22).time + row(tables, 24).time <= row(tables, 17).time);
+}
+
+} // namespace
+
+TEST_CASE("lines and scopes without -finstrument-functions: exact hits, timing") {
+    auto l = load({PROF_TEST_LINES}, "lines.trace");
+    check_lines_program(l->profile);
+    // Scopes are functions of the cProfile table too.
+    bool outer = false, inner = false;
+    for (const auto& f : l->profile.functions) {
+        outer |= f.name == "outer" && f.kind == "scope" && f.stats.ncalls == 1;
+        inner |= f.name == "inner" && f.kind == "scope" && f.stats.ncalls == 1;
+    }
+    CHECK(outer);
+    CHECK(inner);
+    // Per thread: each worker's branchy(1000) hits its `s += i` line 1000 times.
+    size_t threads_with_rows = 0;
+    for (const auto& t : l->builder.thread_list()) {
+        auto tables = analysis::line_tables(l->builder.build(t));
+        for (const auto& table : tables)
+            for (const auto& r : table.rows)
+                if (r.line == 20) {
+                    CHECK(r.hits == 1000);
+                    ++threads_with_rows;
+                }
+    }
+    CHECK(threads_with_rows == 3);
+}
+
+TEST_CASE("scopes nest inside instrumented functions: a consistent tree") {
+    auto l = load({PROF_TEST_LINES_INSTRUMENTED}, "lines-instr.trace");
+    const analysis::Profile& p = l->profile;
+    check_lines_program(p);
+    auto index = [&](const std::string& name) {
+        for (size_t i = 0; i < p.functions.size(); ++i)
+            if (p.functions[i].name == name) return i;
+        FAIL("missing ", name);
+        return size_t(0);
+    };
+    size_t nested = index("nested()"), outer = index("outer"), inner = index("inner");
+    for (const analysis::Edge& e : p.edges) {
+        if (e.callee == outer) CHECK(e.caller == nested);
+        if (e.callee == inner) CHECK(e.caller == outer);
+        if (e.caller != analysis::kRoot && e.caller != e.callee)
+            CHECK(e.stats.cumtime <= p.functions[e.caller].stats.cumtime + 1e-9);
+    }
+    CHECK(p.functions[inner].stats.cumtime <= p.functions[outer].stats.cumtime);
+    CHECK(p.functions[outer].stats.cumtime <= p.functions[nested].stats.cumtime);
+}
+
+TEST_CASE("-DPROF_DISABLE: same results, no profiler symbols referenced") {
+    auto on = run({PROF_TEST_LINES}, {{"PROF_OUT", temp_path("lines-on.trace")}});
+    auto off = run({PROF_TEST_LINES_DISABLED});
+    CHECK(off.exit_code == 0);
+    CHECK(off.out == on.out);
+    auto nm = run({"/usr/bin/nm", "-u", PROF_TEST_LINES_DISABLED});
+    REQUIRE(nm.exit_code == 0);
+    CHECK(nm.out.find("prof_") == std::string::npos);
+    CHECK(nm.out.find("libprof") == std::string::npos);
+}
+
+TEST_CASE("profreport --lines: line_profiler's columns, and JSON fields") {
+    std::string trace = temp_path("lines-cli.trace");
+    REQUIRE(run({PROF_TEST_LINES}, {{"PROF_OUT", trace}}).exit_code == 0);
+    auto text = run({PROFREPORT, "--lines", trace});
+    CHECK(text.exit_code == 0);
+    CHECK(text.out.rfind("Timer unit: 1e-09 s", 0) == 0);
+    CHECK(text.out.find("Line #      Hits         Time  Per Hit   % Time  Line Contents") != std::string::npos);
+    CHECK(text.out.find("Function: branchy(int) at line 16") != std::string::npos);
+    CHECK(text.out.find("PROF_LINE(s ^= 1);") != std::string::npos);
+    auto micro = run({PROFREPORT, "--lines", "--unit", "1e-6", "-m", "sleepy", trace});
+    CHECK(micro.out.rfind("Timer unit: 1e-06 s", 0) == 0);
+    CHECK(micro.out.find("branchy") == std::string::npos);
+    auto json = run({PROFREPORT, "--lines", "--format", "json", trace});
+    for (const char* key : {"\"file\": ", "\"line\": 20", "\"function\": \"branchy(int)\"",
+                            "\"hits\": 3000", "\"time\": "})
+        CHECK_MESSAGE(json.out.find(key) != std::string::npos, key);
+}
+
+TEST_CASE("resident memory per line: the 100 M doubles sample") {
+    auto l = load({PROF_SAMPLE_MEMORY_LINES}, "memory-lines.trace", {{"PROF_LINE_RSS", "1"}});
+    auto tables = analysis::line_tables(l->profile);
+    const double mib = 1024.0 * 1024.0;
+    const auto& grow = row(tables, 12), shrink = row(tables, 15);
+    CHECK(grow.rss_samples == 1);
+    CHECK(grow.rss_increment / mib == doctest::Approx(763.0).epsilon(0.05));
+    CHECK(shrink.rss_increment / mib == doctest::Approx(-763.0).epsilon(0.05));
+    auto json = run({PROFREPORT, "--lines", "--format", "json", l->profile.traces.at(0).path});
+    for (const char* key : {"\"mem_usage\": ", "\"increment\": ", "\"occurrences\": 1"})
+        CHECK_MESSAGE(json.out.find(key) != std::string::npos, key);
+    auto text = run({PROFREPORT, "--lines", "--memory", l->profile.traces.at(0).path});
+    CHECK(text.out.find("Line #    Mem usage    Increment  Occurrences   Line Contents") != std::string::npos);
+}

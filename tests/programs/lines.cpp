@@ -1,0 +1,62 @@
+// Test program for the line/scope layer. Exact hits (n = 1000 per call, 2 worker threads and
+// the main thread each call branchy(1000) once, so 3 calls):
+//   the `s += i` line        3000 hits
+//   the `s ^= 1` line        1002 hits (i % 3 == 0: 334 per call)
+//   the line with two marks  6000 hits (3000 per statement; both statements on one line)
+//   branchy's PROF_FUNCTION     3 hits
+//   the sleeping line           5 hits, ~50 ms
+//   scopes: outer 1, inner 1 (inside outer), in nested(), which main calls once
+// Prints a checksum so that a -DPROF_DISABLE build can be compared with the others.
+#include <prof/prof.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+__attribute__((noinline)) int branchy(int n) {
+    PROF_FUNCTION();
+    int s = 0;
+    for (int i = 0; i < n; ++i) {
+        PROF_LINE(s += i);
+        if (i % 3 == 0) {
+            PROF_LINE(s ^= 1);
+        }
+        PROF_LINE(int twice = i * 2); PROF_LINE(s += twice); // a declaration stays visible
+    }
+    return s;
+}
+
+__attribute__((noinline)) void sleepy() {
+    for (int i = 0; i < 5; ++i) {
+        PROF_LINE(std::this_thread::sleep_for(std::chrono::milliseconds(10)));
+    }
+}
+
+__attribute__((noinline)) long busy(int n) {
+    long x = 0;
+    for (int i = 0; i < n; ++i) x += i * 7 % 13;
+    return x;
+}
+
+__attribute__((noinline)) long nested() {
+    PROF_SCOPE("outer");
+    long r = busy(1000);
+    {
+        PROF_SCOPE("inner");
+        r += busy(100000);
+    }
+    return r;
+}
+
+int main() {
+    int a = 0, b = 0;
+    std::thread t1([&] { a = branchy(1000); });
+    std::thread t2([&] { b = branchy(1000); });
+    t1.join();
+    t2.join();
+    int c = branchy(1000);
+    sleepy();
+    long n = nested();
+    std::printf("%d %d %d %ld\n", a, b, c, n);
+    return 0;
+}
