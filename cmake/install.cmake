@@ -31,6 +31,9 @@ install(FILES ${PROJECT_BINARY_DIR}/profConfig.cmake ${PROJECT_BINARY_DIR}/profC
 # for any P chosen at install time.
 file(RELATIVE_PATH PROF_PC_UP /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
 string(REGEX REPLACE "/$" "" PROF_PC_UP "${PROF_PC_UP}")
+if(PROF_INSTRUMENT_EXCLUDE_FILES)
+  set(PROF_PC_EXCLUDE_FLAG "-finstrument-functions-exclude-file-list=${PROF_INSTRUMENT_EXCLUDE_FILES}")
+endif()
 foreach(pc libprof libprof-instrument)
   configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -438,7 +438,10 @@ PROF_NOINSTR void create_thread_key() {
 
 using namespace prof::rt;
 
-extern "C" PROF_NOINSTR void __cyg_profile_func_enter(void* fn, void* call_site) {
+// Exported explicitly: the library is built with hidden visibility, and Clang (unlike GCC's
+// version script handling) would otherwise leave the hooks unexported.
+extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
+__cyg_profile_func_enter(void* fn, void* call_site) {
     ThreadState& s = t_state;
     if (PROF_UNLIKELY(s.state != kActive)) {
         if (s.state != kNew) return; // busy (re-entry, e.g. a signal handler) or off
@@ -494,7 +497,8 @@ PROF_NOINSTR uint32_t find_exiting(const ThreadState& s, uintptr_t a, uintptr_t 
 } // namespace
 } // namespace prof::rt
 
-extern "C" PROF_NOINSTR void __cyg_profile_func_exit(void* fn, void* call_site) {
+extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
+__cyg_profile_func_exit(void* fn, void* call_site) {
     ThreadState& s = t_state;
     if (PROF_UNLIKELY(s.state != kActive)) return;
     s.state = kBusy;

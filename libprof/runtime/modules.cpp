@@ -173,8 +173,13 @@ PROF_NOINSTR int on_object(dl_phdr_info* info, size_t, void*) {
 }
 
 // Mangled-name prefixes of the C++ standard library (libstdc++ and libc++): PROF_EXCLUDE=std.
-constexpr const char* kStdPrefixes[] = {"_ZNSt", "_ZNKSt", "_ZSt", "_ZNVKSt", "_ZN9__gnu_cxx",
-                                        "_ZNK9__gnu_cxx", "_ZN10__cxxabiv1"};
+// Besides St (std::) the standard abbreviations Sa (allocator), Sb (basic_string), Ss
+// (string), Si/So/Sd (istream/ostream/iostream) name std members directly.
+constexpr const char* kStdPrefixes[] = {
+    "_ZNSt", "_ZNKSt", "_ZSt",  "_ZNVKSt", "_ZNSa",  "_ZNKSa", "_ZNSb",          "_ZNKSb",
+    "_ZNSs", "_ZNKSs", "_ZNSi", "_ZNKSi",  "_ZNSo",  "_ZNKSo", "_ZNSd",          "_ZNKSd",
+    "_ZSa",  "_ZSs",   "_ZSi",  "_ZSo",    "_ZSd",   "_ZN9__gnu_cxx", "_ZNK9__gnu_cxx",
+    "_ZN10__cxxabiv1"};
 
 // PROF_EXCLUDE: comma-separated globs (fnmatch) on the symbol name as it is in the object file
 // (mangled for C++), or the keyword `std` for the standard library. The name comes from the

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 using prof::test::run;
@@ -117,6 +118,13 @@ TEST_CASE("profrun passes the exit status through and writes the trace") {
     auto again = run({PROFRUN, "-o", out, "--", PROF_SAMPLE_FIB, "10"});
     CHECK(again.err.find(".old") != std::string::npos);
     CHECK(run({PROFREPORT, out + ".old"}).exit_code == 0);
+
+    // -f replaces the file up front: a program that writes no trace is not reported with
+    // the previous run's.
+    auto replaced = run({PROFRUN, "-f", "-o", out, "--", "/bin/true"});
+    CHECK(replaced.exit_code == 0);
+    CHECK(replaced.err.find("wrote no trace") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(out));
 
     auto failing = run({PROFRUN, "-q", "-o", temp_path("false.trace"), "--", "/bin/sh", "-c", "exit 7"});
     CHECK(failing.exit_code == 7);

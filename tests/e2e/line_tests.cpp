@@ -148,3 +148,24 @@ TEST_CASE("resident memory per line: the 100 M doubles sample") {
     auto text = run({PROFREPORT, "--lines", "--memory", l->profile.traces.at(0).path});
     CHECK(text.out.find("Line #    Mem usage    Increment  Occurrences   Line Contents") != std::string::npos);
 }
+
+TEST_CASE("C regions: counts and nesting") {
+    auto l = load({PROF_TEST_REGIONS}, "regions.trace");
+    const analysis::Profile& p = l->profile;
+    auto find = [&](const std::string& name) -> const analysis::Function* {
+        for (const auto& f : p.functions)
+            if (f.name == name) return &f;
+        return nullptr;
+    };
+    REQUIRE(find("parse"));
+    REQUIRE(find("inner"));
+    REQUIRE(find("outer_loop"));
+    CHECK(find("parse")->stats.ncalls == 4);
+    CHECK(find("parse")->kind == "region");
+    CHECK(find("parse")->context == "parse");
+    CHECK(find("inner")->stats.ncalls == 4);
+    CHECK(find("outer_loop")->stats.ncalls == 1);
+    CHECK(find("inner")->stats.cumtime <= find("parse")->stats.cumtime);
+    CHECK(find("parse")->stats.cumtime <= find("outer_loop")->stats.cumtime);
+    CHECK(find("parse")->file.find("regions.c") != std::string::npos);
+}

@@ -1,4 +1,5 @@
 // profreport: reads libprof traces and prints the cProfile-style table and related views.
+#include "analysis/lines.hpp"
 #include "analysis/profile.hpp"
 #include "analysis/report.hpp"
 #include "common/tool_log.hpp"
@@ -27,7 +28,13 @@ options:
                         file, line, nfl, stdname; pstats aliases work too (cumulative, time,
                         calls, filename, module)
   -n, --limit N         print at most N rows
-  -m, --match REGEX     only functions whose `file:line(function)` matches REGEX
+  -m, --match REGEX     only functions whose `path:line(function)` (full path) matches REGEX
+      --lines           line_profiler's view: per function with PROF_LINE/PROF_SCOPE/
+                        PROF_FUNCTION sites, hits and time per source line
+      --memory          with --lines: memory_profiler's view (Mem usage, Increment,
+                        Occurrences per line; needs PROF_LINE_RSS=1 when recording)
+      --unit SECONDS    timer unit of --lines (default 1e-9)
+      --source-dir DIR  also look for source files in DIR (repeatable)
       --callers REGEX   who called the matching functions (pstats print_callers)
       --callees REGEX   what the matching functions called (pstats print_callees)
       --threads         one table per thread instead of one merged table
@@ -49,7 +56,8 @@ struct Args {
     std::vector<std::string> traces;
     std::string callers, callees, format = "text", output;
     std::optional<uint32_t> thread;
-    bool threads = false, info = false;
+    bool threads = false, info = false, lines = false, memory = false;
+    analysis::LineOptions line;
 };
 
 struct UsageError {
@@ -124,6 +132,19 @@ Args parse(int argc, char** argv, tools::ToolLog& log) {
             uint64_t n = parse_number(arg, next());
             if (n > 9) throw UsageError{"--precision takes 0 to 9"};
             a.table.precision = int(n);
+        } else if (arg == "--lines") {
+            a.lines = true;
+        } else if (arg == "--memory") {
+            a.memory = a.line.memory = true;
+        } else if (arg == "--unit") {
+            std::string v = next();
+            char* end = nullptr;
+            double u = std::strtod(v.c_str(), &end);
+            if (v.empty() || *end || !(u > 0) || u > 1e3)
+                throw UsageError{fmt::format("--unit expects seconds per unit such as 1e-6, got '{}'", v)};
+            a.line.unit = u;
+        } else if (arg == "--source-dir") {
+            a.line.source_dirs.push_back(next());
         } else if (arg == "--info") {
             a.info = true;
         } else if (arg == "--log-format") {
@@ -136,6 +157,9 @@ Args parse(int argc, char** argv, tools::ToolLog& log) {
         }
     }
     if (a.traces.empty()) throw UsageError{"no trace given (see profreport --help)"};
+    if (a.memory && !a.lines)
+        throw UsageError{"--memory needs --lines (the allocation report comes with the memory "
+                         "profiler)"};
     for (const std::string* re : {&a.table.filter, &a.callers, &a.callees}) {
         try {
             if (!re->empty()) std::regex check(*re);
@@ -222,7 +246,19 @@ int run(int argc, char** argv) {
         analysis::TableOptions o = a.table;
         o.title = title;
         if (a.info) print_info(out, p);
-        else if (!a.callers.empty() || !a.callees.empty()) {
+        else if (a.lines) {
+            if (!o.title.empty() && a.format == "text") fmt::print(out, "{}\n", o.title);
+            analysis::LineOptions lo = a.line;
+            // Relative source paths are tried against the directory the program ran in.
+            for (const reader::TraceInfo& t : p.traces)
+                if (auto cwd = t.meta.find("cwd"); cwd != t.meta.end()) lo.source_dirs.push_back(cwd->second);
+            auto tables = analysis::line_tables(p, a.table.filter);
+            if (a.format == "json") analysis::print_line_json(out, tables);
+            else if (tables.empty())
+                fmt::print(out, "No marked lines in this trace: mark code with PROF_LINE, "
+                                "PROF_SCOPE or PROF_FUNCTION (see <prof/prof.hpp>).\n");
+            else analysis::print_line_tables(out, tables, lo);
+        } else if (!a.callers.empty() || !a.callees.empty()) {
             if (!o.title.empty()) fmt::print(out, "{}\n", o.title);
             if (!a.callers.empty()) {
                 o.filter = a.callers;

@@ -130,7 +130,12 @@ int main(int argc, char** argv) {
 
     if (exists(output)) {
         if (force) {
-            setenv("PROF_FORCE", "1", 1);
+            // Removed here rather than through PROF_FORCE, so that a program that writes no
+            // trace is not reported with the old one, and children never inherit the force.
+            if (unlink(output.c_str()) != 0) {
+                log.error(fmt::format("cannot replace {}: {}", output, std::strerror(errno)));
+                return 1;
+            }
         } else {
             std::string old = output + ".old";
             if (std::rename(output.c_str(), old.c_str()) != 0) {
