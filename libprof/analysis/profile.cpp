@@ -44,6 +44,9 @@ struct StreamResult {
     std::unordered_map<uint64_t, uint32_t> edge_index;    // caller << 32 | callee
     std::unordered_map<uint64_t, uint32_t> address_index; // for EnterAddress records
     std::vector<Frame> stack;
+    std::unordered_map<uint32_t, std::vector<uint64_t>> unwound; // Stack id -> return addresses
+    uint64_t last_alloc = 0; // the latest allocation, while nothing else was allocated since
+    size_t last_alloc_site = 0;
     uint64_t unmatched_exits = 0;
     uint64_t last_ticks = 0;
     bool ended = false;
@@ -51,8 +54,54 @@ struct StreamResult {
 
 } // namespace
 
+const char* alloc_name(format::AllocKind k) {
+    switch (k) {
+    case format::AllocKind::kNew: return "new";
+    case format::AllocKind::kNewArray: return "new[]";
+    case format::AllocKind::kAligned: return "aligned_alloc";
+    default: return "malloc";
+    }
+}
+
+const char* free_name(format::FreeKind k) {
+    switch (k) {
+    case format::FreeKind::kDelete: return "delete";
+    case format::FreeKind::kDeleteArray: return "delete[]";
+    default: return "free";
+    }
+}
+
+// Which release function matches an allocation function.
+bool matches(format::AllocKind a, format::FreeKind f) {
+    switch (a) {
+    case format::AllocKind::kNew: return f == format::FreeKind::kDelete;
+    case format::AllocKind::kNewArray: return f == format::FreeKind::kDeleteArray;
+    default: return f == format::FreeKind::kFree;
+    }
+}
+
+struct LiveBlock {
+    uint64_t size;
+    size_t site;
+    format::AllocKind kind;
+};
+
+struct HeapEvent {
+    uint64_t ticks;
+    int64_t delta;
+    size_t site;
+};
+
 struct ProfileBuilder::Impl : reader::EventSink {
     std::vector<reader::TraceInfo> traces;
+    // Memory: sites are keyed by (trace, addresses innermost first); blocks live per trace.
+    MemoryReport memory;
+    std::map<std::pair<size_t, std::vector<uint64_t>>, size_t> site_index;
+    std::vector<std::pair<size_t, std::vector<uint64_t>>> site_keys;
+    std::unordered_map<uint64_t, LiveBlock> live;
+    std::vector<HeapEvent> heap_events;
+    std::map<std::tuple<size_t, int, int>, size_t> mismatch_index;
+    uint64_t trace_peak_rss = 0;
     std::vector<std::unique_ptr<StreamResult>> streams;
     std::unordered_map<uint32_t, StreamResult*> current; // stream id -> result, this trace
     size_t trace_index = 0;
@@ -134,13 +183,144 @@ struct ProfileBuilder::Impl : reader::EventSink {
         for (uint32_t i = 0; i < frames && !s.stack.empty(); ++i) exit(s, ticks);
     }
     void on_thread_begin(uint32_t id, uint64_t ticks) override { stream(id).last_ticks = ticks; }
+    size_t site_of(StreamResult& s, uint32_t stack) {
+        std::vector<uint64_t> addresses;
+        if (stack) {
+            auto it = s.unwound.find(stack);
+            if (it != s.unwound.end()) addresses = it->second;
+        } else {
+            for (auto f = s.stack.rbegin(); f != s.stack.rend(); ++f)
+                addresses.push_back(s.functions[f->fn].address);
+        }
+        auto key = std::make_pair(trace_index, std::move(addresses));
+        auto [it, fresh] = site_index.try_emplace(key, memory.sites.size());
+        if (fresh) {
+            memory.sites.emplace_back();
+            site_keys.push_back(key);
+        }
+        return it->second;
+    }
+
+    void allocated(StreamResult& s, uint64_t ticks, uint64_t ptr, uint64_t size, size_t site,
+                   format::AllocKind kind) {
+        memory.present = true;
+        ++memory.allocations;
+        memory.bytes_allocated += size;
+        MemorySite& ms = memory.sites[site];
+        ++ms.allocations;
+        ms.bytes += size;
+        live[ptr] = LiveBlock{size, site, kind};
+        heap_events.push_back(HeapEvent{ticks, int64_t(size), site});
+        s.last_alloc = ptr;
+        s.last_alloc_site = site;
+    }
+
+    // Returns false when the block is not known (allocated before tracing, or untraced).
+    bool released(StreamResult& s, uint64_t ticks, uint64_t ptr, const format::FreeKind* kind) {
+        auto it = live.find(ptr);
+        if (it == live.end()) return false;
+        const LiveBlock& b = it->second;
+        if (s.last_alloc == ptr) ++memory.sites[b.site].temporary, ++memory.temporary;
+        s.last_alloc = 0;
+        if (kind && !matches(b.kind, *kind)) {
+            auto key = std::make_tuple(b.site, int(b.kind), int(*kind));
+            auto [mt, fresh] = mismatch_index.try_emplace(key, memory.mismatches.size());
+            if (fresh) memory.mismatches.push_back(Mismatch{alloc_name(b.kind), free_name(*kind), 0, b.site});
+            ++memory.mismatches[mt->second].count;
+        }
+        heap_events.push_back(HeapEvent{ticks, -int64_t(b.size), b.site});
+        live.erase(it);
+        return true;
+    }
+
+    void on_alloc(uint32_t id, uint64_t ticks, uint64_t ptr, uint64_t size, uint32_t stack,
+                  format::AllocKind kind) override {
+        StreamResult& s = stream(id);
+        allocated(s, ticks, ptr, size, site_of(s, stack), kind);
+    }
+    void on_free(uint32_t id, uint64_t ticks, uint64_t ptr, format::FreeKind kind) override {
+        StreamResult& s = stream(id);
+        memory.present = true;
+        ++memory.frees;
+        if (!released(s, ticks, ptr, &kind)) ++memory.unknown_frees;
+    }
+    void on_realloc(uint32_t id, uint64_t ticks, uint64_t old_ptr, uint64_t ptr, uint64_t size,
+                    uint32_t stack) override {
+        StreamResult& s = stream(id);
+        if (old_ptr) released(s, ticks, old_ptr, nullptr);
+        allocated(s, ticks, ptr, size, site_of(s, stack), format::AllocKind::kMalloc);
+    }
+    void on_stack(uint32_t id, uint32_t stack, const std::vector<uint64_t>& pcs) override {
+        stream(id).unwound[stack] = pcs;
+    }
+    void on_rss(uint32_t, uint64_t ticks, uint64_t bytes) override {
+        memory.present = true;
+        trace_peak_rss = std::max(trace_peak_rss, bytes);
+        rss_ticks.emplace_back(ticks, bytes);
+    }
+    std::vector<std::pair<uint64_t, uint64_t>> rss_ticks;
+
+    // End of one trace: leaks, the peak and its contributors, timelines.
+    void finish_memory(const reader::TraceInfo& info) {
+        double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
+        uint64_t t0 = info.header.start_ticks;
+        auto secs = [&](uint64_t t) { return t > t0 ? (t - t0) / tps : 0.0; };
+        for (const auto& [ptr, b] : live) {
+            memory.sites[b.site].leaked_bytes += b.size;
+            ++memory.sites[b.site].leaked_blocks;
+            memory.leaked_bytes += b.size;
+            ++memory.leaked_blocks;
+        }
+        live.clear();
+        std::stable_sort(heap_events.begin(), heap_events.end(),
+                         [](const HeapEvent& a, const HeapEvent& b) { return a.ticks < b.ticks; });
+        int64_t current = 0, peak = 0;
+        size_t peak_at = 0;
+        for (size_t i = 0; i < heap_events.size(); ++i) {
+            current += heap_events[i].delta;
+            if (current > peak) peak = current, peak_at = i + 1;
+        }
+        if (uint64_t(peak) > memory.peak_heap) {
+            memory.peak_heap = uint64_t(peak);
+            memory.peak_heap_time = peak_at ? secs(heap_events[peak_at - 1].ticks) : 0;
+            std::vector<int64_t> at_peak(memory.sites.size(), 0);
+            for (size_t i = 0; i < peak_at; ++i) at_peak[heap_events[i].site] += heap_events[i].delta;
+            for (size_t i = 0; i < at_peak.size(); ++i)
+                memory.sites[i].peak_bytes = at_peak[i] > 0 ? uint64_t(at_peak[i]) : 0;
+        }
+        // Timelines: at most ~2000 points per trace, keeping each interval's maximum.
+        size_t step = std::max<size_t>(1, heap_events.size() / 2000);
+        current = 0;
+        int64_t window_max = 0;
+        for (size_t i = 0; i < heap_events.size(); ++i) {
+            current += heap_events[i].delta;
+            window_max = std::max(window_max, current);
+            if ((i + 1) % step == 0 || i + 1 == heap_events.size()) {
+                memory.heap_timeline.emplace_back(secs(heap_events[i].ticks), double(window_max));
+                window_max = current;
+            }
+        }
+        heap_events.clear();
+        std::sort(rss_ticks.begin(), rss_ticks.end());
+        for (auto& [t, b] : rss_ticks) memory.rss_timeline.emplace_back(secs(t), double(b));
+        rss_ticks.clear();
+        if (auto it = info.meta.find("peak_rss"); it != info.meta.end())
+            trace_peak_rss = std::max<uint64_t>(trace_peak_rss, std::strtoull(it->second.c_str(), nullptr, 10));
+        if (memory.present) memory.peak_rss = std::max(memory.peak_rss, trace_peak_rss);
+        trace_peak_rss = 0;
+    }
+
     void on_thread_end(uint32_t id, uint64_t ticks) override {
         StreamResult& s = stream(id);
         while (!s.stack.empty()) exit(s, ticks);
         s.ended = true;
     }
 
-    // Resolution of addresses to functions, per trace, with a cache of ELF files on disk.
+    FunctionResolver resolver;
+};
+
+// Resolution of addresses to functions, per trace, with a cache of ELF files on disk.
+struct FunctionResolver::Impl {
     std::map<std::string, std::unique_ptr<reader::ElfSymbols>> elf_cache;
 
     Function describe(const reader::TraceInfo& info, uint64_t address) {
@@ -190,6 +370,12 @@ struct ProfileBuilder::Impl : reader::EventSink {
     }
 };
 
+FunctionResolver::FunctionResolver() : impl_(std::make_unique<Impl>()) {}
+FunctionResolver::~FunctionResolver() = default;
+Function FunctionResolver::describe(const reader::TraceInfo& info, uint64_t address) {
+    return impl_->describe(info, address);
+}
+
 ProfileBuilder::ProfileBuilder() : impl_(std::make_unique<Impl>()) {}
 ProfileBuilder::~ProfileBuilder() = default;
 
@@ -207,8 +393,21 @@ void ProfileBuilder::add_trace(const std::string& path) {
         uint64_t t = std::max(end, s.last_ticks);
         while (!s.stack.empty()) impl_->exit(s, t);
     }
+    impl_->finish_memory(info);
     impl_->traces.push_back(info);
+    // Name the frames of the memory sites found in this trace.
+    for (size_t i = 0; i < impl_->site_keys.size(); ++i) {
+        auto& [trace, addresses] = impl_->site_keys[i];
+        MemorySite& site = impl_->memory.sites[i];
+        if (trace != impl_->trace_index || !site.stack.empty()) continue;
+        for (uint64_t a : addresses) {
+            Function f = impl_->resolver.describe(impl_->traces[trace], a);
+            site.stack.push_back(MemoryFrame{f.name, f.file, f.module, f.line});
+        }
+    }
 }
+
+const MemoryReport& ProfileBuilder::memory() const { return impl_->memory; }
 
 std::vector<ThreadFilter> ProfileBuilder::thread_list() const {
     std::vector<ThreadFilter> out;
@@ -227,7 +426,7 @@ Profile ProfileBuilder::build(const ThreadFilter& filter) const {
     auto function_index = [&](size_t trace, uint64_t address) {
         auto [it, fresh] = by_address[trace].try_emplace(address, 0);
         if (!fresh) return it->second;
-        Function f = impl_->describe(impl_->traces[trace], address);
+        Function f = impl_->resolver.describe(impl_->traces[trace], address);
         // Distinct symbols stay distinct even when they demangle alike (a deleting and a
         // complete destructor); aliases of one address are one function already.
         auto key = std::make_tuple(f.module, f.symbol.empty() ? f.name : f.symbol, f.file, f.line);

@@ -79,11 +79,63 @@ struct Profile {
     std::vector<size_t> match(const std::string& regex) const;
 };
 
+// ---- memory (libprofmem.so traces) -------------------------------------------------------------
+
+struct MemoryFrame {
+    std::string name, file, module;
+    uint32_t line = 0;
+};
+
+struct MemorySite {
+    std::vector<MemoryFrame> stack; // innermost first
+    uint64_t allocations = 0;       // calls that allocated here (realloc included)
+    uint64_t bytes = 0;             // bytes requested by those calls
+    uint64_t temporary = 0;         // freed right after, with no other allocation in between
+    uint64_t peak_bytes = 0;        // live at the moment of the peak heap
+    uint64_t leaked_bytes = 0, leaked_blocks = 0; // still live when the trace ends
+};
+
+struct Mismatch {
+    std::string allocated_with, freed_with; // "malloc"/"new"/"new[]", "free"/"delete"/"delete[]"
+    uint64_t count = 0;
+    size_t site = 0; // where the block was allocated
+};
+
+struct MemoryReport {
+    bool present = false;          // the trace has memory records
+    uint64_t allocations = 0;      // calls to allocation functions
+    uint64_t frees = 0;            // calls to release functions (non-null)
+    uint64_t temporary = 0;
+    uint64_t bytes_allocated = 0;
+    uint64_t peak_heap = 0;        // the largest sum of live blocks (per process)
+    double peak_heap_time = 0;     // seconds since the trace started
+    uint64_t peak_rss = 0;         // the largest resident set size seen
+    uint64_t leaked_bytes = 0, leaked_blocks = 0;
+    uint64_t unknown_frees = 0;    // frees of blocks allocated before tracing (or by untraced code)
+    std::vector<MemorySite> sites;
+    std::vector<Mismatch> mismatches;
+    std::vector<std::pair<double, double>> heap_timeline; // (seconds, live bytes)
+    std::vector<std::pair<double, double>> rss_timeline;  // (seconds, resident bytes)
+};
+
 // Which threads a profile covers.
 struct ThreadFilter {
     size_t trace = SIZE_MAX; // with stream: one thread
     uint32_t stream = 0;
     bool all() const { return trace == SIZE_MAX; }
+};
+
+// Names the function (or marked site) at a runtime address of a trace: the trace's symbol
+// table and sites first, then the ELF file on disk (cached). The one naming every view uses.
+class FunctionResolver {
+public:
+    FunctionResolver();
+    ~FunctionResolver();
+    Function describe(const reader::TraceInfo& info, uint64_t address);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
 };
 
 // Reads traces and keeps per-thread results so that merged and per-thread profiles can both be
@@ -97,6 +149,8 @@ public:
     void add_trace(const std::string& path);
     Profile build(const ThreadFilter& filter = {}) const;
     std::vector<ThreadFilter> thread_list() const;
+    // Allocations of every trace read so far (all threads).
+    const MemoryReport& memory() const;
 
 private:
     struct Impl;

@@ -25,8 +25,6 @@ TraceError::TraceError(const std::string& path, uint64_t offset, const std::stri
 TraceError::TraceError(const std::string& path, const std::string& what)
     : std::runtime_error(fmt::format("{}: {}", path, what)) {}
 
-namespace {
-
 // Bounds-checked cursor over one chunk's records. `fail` reports whether running out of
 // bytes means corruption (a complete chunk) or just the end of a cut-short file.
 struct Cursor {
@@ -85,6 +83,8 @@ struct Cursor {
         return s;
     }
 };
+
+namespace {
 
 std::string hex(std::string_view bytes) {
     std::string out;
@@ -233,6 +233,7 @@ bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
                                  EventSink* sink) {
     Cursor c{p, end};
     const uint32_t stream = th.stream;
+    uint64_t last_ptr = 0; // pointer deltas restart in every chunk
     auto fail = [&](const uint8_t* rec, const std::string& what) -> bool {
         if (cut) return false;
         throw TraceError(info_.path, offset + uint64_t(rec - p), what);
@@ -306,8 +307,11 @@ bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
             if (uint8_t(tag) >= uint8_t(Tag::kFirstSized)) {
                 uint64_t n = c.uleb();
                 if (!c.ok || !c.has(n)) return fail(rec, "sized record runs past its chunk");
-                sized_record(uint8_t(tag), c.p, n, stream, offset + uint64_t(rec - p));
+                Cursor m{c.p, c.p + n};
                 c.p += n;
+                if (!memory_record(tag, m, stream, ticks, last_ptr, sink))
+                    sized_record(uint8_t(tag), m.p, n, stream, offset + uint64_t(rec - p));
+                if (!m.ok) return fail(rec, fmt::format("malformed record 0x{:02x}", uint8_t(tag)));
                 break;
             }
             return fail(rec, fmt::format("unknown record tag 0x{:02x} in thread stream {}",
@@ -404,6 +408,71 @@ void TraceReader::read_chunks(EventSink* sink) {
     for (auto& [s, t] : info_.threads)
         if (t.last_ticks > info_.end_ticks && !info_.finished) info_.end_ticks = t.last_ticks;
     finish_timing();
+}
+
+namespace {
+
+uint64_t apply_delta(uint64_t& last, int64_t delta) {
+    last += uint64_t(delta);
+    return last;
+}
+
+} // namespace
+
+// Memory profiler records of a thread stream; false for any other tag. `m` covers the payload.
+bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& ticks,
+                                uint64_t& last_ptr, EventSink* sink) {
+    switch (tag) {
+    case Tag::kAlloc: {
+        ticks += m.uleb();
+        uint64_t ptr = apply_delta(last_ptr, m.sleb());
+        uint64_t size = m.uleb();
+        uint64_t stack = m.uleb();
+        uint8_t kind = m.u8();
+        if (m.ok && sink && kind >= 1 && kind <= 4 && stack <= UINT32_MAX)
+            sink->on_alloc(stream, ticks, ptr, size, uint32_t(stack), format::AllocKind(kind));
+        ++info_.memory_records;
+        return true;
+    }
+    case Tag::kFree: {
+        ticks += m.uleb();
+        uint64_t ptr = apply_delta(last_ptr, m.sleb());
+        uint8_t kind = m.u8();
+        if (m.ok && sink && kind >= 1 && kind <= 3) sink->on_free(stream, ticks, ptr, format::FreeKind(kind));
+        ++info_.memory_records;
+        return true;
+    }
+    case Tag::kRealloc: {
+        ticks += m.uleb();
+        uint64_t old_ptr = apply_delta(last_ptr, m.sleb());
+        uint64_t ptr = apply_delta(last_ptr, m.sleb());
+        uint64_t size = m.uleb();
+        uint64_t stack = m.uleb();
+        if (m.ok && sink && stack <= UINT32_MAX) sink->on_realloc(stream, ticks, old_ptr, ptr, size, uint32_t(stack));
+        ++info_.memory_records;
+        return true;
+    }
+    case Tag::kStack: {
+        uint64_t id = m.uleb();
+        uint64_t n = m.uleb();
+        if (!m.ok || n > 1024 || !m.has(n * 8) || id > UINT32_MAX) {
+            m.ok = false;
+            return true;
+        }
+        std::vector<uint64_t> pcs(n);
+        for (auto& pc : pcs) pc = m.u64();
+        if (sink) sink->on_stack(stream, uint32_t(id), pcs);
+        return true;
+    }
+    case Tag::kRss: {
+        ticks += m.uleb();
+        uint64_t bytes = m.uleb();
+        if (m.ok && sink) sink->on_rss(stream, ticks, bytes);
+        return true;
+    }
+    default:
+        return false;
+    }
 }
 
 // Records with a length (format 1.1 and later). Fields past the ones known here are ignored,

@@ -97,6 +97,7 @@ struct TraceInfo {
     uint64_t end_ticks = 0;        // End record, or the latest timestamp seen
     double ticks_per_second = 0;   // from the End record, or derived from clock sync points
     uint64_t minor_unknown_records = 0; // records of a newer minor version that were skipped
+    uint64_t memory_records = 0;        // Alloc/Free/Realloc records (memory profiler)
 
     double seconds(uint64_t ticks) const { return ticks_per_second ? ticks / ticks_per_second : 0; }
     const Module* module_at(uint64_t address, uint64_t ticks = UINT64_MAX) const;
@@ -113,8 +114,18 @@ public:
     virtual void on_exit(uint32_t stream, uint64_t ticks) = 0;
     virtual void on_abandon(uint32_t stream, uint32_t frames, uint64_t ticks) = 0;
     virtual void on_thread_begin(uint32_t /*stream*/, uint64_t /*ticks*/) {}
+    // Memory profiler records (format 1.1). `stack` 0 = the thread's current call path.
+    virtual void on_alloc(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*ptr*/,
+                          uint64_t /*size*/, uint32_t /*stack*/, format::AllocKind) {}
+    virtual void on_free(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*ptr*/, format::FreeKind) {}
+    virtual void on_realloc(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*old_ptr*/,
+                            uint64_t /*ptr*/, uint64_t /*size*/, uint32_t /*stack*/) {}
+    virtual void on_stack(uint32_t /*stream*/, uint32_t /*id*/, const std::vector<uint64_t>& /*pcs*/) {}
+    virtual void on_rss(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*bytes*/) {}
     virtual void on_thread_end(uint32_t /*stream*/, uint64_t /*ticks*/) {}
 };
+
+struct Cursor; // bounds-checked record decoder (trace_reader.cpp)
 
 class TraceReader {
 public:
@@ -141,6 +152,8 @@ private:
                         uint64_t ticks, uint64_t offset, bool cut, EventSink* sink);
     void finish_timing();
     void sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32_t stream, uint64_t offset);
+    bool memory_record(format::Tag tag, Cursor& m, uint32_t stream, uint64_t& ticks,
+                       uint64_t& last_ptr, EventSink* sink);
 
     TraceInfo info_;
     const uint8_t* data_ = nullptr;

@@ -19,9 +19,7 @@
 //    nesting: an inlined function keeps its hooks and runs in its caller's frame.
 // Distances are bounded (kSameStack) so that a signal handler on an alternate stack is not
 // mistaken for a return to an outer frame.
-#include "runtime.hpp"
-
-#include <prof/prof.h>
+#include "thread_state.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -33,57 +31,12 @@
 #include <unistd.h>
 
 namespace prof::rt {
-namespace {
 
 using format::Tag;
 
-constexpr uintptr_t kSameStack = 64u << 20;
-constexpr uint32_t kInitialTable = 1024; // slots; grows x4 while more than half full
-constexpr uint32_t kMaxTable = 1u << 22;
-constexpr uint32_t kExitSearch = 64; // frames searched for an exit whose CFA moved (alloca)
-
-enum : uint8_t { kNew = 0, kActive = 1, kBusy = 2, kOff = 3 };
-
-// The `site` of a frame opened by PROF_SCOPE/PROF_FUNCTION/a C region: never a return address.
-constexpr uintptr_t kScopeMark = 1;
-
-// What a thread's PROF_LINE executions of one site add up to, until written out.
-struct LineAgg {
-    uint64_t hits, ticks;
-    uint64_t rss_samples, rss_last;
-    int64_t rss_increment;
-};
-
-struct Frame {
-    uintptr_t fn;
-    uintptr_t site; // return address into the caller
-    uintptr_t cfa;  // the enter hook's canonical frame address
-};
-
-struct Slot {
-    uintptr_t address; // 0 = empty
-    uint32_t index;    // stream-local function index
-    uint32_t excluded; // runtime filter said no
-};
-
-struct ThreadState {
-    ChunkWriter w;
-    Frame* frames;
-    uint32_t depth;
-    uint32_t max_depth;
-    Slot* table;
-    uint32_t mask; // table size - 1, or 0 before the table exists
-    uint32_t used;
-    uint32_t next_index;
-    uint64_t dropped;  // events not recorded (depth limit); reported at thread end
-    uint32_t overflow; // frames entered beyond max_depth and not yet exited
-    LineAgg* lines;    // by site id
-    uint32_t lines_cap;
-    uint8_t state;
-};
-
-// Zero-initialised, no constructor, no destructor: no TLS init call on the hot path.
 thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
+
+// Internal to the runtime (hidden visibility): the thread side of the hooks.
 
 pthread_key_t g_thread_key;
 std::atomic<bool> g_key_ready{false};
@@ -226,16 +179,6 @@ PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintp
     s.w.cursor = p;
 }
 
-PROF_NOINSTR inline uint8_t* put_sleb(uint8_t* p, int64_t v) {
-    for (;;) {
-        uint8_t b = uint8_t(v & 0x7f);
-        v >>= 7;
-        bool done = (v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40));
-        *p++ = done ? b : uint8_t(b | 0x80);
-        if (done) return p;
-    }
-}
-
 PROF_NOINSTR bool ensure_bytes(ThreadState& s, uint64_t now, size_t n) {
     if (s.w.end - s.w.cursor >= ptrdiff_t(n)) return true;
     return refill(s, now);
@@ -365,7 +308,7 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
     errno = saved;
 }
 
-} // namespace
+
 
 // The forking thread continues in the child with a new stream in the child's own file. Its
 // open frames are entered again at the fork time so that their exits still match.
@@ -629,6 +572,27 @@ PROF_NOINSTR void line_add(prof_site* site, uint64_t start, uint64_t end, bool r
 } // namespace
 } // namespace prof::rt
 
+namespace prof::rt {
+
+PROF_NOINSTR uint64_t rss_bytes_now() {
+    int saved = errno;
+    char buf[128];
+    int fd = read_rss_fd();
+    ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+    errno = saved;
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char* p = buf;
+    while (*p && *p != ' ') ++p; // skip the size field
+    uint64_t pages = 0;
+    while (*p == ' ') ++p;
+    while (*p >= '0' && *p <= '9') pages = pages * 10 + unsigned(*p++ - '0');
+    static const long page = sysconf(_SC_PAGESIZE);
+    return pages * uint64_t(page);
+}
+
+} // namespace prof::rt
+
 #define PROF_API extern "C" __attribute__((visibility("default"))) PROF_NOINSTR
 
 PROF_API void prof_scope_enter(prof_site* site) {
@@ -674,19 +638,4 @@ PROF_API void prof_line_record_rss(prof_site* site, unsigned long long start,
 }
 
 // Resident set size now, from /proc/self/statm (one pread on a descriptor kept open).
-PROF_API unsigned long long prof_rss_bytes(void) {
-    int saved = errno;
-    char buf[128];
-    int fd = prof::rt::read_rss_fd();
-    ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
-    errno = saved;
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char* p = buf;
-    while (*p && *p != ' ') ++p; // skip the size field
-    unsigned long long pages = 0;
-    while (*p == ' ') ++p;
-    while (*p >= '0' && *p <= '9') pages = pages * 10 + unsigned(*p++ - '0');
-    static const long page = sysconf(_SC_PAGESIZE);
-    return pages * static_cast<unsigned long long>(page);
-}
+PROF_API unsigned long long prof_rss_bytes(void) { return prof::rt::rss_bytes_now(); }

@@ -249,6 +249,19 @@ PROF_NOINSTR bool note_function(uintptr_t a) {
     return !excluded;
 }
 
+PROF_NOINSTR void note_code_address(uintptr_t a) {
+    if ((f.count + 1) * 2 > f.mask + 1 && !grow_functions()) return;
+    uint32_t h = hash(a, f.mask);
+    while (f.keys[h]) {
+        if (f.keys[h] == a) return;
+        h = (h + 1) & f.mask;
+    }
+    if (!find_module(a)) scan_modules();
+    f.keys[h] = a;
+    f.excluded[h] = 0;
+    ++f.count;
+}
+
 PROF_NOINSTR void for_each_function(void (*fn)(uintptr_t, void*), void* arg) {
     for (uint32_t i = 0; f.mask && i <= f.mask; ++i)
         if (f.keys[i] && !f.excluded[i]) fn(f.keys[i], arg);

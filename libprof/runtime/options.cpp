@@ -68,6 +68,7 @@ PROF_NOINSTR void read_options() {
     o.max_depth = 1u << 20;
     o.log_level = LogLevel::kWarn;
     o.symbols = true;
+    o.mem_rss_interval_ms = 10;
     copy(o.clock, sizeof o.clock, "auto");
 
     // The log settings come first so that complaints about other options honour them.
@@ -103,6 +104,14 @@ PROF_NOINSTR void read_options() {
     }
     if (const char* v = env("PROF_SYMBOLS")) o.symbols = parse_bool("PROF_SYMBOLS", v, true);
     if (const char* v = env("PROF_LINE_RSS")) o.line_rss = parse_bool("PROF_LINE_RSS", v, false);
+    if (const char* v = env("PROF_MEM_RSS_INTERVAL")) {
+        uint64_t n = 0;
+        if (parse_size(v, n) && n <= 3600000) o.mem_rss_interval_ms = uint32_t(n);
+        else
+            log(LogLevel::kWarn, "bad_option", "name=PROF_MEM_RSS_INTERVAL value=\"%s\" "
+                "expected=\"milliseconds, 0 to 3600000 (0 = off)\" using=%u",
+                log_safe(v, shown, sizeof shown), o.mem_rss_interval_ms);
+    }
     if (const char* v = env("PROF_CHUNK_SIZE")) {
         uint64_t n = 0;
         if (parse_size(v, n) && n >= format::kMinChunkSize && n <= format::kMaxChunkSize &&

@@ -69,6 +69,7 @@ struct Options {
     char clock[16];          // PROF_CLOCK: tsc | monotonic
     bool secure;             // setuid/setgid: tracing is off, the environment ignored
     bool line_rss;           // PROF_LINE_RSS=1: PROF_LINE also samples the resident set size
+    uint32_t mem_rss_interval_ms; // PROF_MEM_RSS_INTERVAL: RSS samples from the allocation path
 };
 extern Options g_options;
 void read_options();
@@ -91,6 +92,7 @@ struct ChunkWriter {
     uint8_t* cursor;   // next record goes here
     uint8_t* end;      // one past the chunk
     uint64_t last_ticks; // time of the previous timed record
+    uint64_t last_ptr;   // previous pointer of a memory record in this chunk (delta base)
     uint32_t stream;
     uint32_t seq;
     uint32_t tid;
@@ -146,6 +148,8 @@ uint32_t next_stream_id();
 // ---- functions and modules (slow path, global lock held) -----------------------------------
 // Records that `address` was seen; returns false if it must not be traced (runtime filter).
 bool note_function(uintptr_t address);
+// Records a return address of an unwound stack, to be symbolized at finish.
+void note_code_address(uintptr_t address);
 void scan_modules();
 void modules_after_fork(); // the child's trace needs its own module records
 
@@ -162,6 +166,7 @@ void runtime_start();  // idempotent; the library constructor or the first hook 
 void runtime_finish(); // library destructor
 const char* trace_path();
 void add_dropped(uint64_t n); // events a thread could not record, for the End record
+uint64_t ticks_per_ms();      // clock rate so far (from the start and now)
 
 // ---- marked sites (sites.cpp) ---------------------------------------------------------------
 }

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -107,6 +108,7 @@ PROF_NOINSTR bool open_chunk_locked(ChunkWriter& w, uint64_t now) {
     w.cursor = w.base + sizeof(ChunkHeader);
     w.end = w.base + g.chunk_size;
     w.last_ticks = h->base_ticks;
+    w.last_ptr = 0;
     return true;
 }
 
@@ -378,6 +380,12 @@ PROF_NOINSTR void runtime_finish() {
     // only if the process stream's chunk still has room.
     bool stopped_early = !g.active;
     if (g_options.symbols && !stopped_early) write_symbols();
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) { // the exact peak resident set size of the process
+        char buf[32];
+        int n = snprintf(buf, sizeof buf, "%llu", (unsigned long long)ru.ru_maxrss * 1024ull);
+        write_meta("peak_rss", buf, size_t(n));
+    }
     uint8_t rec[64], *p = rec;
     *p++ = uint8_t(format::Tag::kEnd);
     uint64_t end_ticks = now_ticks(), end_mono = monotonic_ns();
@@ -410,5 +418,12 @@ PROF_NOINSTR void runtime_finish() {
 PROF_NOINSTR const char* trace_path() { return g.path; }
 
 PROF_NOINSTR void add_dropped(uint64_t n) { g.dropped.fetch_add(n, std::memory_order_relaxed); }
+
+PROF_NOINSTR uint64_t ticks_per_ms() {
+    if (!g_use_tsc) return 1000000;
+    uint64_t dt = now_ticks() - g.start_ticks, dns = monotonic_ns() - g.start_mono;
+    // Until a millisecond has passed the ratio is too coarse: assume 3 GHz.
+    return dns >= 1000000 ? uint64_t(double(dt) * 1e6 / double(dns)) : 3000000;
+}
 
 } // namespace prof::rt

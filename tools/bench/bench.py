@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
-"""Overhead benchmark for libprof's call profiler against a minimal tracer, empty hooks, gprof and uftrace.
+"""Overhead benchmark for libprof's call profiler and line/scope macros against minimal baselines.
 
 Builds libprof and the workloads under a scratch directory, runs every configuration interleaved
 (one warm-up pass, then N reps, each running all configurations once in shuffled order) and
-prints per-workload tables:
+prints per-workload tables. The call workloads (fib, mix, threads) compare libprof's
+-finstrument-functions tracer with a minimal tracer, empty hooks, gprof and uftrace:
 
   ratio          median over reps of t_cfg / t_base (same rep), with the min-max spread
   extra ns/call  median over reps of (t_cfg - t_base) / calls
   bytes/event    trace bytes / (2 * calls)
+
+The `lines` group times PROF_LINE and PROF_SCOPE around a one-instruction statement against the
+bare statement and against the floor, two __rdtsc() reads per hit (workloads/lines.cpp):
+
+  extra ns/hit   median over reps of (t_cfg - t_bare) / hits
+  x floor        median over reps of extra_cfg / extra_floor (same rep); the target is <= 1.3x
+  bytes/hit      (trace bytes - the bare run's trace bytes) / hits
 
 Wall time is measured around fork/exec/wait4; CPU time is user + sys from wait4's rusage, which
 includes every thread and every child the process waited for (uftrace's writer threads too).
@@ -69,6 +77,26 @@ CONFIGS = {
 }
 TRACED = ("fi", "floor", "uftrace")  # configs whose trace size is measured
 
+# ---- the line/scope layer: workloads/lines.cpp ----
+# One binary per marking (-DVARIANT=...), each linked against libprof without
+# -finstrument-functions; every one, the bare one included, loads the runtime and writes a trace.
+LINES = "lines"
+LINES_SOURCE = "lines.cpp"
+LINE_VARIANTS = {"bare": "V_BARE", "floor": "V_FLOOR", "line": "V_LINE", "scope": "V_SCOPE"}
+# Hits per run, (most configs, the PROF_LINE_RSS pair), for a full run and for --quick. The
+# PROF_LINE_RSS pair runs fewer hits (two system calls each) and has its own bare baseline.
+LINE_HITS = {"full": (20_000_000, 200_000), "quick": (4_000_000, 40_000)}
+# Configurations in table order: name -> (label, binary variant, extra environment, size, base).
+LINE_CONFIGS = {
+    "bare": ("bare statement", "bare", {}, 0, "bare"),
+    "floor": ("floor: 2x __rdtsc() + TLS add", "floor", {}, 0, "bare"),
+    "line": ("PROF_LINE(statement)", "line", {}, 0, "bare"),
+    "scope": ("{ PROF_SCOPE(\"step\"); statement }", "scope", {}, 0, "bare"),
+    "bare_rss": ("bare statement (RSS-run size)", "bare", {}, 1, "bare_rss"),
+    "line_rss": ("PROF_LINE with PROF_LINE_RSS=1", "line", {"PROF_LINE_RSS": "1"}, 1, "bare_rss"),
+}
+LINE_TARGET = 1.3  # the issue's target: PROF_LINE and PROF_SCOPE at most 1.3x the floor
+
 UFTRACE_RECORD = ["uftrace", "record", "--no-libcall", "--no-event"]
 UFTRACE_RECORD_SIZE = 16  # bytes per entry or exit record (no arguments recorded)
 
@@ -118,7 +146,11 @@ class Build:
             if stale(out, [src]):
                 check([CXX, "-std=c++20", "-O2", "-g", "-fPIC", "-shared", src, "-o", out])
         log("bench: building workloads")
+        if LINES in workloads:
+            self.lines()
         for w in workloads:
+            if w == LINES:
+                continue
             src = HERE / "workloads" / WORKLOADS[w][0]
             for variant, (flags, lib) in VARIANTS.items():
                 libdir = self.libprof_lib if lib == "prof" else self.hooks
@@ -126,6 +158,19 @@ class Build:
                 out = self.binary(w, variant)
                 if stale(out, [src] + ([libdir / f"lib{lib}.so"] if lib else [])):
                     check([CXX, *COMMON_FLAGS, *flags, src, "-o", out, *link])
+
+    def lines(self):
+        """The line/scope workload, one binary per marking, against prof::prof only (the public
+        headers and libprof.so: what a program using the macros compiles and links with)."""
+        src = HERE / "workloads" / LINES_SOURCE
+        include = self.repo / "libprof" / "include"
+        lib = self.libprof_lib / "libprof.so"
+        deps = [src, lib, include / "prof" / "prof.hpp", include / "prof" / "prof.h"]
+        for variant, define in LINE_VARIANTS.items():
+            out = self.binary(LINES, variant)
+            if stale(out, deps):
+                check([CXX, *COMMON_FLAGS, f"-DVARIANT={define}", "-I", include, src, "-o", out,
+                       "-L", self.libprof_lib, "-lprof", f"-Wl,-rpath,{self.libprof_lib}"])
 
 
 # ---- running ---------------------------------------------------------------------------------
@@ -195,13 +240,30 @@ class Runner:
     def args(self, w, tiny=False):
         return WORKLOADS[w][3 if tiny else 2 if self.quick else 1]
 
+    def line_hits(self, cfg):
+        """Hits (loop iterations) of one run of a `lines` configuration."""
+        return LINE_HITS["quick" if self.quick else "full"][LINE_CONFIGS[cfg][3]]
+
     def output(self, w, cfg):
         """The trace (file or directory) a configuration writes, or None."""
+        if w == LINES:
+            return self.rundir / f"{w}_{cfg}.trace"
         return {"fi": self.rundir / f"{w}.trace", "floor": self.rundir / f"{w}.floor",
                 "uftrace": self.rundir / f"{w}.uftrace", "pg": self.rundir / "gmon.out"}.get(cfg)
 
+    @staticmethod
+    def traced(w, cfg):
+        """Whether the size of the configuration's trace is measured."""
+        return w == LINES or cfg in TRACED
+
     def command(self, w, cfg, tiny=False):
         """(argv, environment) of one run."""
+        if w == LINES:  # every lines binary runs libprof: always give it its trace path
+            _, variant, extra_env, _, _ = LINE_CONFIGS[cfg]
+            env = base_env()
+            env["PROF_OUT"] = str(self.output(w, cfg))
+            env.update(extra_env)
+            return [self.b.binary(w, variant), str(self.line_hits(cfg))], env
         binary = self.b.binary(w, CONFIGS[cfg][1])
         env = base_env()
         argv = [binary, *self.args(w, tiny)]
@@ -220,7 +282,7 @@ class Runner:
             remove(out)
         argv, env = self.command(w, cfg, tiny)
         r = run(argv, env=env, cwd=self.rundir, err_log=self.err_log)
-        size = path_bytes(out) if cfg in TRACED else None
+        size = path_bytes(out) if self.traced(w, cfg) else None
         if out and not keep:
             remove(out)
         return r, size
@@ -238,9 +300,30 @@ class Runner:
             log(f"bench: warning: {w}: {enters} enters but {exits} exits")
         return enters
 
-    def profreport_json(self, trace):
-        text = check([self.b.profreport, trace, "--format", "json"])
+    def profreport_json(self, trace, *options):
+        text = check([self.b.profreport, trace, "--format", "json", *options])
         return json.loads(text)
+
+    def check_lines(self):
+        """Runs the marked `lines` configurations once and compares what profreport --lines
+        reads back with the hits they ran. Returns (description, {cfg: trace seconds per hit})."""
+        parts, recorded = [], {}
+        for cfg in ("line", "scope", "line_rss"):
+            self.once(LINES, cfg, keep=True)
+            trace = self.output(LINES, cfg)
+            rows = self.profreport_json(trace, "--lines")["lines"]
+            remove(trace)
+            n = self.line_hits(cfg)
+            hits = sum(r["hits"] for r in rows)
+            ok = len(rows) == 1 and hits == n
+            text = f"{cfg} {fmt_int(hits)} hits"
+            if cfg == "line_rss":
+                samples = sum(r.get("occurrences", 0) for r in rows)
+                ok = ok and samples == n
+                text += f" with {fmt_int(samples)} RSS samples"
+            parts.append(text + ("" if ok else f" (expected {fmt_int(n)} - DIFFERS)"))
+            recorded[cfg] = sum(r["time"] for r in rows) / hits if hits else float("nan")
+        return "lines: profreport --lines reads back " + "; ".join(parts), recorded
 
 
 # ---- statistics and tables -------------------------------------------------------------------
@@ -339,6 +422,82 @@ def comparison_lines(stats, calls, fixed):
     return out
 
 
+# ---- the lines group -------------------------------------------------------------------------
+
+LINE_TABLE_HEAD = ["config", "reps", "hits/run", "median wall s", "extra ns/hit (min-max)",
+                   "extra CPU ns/hit", "x floor (min-max)", "trace bytes", "bytes/hit"]
+
+
+def lines_summarize(runs, hits):
+    """Per-config statistics of the lines group from runs[cfg] = [(Result, bytes)] (rep-aligned)
+    and hits[cfg]. Each config is compared with its bare baseline of the same size and rep;
+    "x floor" divides its extra time by the floor's extra time from the same rep."""
+    stats = {}
+    for cfg, rs in runs.items():
+        base, n = runs[LINE_CONFIGS[cfg][4]], hits[cfg]
+        pairs = list(zip(rs, base))
+        stats[cfg] = {
+            "reps": len(rs), "hits": n,
+            "wall": med([r.wall for r, _ in rs]),
+            "wall_ns": [(r.wall - b.wall) / n * 1e9 for (r, _), (b, _) in pairs],
+            "cpu_ns": [(r.cpu - b.cpu) / n * 1e9 for (r, _), (b, _) in pairs],
+            "bytes": med([s for _, s in rs]),
+            "extra_bytes": med([s - sb for (_, s), (_, sb) in pairs]),
+        }
+        stats[cfg]["bytes_per_hit"] = stats[cfg]["extra_bytes"] / n
+    floor = stats["floor"]
+    for st in stats.values():
+        for kind in ("wall", "cpu"):
+            st[f"{kind}_floor"] = [x / f for x, f in zip(st[f"{kind}_ns"], floor[f"{kind}_ns"])
+                                   if f > 0]
+    return stats
+
+
+def lines_rows(stats):
+    rows = []
+    for cfg, (label, _, _, _, base) in LINE_CONFIGS.items():
+        s = stats[cfg]
+        is_base = cfg == base
+        ns, fl = s["wall_ns"], s["wall_floor"]
+        rows.append([
+            label, str(s["reps"]), fmt_int(s["hits"]), f"{s['wall']:.3f}",
+            "-" if is_base else f"{med(ns):.1f} ({min(ns):.1f}-{max(ns):.1f})",
+            "-" if is_base else f"{med(s['cpu_ns']):.1f}",
+            "-" if is_base else f"{med(fl):.2f}x ({min(fl):.2f}-{max(fl):.2f})",
+            fmt_int(s["bytes"]),
+            "-" if is_base else f"{s['bytes_per_hit']:.3f}",
+        ])
+    return rows
+
+
+def lines_notes(stats, recorded):
+    """The issue's target checked on this run, and what PROF_LINE_RSS adds."""
+    floor = stats["floor"]
+    out = [f"floor (two __rdtsc() reads + a thread-local add): {med(floor['wall_ns']):.1f} ns/hit wall, "
+           f"{med(floor['cpu_ns']):.1f} ns/hit CPU"]
+    for cfg, name in (("line", "PROF_LINE"), ("scope", "PROF_SCOPE")):
+        s = stats[cfg]
+        x = med(s["wall_floor"])
+        verdict = "met" if x <= LINE_TARGET else "NOT met"
+        out.append(f"{name}: {med(s['wall_ns']):.1f} ns/hit = {x:.2f}x the floor wall "
+                   f"({med(s['cpu_floor']):.2f}x CPU); target <= {LINE_TARGET}x: {verdict}")
+    rss, line = stats["line_rss"], stats["line"]
+    out.append(f"PROF_LINE with PROF_LINE_RSS=1: {med(rss['wall_ns']):.0f} ns/hit "
+               f"({med(rss['wall_ns']) / med(line['wall_ns']):.0f}x plain PROF_LINE): each hit "
+               "also reads /proc/self/statm twice (two pread() system calls plus parsing)")
+    # Lines are summed in the process: their trace should not grow with the hits.
+    constant = abs(line["extra_bytes"] - rss["extra_bytes"]) < 4096
+    out.append(f"PROF_LINE's trace is {fmt_int(line['extra_bytes'])} B larger than the bare run's at "
+               f"{fmt_int(line['hits'])} hits and {fmt_int(rss['extra_bytes'])} B at "
+               f"{fmt_int(rss['hits'])} (PROF_LINE_RSS): "
+               + ("a per-thread constant (the thread's first chunk and one LineStats record), not a "
+                  "per-hit cost" if constant else "it GROWS with the hits"))
+    if recorded:
+        out.append("time the trace itself attributes per hit (profreport --lines time / hits): "
+                   + ", ".join(f"{cfg} {t * 1e9:.1f} ns" for cfg, t in recorded.items()))
+    return out
+
+
 def render_text(head, rows):
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
     line = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
@@ -386,6 +545,43 @@ def report_speed(runner, w, reps=3):
 
 # ---- main ------------------------------------------------------------------------------------
 
+def call_footnotes(call_workloads):
+    return [
+        "ratio: median over reps of t_cfg / t_base from the same rep (min-max in brackets); "
+        "extra ns/call: median over reps of (t_cfg - t_base) / calls; bytes/event: trace bytes / (2 x calls).",
+        "calls = enter hooks counted with a counting-hooks build; every row divides by it. "
+        "gprof's mcount runs only in functions that were not inlined, so its per-call figure for mix "
+        "(where an inlined helper keeps its hooks) is per hook call, not per mcount call.",
+        f"uftrace: `{' '.join(UFTRACE_RECORD)} -d DIR` on the -finstrument-functions binary linked "
+        "without libprof (glibc's no-op hooks); it records exactly the hook events. Its CPU time "
+        "includes its writer threads.",
+        "floor: tools/bench/hooks/floor.cpp (rdtsc per event, 16 B record into a 256 KiB "
+        "initial-exec TLS buffer, writev() per full buffer), built as a .so like libprof.",
+        "fixed cost: the fi binary minus the base binary on a near-empty input ("
+        + ", ".join(f"{w} {' '.join(WORKLOADS[w][3])}" for w in call_workloads)
+        + f"), median of {FIXED_COST_PAIRS} interleaved pairs: libprof's start-up and exit work (the symbol table "
+        "written at exit), paid once per process whatever the number of calls.",
+        "CPU time is user + sys of all threads; in `threads` (4 threads on the machine's CPUs) "
+        "wall ns/call is below CPU ns/call only when the other CPUs were free.",
+    ]
+
+
+LINE_FOOTNOTES = [
+    "lines: tools/bench/workloads/lines.cpp, one loop of `acc += i * 3` (acc kept in a register "
+    "behind an empty asm) in one binary per marking, built with the public headers and linked "
+    "with -lprof only (no -finstrument-functions). Every binary, the bare one included, loads "
+    "libprof and writes a trace, so start-up and exit work cancel out in extra ns/hit and in bytes/hit.",
+    "lines: extra ns/hit: median over reps of (t_cfg - t_bare) / hits, with the bare run of the "
+    "same size and rep; x floor: median over reps of extra_cfg / extra_floor from the same rep; "
+    f"the issue's target is PROF_LINE and PROF_SCOPE at most {LINE_TARGET}x the floor. bytes/hit: "
+    "(trace bytes - the bare run's) / hits: PROF_LINE sums hits per thread in the process (one "
+    "record per site at thread end), PROF_SCOPE writes an enter and an exit event per hit.",
+    "lines: floor = two __rdtsc() reads around the statement with their difference added to a "
+    "local-exec thread-local in memory, the two cycle-counter reads the target refers to.",
+]
+
+
+
 def machine_line():
     model = "unknown CPU"
     try:
@@ -424,8 +620,9 @@ def main():
     ap.add_argument("--reps", type=int, help="timed reps (default 7, 2 with --quick)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/libprof-bench"),
                     help="scratch directory for builds and traces (default /tmp/libprof-bench)")
-    ap.add_argument("--workloads", default="fib,mix,threads", help="comma-separated subset of "
-                    + ",".join(WORKLOADS))
+    ap.add_argument("--workloads", default=",".join([*WORKLOADS, LINES]),
+                    help="comma-separated subset of " + ",".join([*WORKLOADS, LINES])
+                    + " (default: all)")
     ap.add_argument("--repo", type=Path, default=HERE.parent.parent,
                     help="libprof source tree to build (default: the one holding this script)")
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer reps (smoke test)")
@@ -433,12 +630,13 @@ def main():
     args = ap.parse_args()
     workloads = [w for w in args.workloads.split(",") if w]
     for w in workloads:
-        if w not in WORKLOADS:
-            ap.error(f"unknown workload {w!r} (choose from {', '.join(WORKLOADS)})")
+        if w not in WORKLOADS and w != LINES:
+            ap.error(f"unknown workload {w!r} (choose from {', '.join([*WORKLOADS, LINES])})")
+    call_workloads = [w for w in workloads if w in WORKLOADS]
     reps = args.reps if args.reps is not None else (2 if args.quick else 7)
     if reps < 1:
         ap.error("--reps must be at least 1")
-    if shutil.which("uftrace") is None:
+    if call_workloads and shutil.which("uftrace") is None:
         sys.exit("bench: uftrace not found (apt-get install uftrace)")
     command = shlex.join([os.path.basename(sys.executable), *sys.argv])
     started = datetime.datetime.now().astimezone()
@@ -448,10 +646,14 @@ def main():
     build = Build(work, args.repo.resolve())
     build.all(workloads)
     runner = Runner(build, args.quick)
-    configs = list(CONFIGS)
+    configs = {w: list(LINE_CONFIGS if w == LINES else CONFIGS) for w in workloads}
 
-    calls, check_lines = {}, []
-    for w in workloads:
+    calls, check_lines, line_recorded = {}, [], {}
+    if LINES in workloads:
+        text, line_recorded = runner.check_lines()
+        check_lines.append(text)
+        log(f"bench: {text}")
+    for w in call_workloads:
         calls[w] = runner.count_calls(w)
         # Cross-check the count with what libprof itself recorded.
         runner.once(w, "fi", keep=True)
@@ -465,12 +667,12 @@ def main():
         log(f"bench: {check_lines[-1]}")
 
     # runs[w][cfg] = [(Result, bytes)], one entry per rep, in rep order.
-    runs = {w: {c: [] for c in configs} for w in workloads}
+    runs = {w: {c: [] for c in configs[w]} for w in workloads}
     order = random.Random()
     for rep in range(-1, reps):  # rep -1 is the uncounted warm-up pass
         log(f"bench: {'warm-up' if rep < 0 else f'rep {rep + 1}/{reps}'}")
         for w in workloads:
-            shuffled = configs[:]
+            shuffled = configs[w][:]
             order.shuffle(shuffled)
             for cfg in shuffled:
                 r, size = runner.once(w, cfg)
@@ -481,6 +683,8 @@ def main():
     raw = {"command": command, "machine": machine_line(), "calls": calls, "fixed_cost_s": {},
            "runs": {}}
     for w in workloads:
+        if w == LINES:
+            continue
         n = calls[w]
         stats = summarize(runs[w], n)
         desc = WORKLOADS[w][4]
@@ -488,40 +692,39 @@ def main():
                  f"({fmt_int(2 * n)} events), base {stats['base']['wall'] * 1e3:.1f} ms")
         fixed = fixed_cost(runner, w)
         notes = comparison_lines(stats, n, fixed)
-        sections.append((title, TABLE_HEAD, table_rows(stats, n, configs), notes))
+        sections.append((title, TABLE_HEAD, table_rows(stats, n, configs[w]), notes))
         raw["fixed_cost_s"][w] = fixed
         raw["runs"][w] = {c: [{"wall": r.wall, "cpu": r.cpu, "bytes": s} for r, s in rs]
                           for c, rs in runs[w].items()}
 
-    # Reader speed on the workload with the largest libprof trace.
-    biggest = max(workloads, key=lambda w: med([s for _, s in runs[w]["fi"]]))
-    log(f"bench: timing profreport and uftrace report on the {biggest} traces")
-    head, rows = report_speed(runner, biggest)
-    raw["readers"] = [dict(zip(head, r)) for r in rows]
-    sections.append((f"trace readers on the {biggest} traces (events = sum of threads[].events in "
-                     f"profreport's JSON; uftrace records = .dat bytes / {UFTRACE_RECORD_SIZE})",
-                     head, rows, []))
+    if LINES in workloads:
+        hits = {cfg: runner.line_hits(cfg) for cfg in LINE_CONFIGS}
+        stats = lines_summarize(runs[LINES], hits)
+        title = (f"lines: PROF_LINE / PROF_SCOPE around one addition, {fmt_int(hits['bare'])} hits "
+                 f"per run ({fmt_int(hits['bare_rss'])} with PROF_LINE_RSS=1), "
+                 f"bare {stats['bare']['wall'] * 1e3:.1f} ms")
+        sections.append((title, LINE_TABLE_HEAD, lines_rows(stats),
+                         lines_notes(stats, line_recorded)))
+        raw["line_hits"] = hits
+        raw["runs"][LINES] = {c: [{"wall": r.wall, "cpu": r.cpu, "bytes": s} for r, s in rs]
+                              for c, rs in runs[LINES].items()}
 
-    footnotes = [
-        "ratio: median over reps of t_cfg / t_base from the same rep (min-max in brackets); "
-        "extra ns/call: median over reps of (t_cfg - t_base) / calls; bytes/event: trace bytes / (2 x calls).",
-        "calls = enter hooks counted with a counting-hooks build; every row divides by it. "
-        "gprof's mcount runs only in functions that were not inlined, so its per-call figure for mix "
-        "(where an inlined helper keeps its hooks) is per hook call, not per mcount call.",
-        f"uftrace: `{' '.join(UFTRACE_RECORD)} -d DIR` on the -finstrument-functions binary linked "
-        "without libprof (glibc's no-op hooks); it records exactly the hook events. Its CPU time "
-        "includes its writer threads.",
-        "floor: tools/bench/hooks/floor.cpp (rdtsc per event, 16 B record into a 256 KiB "
-        "initial-exec TLS buffer, writev() per full buffer), built as a .so like libprof.",
-        "fixed cost: the fi binary minus the base binary on a near-empty input ("
-        + ", ".join(f"{w} {' '.join(WORKLOADS[w][3])}" for w in workloads)
-        + f"), median of {FIXED_COST_PAIRS} interleaved pairs: libprof's start-up and exit work (the symbol table "
-        "written at exit), paid once per process whatever the number of calls.",
-        "CPU time is user + sys of all threads; in `threads` (4 threads on the machine's CPUs) "
-        "wall ns/call is below CPU ns/call only when the other CPUs were free.",
-        *check_lines,
-        f"raw per-run times: {work / 'results.json'}",
-    ]
+    # Reader speed on the call workload with the largest libprof trace.
+    if call_workloads:
+        biggest = max(call_workloads, key=lambda w: med([s for _, s in runs[w]["fi"]]))
+        log(f"bench: timing profreport and uftrace report on the {biggest} traces")
+        head, rows = report_speed(runner, biggest)
+        raw["readers"] = [dict(zip(head, r)) for r in rows]
+        sections.append((f"trace readers on the {biggest} traces (events = sum of threads[].events "
+                         f"in profreport's JSON; uftrace records = .dat bytes / "
+                         f"{UFTRACE_RECORD_SIZE})", head, rows, []))
+
+    footnotes = []
+    if call_workloads:
+        footnotes += call_footnotes(call_workloads)
+    if LINES in workloads:
+        footnotes += LINE_FOOTNOTES
+    footnotes += [*check_lines, f"raw per-run times: {work / 'results.json'}"]
     ended = datetime.datetime.now().astimezone()
     took = int((ended - started).total_seconds())
     header = [("machine", machine_line()),
@@ -543,7 +746,7 @@ def main():
         print(f"- {line}")
 
     if args.markdown:
-        md = ["# libprof call-profiler overhead", ""]
+        md = ["# libprof overhead", ""]
         md += [f"- {key}: {value}" for key, value in header]
         for title, head, rows, notes in sections:
             md += ["", f"## {title}", "", render_md(head, rows)]

@@ -1,5 +1,6 @@
 // profreport: reads libprof traces and prints the cProfile-style table and related views.
 #include "analysis/lines.hpp"
+#include "analysis/memory_report.hpp"
 #include "analysis/profile.hpp"
 #include "analysis/report.hpp"
 #include "common/tool_log.hpp"
@@ -31,8 +32,10 @@ options:
   -m, --match REGEX     only functions whose `path:line(function)` (full path) matches REGEX
       --lines           line_profiler's view: per function with PROF_LINE/PROF_SCOPE/
                         PROF_FUNCTION sites, hits and time per source line
-      --memory          with --lines: memory_profiler's view (Mem usage, Increment,
-                        Occurrences per line; needs PROF_LINE_RSS=1 when recording)
+      --memory          the memory report of a `profrun --mem` trace: allocation calls,
+                        peak heap and RSS, leaks, temporaries, top sites with stacks
+                        (--limit sites per section); with --lines, memory_profiler's
+                        view (Mem usage, Increment, Occurrences per line)
       --unit SECONDS    timer unit of --lines (default 1e-9)
       --source-dir DIR  also look for source files in DIR (repeatable)
       --callers REGEX   who called the matching functions (pstats print_callers)
@@ -157,9 +160,6 @@ Args parse(int argc, char** argv, tools::ToolLog& log) {
         }
     }
     if (a.traces.empty()) throw UsageError{"no trace given (see profreport --help)"};
-    if (a.memory && !a.lines)
-        throw UsageError{"--memory needs --lines (the allocation report comes with the memory "
-                         "profiler)"};
     for (const std::string* re : {&a.table.filter, &a.callers, &a.callees}) {
         try {
             if (!re->empty()) std::regex check(*re);
@@ -246,7 +246,14 @@ int run(int argc, char** argv) {
         analysis::TableOptions o = a.table;
         o.title = title;
         if (a.info) print_info(out, p);
-        else if (a.lines) {
+        else if (a.memory && !a.lines) {
+            analysis::MemoryOptions mo;
+            if (a.table.limit) mo.limit = a.table.limit;
+            mo.full_paths = a.table.full_paths;
+            if (a.format == "json") analysis::print_memory_json(out, builder.memory(), mo);
+            else analysis::print_memory(out, builder.memory(), mo);
+            break;
+        } else if (a.lines) {
             if (!o.title.empty() && a.format == "text") fmt::print(out, "{}\n", o.title);
             analysis::LineOptions lo = a.line;
             // Relative source paths are tried against the directory the program ran in.

@@ -28,6 +28,8 @@ options:
   -o, --output FILE         trace file (default: COMMAND's name + .trace); an existing file
                             is moved to FILE.old first, unless --force replaces it
   -f, --force               replace an existing FILE
+      --mem                 also profile memory: load libprofmem.so (the allocation
+                            interposer) into COMMAND; works on unmodified programs
       --preload             load libprof.so into COMMAND with LD_PRELOAD
       --exclude GLOBS       do not record functions whose symbol matches one of the
                             comma-separated globs (PROF_EXCLUDE)
@@ -55,12 +57,11 @@ bool exists(const std::string& p) {
     return lstat(p.c_str(), &st) == 0;
 }
 
-// libprof.so next to this profrun: installed (bin/../lib) or in the build tree.
-std::string find_runtime() {
+// A library of ours next to this profrun: installed (bin/../lib) or in the build tree.
+std::string find_runtime(const std::string& name = "libprof.so") {
     std::string dir = self_dir();
-    for (const char* rel : {"/../lib/libprof.so", "/../lib64/libprof.so",
-                            "/../lib/x86_64-linux-gnu/libprof.so", "/../libprof/libprof.so"}) {
-        std::string p = dir + rel;
+    for (const char* rel : {"/../lib/", "/../lib64/", "/../lib/x86_64-linux-gnu/", "/../libprof/"}) {
+        std::string p = dir + rel + name;
         if (exists(p)) {
             char real[4096];
             if (realpath(p.c_str(), real)) return real;
@@ -80,7 +81,7 @@ std::string basename_of(const std::string& p) {
 int main(int argc, char** argv) {
     prof::tools::ToolLog log("profrun");
     std::string output;
-    bool force = false, preload = false, quiet = false;
+    bool force = false, preload = false, quiet = false, mem = false;
     int i = 1;
     auto value = [&](const char* opt) -> const char* {
         if (i + 1 >= argc) {
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
         } else if (a == "-o" || a == "--output") output = value("-o");
         else if (a == "-f" || a == "--force") force = true;
         else if (a == "--preload") preload = true;
+        else if (a == "--mem") mem = true;
         else if (a == "-q" || a == "--quiet") quiet = true;
         else if (a == "--exclude") setenv("PROF_EXCLUDE", value("--exclude"), 1);
         else if (a == "--exclude-modules") setenv("PROF_EXCLUDE_MODULES", value("--exclude-modules"), 1);
@@ -147,14 +149,19 @@ int main(int argc, char** argv) {
         }
     }
     setenv("PROF_OUT", output.c_str(), 1);
-    if (preload) {
-        std::string rt = find_runtime();
-        if (rt.empty()) {
-            log.error("--preload: cannot find libprof.so next to profrun");
+    std::string preloads;
+    for (auto [wanted, name] : {std::pair{preload, "libprof.so"}, std::pair{mem, "libprofmem.so"}}) {
+        if (!wanted) continue;
+        std::string lib = find_runtime(name);
+        if (lib.empty()) {
+            log.error(fmt::format("cannot find {} next to profrun", name));
             return 1;
         }
+        preloads += (preloads.empty() ? "" : ":") + lib;
+    }
+    if (!preloads.empty()) {
         const char* prev = std::getenv("LD_PRELOAD");
-        std::string v = prev && *prev ? rt + ":" + prev : rt;
+        std::string v = prev && *prev ? preloads + ":" + prev : preloads;
         setenv("LD_PRELOAD", v.c_str(), 1);
     }
 

@@ -121,6 +121,33 @@ enum class Tag : uint8_t {
     //   u64 site address, uleb hits, uleb ticks, uleb rss_samples, sleb rss_increment_bytes,
     //   uleb rss_last_bytes
     kLineStats = 0x41,
+    // 1.1, thread streams: the memory profiler (libprofmem.so). Pointers are signed deltas
+    // from the previous pointer of the same chunk (0 at the start of a chunk); `stack` 0 means
+    // the thread's current call path (from its Enter/Exit records), otherwise a Stack id of
+    // the same stream. One record per user-level call, whatever the entry point.
+    //   Alloc:   uleb dt, sleb ptr, uleb size, uleb stack, u8 AllocKind
+    //   Free:    uleb dt, sleb ptr, u8 FreeKind                (written before the real free)
+    //   Realloc: uleb dt, sleb old_ptr, sleb new_ptr, uleb size, uleb stack
+    //   Stack:   uleb id, uleb count, count x u64 return address (innermost first)
+    //   Rss:     uleb dt, uleb resident bytes
+    kAlloc = 0x42,
+    kFree = 0x43,
+    kRealloc = 0x44,
+    kStack = 0x45,
+    kRss = 0x46,
+};
+
+enum class AllocKind : uint8_t {
+    kMalloc = 1,   // malloc, calloc, reallocarray of null
+    kAligned = 2,  // posix_memalign, aligned_alloc, memalign, valloc, pvalloc
+    kNew = 3,      // operator new (every form but the array ones)
+    kNewArray = 4, // operator new[]
+};
+
+enum class FreeKind : uint8_t {
+    kFree = 1,        // free (or realloc to size 0)
+    kDelete = 2,      // operator delete
+    kDeleteArray = 3, // operator delete[]
 };
 
 enum class SiteKind : uint8_t {

@@ -1,0 +1,128 @@
+// Renderings of a MemoryReport.
+#include "analysis/memory_report.hpp"
+
+#include "analysis/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+
+namespace prof::analysis {
+
+std::string format_bytes(double b) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    double v = b < 0 ? -b : b;
+    while (v >= 1024 && u < 4) v /= 1024, ++u;
+    return u == 0 ? fmt::format("{}{} B", b < 0 ? "-" : "", uint64_t(v))
+                  : fmt::format("{}{:.2f} {}", b < 0 ? "-" : "", v, units[u]);
+}
+
+namespace {
+
+std::string frame_text(const MemoryFrame& f, bool full_paths) {
+    std::string file = f.file;
+    if (!full_paths && file.rfind('/') != std::string::npos) file = file.substr(file.rfind('/') + 1);
+    std::string where = file.empty() ? std::string() : fmt::format(" ({}:{})", file, f.line);
+    if (file.empty() && !f.module.empty()) {
+        std::string mod = f.module.substr(f.module.rfind('/') == std::string::npos ? 0 : f.module.rfind('/') + 1);
+        where = fmt::format(" (in {})", mod);
+    }
+    return reader::printable(f.name + where);
+}
+
+void print_stack(std::FILE* out, const MemorySite& s, const MemoryOptions& o) {
+    if (s.stack.empty()) {
+        fmt::print(out, "      <no stack: allocated outside any traced call>\n");
+        return;
+    }
+    for (size_t i = 0; i < s.stack.size() && i < o.depth; ++i)
+        fmt::print(out, "      {} {}\n", i == 0 ? "at" : "  ", frame_text(s.stack[i], o.full_paths));
+    if (s.stack.size() > o.depth) fmt::print(out, "         ... {} more frames\n", s.stack.size() - o.depth);
+}
+
+void section(std::FILE* out, const MemoryReport& m, const MemoryOptions& o, const char* title,
+             const std::function<uint64_t(const MemorySite&)>& key,
+             const std::function<std::string(const MemorySite&)>& line) {
+    std::vector<size_t> idx;
+    for (size_t i = 0; i < m.sites.size(); ++i)
+        if (key(m.sites[i])) idx.push_back(i);
+    if (idx.empty()) return;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return key(m.sites[a]) > key(m.sites[b]); });
+    fmt::print(out, "\n{}\n", title);
+    for (size_t k = 0; k < idx.size() && k < o.limit; ++k) {
+        fmt::print(out, "  {}\n", line(m.sites[idx[k]]));
+        print_stack(out, m.sites[idx[k]], o);
+    }
+    if (idx.size() > o.limit) fmt::print(out, "  ... and {} more sites\n", idx.size() - o.limit);
+}
+
+} // namespace
+
+void print_memory(std::FILE* out, const MemoryReport& m, const MemoryOptions& o) {
+    if (!m.present) {
+        fmt::print(out, "No allocation data in this trace: record with `profrun --mem` "
+                        "(or LD_PRELOAD=libprofmem.so).\n");
+        return;
+    }
+    fmt::print(out, "calls to allocation functions: {} ({} temporary)\n", m.allocations, m.temporary);
+    fmt::print(out, "calls to release functions: {}{}\n", m.frees,
+               m.unknown_frees ? fmt::format(" ({} of blocks allocated before tracing)", m.unknown_frees) : "");
+    fmt::print(out, "bytes allocated: {}\n", format_bytes(double(m.bytes_allocated)));
+    fmt::print(out, "peak heap: {} at {:.3f} s   peak RSS: {}   leaked: {} in {} blocks\n",
+               format_bytes(double(m.peak_heap)), m.peak_heap_time,
+               m.peak_rss ? format_bytes(double(m.peak_rss)) : std::string("n/a"),
+               format_bytes(double(m.leaked_bytes)), m.leaked_blocks);
+    if (!m.mismatches.empty()) {
+        fmt::print(out, "\nMISMATCHED ALLOCATION AND RELEASE\n");
+        for (const Mismatch& mm : m.mismatches) {
+            fmt::print(out, "  {} block{} allocated with {} and released with {}\n", mm.count,
+                       mm.count == 1 ? "" : "s", mm.allocated_with, mm.freed_with);
+            print_stack(out, m.sites[mm.site], o);
+        }
+    }
+    section(out, m, o, "MOST CALLS TO ALLOCATION FUNCTIONS", [](const MemorySite& s) { return s.allocations; },
+            [](const MemorySite& s) {
+                return fmt::format("{} calls, {} allocated", s.allocations, format_bytes(double(s.bytes)));
+            });
+    section(out, m, o, "PEAK MEMORY CONSUMERS", [](const MemorySite& s) { return s.peak_bytes; },
+            [](const MemorySite& s) {
+                return fmt::format("{} live at the peak ({} calls)", format_bytes(double(s.peak_bytes)), s.allocations);
+            });
+    section(out, m, o, "MEMORY LEAKED", [](const MemorySite& s) { return s.leaked_bytes; },
+            [](const MemorySite& s) {
+                return fmt::format("{} leaked in {} blocks", format_bytes(double(s.leaked_bytes)), s.leaked_blocks);
+            });
+    section(out, m, o, "MOST TEMPORARY ALLOCATIONS", [](const MemorySite& s) { return s.temporary; },
+            [](const MemorySite& s) {
+                return fmt::format("{} temporary of {} calls", s.temporary, s.allocations);
+            });
+    fmt::print(out, "\n");
+}
+
+void print_memory_json(std::FILE* out, const MemoryReport& m, const MemoryOptions& o) {
+    fmt::print(out, "{{\n  \"summary\": {{\"allocations\": {}, \"frees\": {}, \"temporary_allocations\": {}, "
+                    "\"bytes_allocated\": {}, \"peak_heap\": {}, \"peak_rss\": {}, \"leaked_bytes\": {}, "
+                    "\"leaked_blocks\": {}, \"unknown_frees\": {}}},\n  \"mismatches\": [",
+               m.allocations, m.frees, m.temporary, m.bytes_allocated, m.peak_heap, m.peak_rss,
+               m.leaked_bytes, m.leaked_blocks, m.unknown_frees);
+    for (size_t i = 0; i < m.mismatches.size(); ++i)
+        fmt::print(out, "{}\n    {{\"allocated_with\": \"{}\", \"freed_with\": \"{}\", \"count\": {}, \"site\": {}}}",
+                   i ? "," : "", m.mismatches[i].allocated_with, m.mismatches[i].freed_with,
+                   m.mismatches[i].count, m.mismatches[i].site);
+    fmt::print(out, "\n  ],\n  \"sites\": [");
+    for (size_t i = 0; i < m.sites.size(); ++i) {
+        const MemorySite& s = m.sites[i];
+        fmt::print(out, "{}\n    {{\"stack\": [", i ? "," : "");
+        for (size_t k = 0; k < s.stack.size() && k < std::max<size_t>(o.depth, 64); ++k)
+            fmt::print(out, "{}{{\"name\": \"{}\", \"file\": \"{}\", \"line\": {}}}", k ? ", " : "",
+                       json_escape(s.stack[k].name), json_escape(s.stack[k].file), s.stack[k].line);
+        fmt::print(out, "], \"allocations\": {}, \"bytes\": {}, \"peak_bytes\": {}, \"leaked_bytes\": {}, "
+                        "\"leaked_blocks\": {}, \"temporary_allocations\": {}}}",
+                   s.allocations, s.bytes, s.peak_bytes, s.leaked_bytes, s.leaked_blocks, s.temporary);
+    }
+    fmt::print(out, "\n  ]\n}}\n");
+}
+
+} // namespace prof::analysis

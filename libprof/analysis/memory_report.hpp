@@ -1,0 +1,21 @@
+// The memory report (heaptrack's questions, memory_profiler's numbers): summary, top sites by
+// allocations, peak contribution, leaks and temporaries, each with its stack; and its JSON.
+#pragma once
+
+#include "analysis/profile.hpp"
+
+#include <cstdio>
+
+namespace prof::analysis {
+
+struct MemoryOptions {
+    size_t limit = 10;      // sites per section
+    size_t depth = 8;       // frames shown per stack
+    bool full_paths = false;
+};
+
+void print_memory(std::FILE* out, const MemoryReport& m, const MemoryOptions& o);
+void print_memory_json(std::FILE* out, const MemoryReport& m, const MemoryOptions& o);
+std::string format_bytes(double bytes); // "9.81 MiB"
+
+} // namespace prof::analysis

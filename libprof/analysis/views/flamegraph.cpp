@@ -1,0 +1,244 @@
+// The flame graph: one <g> per call path with its exact offset and width in nanoseconds
+// (data-o, data-n), so that the inline script can zoom without rounding. Layout and controls
+// follow flamegraph.pl (hover details, click to zoom, Ctrl-F / "Search" to highlight with a
+// regular expression, Escape to reset); the script is written here, not copied.
+#include "analysis/views/render.hpp"
+
+#include "reader/trace_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace prof::analysis::views {
+
+std::string xml_escape(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (unsigned char c : s) {
+        switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&#39;"; break;
+        default:
+            if (c < 0x20 && c != '\t') out += "\xEF\xBF\xBD"; // not allowed in XML 1.0
+            else out += char(c);
+        }
+    }
+    return out;
+}
+
+namespace {
+
+constexpr int kFrameHeight = 16;
+constexpr int kPad = 10;
+constexpr int kTop = 36;
+constexpr int kBottom = 34;
+constexpr double kCharWidth = 12 * 0.59;
+
+uint32_t hash(std::string_view s, uint32_t seed) {
+    uint32_t h = 2166136261u ^ seed;
+    for (unsigned char c : s) h = (h ^ c) * 16777619u;
+    return h;
+}
+
+// flamegraph.pl's "hot" palette for functions, "aqua" for scopes and regions, grey for the
+// root and thread frames: stable per name.
+std::string color(const CallTree& t, const CallTreeNode& n) {
+    if (n.function == kNoFunction) return "rgb(200,200,200)";
+    const std::string& name = t.name(n);
+    double v1 = (hash(name, 1) % 1000) / 1000.0, v2 = (hash(name, 2) % 1000) / 1000.0,
+           v3 = (hash(name, 3) % 1000) / 1000.0;
+    if (t.functions[n.function].kind != "function")
+        return fmt::format("rgb({},{},{})", int(50 + 60 * v1), int(165 + 55 * v2), int(165 + 55 * v3));
+    return fmt::format("rgb({},{},{})", int(205 + 50 * v3), int(230 * v1), int(55 * v2));
+}
+
+// UTF-8 aware cut to at most `chars` characters, with ".." when cut.
+std::string fit(const std::string& s, double width) {
+    int chars = int((width - 6) / kCharWidth);
+    if (chars < 3) return {};
+    size_t count = 0;
+    for (unsigned char c : s) count += (c & 0xC0) != 0x80;
+    if (count <= size_t(chars)) return s;
+    std::string out;
+    size_t kept = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+        unsigned char c = s[i];
+        if ((c & 0xC0) != 0x80 && kept++ == size_t(chars - 2)) break;
+        out += char(c);
+    }
+    return out + "..";
+}
+
+constexpr const char* kScript = R"JS(
+"use strict";
+var svg, frames, details, matchedText, unzoomButton, W, H, PAD = 10, CHARW = 12 * 0.59;
+var zoomedTo = null, searchRe = null, icicle = false;
+function attr(e, k) { return +e.getAttribute(k); }
+function nameOf(g) { return g.firstElementChild.textContent.split("\n")[0]; }
+function human(ns) {
+  if (ns >= 1e9) return (ns / 1e9).toFixed(3) + " s";
+  if (ns >= 1e6) return (ns / 1e6).toFixed(3) + " ms";
+  if (ns >= 1e3) return (ns / 1e3).toFixed(3) + " us";
+  return ns + " ns";
+}
+function fitText(g, width) {
+  var t = g.lastElementChild, name = nameOf(g), chars = Math.floor((width - 6) / CHARW);
+  if (chars < 3) { t.textContent = ""; return; }
+  t.textContent = name.length <= chars ? name : name.substring(0, chars - 2) + "..";
+}
+function init() {
+  svg = document.documentElement;
+  frames = document.getElementById("frames");
+  details = document.getElementById("details");
+  matchedText = document.getElementById("matched");
+  unzoomButton = document.getElementById("unzoom");
+  W = attr(svg, "width"); H = attr(svg, "height");
+  icicle = svg.getAttribute("data-icicle") === "1";
+  frames.addEventListener("click", function (e) {
+    var g = e.target.closest ? e.target.closest("g.f") : null;
+    if (g) zoom(g);
+  });
+  frames.addEventListener("mouseover", function (e) {
+    var g = e.target.closest ? e.target.closest("g.f") : null;
+    if (!g) return;
+    details.textContent = nameOf(g) + " (" + human(attr(g, "data-n")) + ", " +
+      (100 * attr(g, "data-n") / attr(frames.firstElementChild, "data-n")).toFixed(2) + "%, " +
+      attr(g, "data-c") + " calls)";
+  });
+  frames.addEventListener("mouseout", function () { details.textContent = " "; });
+  unzoomButton.addEventListener("click", function () { zoom(null); });
+  document.getElementById("search").addEventListener("click", function () { searchPrompt(); });
+  window.addEventListener("keydown", function (e) {
+    if ((e.ctrlKey || e.metaKey) && e.key === "f") { e.preventDefault(); searchPrompt(); }
+    else if (e.key === "Escape") { zoom(null); search(null); }
+  });
+  svg.setAttribute("data-frames", String(frames.childElementCount));
+}
+function zoom(target) {
+  var root = frames.firstElementChild;
+  var o0 = target ? attr(target, "data-o") : 0, n0 = target ? attr(target, "data-n") : attr(root, "data-n");
+  var d0 = target ? attr(target, "data-d") : 0, scale = (W - 2 * PAD) / (n0 || 1);
+  zoomedTo = target;
+  unzoomButton.setAttribute("class", target ? "" : "hide");
+  for (var g = root; g; g = g.nextElementSibling) {
+    var o = attr(g, "data-o"), n = attr(g, "data-n"), d = attr(g, "data-d");
+    var rect = g.children[1], text = g.lastElementChild, x, w;
+    if (d < d0 && o <= o0 && o + n >= o0 + n0) { x = PAD; w = W - 2 * PAD; g.setAttribute("class", "f parent"); }
+    else if (d >= d0 && o >= o0 && o + n <= o0 + n0) { x = PAD + (o - o0) * scale; w = n * scale; g.setAttribute("class", "f"); }
+    else { g.setAttribute("class", "f hide"); continue; }
+    rect.setAttribute("x", x.toFixed(2)); rect.setAttribute("width", w.toFixed(2));
+    text.setAttribute("x", (x + 3).toFixed(2));
+    fitText(g, w);
+  }
+  if (searchRe) search(searchRe);
+}
+function searchPrompt() {
+  if (searchRe) { search(null); return; }
+  var term = prompt("Search for a function (regular expression):", "");
+  if (term === null || term === "") return;
+  try { search(new RegExp(term)); } catch (err) { matchedText.textContent = "bad regular expression"; }
+}
+function search(re) {
+  searchRe = re;
+  var spans = [], root = zoomedTo || frames.firstElementChild;
+  for (var g = frames.firstElementChild; g; g = g.nextElementSibling) {
+    var rect = g.children[1];
+    if (!rect.hasAttribute("data-fill")) rect.setAttribute("data-fill", rect.getAttribute("fill"));
+    var hit = re !== null && re.test(nameOf(g));
+    rect.setAttribute("fill", hit ? "rgb(230,0,230)" : rect.getAttribute("data-fill"));
+    if (hit) spans.push([attr(g, "data-o"), attr(g, "data-o") + attr(g, "data-n")]);
+  }
+  document.getElementById("search").setAttribute("class", re ? "on" : "");
+  if (!re) { matchedText.textContent = " "; return; }
+  spans.sort(function (a, b) { return a[0] - b[0]; });
+  var matched = 0, end = -1, lo = attr(root, "data-o"), hi = lo + attr(root, "data-n");
+  for (var i = 0; i < spans.length; i++) {
+    var s = Math.max(spans[i][0], lo, end), e = Math.min(spans[i][1], hi);
+    if (e > s) matched += e - s;
+    end = Math.max(end, spans[i][1]);
+  }
+  matchedText.textContent = "Matched: " + (100 * matched / (hi - lo || 1)).toFixed(2) + "%";
+}
+window.addEventListener("load", init);
+)JS";
+
+} // namespace
+
+void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) {
+    const CallTreeNode& root = t.root();
+    double scale = root.total_ns ? (o.width - 2.0 * kPad) / double(root.total_ns) : 0;
+    // Lay out depth-first: children by name (as flamegraph.pl does, so that equal frames of
+    // different threads or traces sit side by side), keeping only frames wide enough to see.
+    struct Placed {
+        size_t node;
+        uint64_t offset;
+    };
+    std::vector<Placed> placed;
+    std::vector<Placed> todo{{0, 0}};
+    uint32_t max_depth = 0;
+    while (!todo.empty()) {
+        Placed p = todo.back();
+        todo.pop_back();
+        const CallTreeNode& n = t.nodes[p.node];
+        if (p.node != 0 && n.total_ns * scale < o.min_width) continue;
+        placed.push_back(p);
+        max_depth = std::max(max_depth, n.depth);
+        std::vector<size_t> kids = n.children;
+        std::sort(kids.begin(), kids.end(), [&](size_t a, size_t b) {
+            const std::string &x = t.name(t.nodes[a]), &y = t.name(t.nodes[b]);
+            return x != y ? x < y : a < b;
+        });
+        uint64_t off = p.offset;
+        std::vector<Placed> next;
+        for (size_t c : kids) {
+            next.push_back({c, off});
+            off += t.nodes[c].total_ns;
+        }
+        for (auto it = next.rbegin(); it != next.rend(); ++it) todo.push_back(*it);
+    }
+    int height = kTop + int(max_depth + 1) * kFrameHeight + kBottom;
+    fmt::print(out,
+               "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+               "<svg version=\"1.1\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+               "xmlns=\"http://www.w3.org/2000/svg\" data-icicle=\"{2}\">\n"
+               "<!-- Flame graph by libprof profreport. Widths are exact nanoseconds of each call "
+               "path; frames under {3} px are left out. -->\n"
+               "<style>\n"
+               "text {{ font-family: Verdana, sans-serif; font-size: 12px; fill: #000; }}\n"
+               "#title {{ text-anchor: middle; font-size: 17px; }}\n"
+               "#search, #unzoom {{ cursor: pointer; }} #search.on {{ fill: rgb(230,0,230); }}\n"
+               "g.f {{ cursor: pointer; }} g.f:hover rect {{ stroke: #000; stroke-width: 0.5; }}\n"
+               "g.f text {{ pointer-events: none; }} .hide {{ display: none; }} .parent {{ opacity: 0.5; }}\n"
+               "</style>\n<script type=\"text/ecmascript\"><![CDATA[{4}]]></script>\n"
+               "<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"rgb(248,248,240)\"/>\n"
+               "<text id=\"title\" x=\"{5}\" y=\"24\">{6}</text>\n"
+               "<text id=\"unzoom\" class=\"hide\" x=\"{7}\" y=\"24\">Reset Zoom</text>\n"
+               "<text id=\"search\" x=\"{8}\" y=\"24\">Search</text>\n"
+               "<text id=\"details\" x=\"{7}\" y=\"{9}\"> </text>\n"
+               "<text id=\"matched\" x=\"{8}\" y=\"{9}\"> </text>\n<g id=\"frames\">\n",
+               o.width, height, o.icicle ? 1 : 0, o.min_width, kScript, o.width / 2,
+               xml_escape(o.title), kPad, o.width - kPad - 100, height - 12);
+    for (const Placed& p : placed) {
+        const CallTreeNode& n = t.nodes[p.node];
+        double x = kPad + p.offset * scale, w = n.total_ns * scale;
+        int y = o.icicle ? kTop + int(n.depth) * kFrameHeight
+                         : height - kBottom - int(n.depth + 1) * kFrameHeight;
+        std::string name = reader::printable(t.name(n));
+        double percent = root.total_ns ? 100.0 * n.total_ns / root.total_ns : 0;
+        fmt::print(out,
+                   "<g class=\"f\" data-o=\"{}\" data-n=\"{}\" data-d=\"{}\" data-c=\"{}\">"
+                   "<title>{}\n{} ns, {:.2f}%, {} calls</title>"
+                   "<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" rx=\"2\" ry=\"2\"/>"
+                   "<text x=\"{:.2f}\" y=\"{}\">{}</text></g>\n",
+                   p.offset, n.total_ns, n.depth, n.calls, xml_escape(name), n.total_ns, percent,
+                   n.calls, x, y, w, kFrameHeight - 1, color(t, n), x + 3, y + 11,
+                   xml_escape(fit(name, w)));
+    }
+    fmt::print(out, "</g>\n</svg>\n");
+}
+
+} // namespace prof::analysis::views

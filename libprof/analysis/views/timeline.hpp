@@ -1,0 +1,39 @@
+// Timelines for trace viewers, written while the trace streams by (memory does not grow with
+// events): Chrome Trace Event JSON (Perfetto UI, chrome://tracing) and speedscope's evented
+// profiles. Each activation becomes a complete event ("X") or an open/close pair, nested per
+// thread, in exact nanoseconds since the trace started.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace prof::analysis::views {
+
+struct TimelineOptions {
+    uint64_t from_ns = 0;           // keep activations overlapping [from, to], clipped to it
+    uint64_t to_ns = UINT64_MAX;
+    uint64_t min_duration_ns = 0;   // drop shorter activations (and so their callees)
+    uint32_t tid = 0;               // only this kernel thread id; 0 = all
+    bool progress = false;          // "reading N%" on a terminal
+};
+
+struct TimelineResult {
+    uint64_t events = 0;     // complete events, or open/close pairs
+    uint64_t bytes = 0;      // written
+    uint64_t threads = 0;    // with at least one event
+};
+
+// Above these, browser viewers struggle or fail to load the file: the tool warns.
+inline constexpr uint64_t kTimelineWarnEvents = 2'000'000;
+inline constexpr uint64_t kTimelineWarnBytes = 200ull << 20;
+
+// Both read the traces themselves (throw reader::TraceError) and throw std::runtime_error when
+// a temporary file cannot be made.
+TimelineResult write_chrome_trace(std::FILE* out, const std::vector<std::string>& traces,
+                                  const TimelineOptions& o);
+TimelineResult write_speedscope(std::FILE* out, const std::vector<std::string>& traces,
+                                const TimelineOptions& o);
+
+} // namespace prof::analysis::views

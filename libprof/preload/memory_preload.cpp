@@ -1,0 +1,324 @@
+// libprofmem.so: the allocator interposers, loaded with LD_PRELOAD (or `profrun --mem`). Only
+// the extern "C" entry points and their bootstrap live here; each forwards to the allocator
+// the program would have used without us (found with dlsym(RTLD_NEXT), so a program linked
+// with jemalloc or tcmalloc keeps it) and reports the call once to the core in libprof.so.
+//
+// One user-level call counts once: a per-thread depth counter marks that we are inside an
+// interposed call, so operator new calling malloc, or a realloc implemented with malloc, is
+// not counted again. dlsym may itself call calloc before the real functions are known; those
+// requests are served from a static arena and never freed to the real allocator.
+#include <prof/trace_format.hpp>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <dlfcn.h>
+#include <new>
+
+#define PROF_NOINSTR __attribute__((no_instrument_function))
+#define PROF_EXPORT extern "C" __attribute__((visibility("default"))) PROF_NOINSTR
+
+// The recording core (libprof.so).
+extern "C" void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind);
+extern "C" void prof_mem_record_free(void* ptr, unsigned kind);
+extern "C" void prof_mem_record_realloc(void* old, void* ptr, size_t size);
+
+namespace {
+
+using prof::format::AllocKind;
+using prof::format::FreeKind;
+
+using MallocFn = void* (*)(size_t);
+using FreeFn = void (*)(void*);
+using CallocFn = void* (*)(size_t, size_t);
+using ReallocFn = void* (*)(void*, size_t);
+using MemalignFn = void* (*)(size_t, size_t);
+using PosixMemalignFn = int (*)(void**, size_t, size_t);
+using NewFn = void* (*)(size_t);
+using NewAlignFn = void* (*)(size_t, std::align_val_t);
+using NewNothrowFn = void* (*)(size_t, const std::nothrow_t&);
+using NewAlignNothrowFn = void* (*)(size_t, std::align_val_t, const std::nothrow_t&);
+using DeleteFn = void (*)(void*);
+using DeleteAlignFn = void (*)(void*, std::align_val_t);
+
+struct Real {
+    MallocFn malloc;
+    FreeFn free;
+    CallocFn calloc;
+    ReallocFn realloc;
+    MemalignFn memalign, aligned_alloc;
+    PosixMemalignFn posix_memalign;
+    MallocFn valloc, pvalloc;
+    NewFn new_, new_array;
+    NewAlignFn new_align, new_array_align;
+    NewNothrowFn new_nothrow, new_array_nothrow;
+    NewAlignNothrowFn new_align_nothrow, new_array_align_nothrow;
+    DeleteFn delete_, delete_array;
+    DeleteAlignFn delete_align, delete_array_align;
+};
+constinit Real real{};
+constinit bool resolving = false;
+
+// Bootstrap arena for allocations made while dlsym runs.
+alignas(64) constinit char arena[64 * 1024]{};
+constinit size_t arena_used = 0;
+
+PROF_NOINSTR bool in_arena(const void* p) {
+    return p >= arena && p < arena + sizeof arena;
+}
+
+PROF_NOINSTR void* arena_alloc(size_t n) {
+    size_t start = (arena_used + 63) & ~size_t(63);
+    if (start + n > sizeof arena) return nullptr;
+    arena_used = start + n;
+    return arena + start;
+}
+
+// Depth of interposed calls on this thread: only the outermost one is recorded.
+thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+struct Outermost {
+    bool outer;
+    PROF_NOINSTR Outermost() : outer(t_depth++ == 0) {}
+    PROF_NOINSTR ~Outermost() { --t_depth; }
+};
+
+template <typename T>
+PROF_NOINSTR T next(const char* name) {
+    return reinterpret_cast<T>(dlsym(RTLD_NEXT, name));
+}
+
+PROF_NOINSTR void resolve() {
+    if (real.malloc || resolving) return;
+    resolving = true;
+    Real r{};
+    r.malloc = next<MallocFn>("malloc");
+    r.free = next<FreeFn>("free");
+    r.calloc = next<CallocFn>("calloc");
+    r.realloc = next<ReallocFn>("realloc");
+    r.memalign = next<MemalignFn>("memalign");
+    r.aligned_alloc = next<MemalignFn>("aligned_alloc");
+    r.posix_memalign = next<PosixMemalignFn>("posix_memalign");
+    r.valloc = next<MallocFn>("valloc");
+    r.pvalloc = next<MallocFn>("pvalloc");
+    r.new_ = next<NewFn>("_Znwm");
+    r.new_array = next<NewFn>("_Znam");
+    r.new_align = next<NewAlignFn>("_ZnwmSt11align_val_t");
+    r.new_array_align = next<NewAlignFn>("_ZnamSt11align_val_t");
+    r.new_nothrow = next<NewNothrowFn>("_ZnwmRKSt9nothrow_t");
+    r.new_array_nothrow = next<NewNothrowFn>("_ZnamRKSt9nothrow_t");
+    r.new_align_nothrow = next<NewAlignNothrowFn>("_ZnwmSt11align_val_tRKSt9nothrow_t");
+    r.new_array_align_nothrow = next<NewAlignNothrowFn>("_ZnamSt11align_val_tRKSt9nothrow_t");
+    r.delete_ = next<DeleteFn>("_ZdlPv");
+    r.delete_array = next<DeleteFn>("_ZdaPv");
+    r.delete_align = next<DeleteAlignFn>("_ZdlPvSt11align_val_t");
+    r.delete_array_align = next<DeleteAlignFn>("_ZdaPvSt11align_val_t");
+    real = r;
+    resolving = false;
+}
+
+PROF_NOINSTR inline bool ready() {
+    if (__builtin_expect(real.malloc != nullptr, 1)) return true;
+    resolve();
+    return real.malloc != nullptr;
+}
+
+PROF_NOINSTR void* record(void* p, size_t n, AllocKind kind, bool outer) {
+    if (outer && p) prof_mem_record_alloc(p, n, unsigned(kind));
+    return p;
+}
+
+// Operator new without a libstdc++ to forward to (a C program whose library uses C++): the
+// standard behaviour, on top of our malloc.
+PROF_NOINSTR void* new_fallback(size_t n, bool nothrow) {
+    for (;;) {
+        void* p = real.malloc(n ? n : 1);
+        if (p) return p;
+        std::new_handler h = std::get_new_handler();
+        if (!h) {
+            if (nothrow) return nullptr;
+            throw std::bad_alloc();
+        }
+        h();
+    }
+}
+
+} // namespace
+
+// ---- C allocation functions -------------------------------------------------------------------
+
+PROF_EXPORT void* malloc(size_t n) {
+    if (!ready()) return arena_alloc(n);
+    Outermost o;
+    return record(real.malloc(n), n, AllocKind::kMalloc, o.outer);
+}
+
+PROF_EXPORT void* calloc(size_t count, size_t size) {
+    if (!ready()) { // dlsym's own calloc: zeroed static memory
+        size_t n = 0;
+        if (__builtin_mul_overflow(count, size, &n)) return nullptr;
+        return arena_alloc(n);
+    }
+    Outermost o;
+    return record(real.calloc(count, size), count * size, AllocKind::kMalloc, o.outer);
+}
+
+PROF_EXPORT void free(void* p) {
+    if (!p || in_arena(p)) return;
+    if (!ready()) return;
+    Outermost o;
+    if (o.outer) prof_mem_record_free(p, unsigned(FreeKind::kFree));
+    real.free(p);
+}
+
+PROF_EXPORT void* realloc(void* old, size_t n) {
+    if (in_arena(old)) { // grow a bootstrap block into a real one
+        void* p = malloc(n);
+        if (p) std::memcpy(p, old, n < sizeof arena ? n : sizeof arena);
+        return p;
+    }
+    if (!ready()) return nullptr;
+    Outermost o;
+    if (old && n == 0) { // glibc frees the block and returns null
+        if (o.outer) prof_mem_record_free(old, unsigned(FreeKind::kFree));
+        return real.realloc(old, n);
+    }
+    void* p = real.realloc(old, n);
+    if (o.outer && p) prof_mem_record_realloc(old, p, n);
+    return p;
+}
+
+PROF_EXPORT void* reallocarray(void* old, size_t count, size_t size) {
+    size_t n = 0;
+    if (__builtin_mul_overflow(count, size, &n)) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    return realloc(old, n);
+}
+
+PROF_EXPORT void* memalign(size_t align, size_t n) {
+    if (!ready()) return nullptr;
+    Outermost o;
+    return record(real.memalign(align, n), n, AllocKind::kAligned, o.outer);
+}
+
+PROF_EXPORT void* aligned_alloc(size_t align, size_t n) {
+    if (!ready()) return nullptr;
+    Outermost o;
+    return record(real.aligned_alloc(align, n), n, AllocKind::kAligned, o.outer);
+}
+
+PROF_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
+    if (!ready()) return ENOMEM;
+    Outermost o;
+    int rc = real.posix_memalign(out, align, n);
+    if (rc == 0) record(*out, n, AllocKind::kAligned, o.outer);
+    return rc;
+}
+
+PROF_EXPORT void* valloc(size_t n) {
+    if (!ready()) return nullptr;
+    Outermost o;
+    return record(real.valloc(n), n, AllocKind::kAligned, o.outer);
+}
+
+PROF_EXPORT void* pvalloc(size_t n) {
+    if (!ready()) return nullptr;
+    Outermost o;
+    return record(real.pvalloc(n), n, AllocKind::kAligned, o.outer);
+}
+
+// ---- operator new and delete, every form ---------------------------------------------------------
+// Replaceable global allocation functions: defining them here takes precedence over
+// libstdc++'s for the whole program; each forwards to libstdc++'s own (RTLD_NEXT).
+
+#define PROF_CXX __attribute__((visibility("default"))) PROF_NOINSTR
+
+namespace {
+
+PROF_NOINSTR void release(void* p, FreeKind kind, DeleteFn with) {
+    if (!p || in_arena(p)) return;
+    ready();
+    Outermost o;
+    if (o.outer) prof_mem_record_free(p, unsigned(kind));
+    if (with) with(p);
+    else real.free(p);
+}
+
+PROF_NOINSTR void release_aligned(void* p, FreeKind kind, std::align_val_t a, DeleteAlignFn with) {
+    if (!p || in_arena(p)) return;
+    ready();
+    Outermost o;
+    if (o.outer) prof_mem_record_free(p, unsigned(kind));
+    if (with) with(p, a);
+    else real.free(p);
+}
+
+} // namespace
+
+#define PROF_NEW_BODY(call, kind)                                                               \
+    ready();                                                                                    \
+    Outermost o;                                                                                \
+    void* p = call;                                                                             \
+    return record(p, n, kind, o.outer)
+
+PROF_CXX void* operator new(size_t n) {
+    PROF_NEW_BODY(real.new_ ? real.new_(n) : new_fallback(n, false), AllocKind::kNew);
+}
+PROF_CXX void* operator new[](size_t n) {
+    PROF_NEW_BODY(real.new_array ? real.new_array(n) : new_fallback(n, false), AllocKind::kNewArray);
+}
+PROF_CXX void* operator new(size_t n, const std::nothrow_t& t) noexcept {
+    PROF_NEW_BODY(real.new_nothrow ? real.new_nothrow(n, t) : new_fallback(n, true), AllocKind::kNew);
+}
+PROF_CXX void* operator new[](size_t n, const std::nothrow_t& t) noexcept {
+    PROF_NEW_BODY(real.new_array_nothrow ? real.new_array_nothrow(n, t) : new_fallback(n, true),
+                  AllocKind::kNewArray);
+}
+PROF_CXX void* operator new(size_t n, std::align_val_t a) {
+    PROF_NEW_BODY(real.new_align(n, a), AllocKind::kNew);
+}
+PROF_CXX void* operator new[](size_t n, std::align_val_t a) {
+    PROF_NEW_BODY(real.new_array_align(n, a), AllocKind::kNewArray);
+}
+PROF_CXX void* operator new(size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
+    PROF_NEW_BODY(real.new_align_nothrow(n, a, t), AllocKind::kNew);
+}
+PROF_CXX void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
+    PROF_NEW_BODY(real.new_array_align_nothrow(n, a, t), AllocKind::kNewArray);
+}
+
+PROF_CXX void operator delete(void* p) noexcept { release(p, FreeKind::kDelete, real.delete_); }
+PROF_CXX void operator delete[](void* p) noexcept {
+    release(p, FreeKind::kDeleteArray, real.delete_array);
+}
+PROF_CXX void operator delete(void* p, size_t) noexcept { release(p, FreeKind::kDelete, real.delete_); }
+PROF_CXX void operator delete[](void* p, size_t) noexcept {
+    release(p, FreeKind::kDeleteArray, real.delete_array);
+}
+PROF_CXX void operator delete(void* p, const std::nothrow_t&) noexcept {
+    release(p, FreeKind::kDelete, real.delete_);
+}
+PROF_CXX void operator delete[](void* p, const std::nothrow_t&) noexcept {
+    release(p, FreeKind::kDeleteArray, real.delete_array);
+}
+PROF_CXX void operator delete(void* p, std::align_val_t a) noexcept {
+    release_aligned(p, FreeKind::kDelete, a, real.delete_align);
+}
+PROF_CXX void operator delete[](void* p, std::align_val_t a) noexcept {
+    release_aligned(p, FreeKind::kDeleteArray, a, real.delete_array_align);
+}
+PROF_CXX void operator delete(void* p, size_t, std::align_val_t a) noexcept {
+    release_aligned(p, FreeKind::kDelete, a, real.delete_align);
+}
+PROF_CXX void operator delete[](void* p, size_t, std::align_val_t a) noexcept {
+    release_aligned(p, FreeKind::kDeleteArray, a, real.delete_array_align);
+}
+PROF_CXX void operator delete(void* p, std::align_val_t a, const std::nothrow_t&) noexcept {
+    release_aligned(p, FreeKind::kDelete, a, real.delete_align);
+}
+PROF_CXX void operator delete[](void* p, std::align_val_t a, const std::nothrow_t&) noexcept {
+    release_aligned(p, FreeKind::kDeleteArray, a, real.delete_array_align);
+}

@@ -1,0 +1,233 @@
+// Memory recording core, inside libprof.so so that calls, lines and allocations of one process
+// go to one trace. libprofmem.so (preload/) interposes the allocator and calls these entry
+// points once per user-level call; this file turns them into Alloc/Free/Realloc records of the
+// calling thread's stream, with a call stack:
+//  - in a program built with the call profiler, the thread's own call path is the stack
+//    (stack 0: the reader knows it from the Enter/Exit records), which costs nothing here;
+//  - otherwise the frame-pointer chain is walked (bounded by the thread's stack), and each
+//    distinct stack is written once per thread as a Stack record and referred to by id.
+// Resident memory is sampled from the allocation path at most every PROF_MEM_RSS_INTERVAL.
+// Same hot-path contract as the call hooks: no lock and no allocation in the common case.
+#include "thread_state.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+extern "C" void* __libc_stack_end;
+
+namespace prof::rt {
+namespace {
+
+using format::Tag;
+
+constexpr uint32_t kMaxFrames = 64;
+constexpr uint32_t kMaxStacks = 1u << 22;
+
+PROF_NOINSTR uint64_t hash_frames(const uintptr_t* pcs, uint32_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    for (uint32_t i = 0; i < n; ++i) {
+        h ^= pcs[i];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 33;
+    }
+    return h ? h : 1;
+}
+
+PROF_NOINSTR uintptr_t stack_top_of_thread() {
+    if (getpid() == gettid()) return reinterpret_cast<uintptr_t>(__libc_stack_end) + 4096;
+    pthread_attr_t attr;
+    uintptr_t top = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        void* addr = nullptr;
+        size_t size = 0;
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0)
+            top = reinterpret_cast<uintptr_t>(addr) + size;
+        pthread_attr_destroy(&attr);
+    }
+    return top;
+}
+
+// Return addresses along the frame-pointer chain, innermost first, skipping the allocator
+// frames (libprofmem's wrapper and this core). Stops at anything that does not look like a
+// frame of this thread's stack, so code built without frame pointers ends the walk early
+// instead of reading wild memory.
+__attribute__((noinline)) PROF_NOINSTR uint32_t walk_frames(ThreadState& s, uintptr_t* pcs) {
+    if (!s.stack_top) s.stack_top = stack_top_of_thread();
+    auto fp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    uintptr_t top = s.stack_top;
+    // Skipped: current_stack, the prof_mem_record_* entry point and the interposer.
+    uint32_t n = 0, skip = 3;
+    while (n < kMaxFrames && fp && (fp & 7) == 0 && fp + 16 <= top) {
+        auto* frame = reinterpret_cast<uintptr_t*>(fp);
+        uintptr_t next = frame[0], ret = frame[1];
+        if (ret < 4096) break;
+        if (skip) --skip;
+        else pcs[n++] = ret;
+        if (next <= fp || next - fp > (1u << 20)) break;
+        fp = next;
+    }
+    return n;
+}
+
+PROF_NOINSTR bool grow_stacks(ThreadState& s) {
+    uint32_t old = s.stack_mask ? s.stack_mask + 1 : 0;
+    uint32_t size = old ? old * 2 : 4096;
+    if (size > kMaxStacks) return false;
+    void* k = mmap(nullptr, size_t(size) * 8, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* v = mmap(nullptr, size_t(size) * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (k == MAP_FAILED || v == MAP_FAILED) return false;
+    auto* keys = static_cast<uint64_t*>(k);
+    auto* ids = static_cast<uint32_t*>(v);
+    for (uint32_t i = 0; i < old; ++i) {
+        if (!s.stack_keys[i]) continue;
+        uint32_t h = uint32_t(s.stack_keys[i]) & (size - 1);
+        while (keys[h]) h = (h + 1) & (size - 1);
+        keys[h] = s.stack_keys[i];
+        ids[h] = s.stack_ids[i];
+    }
+    if (old) {
+        munmap(s.stack_keys, size_t(old) * 8);
+        munmap(s.stack_ids, size_t(old) * 4);
+    }
+    s.stack_keys = keys;
+    s.stack_ids = ids;
+    s.stack_mask = size - 1;
+    return true;
+}
+
+PROF_NOINSTR void write_sized(ThreadState& s, Tag tag, const uint8_t* payload, size_t n) {
+    uint8_t* p = s.w.cursor;
+    *p++ = uint8_t(tag);
+    p = put_uleb(p, n);
+    memcpy(p, payload, n);
+    s.w.cursor = p + n;
+}
+
+// The stack id of the current allocation: 0 when the call profiler's shadow stack describes
+// it, else the id of the unwound stack (written to the stream the first time).
+__attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, uint64_t now) {
+    if (s.depth) return 0;
+    uintptr_t pcs[kMaxFrames];
+    uint32_t n = walk_frames(s, pcs);
+    if (!n) return 0;
+    uint64_t key = hash_frames(pcs, n);
+    if ((s.stack_count + 1) * 2 > s.stack_mask + 1 && !grow_stacks(s)) return 0;
+    uint32_t h = uint32_t(key) & s.stack_mask;
+    while (s.stack_keys[h]) {
+        if (s.stack_keys[h] == key) return s.stack_ids[h];
+        h = (h + 1) & s.stack_mask;
+    }
+    uint32_t id = ++s.stack_count;
+    s.stack_keys[h] = key;
+    s.stack_ids[h] = id;
+    // New stack: its addresses are symbolized at finish, and described in this stream now.
+    lock_global();
+    for (uint32_t i = 0; i < n; ++i) note_code_address(pcs[i]);
+    unlock_global();
+    if (!ensure_bytes(s, now, 32 + n * 8)) return 0;
+    uint8_t payload[16 + kMaxFrames * 8], *q = payload;
+    q = put_uleb(q, id);
+    q = put_uleb(q, n);
+    for (uint32_t i = 0; i < n; ++i) q = put_u64(q, pcs[i]);
+    write_sized(s, Tag::kStack, payload, size_t(q - payload));
+    return id;
+}
+
+PROF_NOINSTR uint8_t* put_ptr(ThreadState& s, uint8_t* q, uintptr_t ptr) {
+    q = put_sleb(q, int64_t(ptr - s.w.last_ptr));
+    s.w.last_ptr = ptr;
+    return q;
+}
+
+// Common entry: the thread is ready and not already inside the runtime.
+PROF_NOINSTR inline bool begin(ThreadState& s) {
+    if (PROF_UNLIKELY(s.state != kActive)) {
+        if (s.state != kNew) return false;
+        thread_start(s);
+        if (s.state != kActive) return false;
+    }
+    s.state = kBusy;
+    return true;
+}
+
+PROF_NOINSTR void maybe_sample_rss(ThreadState& s, uint64_t now) {
+    if (now < s.next_rss_ticks || !g_options.mem_rss_interval_ms) return;
+    s.next_rss_ticks = now + uint64_t(g_options.mem_rss_interval_ms) * ticks_per_ms();
+    uint64_t rss = rss_bytes_now();
+    if (!rss || !ensure_bytes(s, now, 32)) return;
+    uint8_t payload[24], *q = payload;
+    q = put_uleb(q, take_delta(s.w, now));
+    q = put_uleb(q, rss);
+    write_sized(s, Tag::kRss, payload, size_t(q - payload));
+}
+
+} // namespace
+} // namespace prof::rt
+
+using namespace prof::rt;
+
+#define PROF_API extern "C" __attribute__((visibility("default"))) PROF_NOINSTR
+
+// One allocation of `size` bytes at `ptr` (kind: format::AllocKind).
+PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind) {
+    ThreadState& s = t_state;
+    if (!ptr || !begin(s)) return;
+    int saved = errno;
+    uint64_t now = now_ticks();
+    maybe_sample_rss(s, now);
+    uint32_t stack = current_stack(s, now);
+    if (ensure_bytes(s, now, 48)) {
+        uint8_t payload[40], *q = payload;
+        q = put_uleb(q, take_delta(s.w, now));
+        q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
+        q = put_uleb(q, size);
+        q = put_uleb(q, stack);
+        *q++ = uint8_t(kind);
+        write_sized(s, Tag::kAlloc, payload, size_t(q - payload));
+        commit(s.w);
+    }
+    errno = saved;
+    s.state = kActive;
+}
+
+// The block at `ptr` is about to be released (kind: format::FreeKind). Called before the real
+// free, so that no other thread can be handed the same address first.
+PROF_API void prof_mem_record_free(void* ptr, unsigned kind) {
+    ThreadState& s = t_state;
+    if (!ptr || !begin(s)) return;
+    uint64_t now = now_ticks();
+    if (ensure_bytes(s, now, 32)) {
+        uint8_t payload[24], *q = payload;
+        q = put_uleb(q, take_delta(s.w, now));
+        q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
+        *q++ = uint8_t(kind);
+        write_sized(s, Tag::kFree, payload, size_t(q - payload));
+        commit(s.w);
+    }
+    s.state = kActive;
+}
+
+// realloc(old, size) returned `ptr` (old may be null, ptr null when it failed).
+PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size) {
+    ThreadState& s = t_state;
+    if (!ptr || !begin(s)) return;
+    int saved = errno;
+    uint64_t now = now_ticks();
+    maybe_sample_rss(s, now);
+    uint32_t stack = current_stack(s, now);
+    if (ensure_bytes(s, now, 56)) {
+        uint8_t payload[48], *q = payload;
+        q = put_uleb(q, take_delta(s.w, now));
+        q = put_ptr(s, q, reinterpret_cast<uintptr_t>(old));
+        q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
+        q = put_uleb(q, size);
+        q = put_uleb(q, stack);
+        write_sized(s, Tag::kRealloc, payload, size_t(q - payload));
+        commit(s.w);
+    }
+    errno = saved;
+    s.state = kActive;
+}

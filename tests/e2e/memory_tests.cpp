@@ -1,0 +1,129 @@
+// End to end for the memory profiler: unmodified programs under libprofmem.so, exact counts
+// per site, leaks, temporaries, mismatches, fork, the application's own allocator, and one
+// trace with calls and allocations together.
+#include "analysis/memory_report.hpp"
+#include "analysis/profile.hpp"
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+using namespace prof;
+using prof::test::run;
+using prof::test::temp_path;
+
+namespace {
+
+struct Totals {
+    uint64_t allocations = 0, bytes = 0, temporary = 0, leaked_bytes = 0, leaked_blocks = 0;
+};
+
+// Sums the sites whose stack has a frame whose name starts with `function`.
+Totals sites_through(const analysis::MemoryReport& m, const std::string& function) {
+    Totals t;
+    for (const auto& s : m.sites) {
+        bool through = false;
+        for (const auto& f : s.stack) through |= f.name.rfind(function, 0) == 0;
+        if (!through) continue;
+        t.allocations += s.allocations;
+        t.bytes += s.bytes;
+        t.temporary += s.temporary;
+        t.leaked_bytes += s.leaked_bytes;
+        t.leaked_blocks += s.leaked_blocks;
+    }
+    return t;
+}
+
+analysis::MemoryReport memory_of(const std::string& trace) {
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    return pb.memory();
+}
+
+} // namespace
+
+TEST_CASE("every allocation entry point from two threads: exact counts, bytes, leaks") {
+    std::string trace = temp_path("alloc-pattern.trace");
+    auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_ALLOC_PATTERN});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.out == "pattern bytes 4410\n");
+    analysis::MemoryReport m = memory_of(trace);
+    REQUIRE(m.present);
+    Totals t = sites_through(m, "pattern()");
+    CHECK(t.allocations == 2 * 35);
+    CHECK(t.bytes == 2 * 4410);
+    CHECK(t.temporary == 2 * 34);
+    CHECK(t.leaked_bytes == 2000);
+    CHECK(t.leaked_blocks == 2);
+    Totals leak = sites_through(m, "leaky()");
+    CHECK(leak.leaked_bytes == 2000);
+    // The mismatches, with the site that allocated.
+    REQUIRE(m.mismatches.size() == 2);
+    bool new_free = false, array_delete = false;
+    for (const auto& mm : m.mismatches) {
+        CHECK(mm.count == 1);
+        CHECK(m.sites[mm.site].stack.at(0).name == "mismatches()");
+        new_free |= mm.allocated_with == "new" && mm.freed_with == "free";
+        array_delete |= mm.allocated_with == "new[]" && mm.freed_with == "delete";
+    }
+    CHECK(new_free);
+    CHECK(array_delete);
+    CHECK(m.allocations >= 74);
+    CHECK(m.peak_heap >= 2000);
+    CHECK(m.peak_rss > 0);
+}
+
+TEST_CASE("profreport --memory: summary, sections and JSON fields") {
+    std::string trace = temp_path("alloc-pattern-cli.trace");
+    REQUIRE(run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_ALLOC_PATTERN}).exit_code == 0);
+    auto text = run({PROFREPORT, "--memory", trace});
+    CHECK(text.exit_code == 0);
+    CHECK(text.out.rfind("calls to allocation functions: ", 0) == 0);
+    for (const char* part : {"peak heap: ", "peak RSS: ", "leaked: ", "MOST CALLS TO ALLOCATION FUNCTIONS",
+                             "PEAK MEMORY CONSUMERS", "MEMORY LEAKED", "MOST TEMPORARY ALLOCATIONS",
+                             "allocated with new and released with free", "at leaky()"})
+        CHECK_MESSAGE(text.out.find(part) != std::string::npos, part);
+    auto json = run({PROFREPORT, "--memory", "--format", "json", trace});
+    for (const char* key : {"\"summary\": {\"allocations\": ", "\"frees\": ", "\"temporary_allocations\": ",
+                            "\"bytes_allocated\": ", "\"peak_heap\": ", "\"peak_rss\": ", "\"leaked_bytes\": ",
+                            "\"leaked_blocks\": ", "\"sites\": [", "\"stack\": [{\"name\": ", "\"peak_bytes\": "})
+        CHECK_MESSAGE(json.out.find(key) != std::string::npos, key);
+    auto none = run({PROFREPORT, "--memory", temp_path("alloc-pattern-cli.trace")});
+    CHECK(none.exit_code == 0);
+}
+
+TEST_CASE("fork under the memory profiler: the child writes its own trace") {
+    std::string trace = temp_path("alloc-fork.trace");
+    auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_ALLOC_PATTERN, "fork"});
+    REQUIRE(r.exit_code == 0);
+    std::string child;
+    for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
+        if (e.path().string().rfind(trace + ".", 0) == 0) child = e.path().string();
+    REQUIRE(!child.empty());
+    CHECK(sites_through(memory_of(child), "child_allocs()").allocations == 2);
+    CHECK(sites_through(memory_of(child), "child_allocs()").bytes == 30);
+    CHECK(sites_through(memory_of(trace), "child_allocs()").allocations == 0);
+}
+
+TEST_CASE("the application keeps its own allocator and malloc_usable_size works") {
+    auto plain = run({PROF_TEST_OWN_ALLOCATOR});
+    auto traced = run({PROFRUN, "--mem", "-q", "-o", temp_path("own.trace"), "--", PROF_TEST_OWN_ALLOCATOR});
+    CHECK(plain.out == "reached=5 usable_ok=1\n");
+    CHECK(traced.out == plain.out);
+    CHECK(traced.exit_code == 0);
+}
+
+TEST_CASE("calls and allocations in one trace: stacks from the call profiler") {
+    std::string trace = temp_path("naming-mem.trace");
+    REQUIRE(run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_NAMING}).exit_code == 0);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    analysis::Profile p = pb.build();
+    CHECK(p.total_calls > 50); // the call profile is there
+    // std::string's heap buffer is allocated inside instrumented calls made by main.
+    Totals t = sites_through(pb.memory(), "main");
+    CHECK(t.allocations >= 1);
+}
