@@ -36,6 +36,7 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
             row.time += ls.ticks / tps;
             row.rss_samples += ls.rss_samples;
             row.rss_increment += double(ls.rss_increment);
+            row.heap_increment += double(ls.heap_increment);
             if (ls.rss_samples) row.rss_last = double(ls.rss_last);
         }
     }
@@ -122,6 +123,7 @@ std::pair<uint32_t, uint32_t> function_span(const std::vector<std::string>& src,
                 start = l;
                 break;
             }
+    if (last > src.size() || last - first > 5000) return {first, last}; // not this source
     uint32_t end = std::min<uint32_t>(last, uint32_t(src.size()));
     size_t indent = indent_of(src[start - 1]);
     for (uint32_t l = end + 1; l <= src.size() && l - last < 500; ++l) {
@@ -150,11 +152,13 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
         std::map<uint32_t, const LineRow*> by_line;
         for (const LineRow& r : t.rows) by_line[r.line] = &r;
         std::string file = reader::printable(t.file);
+        bool heap = std::any_of(t.rows.begin(), t.rows.end(),
+                                [](const LineRow& r) { return r.heap_increment != 0; });
         if (o.memory) {
             fmt::print(out, "Filename: {}\nFunction: {}\n\n", file, reader::printable(t.function));
-            std::string header = fmt::format("{:>6} {:>12} {:>12}  {:>11}   {}", "Line #",
-                                             "Mem usage", "Increment", "Occurrences",
-                                             "Line Contents");
+            std::string header = fmt::format("{:>6} {:>12} {:>12}  {}{:>11}   {}", "Line #", "Mem usage",
+                                             "Increment", heap ? fmt::format("{:>12}  ", "Heap incr.") : "",
+                                             "Occurrences", "Line Contents");
             fmt::print(out, "{}\n{}\n", header, std::string(header.size(), '='));
         } else {
             fmt::print(out, "Total time: {:g} s\nFile: {}\nFunction: {} at line {}\n\n",
@@ -165,16 +169,25 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
         }
         if (!have_source)
             fmt::print(out, "(source file not found: {}; showing marked lines only)\n", file);
-        for (uint32_t l = start; l <= end; ++l) {
-            auto it = by_line.find(l);
-            if (have_source || it != by_line.end()) {
-                std::string text = have_source && l <= src.size() ? reader::printable(src[l - 1]) : "";
+        // The whole function when its source is at hand; otherwise (or for a span that cannot
+        // be one function) only the marked lines.
+        bool full = have_source && end <= src.size() && end - start <= 5000;
+        std::vector<uint64_t> shown;
+        if (full) for (uint64_t l = start; l <= end; ++l) shown.push_back(l);
+        else for (const LineRow& r : t.rows) shown.push_back(r.line);
+        for (uint64_t l : shown) {
+            if (l == 0) continue;
+            auto it = by_line.find(uint32_t(l));
+            {
+                std::string text = have_source && l <= src.size() ? reader::printable(src[size_t(l - 1)]) : "";
                 const LineRow* r = it == by_line.end() ? nullptr : it->second;
                 if (o.memory) {
+                    std::string heap_col;
+                    if (heap) heap_col = fmt::format("{:>12}  ", r && r->rss_samples ? mib(r->heap_increment) : "");
                     if (r && r->rss_samples)
-                        fmt::print(out, "{:>6} {:>12} {:>12}  {:>11}   {}\n", l, mib(r->rss_last),
-                                   mib(r->rss_increment), r->rss_samples, text);
-                    else fmt::print(out, "{:>6} {:>12} {:>12}  {:>11}   {}\n", l, "", "", "", text);
+                        fmt::print(out, "{:>6} {:>12} {:>12}  {}{:>11}   {}\n", l, mib(r->rss_last),
+                                   mib(r->rss_increment), heap_col, r->rss_samples, text);
+                    else fmt::print(out, "{:>6} {:>12} {:>12}  {}{:>11}   {}\n", l, "", "", heap_col, "", text);
                 } else if (r) {
                     double time = r->time / o.unit;
                     double pct = t.total_time > 0 ? 100.0 * r->time / t.total_time : 0;
@@ -199,8 +212,9 @@ void print_line_json(std::FILE* out, const std::vector<LineTable>& tables) {
                        first ? "" : ",", json_escape(t.file), r.line, json_escape(t.function),
                        r.kind, r.hits, r.time);
             if (r.rss_samples)
-                fmt::print(out, ", \"mem_usage\": {:.0f}, \"increment\": {:.0f}, \"occurrences\": {}",
-                           r.rss_last, r.rss_increment, r.rss_samples);
+                fmt::print(out, ", \"mem_usage\": {:.0f}, \"increment\": {:.0f}, \"heap_increment\": {:.0f}, "
+                                "\"occurrences\": {}",
+                           r.rss_last, r.rss_increment, r.heap_increment, r.rss_samples);
             fmt::print(out, "}}");
             first = false;
         }

@@ -18,6 +18,7 @@ struct LineRow {
     uint64_t rss_samples = 0;
     double rss_increment = 0; // bytes, summed over all hits
     double rss_last = 0;      // bytes after the latest hit
+    double heap_increment = 0; // usable heap bytes, summed over all hits (memory profiler)
     std::string kind;         // "line", "scope", "marked function", "region"
 };
 

@@ -28,6 +28,7 @@ struct LocalFunction {
 struct LocalEdge {
     uint32_t caller, callee;
     uint64_t ncalls = 0, pcalls = 0, tot = 0, cum = 0;
+    uint32_t active = 0; // activations of this caller->callee pair on the stack (as cProfile)
 };
 
 struct Frame {
@@ -43,6 +44,7 @@ struct StreamResult {
     std::vector<LocalEdge> edges;
     std::unordered_map<uint64_t, uint32_t> edge_index;    // caller << 32 | callee
     std::unordered_map<uint64_t, uint32_t> address_index; // for EnterAddress records
+    std::vector<uint32_t> index_of; // the stream's Function index -> index into `functions`
     std::vector<Frame> stack;
     std::unordered_map<uint32_t, std::vector<uint64_t>> unwound; // Stack id -> return addresses
     uint64_t last_alloc = 0; // the latest allocation, while nothing else was allocated since
@@ -135,8 +137,10 @@ struct ProfileBuilder::Impl : reader::EventSink {
         LocalEdge& edge = s.edges[e];
         ++f.ncalls;
         ++edge.ncalls;
-        if (f.active == 0) ++f.pcalls, ++edge.pcalls;
+        if (f.active == 0) ++f.pcalls;
+        if (edge.active == 0) ++edge.pcalls;
         ++f.active;
+        ++edge.active;
         s.stack.push_back(Frame{fn, e, ticks, 0});
         s.last_ticks = ticks;
     }
@@ -154,20 +158,25 @@ struct ProfileBuilder::Impl : reader::EventSink {
         LocalEdge& edge = s.edges[fr.edge];
         f.tot += self;
         edge.tot += self;
-        if (--f.active == 0) {
-            f.cum += elapsed;
-            edge.cum += elapsed;
-        }
+        if (--f.active == 0) f.cum += elapsed;
+        if (--edge.active == 0) edge.cum += elapsed;
         if (!s.stack.empty()) s.stack.back().child += elapsed;
         s.last_ticks = ticks;
     }
 
+    // Function records and EnterAddress records share `functions`: the stream's own indices go
+    // through `index_of`.
     void on_function(uint32_t id, uint32_t fn, uint64_t address) override {
         StreamResult& s = stream(id);
-        if (s.functions.size() <= fn) s.functions.resize(fn + 1);
-        s.functions[fn].address = address;
+        if (s.index_of.size() <= fn) s.index_of.resize(fn + 1, UINT32_MAX);
+        s.index_of[fn] = uint32_t(s.functions.size());
+        s.functions.emplace_back();
+        s.functions.back().address = address;
     }
-    void on_enter(uint32_t id, uint32_t fn, uint64_t ticks) override { enter(stream(id), fn, ticks); }
+    void on_enter(uint32_t id, uint32_t fn, uint64_t ticks) override {
+        StreamResult& s = stream(id);
+        if (fn < s.index_of.size() && s.index_of[fn] != UINT32_MAX) enter(s, s.index_of[fn], ticks);
+    }
     void on_enter_address(uint32_t id, uint64_t address, uint64_t ticks) override {
         StreamResult& s = stream(id);
         auto [it, fresh] = s.address_index.try_emplace(address, uint32_t(s.functions.size()));

@@ -20,9 +20,11 @@
 #define PROF_EXPORT extern "C" __attribute__((visibility("default"))) PROF_NOINSTR
 
 // The recording core (libprof.so).
-extern "C" void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind);
-extern "C" void prof_mem_record_free(void* ptr, unsigned kind);
-extern "C" void prof_mem_record_realloc(void* old, void* ptr, size_t size);
+extern "C" void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_t usable);
+extern "C" void prof_mem_record_free(void* ptr, unsigned kind, size_t usable);
+extern "C" void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t old_usable,
+                                        size_t usable);
+extern "C" void prof_mem_activate(void);
 
 namespace {
 
@@ -56,6 +58,7 @@ struct Real {
     NewAlignNothrowFn new_align_nothrow, new_array_align_nothrow;
     DeleteFn delete_, delete_array;
     DeleteAlignFn delete_align, delete_array_align;
+    size_t (*usable_size)(void*);
 };
 constinit Real real{};
 constinit bool resolving = false;
@@ -114,6 +117,7 @@ PROF_NOINSTR void resolve() {
     r.delete_array = next<DeleteFn>("_ZdaPv");
     r.delete_align = next<DeleteAlignFn>("_ZdlPvSt11align_val_t");
     r.delete_array_align = next<DeleteAlignFn>("_ZdaPvSt11align_val_t");
+    r.usable_size = next<size_t (*)(void*)>("malloc_usable_size");
     real = r;
     resolving = false;
 }
@@ -124,9 +128,17 @@ PROF_NOINSTR inline bool ready() {
     return real.malloc != nullptr;
 }
 
+// Usable size of a live block, for the heap counter behind the per-line heap deltas.
+PROF_NOINSTR size_t usable(void* p) { return p && real.usable_size ? real.usable_size(p) : 0; }
+
 PROF_NOINSTR void* record(void* p, size_t n, AllocKind kind, bool outer) {
-    if (outer && p) prof_mem_record_alloc(p, n, unsigned(kind));
+    if (outer && p) prof_mem_record_alloc(p, n, unsigned(kind), usable(p));
     return p;
+}
+
+__attribute__((constructor)) PROF_NOINSTR void activate() {
+    resolve();
+    prof_mem_activate();
 }
 
 // Operator new without a libstdc++ to forward to (a C program whose library uses C++): the
@@ -168,7 +180,7 @@ PROF_EXPORT void free(void* p) {
     if (!p || in_arena(p)) return;
     if (!ready()) return;
     Outermost o;
-    if (o.outer) prof_mem_record_free(p, unsigned(FreeKind::kFree));
+    if (o.outer) prof_mem_record_free(p, unsigned(FreeKind::kFree), usable(p));
     real.free(p);
 }
 
@@ -181,11 +193,12 @@ PROF_EXPORT void* realloc(void* old, size_t n) {
     if (!ready()) return nullptr;
     Outermost o;
     if (old && n == 0) { // glibc frees the block and returns null
-        if (o.outer) prof_mem_record_free(old, unsigned(FreeKind::kFree));
+        if (o.outer) prof_mem_record_free(old, unsigned(FreeKind::kFree), usable(old));
         return real.realloc(old, n);
     }
+    size_t old_usable = o.outer ? usable(old) : 0;
     void* p = real.realloc(old, n);
-    if (o.outer && p) prof_mem_record_realloc(old, p, n);
+    if (o.outer && p) prof_mem_record_realloc(old, p, n, old_usable, usable(p));
     return p;
 }
 
@@ -242,7 +255,7 @@ PROF_NOINSTR void release(void* p, FreeKind kind, DeleteFn with) {
     if (!p || in_arena(p)) return;
     ready();
     Outermost o;
-    if (o.outer) prof_mem_record_free(p, unsigned(kind));
+    if (o.outer) prof_mem_record_free(p, unsigned(kind), usable(p));
     if (with) with(p);
     else real.free(p);
 }
@@ -251,7 +264,7 @@ PROF_NOINSTR void release_aligned(void* p, FreeKind kind, std::align_val_t a, De
     if (!p || in_arena(p)) return;
     ready();
     Outermost o;
-    if (o.outer) prof_mem_record_free(p, unsigned(kind));
+    if (o.outer) prof_mem_record_free(p, unsigned(kind), usable(p));
     if (with) with(p, a);
     else real.free(p);
 }

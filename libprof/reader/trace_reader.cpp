@@ -489,7 +489,8 @@ void TraceReader::sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32
         s.file = std::string(c.str());
         s.function = std::string(c.str());
         s.label = std::string(c.str());
-        if (!c.ok || kind < 1 || kind > 4)
+        // Line numbers index source files: 0 or absurd values are corruption, not sites.
+        if (!c.ok || kind < 1 || kind > 4 || s.line == 0 || s.line > 10000000)
             throw TraceError(info_.path, offset, "malformed site record");
         s.kind = format::SiteKind(kind);
         info_.sites[address] = std::move(s);
@@ -504,6 +505,7 @@ void TraceReader::sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32
         ls.rss_samples = c.uleb();
         ls.rss_increment = c.sleb();
         ls.rss_last = c.uleb();
+        if (c.ok && c.p < c.end) ls.heap_increment = c.sleb(); // added within 1.1
         if (!c.ok || in_stream > UINT32_MAX)
             throw TraceError(info_.path, offset, "malformed line statistics record");
         info_.lines[{in_stream ? uint32_t(in_stream) : stream, site}].add(ls);

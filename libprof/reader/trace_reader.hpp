@@ -59,8 +59,10 @@ struct LineStats {
     uint64_t rss_samples = 0; // hits that also sampled the resident set size
     int64_t rss_increment = 0; // bytes, summed over those hits
     uint64_t rss_last = 0;    // bytes after the latest sampled hit
+    int64_t heap_increment = 0; // usable heap bytes (memory profiler), summed over sampled hits
     void add(const LineStats& o) {
         hits += o.hits;
+        heap_increment += o.heap_increment;
         ticks += o.ticks;
         rss_samples += o.rss_samples;
         rss_increment += o.rss_increment;

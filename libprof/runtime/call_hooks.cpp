@@ -162,7 +162,7 @@ PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintp
     if (PROF_UNLIKELY(s.depth == s.max_depth)) {
         // Too deep to record: this frame and its exit are dropped. Exits come in reverse
         // order, so the next `overflow` exits are these frames'.
-        ++s.overflow;
+        if (!s.overflow++) s.overflow_cfa = cfa;
         s.dropped += 2;
         return;
     }
@@ -200,6 +200,7 @@ PROF_NOINSTR void flush_lines(ThreadState& s, uint64_t now) {
         q = put_uleb(q, a.rss_samples);
         q = put_sleb(q, a.rss_increment);
         q = put_uleb(q, a.rss_last);
+        q = put_sleb(q, a.heap_increment);
         uint8_t* p = s.w.cursor;
         *p++ = uint8_t(Tag::kLineStats);
         p = put_uleb(p, size_t(q - payload));
@@ -321,8 +322,7 @@ PROF_NOINSTR void thread_after_fork_child() {
     if (s.mask) memset(s.table, 0, size_t(s.mask + 1) * sizeof(Slot));
     s.used = 0;
     s.next_index = 0;
-    s.dropped = 0;
-    s.overflow = 0;
+    s.dropped = 0; // the unrecorded deep frames (overflow) are still on the child's stack
     // Written to the parent's trace before the fork; site ids restart in the child.
     if (s.lines_cap) memset(s.lines, 0, size_t(s.lines_cap) * sizeof(LineAgg));
     uint64_t now = now_ticks();
@@ -341,6 +341,13 @@ PROF_NOINSTR void thread_after_fork_child() {
         commit(s.w);
     }
     s.state = prev;
+}
+
+PROF_NOINSTR void thread_off_after_fork() {
+    ThreadState& s = t_state;
+    if (s.w.base) munmap(s.w.base, size_t(s.w.end - s.w.base)); // the parent's chunk
+    s.w = ChunkWriter{};
+    s.state = kOff;
 }
 
 PROF_NOINSTR void thread_flush_counters() {
@@ -392,6 +399,9 @@ __cyg_profile_func_enter(void* fn, void* call_site) {
         if (s.state != kActive) return;
     }
     s.state = kBusy;
+    // No load of the writer's state may move above the guard: a signal handler could run in
+    // between and write records of its own.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     uint64_t now = now_ticks();
     auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
     if (PROF_UNLIKELY(!ensure(s, now))) return;
@@ -445,6 +455,7 @@ __cyg_profile_func_exit(void* fn, void* call_site) {
     ThreadState& s = t_state;
     if (PROF_UNLIKELY(s.state != kActive)) return;
     s.state = kBusy;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     uint64_t now = now_ticks();
     auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
     auto a = reinterpret_cast<uintptr_t>(fn);
@@ -452,11 +463,15 @@ __cyg_profile_func_exit(void* fn, void* call_site) {
     // Reached by a tail call after the function's epilogue: our return address is its own.
     bool tail = __builtin_return_address(0) == call_site;
     if (PROF_UNLIKELY(!ensure(s, now))) return;
-    if (PROF_UNLIKELY(s.overflow)) { // the exit of a frame too deep to record
-        const Slot* slot = find(s, a);
-        if (!(slot && slot->excluded)) --s.overflow;
-        s.state = kActive;
-        return;
+    if (PROF_UNLIKELY(s.overflow)) {
+        if (cfa > s.overflow_cfa && cfa - s.overflow_cfa < kSameStack) {
+            s.overflow = 0; // a longjmp left the unrecorded frames: this exit is a recorded one
+        } else { // the exit of a frame too deep to record
+            const Slot* slot = find(s, a);
+            if (!(slot && slot->excluded)) --s.overflow;
+            s.state = kActive;
+            return;
+        }
     }
     if (PROF_UNLIKELY(!s.depth || !is_exiting(s.frames[s.depth - 1], a, site, cfa, tail))) {
         const Slot* slot = find(s, a);
@@ -542,7 +557,7 @@ PROF_NOINSTR int read_rss_fd() {
 }
 
 PROF_NOINSTR void line_add(prof_site* site, uint64_t start, uint64_t end, bool rss,
-                           uint64_t rss_before, uint64_t rss_after) {
+                           uint64_t rss_before, uint64_t rss_after, int64_t heap_delta) {
     ThreadState& s = t_state;
     if (PROF_UNLIKELY(s.state != kActive)) {
         if (s.state != kNew) return;
@@ -559,6 +574,8 @@ PROF_NOINSTR void line_add(prof_site* site, uint64_t start, uint64_t end, bool r
         s.state = kActive;
         if (!ok) return;
     }
+    s.state = kBusy; // a signal handler's PROF_LINE could grow the table under us
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     LineAgg& a = s.lines[id];
     ++a.hits;
     a.ticks += end > start ? end - start : 0;
@@ -566,7 +583,10 @@ PROF_NOINSTR void line_add(prof_site* site, uint64_t start, uint64_t end, bool r
         ++a.rss_samples;
         a.rss_increment += int64_t(rss_after) - int64_t(rss_before);
         a.rss_last = rss_after;
+        a.heap_increment += heap_delta;
     }
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    s.state = kActive;
 }
 
 } // namespace
@@ -628,13 +648,20 @@ PROF_API unsigned long long prof_ticks(void) {
 }
 
 PROF_API void prof_line_record(prof_site* site, unsigned long long start, unsigned long long end) {
-    prof::rt::line_add(site, start, end, false, 0, 0);
+    prof::rt::line_add(site, start, end, false, 0, 0, 0);
 }
 
 PROF_API void prof_line_record_rss(prof_site* site, unsigned long long start,
                                    unsigned long long end, unsigned long long rss_before,
                                    unsigned long long rss_after) {
-    prof::rt::line_add(site, start, end, true, rss_before, rss_after);
+    prof::rt::line_add(site, start, end, true, rss_before, rss_after, 0);
+}
+
+PROF_API void prof_line_record_mem(prof_site* site, unsigned long long start,
+                                   unsigned long long end, unsigned long long rss_before,
+                                   unsigned long long rss_after, long long heap_before) {
+    prof::rt::line_add(site, start, end, true, rss_before, rss_after,
+                       t_state.heap_bytes - heap_before);
 }
 
 // Resident set size now, from /proc/self/statm (one pread on a descriptor kept open).

@@ -10,8 +10,10 @@ void create_thread_key();
 // Priority 101: before constructors of default priority in this library and, since
 // libprof.so is a dependency of the program, before the program's.
 __attribute__((constructor(101))) PROF_NOINSTR static void prof_library_start() {
+    uint8_t prev = prof::rt::block_thread(); // the start path takes the global lock
     prof::rt::runtime_start();
     prof::rt::create_thread_key();
+    prof::rt::unblock_thread(prev);
 }
 
 __attribute__((destructor(101))) PROF_NOINSTR static void prof_library_finish() {

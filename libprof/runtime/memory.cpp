@@ -10,6 +10,8 @@
 // Same hot-path contract as the call hooks: no lock and no allocation in the common case.
 #include "thread_state.hpp"
 
+extern "C" int prof_line_rss_enabled;
+
 #include <cerrno>
 #include <cstring>
 #include <pthread.h>
@@ -172,9 +174,10 @@ using namespace prof::rt;
 #define PROF_API extern "C" __attribute__((visibility("default"))) PROF_NOINSTR
 
 // One allocation of `size` bytes at `ptr` (kind: format::AllocKind).
-PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind) {
+PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_t usable) {
     ThreadState& s = t_state;
     if (!ptr || !begin(s)) return;
+    s.heap_bytes += int64_t(usable);
     int saved = errno;
     uint64_t now = now_ticks();
     maybe_sample_rss(s, now);
@@ -195,9 +198,10 @@ PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind) {
 
 // The block at `ptr` is about to be released (kind: format::FreeKind). Called before the real
 // free, so that no other thread can be handed the same address first.
-PROF_API void prof_mem_record_free(void* ptr, unsigned kind) {
+PROF_API void prof_mem_record_free(void* ptr, unsigned kind, size_t usable) {
     ThreadState& s = t_state;
     if (!ptr || !begin(s)) return;
+    s.heap_bytes -= int64_t(usable);
     uint64_t now = now_ticks();
     if (ensure_bytes(s, now, 32)) {
         uint8_t payload[24], *q = payload;
@@ -211,9 +215,11 @@ PROF_API void prof_mem_record_free(void* ptr, unsigned kind) {
 }
 
 // realloc(old, size) returned `ptr` (old may be null, ptr null when it failed).
-PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size) {
+PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t old_usable,
+                                     size_t usable) {
     ThreadState& s = t_state;
     if (!ptr || !begin(s)) return;
+    s.heap_bytes += int64_t(usable) - int64_t(old_usable);
     int saved = errno;
     uint64_t now = now_ticks();
     maybe_sample_rss(s, now);
@@ -231,3 +237,9 @@ PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size) {
     errno = saved;
     s.state = kActive;
 }
+
+// libprofmem.so says it is loaded: marked lines then also record heap and RSS deltas.
+PROF_API void prof_mem_activate(void) { prof_line_rss_enabled = 1; }
+
+// Usable heap bytes this thread allocated minus released, while the memory profiler runs.
+PROF_API long long prof_heap_bytes(void) { return t_state.heap_bytes; }

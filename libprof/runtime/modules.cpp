@@ -183,7 +183,7 @@ constexpr const char* kStdPrefixes[] = {
 
 // PROF_EXCLUDE: comma-separated globs (fnmatch) on the symbol name as it is in the object file
 // (mangled for C++), or the keyword `std` for the standard library. The name comes from the
-// module's own symbol table (static functions included), else from the dynamic linker.
+// module's own symbol table (.symtab, else .dynsym; static functions included).
 PROF_NOINSTR bool excluded_by_name(uintptr_t a, Module* mod) {
     if (!g_options.exclude[0]) return false;
     const char* name = nullptr;
@@ -194,10 +194,8 @@ PROF_NOINSTR bool excluded_by_name(uintptr_t a, Module* mod) {
         }
         name = symbol_index_lookup(mod->symbols, a - mod->base);
     }
-    Dl_info info;
-    if (!name && dladdr(reinterpret_cast<void*>(a), &info) && info.dli_sname &&
-        reinterpret_cast<uintptr_t>(info.dli_saddr) == a)
-        name = info.dli_sname;
+    // No dladdr here: it takes the dynamic loader's lock, and we hold ours (a thread in
+    // dlopen holds the loader's lock while its constructors may need ours).
     if (!name) return false;
     return any_item(g_options.exclude, [&](const char* item) {
         if (!strcmp(item, "std")) {
@@ -261,6 +259,8 @@ PROF_NOINSTR void note_code_address(uintptr_t a) {
     f.excluded[h] = 0;
     ++f.count;
 }
+
+PROF_NOINSTR uint32_t function_count() { return f.count; }
 
 PROF_NOINSTR void for_each_function(void (*fn)(uintptr_t, void*), void* arg) {
     for (uint32_t i = 0; f.mask && i <= f.mask; ++i)

@@ -157,8 +157,10 @@ void modules_after_fork(); // the child's trace needs its own module records
 void* symbol_index_build(const char* path);
 const char* symbol_index_lookup(const void* index, uint64_t vaddr);
 
-// Symbol table for every function seen, written at finish (symbols.cpp).
+// Symbol table for every function seen, written at finish (symbols.cpp). Called without the
+// global lock (it takes it per record).
 void write_symbols();
+uint32_t function_count();
 void for_each_function(void (*fn)(uintptr_t, void*), void* arg);
 
 // Lifetime (trace_writer.cpp).
@@ -179,6 +181,7 @@ void sites_after_fork();
 // ---- thread side (hooks.cpp) ---------------------------------------------------------------
 void thread_flush_counters(); // records the calling thread's drop count at process finish
 void thread_after_fork_child();
+void thread_off_after_fork(); // the child writes no trace: this thread records nothing more
 // Blocks the calling thread's hooks (code the runtime calls that might be instrumented, such
 // as an application's operator new during symbolization) and restores them.
 uint8_t block_thread();

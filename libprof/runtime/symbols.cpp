@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <string>
 
 namespace prof::rt {
@@ -23,7 +24,12 @@ PROF_NOINSTR uint8_t* put_str(uint8_t* p, const char* s, size_t n) {
     return p + n;
 }
 
-PROF_NOINSTR void write_symbol(uintptr_t address, void*) {
+PROF_NOINSTR void collect(uintptr_t address, void* arg) {
+    auto* list = static_cast<uintptr_t*>(arg);
+    list[1 + list[0]++] = address;
+}
+
+PROF_NOINSTR void write_symbol(uintptr_t address) {
     std::string name, file;
     size_t line = 0;
     try {
@@ -48,14 +54,28 @@ PROF_NOINSTR void write_symbol(uintptr_t address, void*) {
     p = put_str(p, symbol, std::min<size_t>(strlen(symbol), 16384));
     p = put_str(p, file.data(), std::min<size_t>(file.size(), 4096));
     p = put_uleb(p, line);
+    lock_global();
     process_record(rec, size_t(p - rec));
+    unlock_global();
 }
 
 } // namespace
 
+// Snapshot of the addresses under the lock, then resolution without it (the resolvers take the
+// dynamic loader's lock), then one locked append per record.
 PROF_NOINSTR void write_symbols() {
     uint8_t prev = block_thread();
-    for_each_function(write_symbol, nullptr);
+    lock_global();
+    size_t n = function_count();
+    size_t bytes = (n + 1) * sizeof(uintptr_t);
+    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    auto* list = m == MAP_FAILED ? nullptr : static_cast<uintptr_t*>(m);
+    if (list) for_each_function(collect, list);
+    unlock_global();
+    if (list) {
+        for (uintptr_t i = 0; i < list[0]; ++i) write_symbol(list[1 + i]);
+        munmap(m, bytes);
+    }
     unblock_thread(prev);
 }
 

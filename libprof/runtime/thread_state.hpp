@@ -23,6 +23,7 @@ struct LineAgg {
     uint64_t hits, ticks;
     uint64_t rss_samples, rss_last;
     int64_t rss_increment;
+    int64_t heap_increment; // usable heap bytes, summed over the sampled hits
 };
 
 struct Frame {
@@ -48,6 +49,7 @@ struct ThreadState {
     uint32_t next_index;
     uint64_t dropped;  // events not recorded (depth limit); reported at thread end
     uint32_t overflow; // frames entered beyond max_depth and not yet exited
+    uintptr_t overflow_cfa; // CFA of the outermost of those frames
     LineAgg* lines;    // by site id
     uint32_t lines_cap;
     // Memory profiler (memory.cpp): deduplicated unwound stacks of this stream.
@@ -57,6 +59,7 @@ struct ThreadState {
     uint32_t stack_count;
     uintptr_t stack_top;  // highest address of this thread's stack, bounds the unwinder
     uint64_t next_rss_ticks;
+    int64_t heap_bytes; // usable bytes allocated minus released by this thread (memory profiler)
     uint8_t state;
 };
 

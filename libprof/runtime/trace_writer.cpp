@@ -46,6 +46,9 @@ struct Global {
     ChunkWriter process{}; // stream 0
     uint64_t start_ticks = 0, start_mono = 0, start_real = 0;
     uint32_t ppid = 0;
+    dev_t file_dev = 0; // identity of the trace file, to notice a program that closed our
+    ino_t file_ino = 0; // descriptor (daemons close every fd) and reused its number
+    uint64_t start_ticks_per_second = 0; // from a short calibration when the runtime starts
     bool started = false; // a file was created in this process (finish has work to do)
     std::atomic<uint64_t> dropped{0}; // events threads could not record
     char path[4096 + 64] = {};  // the file this process writes
@@ -81,6 +84,16 @@ PROF_NOINSTR bool reserve_file(uint64_t size) {
 
 PROF_NOINSTR bool open_chunk_locked(ChunkWriter& w, uint64_t now) {
     if (!g.active) return false;
+    struct stat st;
+    if (fstat(g.fd, &st) != 0 || st.st_dev != g.file_dev || st.st_ino != g.file_ino) {
+        char shown[256];
+        log(LogLevel::kError, "trace_stopped",
+            "path=\"%s\" reason=\"the program closed the trace file descriptor\"",
+            log_safe(g.path, shown, sizeof shown));
+        g.active = false;
+        g.fd = -1;
+        return false;
+    }
     uint64_t off = format::kHeaderSize + uint64_t(g.next_chunk) * g.chunk_size;
     if (!reserve_file(off + g.chunk_size)) return false;
     void* m = mmap(nullptr, g.chunk_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
@@ -112,7 +125,7 @@ PROF_NOINSTR bool open_chunk_locked(ChunkWriter& w, uint64_t now) {
     return true;
 }
 
-PROF_NOINSTR void write_file_header(uint32_t flags) {
+PROF_NOINSTR void write_file_header(uint32_t flags, uint64_t end_ticks = 0, uint64_t end_mono = 0) {
     FileHeader h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, format::kMagic, sizeof h.magic);
@@ -127,15 +140,15 @@ PROF_NOINSTR void write_file_header(uint32_t flags) {
     h.start_ticks = g.start_ticks;
     h.start_mono_ns = g.start_mono;
     h.start_real_ns = g.start_real;
+    // The clock rate: calibrated at start, refined over the whole run at finish.
+    h.ticks_per_second = g.start_ticks_per_second;
     if (flags & format::kFileFinished) {
-        h.end_ticks = now_ticks();
-        h.end_mono_ns = monotonic_ns();
+        h.end_ticks = end_ticks;
+        h.end_mono_ns = end_mono;
         h.chunk_count = g.next_chunk;
         if (g_use_tsc) {
-            uint64_t dt = h.end_ticks - g.start_ticks, dns = h.end_mono_ns - g.start_mono;
-            h.ticks_per_second = dns ? uint64_t(double(dt) * 1e9 / double(dns)) : 0;
-        } else {
-            h.ticks_per_second = 1000000000u;
+            uint64_t dt = end_ticks - g.start_ticks, dns = end_mono - g.start_mono;
+            if (dns > 10000000) h.ticks_per_second = uint64_t(double(dt) * 1e9 / double(dns));
         }
     }
     ssize_t r = pwrite(g.fd, &h, sizeof h, 0);
@@ -231,6 +244,19 @@ PROF_NOINSTR bool choose_clock() {
 #endif
 }
 
+// The tick rate measured against CLOCK_MONOTONIC over about a millisecond, so that a trace whose
+// process is killed early still converts ticks to seconds well (the rate is refined over the
+// whole run when the writer finishes).
+PROF_NOINSTR uint64_t calibrate() {
+    if (!g_use_tsc) return 1000000000u;
+    uint64_t t0 = now_ticks(), n0 = monotonic_ns(), t1 = t0, n1 = n0;
+    while (n1 - n0 < 1000000) {
+        t1 = now_ticks();
+        n1 = monotonic_ns();
+    }
+    return uint64_t(double(t1 - t0) * 1e9 / double(n1 - n0));
+}
+
 PROF_NOINSTR bool start_file(const char* base, bool try_base) {
     g.fd = create_file(base, try_base);
     if (g.fd < 0) {
@@ -239,8 +265,9 @@ PROF_NOINSTR bool start_file(const char* base, bool try_base) {
             log_safe(base, shown, sizeof shown), strerror(errno));
         return false;
     }
-    g.started = true;
     g.ppid = uint32_t(getppid());
+    struct stat st;
+    if (fstat(g.fd, &st) == 0) g.file_dev = st.st_dev, g.file_ino = st.st_ino;
     g.next_chunk = 0;
     g.file_size = 0;
     g.next_stream.store(1, std::memory_order_relaxed);
@@ -249,8 +276,10 @@ PROF_NOINSTR bool start_file(const char* base, bool try_base) {
     g.start_ticks = now_ticks();
     g.start_mono = monotonic_ns();
     g.start_real = realtime_ns();
+    if (!g.start_ticks_per_second) g.start_ticks_per_second = calibrate();
     if (!reserve_file(format::kHeaderSize)) return false;
     write_file_header(0);
+    g.started = true;
     g.active = true;
     write_process_meta();
     scan_modules();
@@ -262,11 +291,19 @@ PROF_NOINSTR bool start_file(const char* base, bool try_base) {
 
 // Before fork: what the forking thread aggregated (line sums, drop counts) goes to the
 // parent's trace, then the lock is held so the child inherits consistent state.
+// The forking thread's hooks are blocked while the lock is held: a signal handler that runs
+// instrumented code around fork() must not try to take it again.
+thread_local uint8_t t_fork_state __attribute__((tls_model("initial-exec")));
+
 PROF_NOINSTR void fork_prepare() {
     thread_flush_counters();
+    t_fork_state = block_thread();
     pthread_mutex_lock(&g.lock);
 }
-PROF_NOINSTR void fork_parent() { pthread_mutex_unlock(&g.lock); }
+PROF_NOINSTR void fork_parent() {
+    pthread_mutex_unlock(&g.lock);
+    unblock_thread(t_fork_state);
+}
 
 // The child continues with a file of its own, named `<PROF_OUT>.<pid>`; it must never write
 // into the chunks it inherited from the parent's mapping.
@@ -281,11 +318,16 @@ PROF_NOINSTR void fork_child() {
     if (g.fd >= 0) close(g.fd);
     g.fd = -1;
     g.active = false;
-    if (!was_active) return;
-    pthread_mutex_lock(&g.lock);
-    bool ok = start_file(g.base_path, false);
-    pthread_mutex_unlock(&g.lock);
+    bool ok = false;
+    if (was_active) {
+        pthread_mutex_lock(&g.lock);
+        ok = start_file(g.base_path, false);
+        pthread_mutex_unlock(&g.lock);
+    }
+    unblock_thread(t_fork_state);
+    // Without a file of its own the child must not touch the parent's chunk: off for good.
     if (ok) thread_after_fork_child();
+    else thread_off_after_fork();
 }
 
 } // namespace
@@ -369,17 +411,25 @@ PROF_NOINSTR void runtime_start() {
 PROF_NOINSTR void runtime_finish() {
     int saved = errno;
     thread_flush_counters();
+    // The traced program ends here: what follows is the runtime's own work.
+    uint64_t end_ticks = now_ticks(), end_mono = monotonic_ns();
+    uint8_t prev = block_thread();
     lock_global();
     // Also after tracing stopped early (a full disk): whatever still fits is written.
     if (!g.started || g.finished || g.fd < 0) {
         unlock_global();
+        unblock_thread(prev);
         errno = saved;
         return;
     }
     // After an early stop (a full disk) no chunk can be opened: the end record is written
     // only if the process stream's chunk still has room.
     bool stopped_early = !g.active;
+    unlock_global();
+    // Names are resolved without our lock: the resolvers take the dynamic loader's lock,
+    // which a thread inside dlopen holds while it may need ours.
     if (g_options.symbols && !stopped_early) write_symbols();
+    lock_global();
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) { // the exact peak resident set size of the process
         char buf[32];
@@ -388,21 +438,18 @@ PROF_NOINSTR void runtime_finish() {
     }
     uint8_t rec[64], *p = rec;
     *p++ = uint8_t(format::Tag::kEnd);
-    uint64_t end_ticks = now_ticks(), end_mono = monotonic_ns();
     p = put_u64(p, end_ticks);
     p = put_u64(p, end_mono);
-    uint64_t tps = 1000000000u;
-    if (g_use_tsc) {
-        uint64_t dns = end_mono - g.start_mono;
-        tps = dns ? uint64_t(double(end_ticks - g.start_ticks) * 1e9 / double(dns)) : 0;
-    }
+    uint64_t tps = g.start_ticks_per_second;
+    if (g_use_tsc && end_mono - g.start_mono > 10000000)
+        tps = uint64_t(double(end_ticks - g.start_ticks) * 1e9 / double(end_mono - g.start_mono));
     p = put_u64(p, tps);
     p = put_uleb(p, g.next_stream.load(std::memory_order_relaxed) - 1);
     p = put_uleb(p, g.dropped.load(std::memory_order_relaxed));
     process_record(rec, size_t(p - rec));
     g.finished = true;
     g.active = false;
-    write_file_header(format::kFileFinished);
+    write_file_header(format::kFileFinished, end_ticks, end_mono);
     uint64_t size = format::kHeaderSize + uint64_t(g.next_chunk) * g.chunk_size;
     char shown[256];
     log_safe(g.path, shown, sizeof shown);
@@ -412,6 +459,7 @@ PROF_NOINSTR void runtime_finish() {
         (unsigned long long)size, g.next_chunk,
         (unsigned long long)g.dropped.load(std::memory_order_relaxed));
     unlock_global();
+    unblock_thread(prev);
     errno = saved;
 }
 

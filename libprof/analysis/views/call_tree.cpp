@@ -97,6 +97,7 @@ CallTree CallTreeBuilder::build(const CallTreeOptions& o) const {
     CallTree tree;
     tree.nodes.push_back(CallTreeNode{});
     tree.nodes[0].label = "all";
+    for (const auto& ti : impl_->traces()) tree.traces.push_back(*ti);
     FunctionResolver resolver;
     // Functions merge as in ProfileBuilder::build: by address within a trace, by what names
     // them across traces.

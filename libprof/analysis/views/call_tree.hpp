@@ -31,6 +31,7 @@ struct CallTree {
     std::vector<Function> functions; // named as in Profile; stats are not filled
     std::vector<CallTreeNode> nodes; // nodes[0] is the root ("all")
     std::vector<ThreadSummary> threads;
+    std::vector<reader::TraceInfo> traces;
     const CallTreeNode& root() const { return nodes.front(); }
     // Display name of a node: the function's name, or the root's/thread's label.
     const std::string& name(const CallTreeNode& n) const {

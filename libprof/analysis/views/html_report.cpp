@@ -68,6 +68,8 @@ tr.selected { background: #dde8ff !important; }
 .src { text-align: left; white-space: pre; color: #333; }
 .muted { color: #888; }
 .bar { display: inline-block; height: 9px; background: #e8743b; vertical-align: middle; }
+td.barcell { width: 104px; text-align: left; }
+#lines h3 { font-size: 13px; margin: 12px 0 2px 0; }
 )CSS";
 
 constexpr const char* kScript = R"JS(
@@ -204,7 +206,7 @@ function drawIcicle() {
   for (var a = zoom; a > 0; a = T.nodes[a].p) chain.unshift(a);
   chain.unshift(0);
   function cell(i, depth, x, w, faded) {
-    var n = T.nodes[i], d = el("div", "", w > 40 ? nodeName(n) : "");
+    var n = T.nodes[i], d = el("div", "", w * W > 30 ? nodeName(n) : "");
     d.style.left = (x * 100).toFixed(4) + "%";
     d.style.width = (w * 100).toFixed(4) + "%";
     d.style.top = (depth * 18) + "px";
@@ -261,7 +263,7 @@ D.lines.forEach(function (t) {
     tr.appendChild(el("td", "", r && r.hits ? (1e6 * r.time / r.hits).toFixed(3) : ""));
     var pct = r && t.total > 0 ? 100 * r.time / t.total : null;
     tr.appendChild(el("td", "", pct === null ? "" : pct.toFixed(1)));
-    var bar = el("td", "name");
+    var bar = el("td", "barcell");
     if (pct !== null) { var s = el("span", "bar"); s.style.width = Math.min(100, pct).toFixed(1) + "px"; bar.appendChild(s); }
     tr.appendChild(bar);
     var src = t.source[ln - first];

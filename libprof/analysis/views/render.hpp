@@ -32,7 +32,7 @@ void write_collapsed(std::FILE* out, const CallTree& t);
 
 // Callgrind format (KCachegrind, callgrind_annotate): event `ns`; self cost per function,
 // inclusive cost and count per caller -> callee pair. Totals equal the call tree's total.
-void write_callgrind(std::FILE* out, const CallTree& t, const std::vector<reader::TraceInfo>& traces);
+void write_callgrind(std::FILE* out, const CallTree& t);
 
 struct TreeOptions {
     uint32_t max_depth = 0;   // 0 = unlimited

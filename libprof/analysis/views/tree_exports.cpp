@@ -58,7 +58,8 @@ void write_collapsed(std::FILE* out, const CallTree& t) {
     }
 }
 
-void write_callgrind(std::FILE* out, const CallTree& t, const std::vector<reader::TraceInfo>& traces) {
+void write_callgrind(std::FILE* out, const CallTree& t) {
+    const std::vector<reader::TraceInfo>& traces = t.traces;
     // Callgrind is per function: self cost per function, and per caller -> callee pair the
     // calls and the inclusive cost. Call paths of the tree are summed into both.
     size_t nf = t.functions.size();

@@ -49,6 +49,11 @@ extern int prof_line_rss_enabled;
 unsigned long long prof_rss_bytes(void);
 void prof_line_record_rss(prof_site* site, unsigned long long start, unsigned long long end,
                           unsigned long long rss_before, unsigned long long rss_after);
+/* With the memory profiler loaded: also the heap bytes this thread allocated minus released. */
+long long prof_heap_bytes(void);
+void prof_line_record_mem(prof_site* site, unsigned long long start, unsigned long long end,
+                          unsigned long long rss_before, unsigned long long rss_after,
+                          long long heap_before);
 
 #ifdef __cplusplus
 }

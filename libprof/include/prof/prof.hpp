@@ -46,13 +46,17 @@ PROF_DETAIL_NOINSTR inline unsigned long long ticks() {
 class LineTimer {
 public:
     PROF_DETAIL_NOINSTR explicit LineTimer(prof_site* site) : site_(site) {
-        if (__builtin_expect(prof_line_rss_enabled, 0)) rss_ = prof_rss_bytes() + 1;
+        if (__builtin_expect(prof_line_rss_enabled, 0)) {
+            rss_ = prof_rss_bytes() + 1;
+            heap_ = prof_heap_bytes();
+        }
         start_ = ticks();
     }
     PROF_DETAIL_NOINSTR void stop() {
         unsigned long long end = ticks();
         if (!site_) return;
-        if (__builtin_expect(rss_ != 0, 0)) prof_line_record_rss(site_, start_, end, rss_ - 1, prof_rss_bytes());
+        if (__builtin_expect(rss_ != 0, 0))
+            prof_line_record_mem(site_, start_, end, rss_ - 1, prof_rss_bytes(), heap_);
         else prof_line_record(site_, start_, end);
         site_ = nullptr;
     }
@@ -64,6 +68,7 @@ private:
     prof_site* site_;
     unsigned long long start_ = 0;
     unsigned long long rss_ = 0;
+    long long heap_ = 0;
 };
 
 // Times the rest of the enclosing block.

@@ -1,0 +1,441 @@
+// Views and exports end to end: each export is checked against its format by a strict parser
+// (tests/views/check_views.py: json, xml.etree), callgrind by valgrind's callgrind_annotate,
+// the HTML report by headless Chromium. Those two are skipped, with a message, when the tool
+// is not installed (tools/quickstart.sh installs both).
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+
+using prof::test::run;
+using prof::test::slurp;
+using prof::test::temp_path;
+
+namespace {
+
+// The program's path if it is on PATH, else "".
+std::string which(const std::string& name) {
+    const char* path = std::getenv("PATH");
+    std::stringstream ss(path ? path : "/usr/bin:/bin");
+    std::string dir;
+    while (std::getline(ss, dir, ':')) {
+        std::string p = dir + "/" + name;
+        if (!dir.empty() && access(p.c_str(), X_OK) == 0) return p;
+    }
+    return {};
+}
+
+std::string trace_of(const std::string& name, const std::vector<std::string>& argv) {
+    std::string p = temp_path(name);
+    auto r = run(argv, {{"PROF_OUT", p}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return p;
+}
+
+const std::string& fib15() {
+    static const std::string p = trace_of("views-fib15.trace", {PROF_SAMPLE_FIB, "15"});
+    return p;
+}
+const std::string& fib20() {
+    static const std::string p = trace_of("views-fib20.trace", {PROF_SAMPLE_FIB, "20"});
+    return p;
+}
+const std::string& threads_trace() {
+    static const std::string p = trace_of("views-threads.trace", {PROF_SAMPLE_THREADS});
+    return p;
+}
+const std::string& odd_trace() {
+    static const std::string p = trace_of("views-odd.trace", {PROF_TEST_ODD_NAMES});
+    return p;
+}
+
+// Runs the format checker; the result's exit code is 0 when the file passes.
+prof::test::RunResult check(const std::vector<std::string>& args) {
+    std::string python = which("python3");
+    std::vector<std::string> argv{python, PROF_VIEW_CHECKER};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv);
+}
+
+size_t count(const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+}
+
+size_t lines(const std::string& s) { return count(s, "\n"); }
+
+// The names the odd_names program gives its functions, exactly as demangled.
+const char* const kLess = "odd::operator<(odd::V, odd::V)";
+const char* const kAnd = "odd::operator&(odd::V, odd::V)";
+const char* const kUnbox = "int odd::unbox<int&>(odd::Box<int&> const&)";
+const char* const kLiteral = "odd::operator\"\" _kib(unsigned long long)";
+const char* const kHostile = "</script><script>alert(1)</script> ]]> \"q\" & <b>";
+
+// Sum of self_ns over `--tree --format csv` rows whose name is `name` ("" = all).
+struct TreeCsv {
+    std::map<std::string, uint64_t> self, calls;
+    uint64_t total = 0;
+};
+TreeCsv tree_csv(const std::string& trace) {
+    auto r = run({PROFREPORT, "--tree", "--format", "csv", trace});
+    REQUIRE(r.exit_code == 0);
+    TreeCsv t;
+    std::istringstream in(r.out);
+    std::string line;
+    std::getline(in, line);
+    CHECK(line == "id,parent,depth,calls,total_ns,self_ns,percent,name,file,line");
+    // id,parent,depth,calls,total_ns,self_ns,percent,name,file,line (no commas in fib's names)
+    std::regex row(R"((\d+),(\d+),(\d+),(\d+),(\d+),(\d+),([0-9.]+),(.*),(.*),(\d+))");
+    while (std::getline(in, line)) {
+        std::smatch m;
+        REQUIRE_MESSAGE(std::regex_match(line, m, row), line);
+        std::string name = m[8];
+        t.self[name] += std::stoull(m[6]);
+        t.calls[name] += std::stoull(m[4]);
+        t.total += std::stoull(m[6]);
+    }
+    return t;
+}
+
+double json_number(const std::string& json, const std::string& key, size_t from = 0) {
+    size_t at = json.find("\"" + key + "\": ", from);
+    REQUIRE(at != std::string::npos);
+    return std::strtod(json.c_str() + at + key.size() + 4, nullptr);
+}
+
+} // namespace
+
+TEST_CASE("profreport --tree: call paths with exact counts, depth and percent cuts, csv") {
+    auto r = run({PROFREPORT, "--tree", fib15()});
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out.find("# Call tree: 1974 calls in ") == 0);
+    CHECK(r.out.find("TOTAL TIME    SELF TIME       CALLS  FUNCTION") != std::string::npos);
+    // fib(15) recurses 15 levels below main: one line per call path.
+    CHECK(count(r.out, "+-fib(int)") == 15);
+    CHECK(r.out.find("           1  main\n") != std::string::npos);
+
+    auto shallow = run({PROFREPORT, "--tree", "--depth", "3", fib15()});
+    CHECK(count(shallow.out, "+-fib(int)") == 2);
+    auto cut = run({PROFREPORT, "--tree", "--min-percent", "50%", fib15()});
+    CHECK(count(cut.out, "+-fib(int)") < 15);
+
+    TreeCsv t = tree_csv(fib15());
+    CHECK(t.calls["main"] == 1);
+    CHECK(t.calls["fib(int)"] == 1973);
+    // Self times add up to the total exactly, and match the pstats table to the nanosecond.
+    auto json = run({PROFREPORT, "--format", "json", fib15()});
+    double total = json_number(json.out, "total_time");
+    CHECK(std::fabs(double(t.total) - total * 1e9) <= 2.0);
+    size_t fib_at = json.out.find("\"name\": \"fib(int)\"");
+    CHECK(std::fabs(double(t.self["fib(int)"]) - json_number(json.out, "tottime", fib_at) * 1e9) <= 2.0);
+
+    // Per thread: one top-level node per thread.
+    auto per_thread = run({PROFREPORT, "--tree", "--threads", "--depth", "1", threads_trace()});
+    CHECK(per_thread.exit_code == 0);
+    CHECK(count(per_thread.out, "  thread ") == 5);
+}
+
+TEST_CASE("collapsed stacks and callgrind: totals equal ours and callgrind_annotate's") {
+    TreeCsv t = tree_csv(fib15());
+    std::string folded = temp_path("fib.folded");
+    REQUIRE(run({PROFREPORT, "--export", "collapsed", "-o", folded, fib15()}).exit_code == 0);
+    auto c = check({"collapsed", folded, "--total", std::to_string(t.total)});
+    CHECK_MESSAGE(c.exit_code == 0, c.err);
+    CHECK(slurp(folded).rfind("main ", 0) == 0);
+    CHECK(slurp(folded).find("\nmain;fib(int);fib(int) ") != std::string::npos);
+
+    std::string cg = temp_path("callgrind.out.fib");
+    REQUIRE(run({PROFREPORT, "--export", "callgrind", "-o", cg, fib15()}).exit_code == 0);
+    std::string text = slurp(cg);
+    CHECK(text.rfind("# callgrind format\nversion: 1\n", 0) == 0);
+    CHECK(text.find("events: ns\n") != std::string::npos);
+    CHECK(text.find("summary: " + std::to_string(t.total) + "\n") != std::string::npos);
+    CHECK(text.find("calls=1 ") != std::string::npos);    // main -> fib
+    CHECK(text.find("calls=1972 ") != std::string::npos); // fib -> fib
+
+    std::string annotate = which("callgrind_annotate");
+    if (annotate.empty()) {
+        MESSAGE("callgrind_annotate not installed (Debian: valgrind): skipping its check");
+        return;
+    }
+    auto a = run({annotate, cg});
+    REQUIRE_MESSAGE(a.exit_code == 0, a.err);
+    auto number = [](std::string s) {
+        s.erase(std::remove(s.begin(), s.end(), ','), s.end());
+        return std::stoull(s);
+    };
+    std::smatch m;
+    REQUIRE(std::regex_search(a.out, m, std::regex(R"(([0-9,]+) \([ 0-9.]+%\)\s+PROGRAM TOTALS)")));
+    CHECK(number(m[1]) == t.total);
+    REQUIRE(std::regex_search(a.out, m, std::regex(R"(([0-9,]+) \([ 0-9.]+%\)\s+\S*fib\.cpp:fib\(int\))")));
+    CHECK(number(m[1]) == t.self["fib(int)"]);
+    REQUIRE(std::regex_search(a.out, m, std::regex(R"(([0-9,]+) \([ 0-9.]+%\)\s+\S*fib\.cpp:main)")));
+    CHECK(number(m[1]) == t.self["main"]);
+}
+
+TEST_CASE("chrome and speedscope exports: nested per thread, balanced, exact counts, escaped") {
+    std::string chrome = temp_path("odd.json");
+    auto r = run({PROFREPORT, "--export", "chrome", "-o", chrome, odd_trace()});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.empty());
+    auto counts = [](const char* w, const char* h) {
+        return std::vector<std::string>{"--count", std::string(kLess) + "=300",
+                                        "--count", std::string(kAnd) + "=300",
+                                        "--count", std::string(kUnbox) + "=300",
+                                        "--count", std::string(kLiteral) + "=2",
+                                        "--count", std::string(kHostile) + "=300",
+                                        "--count", std::string(w) + "=2",
+                                        "--count", std::string(h) + "=300"};
+    };
+    std::vector<std::string> args{"chrome", chrome};
+    for (auto& a : counts("worker(int)", "hostile_scope(int)")) args.push_back(a);
+    auto c = check(args);
+    CHECK_MESSAGE(c.exit_code == 0, c.err);
+    CHECK(c.out.find("\"threads\": 2") != std::string::npos);
+    // The scope nests inside hostile_scope inside worker inside main (or the thread's lambda).
+    CHECK(c.out.find("\"max_depth\": 4") != std::string::npos);
+    CHECK(slurp(chrome).find("</script>") == std::string::npos);
+
+    std::string ss = temp_path("odd.speedscope.json");
+    REQUIRE(run({PROFREPORT, "--export", "speedscope", "-o", ss, odd_trace()}).exit_code == 0);
+    args = {"speedscope", ss};
+    for (auto& a : counts("worker(int)", "hostile_scope(int)")) args.push_back(a);
+    c = check(args);
+    CHECK_MESSAGE(c.exit_code == 0, c.err);
+    CHECK(c.out.find("\"profiles\": 2") != std::string::npos);
+
+    // Threads: 5 threads named in the metadata, counts per function as the sample says.
+    std::string th = temp_path("threads.json");
+    REQUIRE(run({PROFREPORT, "--export", "chrome", "-o", th, threads_trace()}).exit_code == 0);
+    c = check({"chrome", th, "--count", "step(unsigned long, unsigned long)=10000", "--count",
+               "mix(unsigned long)=20000", "--count", "nap()=4", "--count", "worker(int)=4"});
+    CHECK_MESSAGE(c.exit_code == 0, c.err);
+    CHECK(c.out.find("\"threads\": 5") != std::string::npos);
+}
+
+TEST_CASE("timeline filters: --min-duration, --from/--to, --thread") {
+    // nap() sleeps 10 ms in each of 4 threads; step() and mix() take well under 1 ms.
+    for (const char* kind : {"chrome", "speedscope"}) {
+        CAPTURE(kind);
+        std::string out = temp_path(std::string("long.") + kind);
+        auto r = run({PROFREPORT, "--export", kind, "--min-duration", "5ms", "-o", out, threads_trace()});
+        REQUIRE(r.exit_code == 0);
+        auto c = check({kind, out, "--count", "nap()=4", "--count", "worker(int)=4", "--count",
+                        "main=1", "--count", "step(unsigned long, unsigned long)=0"});
+        CHECK_MESSAGE(c.exit_code == 0, c.err);
+
+        // A window: every event clipped into it, still nested and balanced.
+        std::string win = temp_path(std::string("window.") + kind);
+        r = run({PROFREPORT, "--export", kind, "--from", "5ms", "--to", "12ms", "-o", win, threads_trace()});
+        REQUIRE(r.exit_code == 0);
+        c = check({kind, win, "--within", "5000000", "12000000"});
+        CHECK_MESSAGE(c.exit_code == 0, c.err);
+    }
+    // One thread by kernel id: main's tid is the process id.
+    auto info = run({PROFREPORT, "--info", threads_trace()});
+    std::smatch m;
+    REQUIRE(std::regex_search(info.out, m, std::regex(R"(pid (\d+) )")));
+    std::string out = temp_path("main-only.json");
+    REQUIRE(run({PROFREPORT, "--export", "chrome", "--thread", m[1], "-o", out, threads_trace()}).exit_code == 0);
+    auto c = check({"chrome", out, "--count", "main=1", "--count", "worker(int)=0"});
+    CHECK_MESSAGE(c.exit_code == 0, c.err);
+    auto none = run({PROFREPORT, "--export", "chrome", "--thread", "1", "-o", out, threads_trace()});
+    CHECK(none.exit_code == 1);
+}
+
+TEST_CASE("flame graph: well-formed SVG, exact widths, names escaped") {
+    std::string svg = temp_path("odd.svg");
+    auto r = run({PROFREPORT, "--flamegraph", svg, odd_trace()});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    TreeCsv t = tree_csv(odd_trace());
+    auto c = check({"svg", svg, "--total", std::to_string(t.total), "--name", kLess, "--name", kAnd,
+                    "--name", kUnbox, "--name", kLiteral, "--name", kHostile, "--count",
+                    std::string(kHostile) + "=300"});
+    CHECK_MESSAGE(c.exit_code == 0, c.err);
+    std::string text = slurp(svg);
+    CHECK(count(text, "<script") == 1); // ours; the scope's label is text
+    CHECK(count(text, "]]>") == 1);
+
+    auto fib = run({PROFREPORT, "--flamegraph", temp_path("fib.svg"), "--icicle", "--threads", fib15()});
+    CHECK(fib.exit_code == 0);
+    c = check({"svg", temp_path("fib.svg"), "--count", "fib(int)=1973", "--count", "main=1"});
+    CHECK_MESSAGE(c.exit_code == 0, c.err);
+}
+
+TEST_CASE("HTML report: self-contained, escaped, and working in headless Chromium") {
+    std::string html = temp_path("odd.html");
+    auto r = run({PROFREPORT, "--html", html, odd_trace()});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::string text = slurp(html);
+    CHECK(count(text, "<script") == 2); // the data and the code
+    CHECK(text.find("alert(1)</script>") == std::string::npos);
+    for (const char* remote : {"http://", "https://", "<link", " src="})
+        CHECK_MESSAGE(text.find(remote) == std::string::npos, remote);
+    CHECK(text.find("default-src 'none'") != std::string::npos); // no network, even by mistake
+
+    std::string chromium = which("chromium");
+    if (chromium.empty()) chromium = which("chromium-browser");
+    if (chromium.empty()) {
+        MESSAGE("chromium not installed (Debian: chromium): skipping the browser check");
+        return;
+    }
+    auto browse = [&](const std::vector<std::string>& extra, const std::string& url) {
+        std::vector<std::string> argv{which("timeout"), "120", chromium, "--headless", "--no-sandbox",
+                                      "--disable-gpu", "--disable-background-networking",
+                                      "--disable-component-update", "--disable-sync", "--no-first-run",
+                                      "--user-data-dir=" + temp_path("chromium-profile"),
+                                      "--enable-logging=stderr", "--v=0"};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        argv.push_back(url);
+        return run(argv);
+    };
+    // After the scripts ran, with the interactions exercised once (#selftest).
+    auto dom = browse({"--dump-dom"}, "file://" + html + "#selftest");
+    REQUIRE_MESSAGE(dom.exit_code == 0, dom.err);
+    CHECK_MESSAGE(dom.out.find("data-ready=\"1\"") != std::string::npos, dom.err);
+    CHECK(dom.out.find("data-selftest=\"ok\"") != std::string::npos);
+    CHECK_MESSAGE(dom.out.find(" data-error=\"") == std::string::npos, dom.out.substr(0, 400));
+    // One row per function of the pstats table.
+    auto json = run({PROFREPORT, "--format", "json", odd_trace()});
+    size_t functions = count(json.out, "\"ncalls\": ");
+    CHECK(dom.out.find("data-rows=\"" + std::to_string(functions) + "\"") != std::string::npos);
+    CHECK(count(dom.out, "<tr data-fn=") == functions);
+    CHECK(dom.out.find("data-detail=\"callers=") != std::string::npos);
+    CHECK(dom.out.find("data-icicle=\"") != std::string::npos);
+    // Names are text in the page, never markup.
+    CHECK(dom.out.find("odd::operator&lt;(odd::V, odd::V)") != std::string::npos);
+    CHECK(dom.out.find("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;") != std::string::npos);
+    CHECK(count(dom.out, "<script") == 2);
+    // No console errors (Chromium logs page console messages as CONSOLE lines).
+    std::istringstream log(dom.err);
+    std::string line;
+    while (std::getline(log, line))
+        if (line.find(":CONSOLE(") != std::string::npos || line.find("Uncaught") != std::string::npos)
+            FAIL_CHECK(line);
+
+    std::string png = temp_path("report.png");
+    auto shot = browse({"--screenshot=" + png, "--window-size=1280,900", "--hide-scrollbars"},
+                       "file://" + html);
+    CHECK_MESSAGE(shot.exit_code == 0, shot.err);
+    std::string image = slurp(png);
+    CHECK(image.size() > 10000);
+    CHECK(image.rfind("\x89PNG\r\n\x1a\n", 0) == 0);
+}
+
+TEST_CASE("diff: per-function deltas, exit status flips at --fail-above") {
+    auto same = run({PROFREPORT, "diff", fib15(), fib15(), "--fail-above", "0"});
+    CHECK_MESSAGE(same.exit_code == 0, same.err);
+    CHECK(same.out.find("+0.0%") != std::string::npos);
+
+    // fib(20) makes 11 times the calls of fib(15): a regression by any measure.
+    auto slower = run({PROFREPORT, "diff", fib15(), fib20(), "--fail-above", "5%"});
+    CHECK(slower.exit_code == 3);
+    CHECK(slower.err.find("regression: ") != std::string::npos);
+    CHECK(slower.out.find("!       1973      21891") != std::string::npos);
+    auto faster = run({PROFREPORT, "diff", fib20(), fib15(), "--fail-above", "5%"});
+    CHECK(faster.exit_code == 0);
+    CHECK(faster.err.empty());
+
+    // The threshold: just under the measured change fails, just over passes.
+    auto j = run({PROFREPORT, "diff", "--metric", "ncalls", "--format", "json", fib15(), fib20()});
+    REQUIRE(j.exit_code == 0);
+    double change = json_number(j.out, "change_percent");
+    CHECK(change == doctest::Approx(100.0 * (21892 - 1974) / 1974).epsilon(1e-4));
+    auto under = run({PROFREPORT, "diff", "--metric", "ncalls", "--fail-above",
+                      std::to_string(change - 1), fib15(), fib20()});
+    CHECK(under.exit_code == 3);
+    auto over = run({PROFREPORT, "diff", "--metric", "ncalls", "--fail-above",
+                     std::to_string(change + 1), fib15(), fib20()});
+    CHECK(over.exit_code == 0);
+
+    // Sets are compared per run: two runs of fib(15) against one is no change in calls.
+    auto sets = run({PROFREPORT, "diff", "--metric", "ncalls", "--fail-above", "0", fib15(),
+                     fib15(), "--vs", fib15()});
+    CHECK_MESSAGE(sets.exit_code == 0, sets.err);
+    CHECK(sets.out.find("base: 2 runs, 1974 calls") != std::string::npos);
+
+    auto csv = run({PROFREPORT, "diff", "--format", "csv", fib15(), fib20()});
+    CHECK(csv.out.rfind("name,file,line,status,ncalls_base,ncalls_new,", 0) == 0);
+    CHECK(lines(csv.out) == 3);
+}
+
+TEST_CASE("--format csv for callers, callees and lines") {
+    // The regexes match the full path: `\(fib` is the function, `fib` would match main too.
+    auto callers = run({PROFREPORT, "--callers", "\\(fib", "--format", "csv", fib15()});
+    CHECK(callers.exit_code == 0);
+    CHECK(callers.out.rfind("function,function_file,function_line,caller,", 0) == 0);
+    CHECK(callers.out.find("fib(int),") != std::string::npos);
+    CHECK(lines(callers.out) == 3); // fib <- main, fib <- fib
+    auto callees = run({PROFREPORT, "--callees", "\\(main\\)", "--format", "csv", fib15()});
+    CHECK(callees.out.rfind("function,function_file,function_line,callee,", 0) == 0);
+    CHECK(lines(callees.out) == 2);
+
+    std::string lt = trace_of("views-lines.trace", {PROF_TEST_LINES});
+    auto l = run({PROFREPORT, "--lines", "--format", "csv", lt});
+    CHECK(l.exit_code == 0);
+    CHECK(l.out.rfind("file,function,line,kind,hits,time,rss_samples,rss_increment,rss_last\n", 0) == 0);
+    CHECK(lines(l.out) > 2);
+}
+
+TEST_CASE("views: bad usage and unwritable outputs give one line and a non-zero exit") {
+    auto one_line = [](const prof::test::RunResult& r) { return lines(r.err) == 1; };
+    auto svg = run({PROFREPORT, "--flamegraph", "/nonexistent-dir/x.svg", fib15()});
+    CHECK(svg.exit_code == 1);
+    CHECK(one_line(svg));
+    CHECK(svg.err.find("cannot write /nonexistent-dir/x.svg") != std::string::npos);
+    for (const char* kind : {"chrome", "speedscope", "collapsed", "callgrind"}) {
+        auto r = run({PROFREPORT, "--export", kind, "-o", "/nonexistent-dir/x", fib15()});
+        CHECK_MESSAGE(r.exit_code == 1, kind);
+        CHECK(one_line(r));
+    }
+    auto html = run({PROFREPORT, "--html", "/nonexistent-dir/x.html", fib15()});
+    CHECK(html.exit_code == 1);
+    CHECK(one_line(html));
+    if (std::filesystem::exists("/dev/full")) {
+        auto full = run({PROFREPORT, "--export", "chrome", "-o", "/dev/full", fib15()});
+        CHECK(full.exit_code == 1);
+        CHECK(full.err.find("write error on /dev/full") != std::string::npos);
+    }
+    // A missing trace leaves no half-written output behind.
+    std::string partial = temp_path("partial.json");
+    auto missing = run({PROFREPORT, "--export", "chrome", "-o", partial, temp_path("nope.trace")});
+    CHECK(missing.exit_code == 1);
+    CHECK(one_line(missing));
+    CHECK_FALSE(std::filesystem::exists(partial));
+
+    for (std::vector<std::string> bad : {
+             std::vector<std::string>{"--export", "pdf"},
+             {"--export", "chrome", "--from", "soon"},
+             {"--export", "chrome", "--from", "2s", "--to", "1s"},
+             {"--tree", "--from", "1s"},
+             {"--depth", "2"},
+             {"--fail-above", "5"},
+             {"--tree", "--flamegraph", "x.svg"},
+             {"--tree", "--format", "json"},
+         }) {
+        bad.insert(bad.begin(), PROFREPORT);
+        bad.push_back(fib15());
+        auto r = run(bad);
+        CHECK_MESSAGE(r.exit_code == 2, bad[1], " ", bad[2]);
+        CHECK(one_line(r));
+    }
+    auto lone = run({PROFREPORT, "diff", fib15()});
+    CHECK(lone.exit_code == 2);
+    CHECK(lone.err.find("diff compares two traces") != std::string::npos);
+
+    auto help = run({PROFREPORT, "--help"});
+    for (const char* opt : {"--tree", "--flamegraph", "--html", "--export FORMAT", "speedscope",
+                            "callgrind", "--min-duration", "profreport diff", "--fail-above"})
+        CHECK_MESSAGE(help.out.find(opt) != std::string::npos, opt);
+}
