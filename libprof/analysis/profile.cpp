@@ -210,55 +210,95 @@ struct ProfileBuilder::Impl : reader::EventSink {
         return it->second;
     }
 
-    void allocated(StreamResult& s, uint64_t ticks, uint64_t ptr, uint64_t size, size_t site,
-                   format::AllocKind kind) {
-        memory.present = true;
-        ++memory.allocations;
-        memory.bytes_allocated += size;
-        MemorySite& ms = memory.sites[site];
-        ++ms.allocations;
-        ms.bytes += size;
-        live[ptr] = LiveBlock{size, site, kind};
-        heap_events.push_back(HeapEvent{ticks, int64_t(size), site});
-        s.last_alloc = ptr;
-        s.last_alloc_site = site;
-    }
+    // Memory events are buffered and matched in time order when the trace has been read: a
+    // block freed by another thread may come earlier in the file than its allocation.
+    // Temporaries depend on one thread's order only and are decided as records arrive.
+    struct MemoryEvent {
+        uint64_t ticks;
+        uint64_t ptr;
+        uint64_t size;   // allocations
+        size_t site;     // allocations
+        uint8_t op;      // 0 allocation, 1 free, 2 release by realloc
+        uint8_t kind;    // AllocKind or FreeKind
+    };
+    std::vector<MemoryEvent> memory_events;
 
-    // Returns false when the block is not known (allocated before tracing, or untraced).
-    bool released(StreamResult& s, uint64_t ticks, uint64_t ptr, const format::FreeKind* kind) {
-        auto it = live.find(ptr);
-        if (it == live.end()) return false;
-        const LiveBlock& b = it->second;
-        if (s.last_alloc == ptr) ++memory.sites[b.site].temporary, ++memory.temporary;
-        s.last_alloc = 0;
-        if (kind && !matches(b.kind, *kind)) {
-            auto key = std::make_tuple(b.site, int(b.kind), int(*kind));
-            auto [mt, fresh] = mismatch_index.try_emplace(key, memory.mismatches.size());
-            if (fresh) memory.mismatches.push_back(Mismatch{alloc_name(b.kind), free_name(*kind), 0, b.site});
-            ++memory.mismatches[mt->second].count;
+    void note_temporary_on_free(StreamResult& s, uint64_t ptr, bool by_free) {
+        if (by_free && s.last_alloc == ptr && ptr) {
+            ++memory.sites[s.last_alloc_site].temporary;
+            ++memory.temporary;
         }
-        heap_events.push_back(HeapEvent{ticks, -int64_t(b.size), b.site});
-        live.erase(it);
-        return true;
+        s.last_alloc = 0;
     }
 
     void on_alloc(uint32_t id, uint64_t ticks, uint64_t ptr, uint64_t size, uint32_t stack,
                   format::AllocKind kind) override {
         StreamResult& s = stream(id);
-        allocated(s, ticks, ptr, size, site_of(s, stack), kind);
+        size_t site = site_of(s, stack);
+        memory_events.push_back(MemoryEvent{ticks, ptr, size, site, 0, uint8_t(kind)});
+        s.last_alloc = ptr;
+        s.last_alloc_site = site;
     }
     void on_free(uint32_t id, uint64_t ticks, uint64_t ptr, format::FreeKind kind) override {
         StreamResult& s = stream(id);
-        memory.present = true;
-        ++memory.frees;
-        if (!released(s, ticks, ptr, &kind)) ++memory.unknown_frees;
+        note_temporary_on_free(s, ptr, true);
+        memory_events.push_back(MemoryEvent{ticks, ptr, 0, 0, 1, uint8_t(kind)});
     }
     void on_realloc(uint32_t id, uint64_t ticks, uint64_t old_ptr, uint64_t ptr, uint64_t size,
                     uint32_t stack) override {
         StreamResult& s = stream(id);
-        if (old_ptr) released(s, ticks, old_ptr, nullptr);
-        allocated(s, ticks, ptr, size, site_of(s, stack), format::AllocKind::kMalloc);
+        // As heaptrack counts it: the moved block was temporary if it was this thread's latest.
+        if (old_ptr) {
+            if (s.last_alloc == old_ptr) {
+                ++memory.sites[s.last_alloc_site].temporary;
+                ++memory.temporary;
+            }
+            memory_events.push_back(MemoryEvent{ticks, old_ptr, 0, 0, 2, 0});
+        }
+        size_t site = site_of(s, stack);
+        memory_events.push_back(MemoryEvent{ticks, ptr, size, site, 0, uint8_t(format::AllocKind::kMalloc)});
+        s.last_alloc = ptr;
+        s.last_alloc_site = site;
     }
+
+    // Replays one trace's memory events in time order against the live blocks.
+    void match_memory() {
+        std::stable_sort(memory_events.begin(), memory_events.end(),
+                         [](const MemoryEvent& a, const MemoryEvent& b) { return a.ticks < b.ticks; });
+        for (const MemoryEvent& e : memory_events) {
+            memory.present = true;
+            if (e.op == 0) {
+                ++memory.allocations;
+                memory.bytes_allocated += e.size;
+                MemorySite& ms = memory.sites[e.site];
+                ++ms.allocations;
+                ms.bytes += e.size;
+                live[e.ptr] = LiveBlock{e.size, e.site, format::AllocKind(e.kind)};
+                heap_events.push_back(HeapEvent{e.ticks, int64_t(e.size), e.site});
+                continue;
+            }
+            if (e.op == 1) ++memory.frees;
+            auto it = live.find(e.ptr);
+            if (it == live.end()) {
+                if (e.op == 1) ++memory.unknown_frees;
+                continue;
+            }
+            const LiveBlock& b = it->second;
+            if (e.op == 1 && !matches(b.kind, format::FreeKind(e.kind))) {
+                auto key = std::make_tuple(b.site, int(b.kind), int(e.kind));
+                auto [mt, fresh] = mismatch_index.try_emplace(key, memory.mismatches.size());
+                if (fresh)
+                    memory.mismatches.push_back(
+                        Mismatch{alloc_name(b.kind), free_name(format::FreeKind(e.kind)), 0, b.site});
+                ++memory.mismatches[mt->second].count;
+            }
+            heap_events.push_back(HeapEvent{e.ticks, -int64_t(b.size), b.site});
+            live.erase(it);
+        }
+        memory_events.clear();
+        memory_events.shrink_to_fit();
+    }
+
     void on_stack(uint32_t id, uint32_t stack, const std::vector<uint64_t>& pcs) override {
         stream(id).unwound[stack] = pcs;
     }
@@ -271,6 +311,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
 
     // End of one trace: leaks, the peak and its contributors, timelines.
     void finish_memory(const reader::TraceInfo& info) {
+        match_memory();
         double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
         uint64_t t0 = info.header.start_ticks;
         auto secs = [&](uint64_t t) { return t > t0 ? (t - t0) / tps : 0.0; };

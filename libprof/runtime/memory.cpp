@@ -21,6 +21,9 @@ extern "C" int prof_line_rss_enabled;
 extern "C" void* __libc_stack_end;
 
 namespace prof::rt {
+
+bool g_memory_active = false;
+
 namespace {
 
 using format::Tag;
@@ -239,7 +242,10 @@ PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t 
 }
 
 // libprofmem.so says it is loaded: marked lines then also record heap and RSS deltas.
-PROF_API void prof_mem_activate(void) { prof_line_rss_enabled = 1; }
+PROF_API void prof_mem_activate(void) {
+    prof_line_rss_enabled = 1;
+    g_memory_active = true;
+}
 
 // Usable heap bytes this thread allocated minus released, while the memory profiler runs.
 PROF_API long long prof_heap_bytes(void) { return t_state.heap_bytes; }

@@ -31,6 +31,7 @@ namespace prof::rt {
 
 // ---- clock -------------------------------------------------------------------------------
 extern bool g_use_tsc;
+extern bool g_memory_active; // libprofmem.so is loaded (memory.cpp)
 
 PROF_NOINSTR inline uint64_t monotonic_ns() {
     timespec ts;

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -410,6 +411,13 @@ PROF_NOINSTR void runtime_start() {
 // open new ones.
 PROF_NOINSTR void runtime_finish() {
     int saved = errno;
+    if (g_memory_active) {
+        // libstdc++ keeps an emergency exception pool for the life of the process; release it
+        // (and its record) now, as heaptrack does, so that it is not reported as a leak.
+        using Freeres = void (*)();
+        if (auto freeres = reinterpret_cast<Freeres>(dlsym(RTLD_DEFAULT, "_ZN9__gnu_cxx9__freeresEv")))
+            freeres();
+    }
     thread_flush_counters();
     // The traced program ends here: what follows is the runtime's own work.
     uint64_t end_ticks = now_ticks(), end_mono = monotonic_ns();

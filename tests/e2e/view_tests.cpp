@@ -107,6 +107,32 @@ TreeCsv tree_csv(const std::string& trace) {
     return t;
 }
 
+std::string chromium() {
+    std::string c = which("chromium");
+    return c.empty() ? which("chromium-browser") : c;
+}
+
+// Headless Chromium on a file; stderr carries the page's console messages.
+prof::test::RunResult browse(const std::vector<std::string>& extra, const std::string& url) {
+    std::vector<std::string> argv{which("timeout"), "120", chromium(), "--headless", "--no-sandbox",
+                                  "--disable-gpu", "--disable-background-networking",
+                                  "--disable-component-update", "--disable-sync", "--no-first-run",
+                                  "--user-data-dir=" + temp_path("chromium-profile"),
+                                  "--enable-logging=stderr", "--v=0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back(url);
+    return run(argv);
+}
+
+// Console messages and uncaught exceptions in Chromium's log.
+void check_console(const std::string& err) {
+    std::istringstream log(err);
+    std::string line;
+    while (std::getline(log, line))
+        if (line.find(":CONSOLE(") != std::string::npos || line.find("Uncaught") != std::string::npos)
+            FAIL_CHECK(line);
+}
+
 double json_number(const std::string& json, const std::string& key, size_t from = 0) {
     size_t at = json.find("\"" + key + "\": ", from);
     REQUIRE(at != std::string::npos);
@@ -271,6 +297,17 @@ TEST_CASE("flame graph: well-formed SVG, exact widths, names escaped") {
     CHECK(fib.exit_code == 0);
     c = check({"svg", temp_path("fib.svg"), "--count", "fib(int)=1973", "--count", "main=1"});
     CHECK_MESSAGE(c.exit_code == 0, c.err);
+
+    // The script in a browser: zoom into a frame, search everything (#selftest).
+    if (chromium().empty()) {
+        MESSAGE("chromium not installed (Debian: chromium): skipping the browser check");
+        return;
+    }
+    auto dom = browse({"--dump-dom"}, "file://" + svg + "#selftest");
+    REQUIRE_MESSAGE(dom.exit_code == 0, dom.err);
+    CHECK(dom.out.find("data-ready=\"1\"") != std::string::npos);
+    CHECK(dom.out.find("data-selftest=\"Matched: 100.00% zoomed\"") != std::string::npos);
+    check_console(dom.err);
 }
 
 TEST_CASE("HTML report: self-contained, escaped, and working in headless Chromium") {
@@ -284,22 +321,10 @@ TEST_CASE("HTML report: self-contained, escaped, and working in headless Chromiu
         CHECK_MESSAGE(text.find(remote) == std::string::npos, remote);
     CHECK(text.find("default-src 'none'") != std::string::npos); // no network, even by mistake
 
-    std::string chromium = which("chromium");
-    if (chromium.empty()) chromium = which("chromium-browser");
-    if (chromium.empty()) {
+    if (chromium().empty()) {
         MESSAGE("chromium not installed (Debian: chromium): skipping the browser check");
         return;
     }
-    auto browse = [&](const std::vector<std::string>& extra, const std::string& url) {
-        std::vector<std::string> argv{which("timeout"), "120", chromium, "--headless", "--no-sandbox",
-                                      "--disable-gpu", "--disable-background-networking",
-                                      "--disable-component-update", "--disable-sync", "--no-first-run",
-                                      "--user-data-dir=" + temp_path("chromium-profile"),
-                                      "--enable-logging=stderr", "--v=0"};
-        argv.insert(argv.end(), extra.begin(), extra.end());
-        argv.push_back(url);
-        return run(argv);
-    };
     // After the scripts ran, with the interactions exercised once (#selftest).
     auto dom = browse({"--dump-dom"}, "file://" + html + "#selftest");
     REQUIRE_MESSAGE(dom.exit_code == 0, dom.err);
@@ -318,11 +343,7 @@ TEST_CASE("HTML report: self-contained, escaped, and working in headless Chromiu
     CHECK(dom.out.find("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;") != std::string::npos);
     CHECK(count(dom.out, "<script") == 2);
     // No console errors (Chromium logs page console messages as CONSOLE lines).
-    std::istringstream log(dom.err);
-    std::string line;
-    while (std::getline(log, line))
-        if (line.find(":CONSOLE(") != std::string::npos || line.find("Uncaught") != std::string::npos)
-            FAIL_CHECK(line);
+    check_console(dom.err);
 
     std::string png = temp_path("report.png");
     auto shot = browse({"--screenshot=" + png, "--window-size=1280,900", "--hide-scrollbars"},

@@ -117,6 +117,15 @@ function init() {
     else if (e.key === "Escape") { zoom(null); search(null); }
   });
   svg.setAttribute("data-frames", String(frames.childElementCount));
+  // Test hook: headless browsers cannot click; exercise zoom and search once.
+  if (location.hash === "#selftest") {
+    var second = frames.firstElementChild.nextElementSibling;
+    if (second) zoom(second);
+    search(/./);
+    svg.setAttribute("data-selftest", matchedText.textContent + (zoomedTo ? " zoomed" : ""));
+    zoom(null); search(null);
+  }
+  svg.setAttribute("data-ready", "1");
 }
 function zoom(target) {
   var root = frames.firstElementChild;
@@ -201,6 +210,13 @@ void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) 
         for (auto it = next.rbegin(); it != next.rend(); ++it) todo.push_back(*it);
     }
     int height = kTop + int(max_depth + 1) * kFrameHeight + kBottom;
+    std::string title = o.title;
+    if (title.empty()) {
+        title = o.icicle ? "Icicle Graph" : "Flame Graph";
+        if (!t.traces.empty())
+            if (auto exe = t.traces.front().meta.find("exe"); exe != t.traces.front().meta.end())
+                title += ": " + reader::printable(exe->second.substr(exe->second.rfind('/') + 1));
+    }
     fmt::print(out,
                "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
                "<svg version=\"1.1\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
@@ -221,7 +237,7 @@ void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) 
                "<text id=\"details\" x=\"{7}\" y=\"{9}\"> </text>\n"
                "<text id=\"matched\" x=\"{8}\" y=\"{9}\"> </text>\n<g id=\"frames\">\n",
                o.width, height, o.icicle ? 1 : 0, o.min_width, kScript, o.width / 2,
-               xml_escape(o.title), kPad, o.width - kPad - 100, height - 12);
+               xml_escape(title), kPad, o.width - kPad - 100, height - 12);
     for (const Placed& p : placed) {
         const CallTreeNode& n = t.nodes[p.node];
         double x = kPad + p.offset * scale, w = n.total_ns * scale;

@@ -18,7 +18,7 @@ namespace prof::analysis::views {
 std::string xml_escape(std::string_view s);
 
 struct FlameOptions {
-    std::string title = "Flame Graph";
+    std::string title;      // default: "Flame Graph: <program>"
     int width = 1200;
     double min_width = 0.1; // px: narrower frames (and their children) are left out
     bool icicle = false;    // root at the top instead of the bottom

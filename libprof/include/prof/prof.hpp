@@ -53,8 +53,8 @@ public:
         start_ = ticks();
     }
     PROF_DETAIL_NOINSTR void stop() {
+        if (!site_) return; // first: the destructor's call after stop() then costs nothing
         unsigned long long end = ticks();
-        if (!site_) return;
         if (__builtin_expect(rss_ != 0, 0))
             prof_line_record_mem(site_, start_, end, rss_ - 1, prof_rss_bytes(), heap_);
         else prof_line_record(site_, start_, end);
