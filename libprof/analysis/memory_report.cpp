@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string_view>
 
 namespace prof::analysis {
 
@@ -123,6 +124,76 @@ void print_memory_json(std::FILE* out, const MemoryReport& m, const MemoryOption
                    s.allocations, s.bytes, s.peak_bytes, s.leaked_bytes, s.leaked_blocks, s.temporary);
     }
     fmt::print(out, "\n  ]\n}}\n");
+}
+
+} // namespace prof::analysis
+
+namespace prof::analysis {
+
+namespace {
+
+std::string xml_escape(std::string_view s) {
+    std::string out;
+    for (unsigned char c : s) {
+        switch (c) {
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '&': out += "&amp;"; break;
+        case '"': out += "&quot;"; break;
+        default: out += c < 0x20 ? ' ' : char(c);
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+// Heap and resident memory over time, as `mprof plot` draws it: one self-contained SVG.
+void write_memory_plot(std::FILE* out, const MemoryReport& m, const std::string& title) {
+    const double w = 900, h = 420, left = 80, right = 20, top = 40, bottom = 50;
+    double tmax = 0, ymax = 0;
+    for (const auto& series : {&m.heap_timeline, &m.rss_timeline})
+        for (const auto& [t, v] : *series) tmax = std::max(tmax, t), ymax = std::max(ymax, v);
+    if (tmax <= 0) tmax = 1;
+    if (ymax <= 0) ymax = 1;
+    auto x = [&](double t) { return left + (w - left - right) * t / tmax; };
+    auto y = [&](double v) { return h - bottom - (h - top - bottom) * v / ymax; };
+    fmt::print(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+                    "viewBox=\"0 0 {} {}\" font-family=\"sans-serif\" font-size=\"12\">\n",
+               w, h, w, h);
+    fmt::print(out, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    fmt::print(out, "<text x=\"{}\" y=\"22\" font-size=\"15\">{}</text>\n", left, xml_escape(title));
+    // Axes with five ticks each.
+    fmt::print(out, "<g stroke=\"#444\"><line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\"/>"
+                    "<line x1=\"{0}\" y1=\"{3}\" x2=\"{0}\" y2=\"{1}\"/></g>\n",
+               left, h - bottom, w - right, top);
+    for (int i = 0; i <= 5; ++i) {
+        double t = tmax * i / 5, v = ymax * i / 5;
+        fmt::print(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{:.3g} s</text>\n", x(t), h - bottom + 18, t);
+        fmt::print(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 6, y(v) + 4,
+                   format_bytes(v));
+        fmt::print(out, "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#ddd\"/>\n", left, y(v), w - right, y(v));
+    }
+    auto polyline = [&](const std::vector<std::pair<double, double>>& pts, const char* color,
+                        const char* name, int row) {
+        if (pts.empty()) return;
+        // Steps: a value holds until the next sample (nothing was measured in between).
+        fmt::print(out, "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"", color);
+        for (size_t i = 0; i < pts.size(); ++i) {
+            if (i) fmt::print(out, "{:.1f},{:.1f} ", x(pts[i].first), y(pts[i - 1].second));
+            fmt::print(out, "{:.1f},{:.1f} ", x(pts[i].first), y(pts[i].second));
+        }
+        fmt::print(out, "\"><title>{}</title></polyline>\n", name);
+        fmt::print(out, "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"3\" fill=\"{}\"/>"
+                        "<text x=\"{}\" y=\"{}\">{}</text>\n",
+                   w - right - 220, top + 8 + 16 * row, color, w - right - 202, top + 13 + 16 * row, name);
+    };
+    polyline(m.rss_timeline, "#d62728", "resident set size (RSS)", 0);
+    polyline(m.heap_timeline, "#1f77b4", "heap (live blocks)", 1);
+    fmt::print(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time since start</text>\n",
+               (left + w - right) / 2, h - 12);
+    fmt::print(out, "</svg>\n");
 }
 
 } // namespace prof::analysis

@@ -149,3 +149,18 @@ TEST_CASE("a C program that allocates nothing shows no leak from the profiler's 
     analysis::MemoryReport m = memory_of(trace);
     CHECK(m.leaked_bytes == 0); // libstdc++'s emergency pool is released at finish
 }
+
+TEST_CASE("profreport --memory --plot: heap and RSS over time as a well-formed SVG") {
+    std::string trace = temp_path("plot.trace"), svg = temp_path("plot.svg");
+    REQUIRE(run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_ALLOC_PATTERN}).exit_code == 0);
+    auto r = run({PROFREPORT, "--memory", "--plot", svg, trace});
+    CHECK(r.exit_code == 0);
+    std::string text = test::slurp(svg);
+    CHECK(text.rfind("<?xml", 0) == 0);
+    CHECK(text.find("heap (live blocks)") != std::string::npos);
+    CHECK(text.find("<polyline") != std::string::npos);
+    CHECK(text.find("</svg>") != std::string::npos);
+    auto bad = run({PROFREPORT, "--memory", "--plot", "/nonexistent-dir/p.svg", trace});
+    CHECK(bad.exit_code == 1);
+    CHECK(bad.err.find("cannot write /nonexistent-dir/p.svg") != std::string::npos);
+}

@@ -87,7 +87,8 @@ def check_chrome(path):
                      f"on thread {thread}")
             stack.append((start, end, name))
             max_depth = max(max_depth, len(stack))
-    return counts, {"threads": len(by_thread), "max_depth": max_depth}, None
+    return counts, {"threads": len(by_thread), "max_depth": max_depth,
+                    "events": sum(counts.values())}, None
 
 
 def check_speedscope(path):
@@ -125,7 +126,7 @@ def check_speedscope(path):
                 stack.pop()
         if stack:
             fail(f"profile {p['name']} ends with {len(stack)} open frames")
-    return counts, {"profiles": len(profiles)}, None
+    return counts, {"profiles": len(profiles), "events": sum(counts.values())}, None
 
 
 def check_svg(path):

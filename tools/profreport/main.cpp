@@ -3,6 +3,11 @@
 #include "analysis/memory_report.hpp"
 #include "analysis/profile.hpp"
 #include "analysis/report.hpp"
+#include "analysis/views/call_tree.hpp"
+#include "analysis/views/diff.hpp"
+#include "analysis/views/render.hpp"
+#include "analysis/views/replay.hpp"
+#include "analysis/views/timeline.hpp"
 #include "common/tool_log.hpp"
 
 #include <fmt/format.h>
@@ -20,6 +25,7 @@ namespace {
 using namespace prof;
 
 constexpr const char* kUsage = R"(usage: profreport [options] TRACE [TRACE...]
+       profreport diff [options] BASE NEW       (or: BASE... --vs NEW...)
 
 Prints the cProfile-style table of one or more libprof traces (several traces are merged,
 like pstats' Stats.add).
@@ -36,6 +42,7 @@ options:
                         peak heap and RSS, leaks, temporaries, top sites with stacks
                         (--limit sites per section); with --lines, memory_profiler's
                         view (Mem usage, Increment, Occurrences per line)
+      --plot FILE       with --memory: draw heap and RSS over time into FILE (SVG)
       --unit SECONDS    timer unit of --lines (default 1e-9)
       --source-dir DIR  also look for source files in DIR (repeatable)
       --callers REGEX   who called the matching functions (pstats print_callers)
@@ -51,8 +58,51 @@ options:
   -h, --help            show this help
   -V, --version         show the version
 
-Exit status: 0 on success, 1 when a trace cannot be read, 2 on bad usage.
+views and exports (one at a time; --thread, --threads, -o and --format csv apply):
+      --tree            the call tree in the terminal (uftrace graph-like); --format csv
+                        gives one row per call path (id, parent, calls, total_ns, self_ns)
+      --depth N         with --tree: down to depth N
+      --min-percent P   with --tree: hide call paths under P% of the total time
+      --flamegraph FILE self-contained interactive SVG (hover, click to zoom, Ctrl-F to
+                        search); widths are exact nanoseconds of each call path; --threads
+                        splits by thread, --icicle puts the root on top, --title TEXT,
+                        --min-width PX leaves out narrower frames (default 0.1)
+      --html FILE       one self-contained page (no network): sortable pstats table,
+                        callers/callees on click, icicle of the call tree, line tables
+      --export FORMAT   to -o FILE or standard output, FORMAT one of:
+                          chrome      Chrome Trace Event JSON (Perfetto UI, chrome://tracing)
+                          speedscope  speedscope's evented profiles, one per thread
+                          collapsed   folded stacks `a;b;c <self ns>` (flamegraph.pl, inferno)
+                          callgrind   callgrind format, event `ns` (KCachegrind, callgrind_annotate)
+      --from T, --to T  chrome/speedscope: only activations overlapping [T, T'] after the
+                        trace started, clipped to it (T like 1.5s, 200ms, 30us, 100ns)
+      --min-duration T  chrome/speedscope: drop activations shorter than T
+
+diff (per-function ncalls, tottime and cumtime, mean per run of each set):
+      --fail-above PCT  exit with status 3 when the total or a function (at least
+                        --min-share of the total) regressed by more than PCT percent
+      --metric KEY      cumtime (default), tottime or ncalls: what is compared and sorted
+      --min-share PCT   functions under PCT% of the total never fail the gate (default 1)
+      --vs              separates the base traces from the new ones
+
+Exit status: 0 on success, 1 when a trace cannot be read or the output cannot be written,
+2 on bad usage, 3 when diff --fail-above finds a regression.
 )";
+
+// ---- views and exports: options ------------------------------------------------------------
+struct ViewArgs {
+    bool diff = false, tree = false, icicle = false;
+    double min_width = 0.1;
+    size_t vs = SIZE_MAX; // index of the first new trace of diff's `--vs`
+    std::string flamegraph, html, exporter, title;
+    analysis::views::TreeOptions tree_opts;
+    analysis::views::TimelineOptions timeline;
+    analysis::views::DiffOptions diff_opts;
+    std::vector<std::string> diff_only; // options given that only diff takes
+    bool active() const {
+        return diff || tree || !flamegraph.empty() || !html.empty() || !exporter.empty();
+    }
+};
 
 struct Args {
     analysis::TableOptions table;
@@ -60,7 +110,9 @@ struct Args {
     std::string callers, callees, format = "text", output;
     std::optional<uint32_t> thread;
     bool threads = false, info = false, lines = false, memory = false;
+    std::string plot;
     analysis::LineOptions line;
+    ViewArgs view; // views and exports
 };
 
 struct UsageError {
@@ -74,6 +126,96 @@ uint64_t parse_number(const std::string& opt, const std::string& v) {
     if (v.empty() || *end || errno || v[0] == '-')
         throw UsageError{fmt::format("{} expects a non-negative whole number, got '{}'", opt, v)};
     return n;
+}
+
+// ---- views and exports: parsing ------------------------------------------------------------
+double parse_percent(const std::string& opt, std::string v) {
+    if (!v.empty() && v.back() == '%') v.pop_back();
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end || !(d >= 0) || d > 1e9)
+        throw UsageError{fmt::format("{} expects a percentage such as 5 or 5%, got '{}'", opt, v)};
+    return d;
+}
+
+uint64_t parse_time(const std::string& opt, const std::string& v) {
+    uint64_t ns = 0;
+    if (!analysis::views::parse_duration(v, ns))
+        throw UsageError{fmt::format("{} expects a time such as 1.5s, 200ms, 30us or 100ns, got '{}'", opt, v)};
+    return ns;
+}
+
+// Takes the views' options out of the command line; true when `arg` was one of them.
+template <typename Next>
+bool parse_view_option(Args& a, int i, const std::string& arg, Next next) {
+    ViewArgs& v = a.view;
+    if (i == 1 && arg == "diff") v.diff = true;
+    else if (arg == "--vs") v.vs = a.traces.size(), v.diff_only.push_back(arg);
+    else if (arg == "--tree") v.tree = true;
+    else if (arg == "--depth") v.tree_opts.max_depth = uint32_t(parse_number(arg, next()));
+    else if (arg == "--min-percent") v.tree_opts.min_percent = parse_percent(arg, next());
+    else if (arg == "--flamegraph") v.flamegraph = next();
+    else if (arg == "--icicle") v.icicle = true;
+    else if (arg == "--min-width") {
+        std::string w = next();
+        char* end = nullptr;
+        v.min_width = std::strtod(w.c_str(), &end);
+        if (w.empty() || *end || !(v.min_width >= 0) || v.min_width > 1e6)
+            throw UsageError{fmt::format("--min-width expects pixels such as 0.1, got '{}'", w)};
+    }
+    else if (arg == "--title") v.title = next();
+    else if (arg == "--html") v.html = next();
+    else if (arg == "--export") {
+        v.exporter = next();
+        if (v.exporter == "perfetto") v.exporter = "chrome";
+        if (v.exporter != "chrome" && v.exporter != "speedscope" && v.exporter != "collapsed" &&
+            v.exporter != "callgrind")
+            throw UsageError{fmt::format("unknown export format '{}' (expected chrome, speedscope, "
+                                         "collapsed or callgrind)", v.exporter)};
+    } else if (arg == "--from") v.timeline.from_ns = parse_time(arg, next());
+    else if (arg == "--to") v.timeline.to_ns = parse_time(arg, next());
+    else if (arg == "--min-duration") v.timeline.min_duration_ns = parse_time(arg, next());
+    else if (arg == "--fail-above") {
+        v.diff_opts.fail_above = parse_percent(arg, next());
+        v.diff_only.push_back(arg);
+    } else if (arg == "--min-share") {
+        v.diff_opts.min_share = parse_percent(arg, next());
+        v.diff_only.push_back(arg);
+    } else if (arg == "--metric") {
+        std::string m = next();
+        auto metric = analysis::views::parse_diff_metric(m);
+        if (!metric)
+            throw UsageError{fmt::format("unknown metric '{}' (expected cumtime, tottime or ncalls)", m)};
+        v.diff_opts.metric = *metric;
+        v.diff_only.push_back(arg);
+    } else return false;
+    return true;
+}
+
+void check_view_args(Args& a) {
+    ViewArgs& v = a.view;
+    int views = v.diff + v.tree + !v.flamegraph.empty() + !v.html.empty() + !v.exporter.empty();
+    if (views > 1)
+        throw UsageError{"give one of diff, --tree, --flamegraph, --html and --export at a time"};
+    if (views && (a.info || a.lines || a.memory || !a.callers.empty() || !a.callees.empty()))
+        throw UsageError{"--info, --lines, --memory, --callers and --callees are not views of "
+                         "diff, --tree, --flamegraph, --html or --export"};
+    if (!v.diff && !v.diff_only.empty())
+        throw UsageError{fmt::format("{} is an option of profreport diff", v.diff_only.front())};
+    if (v.timeline.from_ns > v.timeline.to_ns) throw UsageError{"--from is later than --to"};
+    bool timeline = v.exporter == "chrome" || v.exporter == "speedscope";
+    if (!timeline && (v.timeline.from_ns || v.timeline.to_ns != UINT64_MAX || v.timeline.min_duration_ns))
+        throw UsageError{"--from, --to and --min-duration apply to --export chrome and speedscope"};
+    if (!v.tree && (v.tree_opts.max_depth || v.tree_opts.min_percent > 0))
+        throw UsageError{"--depth and --min-percent apply to --tree"};
+    if (v.diff) {
+        size_t split = v.vs == SIZE_MAX ? 1 : v.vs;
+        if ((v.vs == SIZE_MAX && a.traces.size() != 2) || split == 0 || split >= a.traces.size())
+            throw UsageError{"diff compares two traces (BASE NEW), or two sets (BASE... --vs NEW...)"};
+        v.vs = split;
+    }
+    if (a.format == "json" && (v.tree || !v.exporter.empty()))
+        throw UsageError{"--format json is not available for --tree and --export"};
 }
 
 Args parse(int argc, char** argv, tools::ToolLog& log) {
@@ -93,6 +235,7 @@ Args parse(int argc, char** argv, tools::ToolLog& log) {
             if (i + 1 >= argc) throw UsageError{fmt::format("option {} needs a value", arg)};
             return argv[++i];
         };
+        if (!only_files && parse_view_option(a, i, arg, next)) continue; // views and exports
         if (only_files || arg.empty() || arg[0] != '-' || arg == "-") {
             a.traces.push_back(arg);
         } else if (arg == "--") {
@@ -139,6 +282,8 @@ Args parse(int argc, char** argv, tools::ToolLog& log) {
             a.lines = true;
         } else if (arg == "--memory") {
             a.memory = a.line.memory = true;
+        } else if (arg == "--plot") {
+            a.plot = next();
         } else if (arg == "--unit") {
             std::string v = next();
             char* end = nullptr;
@@ -160,6 +305,7 @@ Args parse(int argc, char** argv, tools::ToolLog& log) {
         }
     }
     if (a.traces.empty()) throw UsageError{"no trace given (see profreport --help)"};
+    check_view_args(a);
     for (const std::string* re : {&a.table.filter, &a.callers, &a.callees}) {
         try {
             if (!re->empty()) std::regex check(*re);
@@ -197,6 +343,154 @@ void print_info(std::FILE* out, const analysis::Profile& p) {
     }
 }
 
+// ---- views and exports: dispatch -----------------------------------------------------------
+// Output of a view: its own file (--flamegraph, --html), -o, or standard output.
+struct ViewOutput {
+    std::string path;
+    std::FILE* f = nullptr;
+    bool open(tools::ToolLog& log) {
+        if (path.empty() || path == "-") {
+            f = stdout;
+            return true;
+        }
+        f = std::fopen(path.c_str(), "w");
+        if (!f) log.error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+        return f != nullptr;
+    }
+    // Flushes and closes; one error line and false on a write error.
+    bool close(tools::ToolLog& log) {
+        if (!f) return true;
+        bool ok = std::fflush(f) == 0 && !std::ferror(f);
+        int err = errno;
+        if (f != stdout) ok = std::fclose(f) == 0 && ok;
+        f = nullptr;
+        if (!ok)
+            log.error(fmt::format("write error on {}: {}", path.empty() ? "standard output" : path,
+                                  std::strerror(err ? err : EIO)));
+        return ok;
+    }
+    void discard() { // after a failure: no half-written file left behind
+        if (f && f != stdout) {
+            std::fclose(f);
+            std::remove(path.c_str());
+        }
+        f = nullptr;
+    }
+};
+
+// The one thread with kernel id `tid` among `list`, as `build` sees it.
+template <typename Build>
+std::optional<analysis::ThreadFilter> find_thread(const std::vector<analysis::ThreadFilter>& list,
+                                                  uint32_t tid, Build build) {
+    for (const analysis::ThreadFilter& f : list)
+        if (build(f) == tid) return f;
+    return std::nullopt;
+}
+
+int run_view(const Args& a, tools::ToolLog& log) {
+    namespace views = analysis::views;
+    const ViewArgs& v = a.view;
+    ViewOutput out{!v.flamegraph.empty() ? v.flamegraph : !v.html.empty() ? v.html : a.output};
+    try {
+        if (v.exporter == "chrome" || v.exporter == "speedscope") { // streamed: open first
+            if (!out.open(log)) return 1;
+            views::TimelineOptions o = v.timeline;
+            o.tid = a.thread.value_or(0);
+            o.progress = true;
+            views::TimelineResult r = v.exporter == "chrome" ? views::write_chrome_trace(out.f, a.traces, o)
+                                                             : views::write_speedscope(out.f, a.traces, o);
+            if (!out.close(log)) return 1;
+            if (r.events > views::kTimelineWarnEvents || r.bytes > views::kTimelineWarnBytes)
+                log.warn(fmt::format("{} events in {:.0f} MB: browser viewers load a few million "
+                                     "events at most; narrow it with --from/--to, --min-duration "
+                                     "or --thread", r.events, r.bytes / 1e6));
+            if (a.thread && r.threads == 0) {
+                log.error(fmt::format("no events of a thread with tid {} in the trace", *a.thread));
+                return 1;
+            }
+            return 0;
+        }
+        if (v.diff) {
+            analysis::ProfileBuilder base, next;
+            for (size_t i = 0; i < a.traces.size(); ++i) (i < v.vs ? base : next).add_trace(a.traces[i]);
+            views::DiffOptions o = v.diff_opts;
+            o.limit = a.table.limit;
+            if (a.table.precision != 3) o.precision = a.table.precision;
+            views::DiffResult d = views::diff_profiles(base.build(), v.vs, next.build(),
+                                                       a.traces.size() - v.vs, o);
+            if (!out.open(log)) return 1;
+            views::print_diff(out.f, d, o, a.format);
+            if (!out.close(log)) return 1;
+            std::vector<std::string> failures = views::diff_failures(d, o);
+            for (const std::string& f : failures) log.error("regression: " + f);
+            return failures.empty() ? 0 : 3;
+        }
+        // Views of the call tree (and, for --html, of the profile).
+        views::CallTreeBuilder trees;
+        for (const std::string& t : a.traces) trees.add_trace(t);
+        views::CallTreeOptions co;
+        co.split_threads = a.threads;
+        if (a.thread) {
+            auto f = find_thread(trees.thread_list(), *a.thread, [&](const analysis::ThreadFilter& f) {
+                views::CallTreeOptions one;
+                one.thread = f;
+                return trees.build(one).threads.front().tid;
+            });
+            if (!f) {
+                log.error(fmt::format("no thread with tid {} in the trace", *a.thread));
+                return 1;
+            }
+            co.thread = *f;
+        }
+        views::CallTree tree = trees.build(co);
+        if (!v.html.empty()) {
+            analysis::ProfileBuilder builder;
+            for (const std::string& t : a.traces) builder.add_trace(t);
+            analysis::ThreadFilter pf;
+            if (a.thread)
+                pf = *find_thread(builder.thread_list(), *a.thread, [&](const analysis::ThreadFilter& f) {
+                    return builder.build(f).threads.front().tid;
+                });
+            analysis::Profile p = builder.build(pf);
+            for (const std::string& w : analysis::data_warnings(p)) log.warn(w);
+            views::HtmlOptions ho;
+            ho.title = v.title;
+            ho.source_dirs = a.line.source_dirs;
+            for (const reader::TraceInfo& t : p.traces)
+                if (auto cwd = t.meta.find("cwd"); cwd != t.meta.end()) ho.source_dirs.push_back(cwd->second);
+            auto lines = analysis::line_tables(p);
+            if (!out.open(log)) return 1;
+            views::write_html(out.f, p, tree, lines, ho);
+            return out.close(log) ? 0 : 1;
+        }
+        if (!out.open(log)) return 1;
+        if (v.tree) {
+            views::TreeOptions o = v.tree_opts;
+            o.csv = a.format == "csv";
+            views::print_tree(out.f, tree, o);
+        } else if (!v.flamegraph.empty()) {
+            views::FlameOptions o;
+            o.icicle = v.icicle;
+            o.min_width = v.min_width;
+            o.title = v.title;
+            views::write_flamegraph(out.f, tree, o);
+        } else if (v.exporter == "collapsed") {
+            views::write_collapsed(out.f, tree);
+        } else if (v.exporter == "callgrind") {
+            views::write_callgrind(out.f, tree);
+        }
+        return out.close(log) ? 0 : 1;
+    } catch (const reader::TraceError& e) {
+        out.discard();
+        log.error(e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        out.discard();
+        log.error(e.what());
+        return 1;
+    }
+}
+
 int run(int argc, char** argv) {
     tools::ToolLog log("profreport");
     Args a;
@@ -206,6 +500,7 @@ int run(int argc, char** argv) {
         log.error(e.msg);
         return 2;
     }
+    if (a.view.active()) return run_view(a, log); // views and exports
     analysis::ProfileBuilder builder;
     try {
         for (const std::string& t : a.traces) builder.add_trace(t);
@@ -250,6 +545,15 @@ int run(int argc, char** argv) {
             analysis::MemoryOptions mo;
             if (a.table.limit) mo.limit = a.table.limit;
             mo.full_paths = a.table.full_paths;
+            if (!a.plot.empty()) {
+                std::FILE* svg = std::fopen(a.plot.c_str(), "w");
+                if (!svg) {
+                    log.error(fmt::format("cannot write {}: {}", a.plot, std::strerror(errno)));
+                    return 1;
+                }
+                analysis::write_memory_plot(svg, builder.memory(), "memory: " + a.traces.front());
+                std::fclose(svg);
+            }
             if (a.format == "json") analysis::print_memory_json(out, builder.memory(), mo);
             else analysis::print_memory(out, builder.memory(), mo);
             break;
@@ -261,19 +565,22 @@ int run(int argc, char** argv) {
                 if (auto cwd = t.meta.find("cwd"); cwd != t.meta.end()) lo.source_dirs.push_back(cwd->second);
             auto tables = analysis::line_tables(p, a.table.filter);
             if (a.format == "json") analysis::print_line_json(out, tables);
+            else if (a.format == "csv") analysis::views::print_lines_csv(out, tables);
             else if (tables.empty())
                 fmt::print(out, "No marked lines in this trace: mark code with PROF_LINE, "
                                 "PROF_SCOPE or PROF_FUNCTION (see <prof/prof.hpp>).\n");
             else analysis::print_line_tables(out, tables, lo);
         } else if (!a.callers.empty() || !a.callees.empty()) {
-            if (!o.title.empty()) fmt::print(out, "{}\n", o.title);
+            if (!o.title.empty() && a.format != "csv") fmt::print(out, "{}\n", o.title);
             if (!a.callers.empty()) {
                 o.filter = a.callers;
-                analysis::print_callers(out, p, o, false);
+                if (a.format == "csv") analysis::views::print_callers_csv(out, p, o.filter, false);
+                else analysis::print_callers(out, p, o, false);
             }
             if (!a.callees.empty()) {
                 o.filter = a.callees;
-                analysis::print_callers(out, p, o, true);
+                if (a.format == "csv") analysis::views::print_callers_csv(out, p, o.filter, true);
+                else analysis::print_callers(out, p, o, true);
             }
         } else if (a.format == "json") analysis::print_json(out, p, o);
         else if (a.format == "csv") analysis::print_csv(out, p, o);

@@ -129,6 +129,29 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (output.empty()) output = basename_of(argv[i]) + ".trace";
+    if (mem || preload) {
+        // The dynamic loader ignores LD_PRELOAD for setuid/setgid programs.
+        std::string path = argv[i];
+        if (path.find('/') == std::string::npos) {
+            const char* env_path = std::getenv("PATH");
+            std::string dirs = env_path ? env_path : "";
+            size_t pos = 0;
+            while (pos <= dirs.size()) {
+                size_t end = dirs.find(':', pos);
+                std::string dir = dirs.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+                if (!dir.empty() && access((dir + "/" + path).c_str(), X_OK) == 0) {
+                    path = dir + "/" + path;
+                    break;
+                }
+                if (end == std::string::npos) break;
+                pos = end + 1;
+            }
+        }
+        struct stat st;
+        if (stat(path.c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) && !quiet)
+            log.warn(fmt::format("{} is setuid/setgid: the loader ignores LD_PRELOAD for it, so it "
+                                 "will not be profiled", argv[i]));
+    }
 
     if (exists(output)) {
         if (force) {

@@ -1,0 +1,123 @@
+// Reliability: what a process recorded survives SIGKILL, SIGSEGV and abort(); the report says
+// the trace is incomplete and still names every function; hostile output paths are refused.
+#include "analysis/profile.hpp"
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <filesystem>
+#include <spawn.h>
+#include <string>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace prof;
+using prof::test::run;
+using prof::test::temp_path;
+
+namespace {
+
+uint64_t calls_of(const analysis::Profile& p, const std::string& name) {
+    for (const auto& f : p.functions)
+        if (f.name == name) return f.stats.ncalls;
+    return 0;
+}
+
+} // namespace
+
+TEST_CASE("SIGKILL: every call completed before the kill is in the trace") {
+    std::string trace = temp_path("killed.trace"), out = temp_path("killed.out");
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e; ++e)
+        if (std::string(*e).rfind("PROF_", 0) != 0) env_s.push_back(*e);
+    env_s.push_back("PROF_OUT=" + trace);
+    env_s.push_back("PROF_CHUNK_SIZE=64K"); // many chunks: kills land between and inside them
+    std::vector<char*> envp;
+    for (auto& s : env_s) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::string exe = PROF_TEST_CRASHER;
+    char arg0[] = "crasher", arg1[] = "run";
+    char* argv[] = {arg0, arg1, nullptr};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    pid_t pid = -1;
+    REQUIRE(posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, envp.data()) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    REQUIRE(WIFSIGNALED(status));
+    // The last count the program printed: that many calls had completed.
+    std::string text = test::slurp(out);
+    REQUIRE(!text.empty());
+    text.pop_back();
+    long printed = std::stol(text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1));
+    REQUIRE(printed >= 1000);
+
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    analysis::Profile p = pb.build();
+    CHECK(p.traces.at(0).incomplete);
+    CHECK(calls_of(p, "work(int)") >= uint64_t(printed)); // named from the binary on disk
+    CHECK(calls_of(p, "main") == 1);
+    MESSAGE("killed after ", printed, " printed calls; trace holds ", calls_of(p, "work(int)"));
+
+    auto r = run({PROFREPORT, trace});
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("incomplete trace") != std::string::npos);
+    CHECK(r.out.find("(work(int))") != std::string::npos);
+}
+
+TEST_CASE("SIGSEGV and abort(): exactly the completed calls, names from the binary") {
+    for (const char* mode : {"segv", "abort"}) {
+        std::string trace = temp_path(std::string("crash-") + mode + ".trace");
+        auto r = run({PROF_TEST_CRASHER, mode, "123456"}, {{"PROF_OUT", trace}, {"PROF_CHUNK_SIZE", "64K"}});
+        CHECK(r.exit_code == (std::string(mode) == "segv" ? 128 + SIGSEGV : 128 + SIGABRT));
+        analysis::ProfileBuilder pb;
+        pb.add_trace(trace);
+        analysis::Profile p = pb.build();
+        CHECK(calls_of(p, "work(int)") == 123456);
+        CHECK(p.traces.at(0).incomplete);
+    }
+}
+
+TEST_CASE("a symlink planted at the output path is not followed; existing traces are kept") {
+    std::string target = temp_path("victim.txt"), link = temp_path("planted.trace");
+    { std::FILE* f = std::fopen(target.c_str(), "w"); std::fputs("precious\n", f); std::fclose(f); }
+    std::filesystem::create_symlink(target, link);
+    auto r = run({PROF_SAMPLE_FIB, "5"}, {{"PROF_OUT", link}});
+    CHECK(r.exit_code == 0);
+    CHECK(test::slurp(target) == "precious\n");   // never written through the link
+    CHECK(std::filesystem::is_symlink(link));
+    // The trace went to a name of its own, and the log said so.
+    CHECK(r.err.find("event=output_exists") != std::string::npos);
+    struct stat st;
+    std::string own = link + "." + std::to_string(0);
+    bool found = false;
+    for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
+        if (e.path().string().rfind(link + ".", 0) == 0) {
+            found = true;
+            REQUIRE(stat(e.path().c_str(), &st) == 0);
+            CHECK((st.st_mode & 0777) == 0600); // owner-only
+        }
+    CHECK(found);
+}
+
+TEST_CASE("bad option values: one log line each, defaults used, the program runs") {
+    auto r = run({PROF_SAMPLE_FIB, "5"}, {{"PROF_OUT", temp_path("opts.trace")},
+                                         {"PROF_CHUNK_SIZE", "12345"}, {"PROF_CLOCK", "sundial"}});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "fib(5) = 5\n");
+    CHECK(r.err.find("name=PROF_CHUNK_SIZE") != std::string::npos);
+    CHECK(r.err.find("name=PROF_CLOCK") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 2);
+}
