@@ -12,6 +12,9 @@ build=${2:-$root/build}
 
 packages=(g++ cmake ninja-build pkg-config python3 libfmt-dev doctest-dev
           libboost-stacktrace-dev libmimalloc-dev)
+# The view tests check callgrind exports with callgrind_annotate (valgrind, a Perl script) and
+# the HTML report in headless Chromium (with a font for its screenshot).
+packages+=(valgrind perl chromium fonts-dejavu-core)
 
 install_missing() {
     local missing=()

@@ -33,7 +33,9 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
             row.line = s.line;
             row.kind = "line";
             row.hits += ls.hits;
-            row.time += ls.ticks / tps;
+            // Each hit measured the clock reads around the statement too (line_overhead).
+            double ticks = std::max(0.0, double(ls.ticks) - info.line_overhead * double(ls.hits));
+            row.time += ticks / tps;
             row.rss_samples += ls.rss_samples;
             row.rss_increment += double(ls.rss_increment);
             row.heap_increment += double(ls.heap_increment);

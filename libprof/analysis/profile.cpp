@@ -19,7 +19,8 @@ constexpr uint32_t kNoCaller = UINT32_MAX;
 
 struct LocalFunction {
     uint64_t address = 0;
-    uint64_t ncalls = 0, pcalls = 0, tot = 0, cum = 0;
+    uint64_t ncalls = 0, pcalls = 0;
+    double tot = 0, cum = 0; // ticks, after overhead compensation
     uint32_t active = 0;                 // activations on the stack
     uint32_t last_caller = kNoCaller - 1; // edge cache: most calls repeat the previous caller
     uint32_t last_edge = 0;
@@ -27,13 +28,16 @@ struct LocalFunction {
 
 struct LocalEdge {
     uint32_t caller, callee;
-    uint64_t ncalls = 0, pcalls = 0, tot = 0, cum = 0;
+    uint64_t ncalls = 0, pcalls = 0;
+    double tot = 0, cum = 0;
     uint32_t active = 0; // activations of this caller->callee pair on the stack (as cProfile)
 };
 
 struct Frame {
     uint32_t fn, edge;
     uint64_t start, child;
+    uint64_t children = 0;    // direct calls made from this frame
+    double children_time = 0; // their compensated elapsed times (ticks)
 };
 
 // Everything about one thread of one trace, in stream-local function indices.
@@ -108,6 +112,11 @@ struct ProfileBuilder::Impl : reader::EventSink {
     std::unordered_map<uint32_t, StreamResult*> current; // stream id -> result, this trace
     size_t trace_index = 0;
 
+    // Compensation of the trace being read: its Meta records arrive with the process stream,
+    // at the start of the file, so they are known before the events they apply to.
+    const reader::TraceInfo* reading = nullptr;
+    bool compensate = true;
+
     StreamResult& stream(uint32_t id) {
         auto it = current.find(id);
         if (it != current.end()) return *it->second;
@@ -152,15 +161,27 @@ struct ProfileBuilder::Impl : reader::EventSink {
         }
         Frame fr = s.stack.back();
         s.stack.pop_back();
-        uint64_t elapsed = ticks > fr.start ? ticks - fr.start : 0;
-        uint64_t self = elapsed > fr.child ? elapsed - fr.child : 0;
+        uint64_t raw = ticks > fr.start ? ticks - fr.start : 0;
+        uint64_t raw_self = raw > fr.child ? raw - fr.child : 0;
+        // Compensation: the hooks' own time inside this interval (c_in per call) and what each
+        // call made from it added outside the callee's interval (c_out).
+        double cin = compensate ? reading->overhead_in : 0, cout = compensate ? reading->overhead_out : 0;
+        // A frame's compensated time is its compensated self time plus its callees', so callees
+        // never add up to more than their caller.
+        double self = std::max(0.0, double(raw_self) - cin - cout * double(fr.children));
+        double elapsed = self + fr.children_time;
         LocalFunction& f = s.functions[fr.fn];
         LocalEdge& edge = s.edges[fr.edge];
         f.tot += self;
         edge.tot += self;
         if (--f.active == 0) f.cum += elapsed;
         if (--edge.active == 0) edge.cum += elapsed;
-        if (!s.stack.empty()) s.stack.back().child += elapsed;
+        if (!s.stack.empty()) {
+            Frame& parent = s.stack.back();
+            parent.child += raw;
+            ++parent.children;
+            parent.children_time += elapsed;
+        }
         s.last_ticks = ticks;
     }
 
@@ -427,6 +448,7 @@ Function FunctionResolver::describe(const reader::TraceInfo& info, uint64_t addr
 }
 
 ProfileBuilder::ProfileBuilder() : impl_(std::make_unique<Impl>()) {}
+void ProfileBuilder::set_compensation(bool on) { impl_->compensate = on; }
 ProfileBuilder::~ProfileBuilder() = default;
 
 void ProfileBuilder::add_trace(const std::string& path) {
@@ -434,6 +456,7 @@ void ProfileBuilder::add_trace(const std::string& path) {
     impl_->trace_index = impl_->traces.size();
     impl_->current.clear();
     size_t first_stream = impl_->streams.size();
+    impl_->reading = &r.info();
     const reader::TraceInfo& info = r.read(*impl_);
     // Frames still open: the thread ended without unwinding (exit() from deep inside, a
     // thread killed with the process); close them when the trace ends.

@@ -145,6 +145,8 @@ class ProfileBuilder {
 public:
     ProfileBuilder();
     ~ProfileBuilder();
+    // Subtract the runtime's measured cost per call (default on; profreport --no-compensation).
+    void set_compensation(bool on);
     // Reads one trace (throws reader::TraceError). Several traces merge like pstats' Stats.add.
     void add_trace(const std::string& path);
     Profile build(const ThreadFilter& filter = {}) const;

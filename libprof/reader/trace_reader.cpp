@@ -167,7 +167,14 @@ void TraceReader::process_records(const uint8_t* p, const uint8_t* end, uint64_t
         case Tag::kMeta: {
             auto key = c.str();
             auto value = c.str();
-            if (c.ok) info_.meta[std::string(key)] = std::string(value);
+            if (c.ok) {
+                std::string v(value);
+                auto number = [&] { return std::max(0.0, std::strtod(v.c_str(), nullptr)); };
+                if (key == "overhead_in_ticks") info_.overhead_in = number();
+                else if (key == "overhead_out_ticks") info_.overhead_out = number();
+                else if (key == "line_overhead_ticks") info_.line_overhead = number();
+                info_.meta[std::string(key)] = std::move(v);
+            }
             break;
         }
         case Tag::kModule: {

@@ -100,6 +100,10 @@ struct TraceInfo {
     double ticks_per_second = 0;   // from the End record, or derived from clock sync points
     uint64_t minor_unknown_records = 0; // records of a newer minor version that were skipped
     uint64_t memory_records = 0;        // Alloc/Free/Realloc records (memory profiler)
+    // The runtime's own cost measured at start (Meta overhead_*_ticks; 0 when not measured).
+    double overhead_in = 0;   // ticks inside a callee's interval per call
+    double overhead_out = 0;  // ticks a call adds to its caller
+    double line_overhead = 0; // ticks a PROF_LINE measures around an empty statement
 
     double seconds(uint64_t ticks) const { return ticks_per_second ? ticks / ticks_per_second : 0; }
     const Module* module_at(uint64_t address, uint64_t ticks = UINT64_MAX) const;

@@ -305,6 +305,13 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
     }
     write_thread_begin(s, now);
     if (g_key_ready.load(std::memory_order_acquire)) pthread_setspecific(g_thread_key, &s);
+    // Once per process (a forked child keeps its parent's figures): the hooks' own cost.
+    static std::atomic<bool> calibrated{false};
+    if (g_options.calibrate && !calibrated.exchange(true)) {
+        char figures[96] = {};
+        calibrate_overhead(s, figures, sizeof figures);
+        if (figures[0]) record_overhead(figures);
+    }
     s.state = kActive;
     errno = saved;
 }

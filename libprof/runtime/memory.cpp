@@ -138,6 +138,7 @@ __attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, ui
     q = put_uleb(q, n);
     for (uint32_t i = 0; i < n; ++i) q = put_u64(q, pcs[i]);
     write_sized(s, Tag::kStack, payload, size_t(q - payload));
+    commit(s.w); // before the allocation's own ensure_bytes may switch chunks
     return id;
 }
 
@@ -167,6 +168,7 @@ PROF_NOINSTR void maybe_sample_rss(ThreadState& s, uint64_t now) {
     q = put_uleb(q, take_delta(s.w, now));
     q = put_uleb(q, rss);
     write_sized(s, Tag::kRss, payload, size_t(q - payload));
+    commit(s.w);
 }
 
 } // namespace

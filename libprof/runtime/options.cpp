@@ -69,6 +69,7 @@ PROF_NOINSTR void read_options() {
     o.log_level = LogLevel::kWarn;
     o.symbols = true;
     o.mem_rss_interval_ms = 10;
+    o.calibrate = true;
     copy(o.clock, sizeof o.clock, "auto");
 
     // The log settings come first so that complaints about other options honour them.
@@ -104,6 +105,7 @@ PROF_NOINSTR void read_options() {
     }
     if (const char* v = env("PROF_SYMBOLS")) o.symbols = parse_bool("PROF_SYMBOLS", v, true);
     if (const char* v = env("PROF_LINE_RSS")) o.line_rss = parse_bool("PROF_LINE_RSS", v, false);
+    if (const char* v = env("PROF_CALIBRATE")) o.calibrate = parse_bool("PROF_CALIBRATE", v, true);
     if (const char* v = env("PROF_MEM_RSS_INTERVAL")) {
         uint64_t n = 0;
         if (parse_size(v, n) && n <= 3600000) o.mem_rss_interval_ms = uint32_t(n);
@@ -119,7 +121,7 @@ PROF_NOINSTR void read_options() {
             o.chunk_size = uint32_t(n);
         else
             log(LogLevel::kWarn, "bad_option", "name=PROF_CHUNK_SIZE value=\"%s\" "
-                "expected=\"power of two from 4K to 64M\" using=%u", log_safe(v, shown, sizeof shown), o.chunk_size);
+                "expected=\"power of two from 64K to 64M\" using=%u", log_safe(v, shown, sizeof shown), o.chunk_size);
     }
     if (const char* v = env("PROF_MAX_DEPTH")) {
         uint64_t n = 0;

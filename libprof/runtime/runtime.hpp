@@ -70,6 +70,7 @@ struct Options {
     char clock[16];          // PROF_CLOCK: tsc | monotonic
     bool secure;             // setuid/setgid: tracing is off, the environment ignored
     bool line_rss;           // PROF_LINE_RSS=1: PROF_LINE also samples the resident set size
+    bool calibrate;          // PROF_CALIBRATE=0 skips measuring the hooks' cost at start
     uint32_t mem_rss_interval_ms; // PROF_MEM_RSS_INTERVAL: RSS samples from the allocation path
 };
 extern Options g_options;
@@ -168,6 +169,7 @@ void for_each_function(void (*fn)(uintptr_t, void*), void* arg);
 void runtime_start();  // idempotent; the library constructor or the first hook calls it
 void runtime_finish(); // library destructor
 const char* trace_path();
+void record_overhead(const char* figures); // Meta records of the calibration
 void add_dropped(uint64_t n); // events a thread could not record, for the End record
 uint64_t ticks_per_ms();      // clock rate so far (from the start and now)
 

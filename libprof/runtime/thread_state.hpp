@@ -83,5 +83,8 @@ PROF_NOINSTR inline uint8_t* put_sleb(uint8_t* p, int64_t v) {
 
 // Resident set size now (one pread of /proc/self/statm), 0 if unknown.
 uint64_t rss_bytes_now();
+// Measures the hooks' own cost with this thread's events diverted (calibration.cpp); writes
+// "in out line" tick counts to `out`.
+void calibrate_overhead(ThreadState& s, char* out, size_t cap);
 
 } // namespace prof::rt

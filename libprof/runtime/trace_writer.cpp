@@ -47,6 +47,7 @@ struct Global {
     ChunkWriter process{}; // stream 0
     uint64_t start_ticks = 0, start_mono = 0, start_real = 0;
     uint32_t ppid = 0;
+    char overhead[96] = {}; // calibration figures, repeated in a forked child's trace
     dev_t file_dev = 0; // identity of the trace file, to notice a program that closed our
     ino_t file_ino = 0; // descriptor (daemons close every fd) and reused its number
     uint64_t start_ticks_per_second = 0; // from a short calibration when the runtime starts
@@ -227,6 +228,15 @@ PROF_NOINSTR void write_process_meta() {
     write_meta("ppid", buf, size_t(len));
     if (gethostname(buf, sizeof buf) == 0) write_meta("host", buf, strnlen(buf, sizeof buf));
     write_meta("runtime", "libprof " PROF_VERSION_STRING, sizeof("libprof " PROF_VERSION_STRING) - 1);
+    double in = 0, out = 0, line = 0; // a forked child: the parent's calibration holds
+    if (g.overhead[0] && sscanf(g.overhead, "%lf %lf %lf", &in, &out, &line) == 3) {
+        len = snprintf(buf, sizeof buf, "%.2f", in);
+        write_meta("overhead_in_ticks", buf, size_t(len));
+        len = snprintf(buf, sizeof buf, "%.2f", out);
+        write_meta("overhead_out_ticks", buf, size_t(len));
+        len = snprintf(buf, sizeof buf, "%.2f", line);
+        write_meta("line_overhead_ticks", buf, size_t(len));
+    }
 }
 
 PROF_NOINSTR bool choose_clock() {
@@ -419,11 +429,21 @@ PROF_NOINSTR void runtime_finish() {
             freeres();
     }
     thread_flush_counters();
-    // The traced program ends here: what follows is the runtime's own work.
+    // The traced program ends here: what follows is the runtime's own work (its memory too:
+    // the peak resident set size is read before symbolization).
     uint64_t end_ticks = now_ticks(), end_mono = monotonic_ns();
+    char peak_rss[32];
+    int peak_rss_len = 0;
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        peak_rss_len = snprintf(peak_rss, sizeof peak_rss, "%llu", (unsigned long long)ru.ru_maxrss * 1024ull);
     uint8_t prev = block_thread();
     lock_global();
-    // Also after tracing stopped early (a full disk): whatever still fits is written.
+    // Also after tracing stopped early (a full disk): whatever still fits is written. Not if
+    // the program closed our descriptor and reused its number for a file of its own.
+    struct stat st;
+    if (g.fd >= 0 && (fstat(g.fd, &st) != 0 || st.st_dev != g.file_dev || st.st_ino != g.file_ino))
+        g.fd = -1;
     if (!g.started || g.finished || g.fd < 0) {
         unlock_global();
         unblock_thread(prev);
@@ -438,12 +458,7 @@ PROF_NOINSTR void runtime_finish() {
     // which a thread inside dlopen holds while it may need ours.
     if (g_options.symbols && !stopped_early) write_symbols();
     lock_global();
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) == 0) { // the exact peak resident set size of the process
-        char buf[32];
-        int n = snprintf(buf, sizeof buf, "%llu", (unsigned long long)ru.ru_maxrss * 1024ull);
-        write_meta("peak_rss", buf, size_t(n));
-    }
+    if (peak_rss_len) write_meta("peak_rss", peak_rss, size_t(peak_rss_len));
     uint8_t rec[64], *p = rec;
     *p++ = uint8_t(format::Tag::kEnd);
     p = put_u64(p, end_ticks);
@@ -472,6 +487,21 @@ PROF_NOINSTR void runtime_finish() {
 }
 
 PROF_NOINSTR const char* trace_path() { return g.path; }
+
+PROF_NOINSTR void record_overhead(const char* figures) {
+    double in = 0, out = 0, line = 0;
+    if (sscanf(figures, "%lf %lf %lf", &in, &out, &line) != 3) return;
+    char buf[32];
+    lock_global();
+    snprintf(g.overhead, sizeof g.overhead, "%s", figures);
+    int n = snprintf(buf, sizeof buf, "%.2f", in);
+    write_meta("overhead_in_ticks", buf, size_t(n));
+    n = snprintf(buf, sizeof buf, "%.2f", out);
+    write_meta("overhead_out_ticks", buf, size_t(n));
+    n = snprintf(buf, sizeof buf, "%.2f", line);
+    write_meta("line_overhead_ticks", buf, size_t(n));
+    unlock_global();
+}
 
 PROF_NOINSTR void add_dropped(uint64_t n) { g.dropped.fetch_add(n, std::memory_order_relaxed); }
 

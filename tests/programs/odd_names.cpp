@@ -11,15 +11,23 @@ namespace odd {
 struct V {
     int x;
 };
-__attribute__((noinline)) bool operator<(V a, V b) { return a.x < b.x; }
-__attribute__((noinline)) V operator&(V a, V b) { return V{a.x & b.x}; }
-__attribute__((noinline)) unsigned long long operator"" _kib(unsigned long long n) { return n * 1024; }
+__attribute__((noinline)) bool operator<(V a, V b) {
+    return a.x < b.x;
+}
+__attribute__((noinline)) V operator&(V a, V b) {
+    return V{a.x & b.x};
+}
+__attribute__((noinline)) unsigned long long operator"" _kib(unsigned long long n) {
+    return n * 1024;
+}
 template <typename T>
 struct Box {
     T v;
 };
 template <typename T>
-__attribute__((noinline)) int unbox(const Box<T>& b) { return int(b.v); }
+__attribute__((noinline)) int unbox(const Box<T>& b) {
+    return int(b.v);
+}
 } // namespace odd
 
 __attribute__((noinline)) int hostile_scope(int i) {
@@ -32,14 +40,14 @@ __attribute__((noinline)) int worker(int n) {
     int s = 0;
     for (int i = 0; i < n; ++i) {
         volatile int k = i;
-        if (V{k} < V{3}) ++s;                     // operator<: n calls
-        s += (V{k} & V{1}).x;                     // operator&: n calls
+        if (V{k} < V{3}) ++s; // operator<: n calls
+        s += (V{k} & V{1}).x; // operator&: n calls
         int r = k;
         Box<int&> box{r};
-        s += unbox(box);                          // unbox<int&>: n calls
-        s += hostile_scope(k);                    // the scope: n activations
+        s += unbox(box);       // unbox<int&>: n calls
+        s += hostile_scope(k); // the scope: n activations
     }
-    return s + int(4_kib);                        // operator"": once
+    return s + int(4_kib); // operator"": once
 }
 
 int main() {

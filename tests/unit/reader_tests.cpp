@@ -241,3 +241,35 @@ TEST_CASE("every single flipped byte gives a result or a TraceError") {
     }
     CHECK(errors > 0);
 }
+
+TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
+    // main calls work 3 times; c_in = 10 ticks per call, c_out = 5 per call made.
+    TraceBuilder b;
+    b.chunk(0).tag(format::Tag::kMeta).str("overhead_in_ticks").str("10.00");
+    b.tag(format::Tag::kMeta).str("overhead_out_ticks").str("5.00");
+    b.tag(format::Tag::kMeta).str("line_overhead_ticks").str("2.00");
+    b.chunk(1, 0).function(0x1000).function(0x2000);
+    // main enters at 0; each work call lasts 100 ticks with 20 ticks between them.
+    b.enter(0, 0).enter(1, 20).exit(100).enter(1, 20).exit(100).enter(1, 20).exit(100).exit(20);
+    b.chunk(0).end_record(380);
+    std::string path = test::temp_path("compensation.trace");
+    b.save(path);
+
+    analysis::ProfileBuilder on, off;
+    on.add_trace(path);
+    off.set_compensation(false);
+    off.add_trace(path);
+    analysis::Profile p = on.build(), raw = off.build();
+    auto stats = [](const analysis::Profile& pr, const char* name) {
+        return pr.functions[pr.match(name)[0]].stats;
+    };
+    // Raw: work 3 x 100; main 380 total, 80 own.
+    CHECK(stats(raw, "0x2000").tottime == doctest::Approx(300e-9));
+    CHECK(stats(raw, "0x1000").tottime == doctest::Approx(80e-9));
+    // Compensated: work 3 x (100 - 10); main own 80 - 10 - 3 x 5; main total 380 - 10 - 3 x 15.
+    CHECK(stats(p, "0x2000").tottime == doctest::Approx(270e-9));
+    CHECK(stats(p, "0x2000").cumtime == doctest::Approx(270e-9));
+    CHECK(stats(p, "0x1000").tottime == doctest::Approx(55e-9));
+    CHECK(stats(p, "0x1000").cumtime == doctest::Approx(325e-9));
+    CHECK(p.total_time == doctest::Approx(325e-9)); // the sum of tottime equals main's cumtime
+}

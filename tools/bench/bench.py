@@ -20,8 +20,8 @@ bare statement and against the floor, two __rdtsc() reads per hit (workloads/lin
 Wall time is measured around fork/exec/wait4; CPU time is user + sys from wait4's rusage, which
 includes every thread and every child the process waited for (uftrace's writer threads too).
 "calls" is the number of __cyg_profile_func_enter events, counted once per workload with a
-counting-hooks build. Standard library only; needs g++, cmake, ninja, uftrace and libprof's
-build dependencies.
+counting-hooks build. Standard library only; needs g++, cmake, ninja, libprof's build
+dependencies and, for the call workloads, uftrace.
 """
 
 import argparse

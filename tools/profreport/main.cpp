@@ -51,6 +51,8 @@ options:
       --thread TID      only the thread with this kernel thread id
   -f, --format FORMAT   text (default), json or csv
   -o, --output FILE     write the report to FILE instead of standard output
+      --no-compensation do not subtract the runtime's own cost per call and per marked line
+                        (measured when the program started) from the times
       --full-paths      keep directories in file names
       --precision N     decimals in time columns (default 3)
       --info            describe the trace (process, threads, modules, clock) and stop
@@ -109,7 +111,7 @@ struct Args {
     std::vector<std::string> traces;
     std::string callers, callees, format = "text", output;
     std::optional<uint32_t> thread;
-    bool threads = false, info = false, lines = false, memory = false;
+    bool threads = false, info = false, lines = false, memory = false, raw = false;
     std::string plot;
     analysis::LineOptions line;
     ViewArgs view; // views and exports
@@ -141,7 +143,8 @@ double parse_percent(const std::string& opt, std::string v) {
 uint64_t parse_time(const std::string& opt, const std::string& v) {
     uint64_t ns = 0;
     if (!analysis::views::parse_duration(v, ns))
-        throw UsageError{fmt::format("{} expects a time such as 1.5s, 200ms, 30us or 100ns, got '{}'", opt, v)};
+        throw UsageError{
+            fmt::format("{} expects a time such as 1.5s, 200ms, 30us or 100ns, got '{}'", opt, v)};
     return ns;
 }
 
@@ -149,32 +152,44 @@ uint64_t parse_time(const std::string& opt, const std::string& v) {
 template <typename Next>
 bool parse_view_option(Args& a, int i, const std::string& arg, Next next) {
     ViewArgs& v = a.view;
-    if (i == 1 && arg == "diff") v.diff = true;
-    else if (arg == "--vs") v.vs = a.traces.size(), v.diff_only.push_back(arg);
-    else if (arg == "--tree") v.tree = true;
-    else if (arg == "--depth") v.tree_opts.max_depth = uint32_t(parse_number(arg, next()));
-    else if (arg == "--min-percent") v.tree_opts.min_percent = parse_percent(arg, next());
-    else if (arg == "--flamegraph") v.flamegraph = next();
-    else if (arg == "--icicle") v.icicle = true;
+    if (i == 1 && arg == "diff")
+        v.diff = true;
+    else if (arg == "--vs")
+        v.vs = a.traces.size(), v.diff_only.push_back(arg);
+    else if (arg == "--tree")
+        v.tree = true;
+    else if (arg == "--depth")
+        v.tree_opts.max_depth = uint32_t(parse_number(arg, next()));
+    else if (arg == "--min-percent")
+        v.tree_opts.min_percent = parse_percent(arg, next());
+    else if (arg == "--flamegraph")
+        v.flamegraph = next();
+    else if (arg == "--icicle")
+        v.icicle = true;
     else if (arg == "--min-width") {
         std::string w = next();
         char* end = nullptr;
         v.min_width = std::strtod(w.c_str(), &end);
         if (w.empty() || *end || !(v.min_width >= 0) || v.min_width > 1e6)
             throw UsageError{fmt::format("--min-width expects pixels such as 0.1, got '{}'", w)};
-    }
-    else if (arg == "--title") v.title = next();
-    else if (arg == "--html") v.html = next();
+    } else if (arg == "--title")
+        v.title = next();
+    else if (arg == "--html")
+        v.html = next();
     else if (arg == "--export") {
         v.exporter = next();
         if (v.exporter == "perfetto") v.exporter = "chrome";
         if (v.exporter != "chrome" && v.exporter != "speedscope" && v.exporter != "collapsed" &&
             v.exporter != "callgrind")
             throw UsageError{fmt::format("unknown export format '{}' (expected chrome, speedscope, "
-                                         "collapsed or callgrind)", v.exporter)};
-    } else if (arg == "--from") v.timeline.from_ns = parse_time(arg, next());
-    else if (arg == "--to") v.timeline.to_ns = parse_time(arg, next());
-    else if (arg == "--min-duration") v.timeline.min_duration_ns = parse_time(arg, next());
+                                         "collapsed or callgrind)",
+                                         v.exporter)};
+    } else if (arg == "--from")
+        v.timeline.from_ns = parse_time(arg, next());
+    else if (arg == "--to")
+        v.timeline.to_ns = parse_time(arg, next());
+    else if (arg == "--min-duration")
+        v.timeline.min_duration_ns = parse_time(arg, next());
     else if (arg == "--fail-above") {
         v.diff_opts.fail_above = parse_percent(arg, next());
         v.diff_only.push_back(arg);
@@ -185,10 +200,12 @@ bool parse_view_option(Args& a, int i, const std::string& arg, Next next) {
         std::string m = next();
         auto metric = analysis::views::parse_diff_metric(m);
         if (!metric)
-            throw UsageError{fmt::format("unknown metric '{}' (expected cumtime, tottime or ncalls)", m)};
+            throw UsageError{
+                fmt::format("unknown metric '{}' (expected cumtime, tottime or ncalls)", m)};
         v.diff_opts.metric = *metric;
         v.diff_only.push_back(arg);
-    } else return false;
+    } else
+        return false;
     return true;
 }
 
@@ -204,14 +221,20 @@ void check_view_args(Args& a) {
         throw UsageError{fmt::format("{} is an option of profreport diff", v.diff_only.front())};
     if (v.timeline.from_ns > v.timeline.to_ns) throw UsageError{"--from is later than --to"};
     bool timeline = v.exporter == "chrome" || v.exporter == "speedscope";
-    if (!timeline && (v.timeline.from_ns || v.timeline.to_ns != UINT64_MAX || v.timeline.min_duration_ns))
+    if (!timeline &&
+        (v.timeline.from_ns || v.timeline.to_ns != UINT64_MAX || v.timeline.min_duration_ns))
         throw UsageError{"--from, --to and --min-duration apply to --export chrome and speedscope"};
     if (!v.tree && (v.tree_opts.max_depth || v.tree_opts.min_percent > 0))
         throw UsageError{"--depth and --min-percent apply to --tree"};
+    if (v.flamegraph.empty() && (v.icicle || v.min_width != 0.1))
+        throw UsageError{"--icicle and --min-width apply to --flamegraph"};
+    if (v.flamegraph.empty() && v.html.empty() && !v.title.empty())
+        throw UsageError{"--title applies to --flamegraph and --html"};
     if (v.diff) {
         size_t split = v.vs == SIZE_MAX ? 1 : v.vs;
         if ((v.vs == SIZE_MAX && a.traces.size() != 2) || split == 0 || split >= a.traces.size())
-            throw UsageError{"diff compares two traces (BASE NEW), or two sets (BASE... --vs NEW...)"};
+            throw UsageError{
+                "diff compares two traces (BASE NEW), or two sets (BASE... --vs NEW...)"};
         v.vs = split;
     }
     if (a.format == "json" && (v.tree || !v.exporter.empty()))
@@ -272,6 +295,8 @@ Args parse(int argc, char** argv, tools::ToolLog& log) {
                 throw UsageError{fmt::format("unknown format '{}' (expected text, json or csv)", a.format)};
         } else if (arg == "-o" || arg == "--output") {
             a.output = next();
+        } else if (arg == "--no-compensation") {
+            a.raw = true;
         } else if (arg == "--full-paths") {
             a.table.full_paths = true;
         } else if (arg == "--precision") {
@@ -397,13 +422,15 @@ int run_view(const Args& a, tools::ToolLog& log) {
             views::TimelineOptions o = v.timeline;
             o.tid = a.thread.value_or(0);
             o.progress = true;
-            views::TimelineResult r = v.exporter == "chrome" ? views::write_chrome_trace(out.f, a.traces, o)
-                                                             : views::write_speedscope(out.f, a.traces, o);
+            views::TimelineResult r = v.exporter == "chrome"
+                                          ? views::write_chrome_trace(out.f, a.traces, o)
+                                          : views::write_speedscope(out.f, a.traces, o);
             if (!out.close(log)) return 1;
             if (r.events > views::kTimelineWarnEvents || r.bytes > views::kTimelineWarnBytes)
                 log.warn(fmt::format("{} events in {:.0f} MB: browser viewers load a few million "
                                      "events at most; narrow it with --from/--to, --min-duration "
-                                     "or --thread", r.events, r.bytes / 1e6));
+                                     "or --thread",
+                                     r.events, r.bytes / 1e6));
             if (a.thread && r.threads == 0) {
                 log.error(fmt::format("no events of a thread with tid {} in the trace", *a.thread));
                 return 1;
@@ -412,12 +439,15 @@ int run_view(const Args& a, tools::ToolLog& log) {
         }
         if (v.diff) {
             analysis::ProfileBuilder base, next;
-            for (size_t i = 0; i < a.traces.size(); ++i) (i < v.vs ? base : next).add_trace(a.traces[i]);
+            base.set_compensation(!a.raw);
+            next.set_compensation(!a.raw);
+            for (size_t i = 0; i < a.traces.size(); ++i)
+                (i < v.vs ? base : next).add_trace(a.traces[i]);
             views::DiffOptions o = v.diff_opts;
             o.limit = a.table.limit;
             if (a.table.precision != 3) o.precision = a.table.precision;
-            views::DiffResult d = views::diff_profiles(base.build(), v.vs, next.build(),
-                                                       a.traces.size() - v.vs, o);
+            views::DiffResult d =
+                views::diff_profiles(base.build(), v.vs, next.build(), a.traces.size() - v.vs, o);
             if (!out.open(log)) return 1;
             views::print_diff(out.f, d, o, a.format);
             if (!out.close(log)) return 1;
@@ -427,15 +457,17 @@ int run_view(const Args& a, tools::ToolLog& log) {
         }
         // Views of the call tree (and, for --html, of the profile).
         views::CallTreeBuilder trees;
+        trees.show_progress(true);
         for (const std::string& t : a.traces) trees.add_trace(t);
         views::CallTreeOptions co;
         co.split_threads = a.threads;
         if (a.thread) {
-            auto f = find_thread(trees.thread_list(), *a.thread, [&](const analysis::ThreadFilter& f) {
-                views::CallTreeOptions one;
-                one.thread = f;
-                return trees.build(one).threads.front().tid;
-            });
+            auto f =
+                find_thread(trees.thread_list(), *a.thread, [&](const analysis::ThreadFilter& f) {
+                    views::CallTreeOptions one;
+                    one.thread = f;
+                    return trees.build(one).threads.front().tid;
+                });
             if (!f) {
                 log.error(fmt::format("no thread with tid {} in the trace", *a.thread));
                 return 1;
@@ -445,19 +477,22 @@ int run_view(const Args& a, tools::ToolLog& log) {
         views::CallTree tree = trees.build(co);
         if (!v.html.empty()) {
             analysis::ProfileBuilder builder;
+            builder.set_compensation(!a.raw); // the table as the text one; the tree is raw
             for (const std::string& t : a.traces) builder.add_trace(t);
             analysis::ThreadFilter pf;
             if (a.thread)
-                pf = *find_thread(builder.thread_list(), *a.thread, [&](const analysis::ThreadFilter& f) {
-                    return builder.build(f).threads.front().tid;
-                });
+                pf = *find_thread(builder.thread_list(), *a.thread,
+                                  [&](const analysis::ThreadFilter& f) {
+                                      return builder.build(f).threads.front().tid;
+                                  });
             analysis::Profile p = builder.build(pf);
             for (const std::string& w : analysis::data_warnings(p)) log.warn(w);
             views::HtmlOptions ho;
             ho.title = v.title;
             ho.source_dirs = a.line.source_dirs;
             for (const reader::TraceInfo& t : p.traces)
-                if (auto cwd = t.meta.find("cwd"); cwd != t.meta.end()) ho.source_dirs.push_back(cwd->second);
+                if (auto cwd = t.meta.find("cwd"); cwd != t.meta.end())
+                    ho.source_dirs.push_back(cwd->second);
             auto lines = analysis::line_tables(p);
             if (!out.open(log)) return 1;
             views::write_html(out.f, p, tree, lines, ho);
@@ -502,6 +537,7 @@ int run(int argc, char** argv) {
     }
     if (a.view.active()) return run_view(a, log); // views and exports
     analysis::ProfileBuilder builder;
+    builder.set_compensation(!a.raw);
     try {
         for (const std::string& t : a.traces) builder.add_trace(t);
     } catch (const reader::TraceError& e) {

@@ -58,8 +58,8 @@ struct CallTreeBuilder::Impl : Replay {
         if (p.last_child && p.last_child_address == f.address) {
             node = p.last_child;
         } else {
-            auto [it, fresh] = tree.index.try_emplace(PathKey{parent, f.address},
-                                                      uint32_t(tree.nodes.size()));
+            auto [it, fresh] =
+                tree.index.try_emplace(PathKey{parent, f.address}, uint32_t(tree.nodes.size()));
             if (fresh) tree.nodes.push_back(LocalNode{parent, f.address});
             node = it->second;
             LocalNode& q = tree.nodes[parent]; // push_back may have moved it
@@ -78,7 +78,12 @@ struct CallTreeBuilder::Impl : Replay {
 CallTreeBuilder::CallTreeBuilder() : impl_(std::make_unique<Impl>()) {}
 CallTreeBuilder::~CallTreeBuilder() = default;
 
-void CallTreeBuilder::add_trace(const std::string& path) { impl_->add_trace(path); }
+void CallTreeBuilder::add_trace(const std::string& path) {
+    impl_->add_trace(path);
+}
+void CallTreeBuilder::show_progress(bool on) {
+    impl_->show_progress(on);
+}
 
 std::vector<ThreadFilter> CallTreeBuilder::thread_list() const {
     std::vector<ThreadFilter> out;

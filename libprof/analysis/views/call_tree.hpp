@@ -16,15 +16,15 @@ namespace prof::analysis::views {
 inline constexpr size_t kNoFunction = SIZE_MAX;
 
 struct CallTreeNode {
-    size_t parent = SIZE_MAX;          // SIZE_MAX for the root
-    size_t function = kNoFunction;     // index into CallTree::functions; kNoFunction for the
-                                       // root and for thread nodes
-    std::string label;                 // the root's and thread nodes' name
-    uint64_t calls = 0;                // activations of this path
-    uint64_t total_ns = 0;             // inclusive
-    uint64_t self_ns = 0;              // total minus the children's totals
+    size_t parent = SIZE_MAX;      // SIZE_MAX for the root
+    size_t function = kNoFunction; // index into CallTree::functions; kNoFunction for the
+                                   // root and for thread nodes
+    std::string label;             // the root's and thread nodes' name
+    uint64_t calls = 0;            // activations of this path
+    uint64_t total_ns = 0;         // inclusive
+    uint64_t self_ns = 0;          // total minus the children's totals
     std::vector<size_t> children;
-    uint32_t depth = 0;                // the root is 0
+    uint32_t depth = 0; // the root is 0
 };
 
 struct CallTree {
@@ -42,19 +42,20 @@ struct CallTree {
 };
 
 struct CallTreeOptions {
-    bool split_threads = false;   // a node per thread under the root
-    ThreadFilter thread;          // one thread only
+    bool split_threads = false; // a node per thread under the root
+    ThreadFilter thread;        // one thread only
 };
 
 class CallTreeBuilder {
-public:
+  public:
     CallTreeBuilder();
     ~CallTreeBuilder();
     void add_trace(const std::string& path); // throws reader::TraceError
+    void show_progress(bool on);             // "reading N%" on stderr when it is a terminal
     CallTree build(const CallTreeOptions& o = {}) const;
     std::vector<ThreadFilter> thread_list() const;
 
-private:
+  private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

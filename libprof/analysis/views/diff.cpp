@@ -21,17 +21,23 @@ std::string base_name(const std::string& path) {
 
 double metric(const Stats& s, DiffMetric m) {
     switch (m) {
-    case DiffMetric::kTottime: return s.tottime;
-    case DiffMetric::kNcalls: return double(s.ncalls);
-    default: return s.cumtime;
+    case DiffMetric::kTottime:
+        return s.tottime;
+    case DiffMetric::kNcalls:
+        return double(s.ncalls);
+    default:
+        return s.cumtime;
     }
 }
 
 const char* metric_name(DiffMetric m) {
     switch (m) {
-    case DiffMetric::kTottime: return "tottime";
-    case DiffMetric::kNcalls: return "ncalls";
-    default: return "cumtime";
+    case DiffMetric::kTottime:
+        return "tottime";
+    case DiffMetric::kNcalls:
+        return "ncalls";
+    default:
+        return "cumtime";
     }
 }
 
@@ -121,7 +127,8 @@ std::vector<std::string> diff_failures(const DiffResult& d, const DiffOptions& o
     std::vector<std::string> out;
     const char* m = metric_name(o.metric);
     if (d.total_regression)
-        out.push_back(fmt::format("total {} regressed by {:.1f}% (limit {}%)", o.metric == DiffMetric::kNcalls ? "calls" : "time",
+        out.push_back(fmt::format("total {} regressed by {:.1f}% (limit {}%)",
+                                  o.metric == DiffMetric::kNcalls ? "calls" : "time",
                                   d.total_percent, o.fail_above));
     for (const DiffRow& r : d.rows)
         if (r.regression)
@@ -132,7 +139,8 @@ std::vector<std::string> diff_failures(const DiffResult& d, const DiffOptions& o
     return out;
 }
 
-void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o, const std::string& format) {
+void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
+                const std::string& format) {
     int p = o.precision;
     if (format == "csv") {
         fmt::print(out, "name,file,line,status,ncalls_base,ncalls_new,tottime_base,tottime_new,"
@@ -145,32 +153,41 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o, const
             };
             fmt::print(out, "{},{},{},{},{},{},{:.9f},{:.9f},{},{:.9f},{:.9f},{},{}\n",
                        csv_escape(r.name), csv_escape(r.file), r.line,
-                       !r.in_base ? "new" : !r.in_new ? "gone" : "both", r.base.ncalls,
-                       r.next.ncalls, r.base.tottime, r.next.tottime, pc(r.base.tottime, r.next.tottime),
-                       r.base.cumtime, r.next.cumtime, pc(r.base.cumtime, r.next.cumtime),
-                       r.regression ? 1 : 0);
+                       !r.in_base  ? "new"
+                       : !r.in_new ? "gone"
+                                   : "both",
+                       r.base.ncalls, r.next.ncalls, r.base.tottime, r.next.tottime,
+                       pc(r.base.tottime, r.next.tottime), r.base.cumtime, r.next.cumtime,
+                       pc(r.base.cumtime, r.next.cumtime), r.regression ? 1 : 0);
         }
         return;
     }
     if (format == "json") {
-        auto num = [](double v) { return std::isinf(v) ? std::string("null") : fmt::format("{:.6f}", v); };
-        fmt::print(out, "{{\n  \"metric\": \"{}\",\n  \"fail_above\": {},\n  \"base_runs\": {},\n"
-                        "  \"new_runs\": {},\n  \"total\": {{\"base_time\": {:.9f}, \"new_time\": {:.9f}, "
-                        "\"base_calls\": {}, \"new_calls\": {}, \"change_percent\": {}, \"regression\": {}}},\n"
-                        "  \"failed\": {},\n  \"functions\": [",
-                   metric_name(o.metric), o.fail_above < 0 ? std::string("null") : fmt::format("{}", o.fail_above),
-                   d.base_runs, d.new_runs, d.base_total.tottime, d.new_total.tottime,
-                   d.base_total.ncalls, d.new_total.ncalls, num(d.total_percent),
-                   d.total_regression ? "true" : "false", d.failed() ? "true" : "false");
+        auto num = [](double v) {
+            return std::isinf(v) ? std::string("null") : fmt::format("{:.6f}", v);
+        };
+        fmt::print(
+            out,
+            "{{\n  \"metric\": \"{}\",\n  \"fail_above\": {},\n  \"base_runs\": {},\n"
+            "  \"new_runs\": {},\n  \"total\": {{\"base_time\": {:.9f}, \"new_time\": {:.9f}, "
+            "\"base_calls\": {}, \"new_calls\": {}, \"change_percent\": {}, \"regression\": {}}},\n"
+            "  \"failed\": {},\n  \"functions\": [",
+            metric_name(o.metric),
+            o.fail_above < 0 ? std::string("null") : fmt::format("{}", o.fail_above), d.base_runs,
+            d.new_runs, d.base_total.tottime, d.new_total.tottime, d.base_total.ncalls,
+            d.new_total.ncalls, num(d.total_percent), d.total_regression ? "true" : "false",
+            d.failed() ? "true" : "false");
         for (size_t i = 0; i < d.rows.size(); ++i) {
             const DiffRow& r = d.rows[i];
-            fmt::print(out, "{}\n    {{\"name\": \"{}\", \"file\": \"{}\", \"line\": {}, \"in_base\": {}, "
-                            "\"in_new\": {}, \"ncalls\": [{}, {}], \"tottime\": [{:.9f}, {:.9f}], "
-                            "\"cumtime\": [{:.9f}, {:.9f}], \"change_percent\": {}, \"regression\": {}}}",
-                       i ? "," : "", json_escape(r.name), json_escape(r.file), r.line,
-                       r.in_base ? "true" : "false", r.in_new ? "true" : "false", r.base.ncalls,
-                       r.next.ncalls, r.base.tottime, r.next.tottime, r.base.cumtime, r.next.cumtime,
-                       num(r.percent), r.regression ? "true" : "false");
+            fmt::print(
+                out,
+                "{}\n    {{\"name\": \"{}\", \"file\": \"{}\", \"line\": {}, \"in_base\": {}, "
+                "\"in_new\": {}, \"ncalls\": [{}, {}], \"tottime\": [{:.9f}, {:.9f}], "
+                "\"cumtime\": [{:.9f}, {:.9f}], \"change_percent\": {}, \"regression\": {}}}",
+                i ? "," : "", json_escape(r.name), json_escape(r.file), r.line,
+                r.in_base ? "true" : "false", r.in_new ? "true" : "false", r.base.ncalls,
+                r.next.ncalls, r.base.tottime, r.next.tottime, r.base.cumtime, r.next.cumtime,
+                num(r.percent), r.regression ? "true" : "false");
         }
         fmt::print(out, "\n  ]\n}}\n");
         return;
@@ -181,18 +198,20 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o, const
                d.new_runs == 1 ? "" : "s", d.new_total.ncalls, d.new_total.tottime, p,
                pct_text(percent(d.base_total.tottime, d.new_total.tottime), true));
     fmt::print(out, "   Ordered by: largest {} increase{}\n\n", metric_name(o.metric),
-               o.fail_above >= 0 ? fmt::format("; ! marks a regression above {}%", o.fail_above) : "");
+               o.fail_above >= 0 ? fmt::format("; ! marks a regression above {}%", o.fail_above)
+                                 : "");
     int w = p + 6;
-    fmt::print(out, "  {:>10} {:>10} {:>{}} {:>{}} {:>8} {:>{}} {:>{}} {:>8}  filename:lineno(function)\n",
-               "ncalls", "(new)", "tottime", w, "(new)", w, "change", "cumtime", w, "(new)", w, "change");
+    fmt::print(
+        out, "  {:>10} {:>10} {:>{}} {:>{}} {:>8} {:>{}} {:>{}} {:>8}  filename:lineno(function)\n",
+        "ncalls", "(new)", "tottime", w, "(new)", w, "change", "cumtime", w, "(new)", w, "change");
     for (const DiffRow& r : d.rows) {
-        fmt::print(out, "{} {:>10} {:>10} {:>{}.{}f} {:>{}.{}f} {:>8} {:>{}.{}f} {:>{}.{}f} {:>8}  {}\n",
-                   r.regression ? "!" : " ", r.in_base ? fmt::format("{}", r.base.ncalls) : "-",
-                   r.in_new ? fmt::format("{}", r.next.ncalls) : "-", r.base.tottime, w, p,
-                   r.next.tottime, w, p, pct_text(percent(r.base.tottime, r.next.tottime), r.in_new),
-                   r.base.cumtime, w, p, r.next.cumtime, w, p,
-                   pct_text(percent(r.base.cumtime, r.next.cumtime), r.in_new),
-                   reader::printable(fmt::format("{}:{}({})", r.file, r.line, r.name)));
+        fmt::print(
+            out, "{} {:>10} {:>10} {:>{}.{}f} {:>{}.{}f} {:>8} {:>{}.{}f} {:>{}.{}f} {:>8}  {}\n",
+            r.regression ? "!" : " ", r.in_base ? fmt::format("{}", r.base.ncalls) : "-",
+            r.in_new ? fmt::format("{}", r.next.ncalls) : "-", r.base.tottime, w, p, r.next.tottime,
+            w, p, pct_text(percent(r.base.tottime, r.next.tottime), r.in_new), r.base.cumtime, w, p,
+            r.next.cumtime, w, p, pct_text(percent(r.base.cumtime, r.next.cumtime), r.in_new),
+            reader::printable(fmt::format("{}:{}({})", r.file, r.line, r.name)));
     }
     fmt::print(out, "\n");
 }

@@ -17,14 +17,26 @@ std::string xml_escape(std::string_view s) {
     out.reserve(s.size());
     for (unsigned char c : s) {
         switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        case '\'': out += "&#39;"; break;
+        case '&':
+            out += "&amp;";
+            break;
+        case '<':
+            out += "&lt;";
+            break;
+        case '>':
+            out += "&gt;";
+            break;
+        case '"':
+            out += "&quot;";
+            break;
+        case '\'':
+            out += "&#39;";
+            break;
         default:
-            if (c < 0x20 && c != '\t') out += "\xEF\xBF\xBD"; // not allowed in XML 1.0
-            else out += char(c);
+            if (c < 0x20 && c != '\t')
+                out += "\xEF\xBF\xBD"; // not allowed in XML 1.0
+            else
+                out += char(c);
         }
     }
     return out;
@@ -52,7 +64,8 @@ std::string color(const CallTree& t, const CallTreeNode& n) {
     double v1 = (hash(name, 1) % 1000) / 1000.0, v2 = (hash(name, 2) % 1000) / 1000.0,
            v3 = (hash(name, 3) % 1000) / 1000.0;
     if (t.functions[n.function].kind != "function")
-        return fmt::format("rgb({},{},{})", int(50 + 60 * v1), int(165 + 55 * v2), int(165 + 55 * v3));
+        return fmt::format("rgb({},{},{})", int(50 + 60 * v1), int(165 + 55 * v2),
+                           int(165 + 55 * v3));
     return fmt::format("rgb({},{},{})", int(205 + 50 * v3), int(230 * v1), int(55 * v2));
 }
 
@@ -228,7 +241,8 @@ void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) 
                "#title {{ text-anchor: middle; font-size: 17px; }}\n"
                "#search, #unzoom {{ cursor: pointer; }} #search.on {{ fill: rgb(230,0,230); }}\n"
                "g.f {{ cursor: pointer; }} g.f:hover rect {{ stroke: #000; stroke-width: 0.5; }}\n"
-               "g.f text {{ pointer-events: none; }} .hide {{ display: none; }} .parent {{ opacity: 0.5; }}\n"
+               "g.f text {{ pointer-events: none; }} .hide {{ display: none; }} .parent {{ "
+               "opacity: 0.5; }}\n"
                "</style>\n<script type=\"text/ecmascript\"><![CDATA[{4}]]></script>\n"
                "<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"rgb(248,248,240)\"/>\n"
                "<text id=\"title\" x=\"{5}\" y=\"24\">{6}</text>\n"
@@ -248,7 +262,8 @@ void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) 
         fmt::print(out,
                    "<g class=\"f\" data-o=\"{}\" data-n=\"{}\" data-d=\"{}\" data-c=\"{}\">"
                    "<title>{}\n{} ns, {:.2f}%, {} calls</title>"
-                   "<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" rx=\"2\" ry=\"2\"/>"
+                   "<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" "
+                   "rx=\"2\" ry=\"2\"/>"
                    "<text x=\"{:.2f}\" y=\"{}\">{}</text></g>\n",
                    p.offset, n.total_ns, n.depth, n.calls, xml_escape(name), n.total_ns, percent,
                    n.calls, x, y, w, kFrameHeight - 1, color(t, n), x + 3, y + 11,

@@ -16,7 +16,9 @@
 namespace prof::analysis::views {
 namespace {
 
-std::string js(std::string_view s) { return "\"" + json_escape(reader::printable(s)) + "\""; }
+std::string js(std::string_view s) {
+    return "\"" + json_escape(reader::printable(s)) + "\"";
+}
 
 std::string base_name(const std::string& path) {
     size_t slash = path.rfind('/');
@@ -298,51 +300,61 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
         auto exe = p.traces.front().meta.find("exe");
         title = exe != p.traces.front().meta.end() ? base_name(exe->second) : trace_names.front();
     }
-    fmt::print(out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-                    "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-                    "script-src 'unsafe-inline'; style-src 'unsafe-inline'\">\n"
-                    "<title>libprof: {}</title>\n<style>{}</style>\n</head>\n<body>\n"
-                    "<header><h1>libprof report: {}</h1><div class=\"sub\" id=\"summary\"></div></header>\n"
-                    "<section><h2>Call tree</h2><div id=\"icicle-path\"></div><div id=\"icicle-info\">"
-                    "Click a frame to zoom; hover for times.</div><div id=\"icicle\"></div></section>\n"
-                    "<section><h2>Functions</h2><div id=\"toolbar\"><input id=\"filter\" type=\"search\" "
-                    "placeholder=\"filter by file:line(function)\"><span class=\"muted\">click a column "
-                    "to sort, a row for its callers and callees</span></div>\n"
-                    "<div class=\"scroll\"><table id=\"ftable\"><thead></thead><tbody></tbody></table></div>"
-                    "<div id=\"detail\"></div></section>\n"
-                    "<section><h2>Lines</h2><div id=\"lines\"></div></section>\n",
-               xml_escape(title), kStyle, xml_escape(title));
+    fmt::print(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        "script-src 'unsafe-inline'; style-src 'unsafe-inline'\">\n"
+        "<title>libprof: {}</title>\n<style>{}</style>\n</head>\n<body>\n"
+        "<header><h1>libprof report: {}</h1><div class=\"sub\" id=\"summary\"></div></header>\n"
+        "<section><h2>Call tree</h2><div id=\"icicle-path\"></div><div id=\"icicle-info\">"
+        "Click a frame to zoom; hover for times.</div><div id=\"icicle\"></div></section>\n"
+        "<section><h2>Functions</h2><div id=\"toolbar\"><input id=\"filter\" type=\"search\" "
+        "placeholder=\"filter by file:line(function)\"><span class=\"muted\">click a column "
+        "to sort, a row for its callers and callees</span></div>\n"
+        "<div class=\"scroll\"><table id=\"ftable\"><thead></thead><tbody></tbody></table></div>"
+        "<div id=\"detail\"></div></section>\n"
+        "<section><h2>Lines</h2><div id=\"lines\"></div></section>\n",
+        xml_escape(title), kStyle, xml_escape(title));
 
     // The data. Numbers are plain JSON numbers; every string goes through json_escape.
-    fmt::print(out, "<script id=\"profile-data\" type=\"application/json\">{{\"total_calls\":{},"
-                    "\"primitive_calls\":{},\"total_time\":{:.9f},\"threads\":{},\"traces\":[",
+    fmt::print(out,
+               "<script id=\"profile-data\" type=\"application/json\">{{\"total_calls\":{},"
+               "\"primitive_calls\":{},\"total_time\":{:.9f},\"threads\":{},\"traces\":[",
                p.total_calls, p.primitive_calls, p.total_time, p.threads.size());
-    for (size_t i = 0; i < trace_names.size(); ++i) fmt::print(out, "{}{}", i ? "," : "", js(trace_names[i]));
+    for (size_t i = 0; i < trace_names.size(); ++i)
+        fmt::print(out, "{}{}", i ? "," : "", js(trace_names[i]));
     fmt::print(out, "],\n\"functions\":[");
     for (size_t i = 0; i < p.functions.size(); ++i) {
         const Function& f = p.functions[i];
-        std::string file = f.file.empty() ? (f.module.empty() ? "~" : base_name(f.module)) : base_name(f.file);
-        fmt::print(out, "{}\n{{\"name\":{},\"file\":{},\"line\":{},\"module\":{},\"kind\":{},"
-                        "\"ncalls\":{},\"pcalls\":{},\"tottime\":{:.9f},\"cumtime\":{:.9f}}}",
+        std::string file =
+            f.file.empty() ? (f.module.empty() ? "~" : base_name(f.module)) : base_name(f.file);
+        fmt::print(out,
+                   "{}\n{{\"name\":{},\"file\":{},\"line\":{},\"module\":{},\"kind\":{},"
+                   "\"ncalls\":{},\"pcalls\":{},\"tottime\":{:.9f},\"cumtime\":{:.9f}}}",
                    i ? "," : "", js(f.name), js(file), f.line, js(f.module), js(f.kind),
                    f.stats.ncalls, f.stats.pcalls, f.stats.tottime, f.stats.cumtime);
     }
     fmt::print(out, "],\n\"edges\":[");
     for (size_t i = 0; i < p.edges.size(); ++i) {
         const Edge& e = p.edges[i];
-        fmt::print(out, "{}\n{{\"caller\":{},\"callee\":{},\"ncalls\":{},\"pcalls\":{},\"tottime\":{:.9f},"
-                        "\"cumtime\":{:.9f}}}",
-                   i ? "," : "", e.caller == kRoot ? -1 : int64_t(e.caller), e.callee, e.stats.ncalls,
-                   e.stats.pcalls, e.stats.tottime, e.stats.cumtime);
+        fmt::print(
+            out,
+            "{}\n{{\"caller\":{},\"callee\":{},\"ncalls\":{},\"pcalls\":{},\"tottime\":{:.9f},"
+            "\"cumtime\":{:.9f}}}",
+            i ? "," : "", e.caller == kRoot ? -1 : int64_t(e.caller), e.callee, e.stats.ncalls,
+            e.stats.pcalls, e.stats.tottime, e.stats.cumtime);
     }
     // The tree, pruned to paths of at least 1/20000 of the total: the page stays light, and
     // anything narrower is under a pixel anyway.
     const uint64_t cut = t.root().total_ns / 20000;
     std::vector<int64_t> kept(t.nodes.size(), -1);
     fmt::print(out, "],\n\"tree\":{{\"names\":[");
-    for (size_t i = 0; i < t.functions.size(); ++i) fmt::print(out, "{}{}", i ? "," : "", js(t.functions[i].name));
+    for (size_t i = 0; i < t.functions.size(); ++i)
+        fmt::print(out, "{}{}", i ? "," : "", js(t.functions[i].name));
     fmt::print(out, "],\"kinds\":[");
-    for (size_t i = 0; i < t.functions.size(); ++i) fmt::print(out, "{}{}", i ? "," : "", js(t.functions[i].kind));
+    for (size_t i = 0; i < t.functions.size(); ++i)
+        fmt::print(out, "{}{}", i ? "," : "", js(t.functions[i].kind));
     fmt::print(out, "],\"nodes\":[");
     int64_t count = 0;
     for (size_t i = 0; i < t.nodes.size(); ++i) { // parents precede children
@@ -358,20 +370,23 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
     for (size_t i = 0; i < lines.size(); ++i) {
         const LineTable& lt = lines[i];
         uint32_t first = UINT32_MAX, last = 0;
-        for (const LineRow& r : lt.rows) first = std::min(first, r.line), last = std::max(last, r.line);
+        for (const LineRow& r : lt.rows)
+            first = std::min(first, r.line), last = std::max(last, r.line);
         if (first == UINT32_MAX) first = last = 0;
         if (last - first > 400) last = first + 400;
         std::vector<std::string> src = read_lines(lt.file, o.source_dirs);
         // line_profiler shows the function from its first marked line down to the last one.
-        fmt::print(out, "{}\n{{\"file\":{},\"function\":{},\"total\":{:.9f},\"first\":{},\"last\":{},"
-                        "\"rows\":[",
+        fmt::print(out,
+                   "{}\n{{\"file\":{},\"function\":{},\"total\":{:.9f},\"first\":{},\"last\":{},"
+                   "\"rows\":[",
                    i ? "," : "", js(lt.file), js(lt.function), lt.total_time, first, last);
         for (size_t r = 0; r < lt.rows.size(); ++r)
             fmt::print(out, "{}{{\"line\":{},\"hits\":{},\"time\":{:.9f}}}", r ? "," : "",
                        lt.rows[r].line, lt.rows[r].hits, lt.rows[r].time);
         fmt::print(out, "],\"source\":[");
         for (uint32_t l = first; l <= last && l >= 1; ++l)
-            fmt::print(out, "{}{}", l > first ? "," : "", l - 1 < src.size() ? js(src[l - 1]) : "\"\"");
+            fmt::print(out, "{}{}", l > first ? "," : "",
+                       l - 1 < src.size() ? js(src[l - 1]) : "\"\"");
         fmt::print(out, "]}}");
     }
     fmt::print(out, "]}}</script>\n<script>{}</script>\n</body>\n</html>\n", kScript);

@@ -18,7 +18,7 @@ namespace prof::analysis::views {
 std::string xml_escape(std::string_view s);
 
 struct FlameOptions {
-    std::string title;      // default: "Flame Graph: <program>"
+    std::string title; // default: "Flame Graph: <program>"
     int width = 1200;
     double min_width = 0.1; // px: narrower frames (and their children) are left out
     bool icicle = false;    // root at the top instead of the bottom
@@ -35,8 +35,8 @@ void write_collapsed(std::FILE* out, const CallTree& t);
 void write_callgrind(std::FILE* out, const CallTree& t);
 
 struct TreeOptions {
-    uint32_t max_depth = 0;   // 0 = unlimited
-    double min_percent = 0;   // hide call paths under this share of the total
+    uint32_t max_depth = 0; // 0 = unlimited
+    double min_percent = 0; // hide call paths under this share of the total
     bool csv = false;
 };
 // uftrace graph-like call tree in the terminal, or one CSV row per call path.

@@ -119,7 +119,9 @@ void Replay::on_abandon(uint32_t stream, uint32_t frames, uint64_t ticks) {
     for (uint32_t i = 0; i < frames && !t.stack.empty(); ++i) pop(t, n);
 }
 
-void Replay::on_thread_begin(uint32_t stream, uint64_t ticks) { now(thread(stream), ticks); }
+void Replay::on_thread_begin(uint32_t stream, uint64_t ticks) {
+    now(thread(stream), ticks);
+}
 
 void Replay::on_thread_end(uint32_t stream, uint64_t ticks) {
     ReplayThread& t = thread(stream);
@@ -133,11 +135,16 @@ bool parse_duration(const std::string& text, uint64_t& ns) {
     double v = std::strtod(text.c_str(), &end);
     std::string unit = end ? std::string(end) : std::string();
     double scale;
-    if (unit.empty() || unit == "s") scale = 1e9;
-    else if (unit == "ms") scale = 1e6;
-    else if (unit == "us") scale = 1e3;
-    else if (unit == "ns") scale = 1;
-    else return false;
+    if (unit.empty() || unit == "s")
+        scale = 1e9;
+    else if (unit == "ms")
+        scale = 1e6;
+    else if (unit == "us")
+        scale = 1e3;
+    else if (unit == "ns")
+        scale = 1;
+    else
+        return false;
     if (end == text.c_str() || !std::isfinite(v) || v < 0 || v * scale > 1.8e19) return false;
     ns = uint64_t(std::llround(v * scale));
     return true;

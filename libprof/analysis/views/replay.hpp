@@ -26,9 +26,9 @@ struct ReplayFrame {
 };
 
 struct ReplayThread {
-    size_t trace = 0;   // index of the trace in this replay
+    size_t trace = 0; // index of the trace in this replay
     uint32_t stream = 0;
-    size_t index = 0;   // order of first appearance over all traces
+    size_t index = 0;                // order of first appearance over all traces
     std::vector<uint64_t> functions; // stream-local function index -> address
     std::vector<ReplayFrame> stack;
     uint64_t first_ns = UINT64_MAX, last_ns = 0;
@@ -36,7 +36,7 @@ struct ReplayThread {
 };
 
 class Replay : public reader::EventSink {
-public:
+  public:
     ~Replay() override;
     // Reads one trace: a metadata pass for the clock, then the events (throws TraceError).
     // Returns the trace's information; it stays valid as long as the Replay.
@@ -50,7 +50,7 @@ public:
     // Show "reading N%" on standard error while reading, when it is a terminal.
     void show_progress(bool on) { progress_ = on; }
 
-protected:
+  protected:
     // `t.stack.back()` is the frame just entered.
     virtual void opened(ReplayThread& t) = 0;
     // The frame has been popped; `t.stack` holds its ancestors.
@@ -59,7 +59,7 @@ protected:
     virtual void advanced(ReplayThread& /*t*/, uint64_t /*ns*/) {}
     virtual void thread_created(ReplayThread& /*t*/) {}
 
-private:
+  private:
     ReplayThread& thread(uint32_t stream);
     uint64_t now(ReplayThread& t, uint64_t ticks);
     void enter(ReplayThread& t, uint64_t address, uint64_t ticks);

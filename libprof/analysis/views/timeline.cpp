@@ -22,7 +22,9 @@
 namespace prof::analysis::views {
 namespace {
 
-std::string micros(uint64_t ns) { return fmt::format("{}.{:03}", ns / 1000, ns % 1000); }
+std::string micros(uint64_t ns) {
+    return fmt::format("{}.{:03}", ns / 1000, ns % 1000);
+}
 
 std::string base_name(const std::string& path) {
     size_t slash = path.rfind('/');
@@ -41,11 +43,11 @@ struct ThreadOut {
     uint32_t tid = 0;
     uint64_t events = 0;
     uint64_t first = UINT64_MAX, last = 0; // times written
-    std::FILE* tmp = nullptr;             // speedscope
+    std::FILE* tmp = nullptr;              // speedscope
 };
 
 class TimelineBase : public Replay {
-public:
+  public:
     explicit TimelineBase(const TimelineOptions& o) : o_(o) {}
     ~TimelineBase() override {
         for (ThreadOut& t : out_)
@@ -55,7 +57,7 @@ public:
     std::vector<ThreadOut> out_;
     TimelineResult result;
 
-protected:
+  protected:
     const TimelineOptions o_;
 
     uint32_t frame(uint64_t address) {
@@ -82,13 +84,13 @@ protected:
     }
     uint64_t clip(uint64_t ns) const { return std::clamp(ns, o_.from_ns, o_.to_ns); }
 
-private:
+  private:
     FunctionResolver resolver_;
     std::unordered_map<size_t, std::unordered_map<uint64_t, uint32_t>> cache_;
 };
 
 class ChromeWriter : public TimelineBase {
-public:
+  public:
     ChromeWriter(std::FILE* f, const TimelineOptions& o) : TimelineBase(o), f_(f) {}
     void write(const std::string& s) {
         std::fputs(s.c_str(), f_);
@@ -96,7 +98,7 @@ public:
     }
     bool first = true;
 
-private:
+  private:
     std::FILE* f_;
     void opened(ReplayThread&) override {}
     void closed(ReplayThread& t, const ReplayFrame& fr, uint64_t x) override {
@@ -115,17 +117,18 @@ private:
 };
 
 class SpeedscopeWriter : public TimelineBase {
-public:
+  public:
     explicit SpeedscopeWriter(const TimelineOptions& o) : TimelineBase(o) {}
 
-private:
+  private:
     static constexpr uint64_t kEmitted = 1;
 
     void emit(ReplayThread& t, char type, uint64_t address, uint64_t at) {
         ThreadOut& to = out(t);
         if (!to.tmp) {
             to.tmp = std::tmpfile();
-            if (!to.tmp) throw std::runtime_error("cannot create a temporary file for speedscope events");
+            if (!to.tmp)
+                throw std::runtime_error("cannot create a temporary file for speedscope events");
         }
         std::string s = fmt::format("{}{{\"type\":\"{}\",\"frame\":{},\"at\":{}}}",
                                     to.events ? ",\n" : "\n", type, frame(address), at);
@@ -178,24 +181,27 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
         if (!named[tp->trace]) {
             named[tp->trace] = true;
             auto exe = info.meta.find("exe");
-            std::string name = exe == info.meta.end() ? std::string("process") : base_name(exe->second);
+            std::string name =
+                exe == info.meta.end() ? std::string("process") : base_name(exe->second);
             w.write(fmt::format("{}\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,"
                                 "\"args\":{{\"name\":\"{}\"}}}}",
                                 w.first ? "" : ",", pid, json_escape(reader::printable(name))));
             w.first = false;
         }
         std::string tname;
-        if (auto it = info.threads.find(tp->stream); it != info.threads.end()) tname = it->second.name;
+        if (auto it = info.threads.find(tp->stream); it != info.threads.end())
+            tname = it->second.name;
         uint32_t tid = to.tid ? to.tid : tp->stream;
         if (tname.empty()) tname = tid == pid ? "main" : fmt::format("thread {}", tid);
         w.write(fmt::format(",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
                             "\"args\":{{\"name\":\"{}\"}}}}",
                             pid, tid, json_escape(reader::printable(tname))));
     }
-    w.write(fmt::format("\n],\"otherData\":{{\"producer\":\"libprof profreport\",\"clock\":\"ns since "
-                        "the trace started\",\"from_ns\":{},\"to_ns\":{},\"min_duration_ns\":{}}}}}\n",
-                        o.from_ns, o.to_ns == UINT64_MAX ? std::string("null") : fmt::format("{}", o.to_ns),
-                        o.min_duration_ns));
+    w.write(fmt::format(
+        "\n],\"otherData\":{{\"producer\":\"libprof profreport\",\"clock\":\"ns since "
+        "the trace started\",\"from_ns\":{},\"to_ns\":{},\"min_duration_ns\":{}}}}}\n",
+        o.from_ns, o.to_ns == UINT64_MAX ? std::string("null") : fmt::format("{}", o.to_ns),
+        o.min_duration_ns));
     return w.result;
 }
 
@@ -215,10 +221,11 @@ TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& tr
         auto exe = info.meta.find("exe");
         if (exe != info.meta.end()) title = base_name(exe->second);
     }
-    write(fmt::format("{{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
-                      "\"exporter\":\"libprof profreport\",\"name\":\"{}\",\"activeProfileIndex\":0,"
-                      "\"profiles\":[",
-                      json_escape(reader::printable(title))));
+    write(
+        fmt::format("{{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
+                    "\"exporter\":\"libprof profreport\",\"name\":\"{}\",\"activeProfileIndex\":0,"
+                    "\"profiles\":[",
+                    json_escape(reader::printable(title))));
     bool first = true;
     for (const auto& tp : w.threads()) {
         ThreadOut& to = w.out_[tp->index];
@@ -226,14 +233,16 @@ TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& tr
         ++r.threads;
         const reader::TraceInfo& info = *w.traces()[tp->trace];
         std::string tname;
-        if (auto it = info.threads.find(tp->stream); it != info.threads.end()) tname = it->second.name;
+        if (auto it = info.threads.find(tp->stream); it != info.threads.end())
+            tname = it->second.name;
         uint32_t tid = to.tid ? to.tid : tp->stream;
         std::string name = fmt::format("{} (pid {}, tid {}){}{}", tname.empty() ? "thread" : tname,
                                        info.header.pid, tid, w.traces().size() > 1 ? " " : "",
                                        w.traces().size() > 1 ? base_name(info.path) : "");
         write(fmt::format("{}\n{{\"type\":\"evented\",\"name\":\"{}\",\"unit\":\"nanoseconds\","
                           "\"startValue\":{},\"endValue\":{},\"events\":[",
-                          first ? "" : ",", json_escape(reader::printable(name)), to.first, to.last));
+                          first ? "" : ",", json_escape(reader::printable(name)), to.first,
+                          to.last));
         first = false;
         std::rewind(to.tmp);
         char buf[1 << 16];

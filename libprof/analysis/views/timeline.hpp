@@ -12,17 +12,17 @@
 namespace prof::analysis::views {
 
 struct TimelineOptions {
-    uint64_t from_ns = 0;           // keep activations overlapping [from, to], clipped to it
+    uint64_t from_ns = 0; // keep activations overlapping [from, to], clipped to it
     uint64_t to_ns = UINT64_MAX;
-    uint64_t min_duration_ns = 0;   // drop shorter activations (and so their callees)
-    uint32_t tid = 0;               // only this kernel thread id; 0 = all
-    bool progress = false;          // "reading N%" on a terminal
+    uint64_t min_duration_ns = 0; // drop shorter activations (and so their callees)
+    uint32_t tid = 0;             // only this kernel thread id; 0 = all
+    bool progress = false;        // "reading N%" on a terminal
 };
 
 struct TimelineResult {
-    uint64_t events = 0;     // complete events, or open/close pairs
-    uint64_t bytes = 0;      // written
-    uint64_t threads = 0;    // with at least one event
+    uint64_t events = 0;  // complete events, or open/close pairs
+    uint64_t bytes = 0;   // written
+    uint64_t threads = 0; // with at least one event
 };
 
 // Above these, browser viewers struggle or fail to load the file: the tool warns.

@@ -21,7 +21,9 @@ std::string folded_frame(const std::string& name) {
 }
 
 // One line of a callgrind file: names run to the end of the line.
-std::string callgrind_name(std::string_view s) { return reader::printable(s); }
+std::string callgrind_name(std::string_view s) {
+    return reader::printable(s);
+}
 
 } // namespace
 
@@ -54,7 +56,8 @@ void write_collapsed(std::FILE* out, const CallTree& t) {
             fmt::print(out, "{} {}\n", line, n.self_ns);
         }
         todo.push_back({item.node, true});
-        for (auto it = n.children.rbegin(); it != n.children.rend(); ++it) todo.push_back({*it, false});
+        for (auto it = n.children.rbegin(); it != n.children.rend(); ++it)
+            todo.push_back({*it, false});
     }
 }
 
@@ -109,7 +112,8 @@ void write_callgrind(std::FILE* out, const CallTree& t) {
         if (!seen[i]) continue;
         const Function& f = t.functions[i];
         if (!f.module.empty()) fmt::print(out, "ob={}\n", compressed(objects, f.module));
-        fmt::print(out, "fl={}\nfn={}\n{} {}\n", compressed(files, file_of(f)), fn_ref(i), f.line, self[i]);
+        fmt::print(out, "fl={}\nfn={}\n{} {}\n", compressed(files, file_of(f)), fn_ref(i), f.line,
+                   self[i]);
         for (const auto& [callee, cv] : by_caller[i]) {
             const Function& g = t.functions[callee];
             if (!g.module.empty()) fmt::print(out, "cob={}\n", compressed(objects, g.module));
@@ -140,11 +144,12 @@ void print_tree(std::FILE* out, const CallTree& t, const TreeOptions& o) {
     } else {
         uint64_t calls = 0;
         for (const CallTreeNode& n : t.nodes) calls += n.function == kNoFunction ? 0 : n.calls;
-        fmt::print(out, "# Call tree: {} calls in {} on {} thread{}", calls, human_ns(root.total_ns),
-                   t.threads.size(), t.threads.size() == 1 ? "" : "s");
+        fmt::print(out, "# Call tree: {} calls in {} on {} thread{}", calls,
+                   human_ns(root.total_ns), t.threads.size(), t.threads.size() == 1 ? "" : "s");
         if (o.max_depth || o.min_percent > 0)
-            fmt::print(out, " (showing{}{})", o.max_depth ? fmt::format(" depth <= {}", o.max_depth) : "",
-                       o.min_percent > 0 ? fmt::format(" paths >= {}% of the total", o.min_percent) : "");
+            fmt::print(
+                out, " (showing{}{})", o.max_depth ? fmt::format(" depth <= {}", o.max_depth) : "",
+                o.min_percent > 0 ? fmt::format(" paths >= {}% of the total", o.min_percent) : "");
         fmt::print(out, "\n#\n#  TOTAL TIME    SELF TIME       CALLS  FUNCTION\n");
     }
     // Depth-first; `prefix` draws the tree lines as uftrace graph does.
@@ -168,21 +173,22 @@ void print_tree(std::FILE* out, const CallTree& t, const TreeOptions& o) {
                        csv_escape(f ? f->file : std::string()), f ? f->line : 0);
         } else {
             std::string branch = n.depth == 1 ? "" : "+-";
-            fmt::print(out, "{:>13} {:>12} {:>11}  {}{}{}\n", human_ns(n.total_ns), human_ns(n.self_ns),
+            fmt::print(out, "{:>13} {:>12} {:>11}  {}{}{}\n", human_ns(n.total_ns),
+                       human_ns(n.self_ns),
                        n.function == kNoFunction ? std::string() : fmt::format("{}", n.calls),
                        item.prefix, branch, reader::printable(t.name(n)));
         }
         std::vector<size_t> kids = by_total(n.children);
-        std::string child_prefix =
-            n.depth == 1 ? "" : item.prefix + (item.last ? "  " : "| ");
+        std::string child_prefix = n.depth == 1 ? "" : item.prefix + (item.last ? "  " : "| ");
         for (size_t i = kids.size(); i-- > 0;)
             todo.push_back({kids[i], child_prefix, i + 1 == kids.size()});
     }
 }
 
 void print_callers_csv(std::FILE* out, const Profile& p, const std::string& filter, bool callees) {
-    fmt::print(out, "function,function_file,function_line,{},other_file,other_line,ncalls,"
-                    "primitive_calls,tottime,cumtime\n",
+    fmt::print(out,
+               "function,function_file,function_line,{},other_file,other_line,ncalls,"
+               "primitive_calls,tottime,cumtime\n",
                callees ? "callee" : "caller");
     std::vector<size_t> rows = filter.empty() ? std::vector<size_t>() : p.match(filter);
     if (filter.empty())

@@ -49,7 +49,7 @@ struct FileHeader {
     uint32_t pid;
     uint32_t ppid;
     uint32_t reserved1;
-    uint64_t ticks_per_second; // 0 until the writer finishes; readers then derive it
+    uint64_t ticks_per_second; // calibrated at start, refined at finish (0: readers derive it)
     uint64_t start_ticks;      // clock reading when the runtime started
     uint64_t start_mono_ns;    // CLOCK_MONOTONIC at the same moment
     uint64_t start_real_ns;    // CLOCK_REALTIME at the same moment (wall-clock date)
@@ -101,7 +101,7 @@ enum class Tag : uint8_t {
     kEnterAddress = 0x06,   // u64 address, uleb dt: enter without an index (table full)
     kAbandon = 0x07,        // uleb count, uleb dt: the innermost `count` frames ended without
                             // their exit hook (longjmp, exceptions through uninstrumented code)
-    kDropped = 0x08,        // uleb count: events lost (buffer limits); timing around is unknown
+    kDropped = 0x08,        // uleb count: events not recorded (PROF_MAX_DEPTH), 2 per call
     // Process stream.
     kMeta = 0x20,           // str key, str value
     kModule = 0x21,         // u64 ticks, u64 load_base, u64 start, u64 end, str path, str build_id
@@ -118,8 +118,9 @@ enum class Tag : uint8_t {
     // 1.1, thread streams: what a thread's PROF_LINE sites added up since its previous
     // LineStats record for the same site (aggregated in process, written at thread end, at
     // finish and before fork).
-    //   u64 site address, uleb hits, uleb ticks, uleb rss_samples, sleb rss_increment_bytes,
-    //   uleb rss_last_bytes
+    //   uleb stream (0 = this one), u64 site address, uleb hits, uleb ticks,
+    //   uleb rss_samples, sleb rss_increment_bytes, uleb rss_last_bytes,
+    //   sleb heap_increment_bytes
     kLineStats = 0x41,
     // 1.1, thread streams: the memory profiler (libprofmem.so). Pointers are signed deltas
     // from the previous pointer of the same chunk (0 at the start of a chunk); `stack` 0 means
@@ -138,7 +139,7 @@ enum class Tag : uint8_t {
 };
 
 enum class AllocKind : uint8_t {
-    kMalloc = 1,   // malloc, calloc, reallocarray of null
+    kMalloc = 1,   // malloc, calloc (realloc and reallocarray are Realloc records)
     kAligned = 2,  // posix_memalign, aligned_alloc, memalign, valloc, pvalloc
     kNew = 3,      // operator new (every form but the array ones)
     kNewArray = 4, // operator new[]
