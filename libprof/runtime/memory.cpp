@@ -15,6 +15,7 @@ extern "C" int prof_line_rss_enabled;
 #include <cerrno>
 #include <cstring>
 #include <pthread.h>
+#include <unwind.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -77,6 +78,29 @@ __attribute__((noinline)) PROF_NOINSTR uint32_t walk_frames(ThreadState& s, uint
     return n;
 }
 
+// The DWARF unwinder (libgcc's _Unwind_Backtrace, reading .eh_frame): complete stacks through
+// code built without frame pointers, at a much higher cost per allocation.
+struct UnwindState {
+    uintptr_t* pcs;
+    uint32_t n, skip;
+};
+
+PROF_NOINSTR _Unwind_Reason_Code unwind_one(_Unwind_Context* ctx, void* arg) {
+    auto* st = static_cast<UnwindState*>(arg);
+    uintptr_t ip = _Unwind_GetIP(ctx);
+    if (!ip) return _URC_END_OF_STACK;
+    if (st->skip) --st->skip;
+    else st->pcs[st->n++] = ip;
+    return st->n < kMaxFrames ? _URC_NO_REASON : _URC_END_OF_STACK;
+}
+
+__attribute__((noinline)) PROF_NOINSTR uint32_t unwind_frames(uintptr_t* pcs) {
+    // Skipped: this function, current_stack, the prof_mem_record_* entry point, the interposer.
+    UnwindState st{pcs, 0, 4};
+    _Unwind_Backtrace(unwind_one, &st);
+    return st.n;
+}
+
 PROF_NOINSTR bool grow_stacks(ThreadState& s) {
     uint32_t old = s.stack_mask ? s.stack_mask + 1 : 0;
     uint32_t size = old ? old * 2 : 4096;
@@ -116,7 +140,7 @@ PROF_NOINSTR void write_sized(ThreadState& s, Tag tag, const uint8_t* payload, s
 __attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, uint64_t now) {
     if (s.depth) return 0;
     uintptr_t pcs[kMaxFrames];
-    uint32_t n = walk_frames(s, pcs);
+    uint32_t n = g_options.mem_unwind_dwarf ? unwind_frames(pcs) : walk_frames(s, pcs);
     if (!n) return 0;
     uint64_t key = hash_frames(pcs, n);
     if ((s.stack_count + 1) * 2 > s.stack_mask + 1 && !grow_stacks(s)) return 0;

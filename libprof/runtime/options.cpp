@@ -106,6 +106,12 @@ PROF_NOINSTR void read_options() {
     if (const char* v = env("PROF_SYMBOLS")) o.symbols = parse_bool("PROF_SYMBOLS", v, true);
     if (const char* v = env("PROF_LINE_RSS")) o.line_rss = parse_bool("PROF_LINE_RSS", v, false);
     if (const char* v = env("PROF_CALIBRATE")) o.calibrate = parse_bool("PROF_CALIBRATE", v, true);
+    if (const char* v = env("PROF_MEM_UNWIND")) {
+        if (!strcmp(v, "dwarf")) o.mem_unwind_dwarf = true;
+        else if (strcmp(v, "fp") != 0)
+            log(LogLevel::kWarn, "bad_option", "name=PROF_MEM_UNWIND value=\"%s\" expected=fp|dwarf using=fp",
+                log_safe(v, shown, sizeof shown));
+    }
     if (const char* v = env("PROF_MEM_RSS_INTERVAL")) {
         uint64_t n = 0;
         if (parse_size(v, n) && n <= 3600000) o.mem_rss_interval_ms = uint32_t(n);

@@ -72,6 +72,7 @@ struct Options {
     bool line_rss;           // PROF_LINE_RSS=1: PROF_LINE also samples the resident set size
     bool calibrate;          // PROF_CALIBRATE=0 skips measuring the hooks' cost at start
     uint32_t mem_rss_interval_ms; // PROF_MEM_RSS_INTERVAL: RSS samples from the allocation path
+    bool mem_unwind_dwarf;   // PROF_MEM_UNWIND=dwarf (default fp: frame pointers)
 };
 extern Options g_options;
 void read_options();

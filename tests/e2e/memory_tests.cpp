@@ -164,3 +164,15 @@ TEST_CASE("profreport --memory --plot: heap and RSS over time as a well-formed S
     CHECK(bad.exit_code == 1);
     CHECK(bad.err.find("cannot write /nonexistent-dir/p.svg") != std::string::npos);
 }
+
+TEST_CASE("PROF_MEM_UNWIND=dwarf: the same exact counts, deeper stacks") {
+    std::string trace = temp_path("alloc-dwarf.trace");
+    auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_ALLOC_PATTERN},
+                 {{"PROF_MEM_UNWIND", "dwarf"}});
+    REQUIRE(r.exit_code == 0);
+    analysis::MemoryReport m = memory_of(trace);
+    Totals t = sites_through(m, "pattern()");
+    CHECK(t.allocations == 2 * 35);
+    CHECK(t.bytes == 2 * 4410);
+    CHECK(sites_through(m, "leaky()").leaked_bytes == 2000);
+}
