@@ -401,7 +401,11 @@ extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
 __cyg_profile_func_enter(void* fn, void* call_site) {
     ThreadState& s = t_state;
     if (PROF_UNLIKELY(s.state != kActive)) {
-        if (s.state != kNew) return; // busy (re-entry, e.g. a signal handler) or off
+        if (s.state == kBusy) { // re-entry (a signal handler interrupted a hook): not recorded
+            ++s.dropped;
+            return;
+        }
+        if (s.state != kNew) return; // off
         thread_start(s);
         if (s.state != kActive) return;
     }
@@ -460,7 +464,10 @@ PROF_NOINSTR uint32_t find_exiting(const ThreadState& s, uintptr_t a, uintptr_t 
 extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
 __cyg_profile_func_exit(void* fn, void* call_site) {
     ThreadState& s = t_state;
-    if (PROF_UNLIKELY(s.state != kActive)) return;
+    if (PROF_UNLIKELY(s.state != kActive)) {
+        if (s.state == kBusy) ++s.dropped; // re-entry: not recorded
+        return;
+    }
     s.state = kBusy;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     uint64_t now = now_ticks();

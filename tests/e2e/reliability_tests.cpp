@@ -121,3 +121,95 @@ TEST_CASE("bad option values: one log line each, defaults used, the program runs
     CHECK(r.err.find("name=PROF_CLOCK") != std::string::npos);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 2);
 }
+
+namespace {
+
+analysis::Profile life(const std::string& mode, std::string* out = nullptr,
+                       std::vector<std::pair<std::string, std::string>> env = {}) {
+    std::string trace = temp_path("life-" + mode + ".trace");
+    env.emplace_back("PROF_OUT", trace);
+    auto r = run({PROF_TEST_LIFE, mode}, env);
+    REQUIRE_MESSAGE(r.exit_code == 0, mode, ": ", r.err);
+    if (out) *out = r.out;
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    return pb.build();
+}
+
+void balanced(const analysis::Profile& p) {
+    for (const analysis::Edge& e : p.edges)
+        if (e.caller != analysis::kRoot && e.caller != e.callee)
+            CHECK(e.stats.cumtime <= p.functions[e.caller].stats.cumtime + 1e-9);
+    for (const auto& t : p.threads) CHECK(t.unmatched_exits == 0);
+}
+
+} // namespace
+
+TEST_CASE("200 threads started and ended quickly") {
+    analysis::Profile p = life("threads200");
+    CHECK(calls_of(p, "tick(int)") == 2000);
+    size_t ended = 0;
+    for (const auto& [s, t] : p.traces.at(0).threads) ended += t.ended;
+    CHECK(ended == 200);
+    balanced(p);
+}
+
+TEST_CASE("recursion 100000 frames deep") {
+    std::string out;
+    analysis::Profile p = life("deep", &out);
+    CHECK(out == "100000\n");
+    const auto& f = p.functions[p.match("descend")[0]];
+    CHECK(f.stats.ncalls == 100001);
+    CHECK(f.stats.pcalls == 1);
+    balanced(p);
+}
+
+TEST_CASE("signal handlers that call instrumented functions") {
+    std::string out;
+    analysis::Profile p = life("signals", &out);
+    long handled = std::stol(out.substr(out.find(' ') + 1));
+    CHECK(calls_of(p, "spin(int)") == 200000);
+    // A handler that interrupts a hook is not recorded (the hook is busy) and is counted as
+    // dropped; all others are recorded.
+    uint64_t recorded = calls_of(p, "in_handler()"), dropped = 0;
+    for (const auto& t : p.threads) dropped += t.dropped;
+    CHECK(recorded <= uint64_t(handled));
+    CHECK(recorded >= uint64_t(handled) * 3 / 4);
+    CHECK(recorded + dropped / 2 >= uint64_t(handled)); // each lost call: its enter and exit
+    balanced(p);
+}
+
+TEST_CASE("longjmp out of a signal handler") {
+    analysis::Profile p = life("sigjmp");
+    CHECK(calls_of(p, "after_jump()") == 5);
+    CHECK(calls_of(p, "jump_handler(int)") == 5);
+    size_t main_index = p.match("\\(main\\)")[0];
+    for (const analysis::Edge& e : p.edges)
+        if (p.functions[e.callee].name == "after_jump()") CHECK(e.caller == main_index);
+    balanced(p);
+}
+
+TEST_CASE("thread cancellation") {
+    analysis::Profile p = life("cancel");
+    CHECK(calls_of(p, "nap()") == 1);
+    CHECK(calls_of(p, "cancelled_thread(void*)") == 1);
+    balanced(p);
+}
+
+TEST_CASE("fork from a multi-threaded process") {
+    std::string trace = temp_path("life-mtfork.trace");
+    auto r = run({PROF_TEST_LIFE, "mtfork"}, {{"PROF_OUT", trace}});
+    REQUIRE(r.exit_code == 0);
+    std::string child;
+    for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
+        if (e.path().string().rfind(trace + ".", 0) == 0) child = e.path().string();
+    REQUIRE(!child.empty());
+    analysis::ProfileBuilder pb;
+    pb.add_trace(child);
+    analysis::Profile kid = pb.build();
+    CHECK(calls_of(kid, "child_only(int)") == 7);
+    CHECK(calls_of(kid, "tick(int)") == 0); // the other threads do not exist in the child
+    analysis::ProfileBuilder parent_pb;
+    parent_pb.add_trace(trace);
+    CHECK(calls_of(parent_pb.build(), "child_only(int)") == 0);
+}
