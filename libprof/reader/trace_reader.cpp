@@ -404,6 +404,11 @@ void TraceReader::read_chunks(EventSink* sink) {
         info_.incomplete_reason = fmt::format("the file ends after {} of its {} chunks", chunks,
                                               h.chunk_count);
     }
+    if (auto stop = info_.meta.find("stopped_early"); stop != info_.meta.end() && !info_.incomplete) {
+        info_.incomplete = true;
+        info_.incomplete_reason = "recording stopped before the end (" + stop->second +
+                                  "); later events are missing";
+    }
     if (!info_.finished && !info_.incomplete) {
         info_.incomplete = true;
         info_.incomplete_reason =

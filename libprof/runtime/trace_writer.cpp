@@ -48,6 +48,7 @@ struct Global {
     uint64_t start_ticks = 0, start_mono = 0, start_real = 0;
     uint32_t ppid = 0;
     char overhead[96] = {}; // calibration figures, repeated in a forked child's trace
+    char stop_reason[128] = {}; // why tracing stopped before the end, if it did
     dev_t file_dev = 0; // identity of the trace file, to notice a program that closed our
     ino_t file_ino = 0; // descriptor (daemons close every fd) and reused its number
     uint64_t start_ticks_per_second = 0; // from a short calibration when the runtime starts
@@ -67,6 +68,10 @@ PROF_NOINSTR bool reserve_file(uint64_t size) {
     if (size <= g.file_size) return true;
     uint64_t want = size + 7ull * g.chunk_size;
     int rc = fallocate(g.fd, 0, off_t(g.file_size), off_t(want - g.file_size));
+    if (rc != 0 && errno == ENOSPC) { // nearly full: take just what this chunk needs
+        want = size;
+        rc = fallocate(g.fd, 0, off_t(g.file_size), off_t(want - g.file_size));
+    }
     if (rc != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
         // No fallocate on this file system: a sparse file still works, but a full disk would
         // then surface as SIGBUS on a write. Documented in docs/configuration.md.
@@ -74,6 +79,7 @@ PROF_NOINSTR bool reserve_file(uint64_t size) {
     }
     if (rc != 0) {
         char shown[256];
+        snprintf(g.stop_reason, sizeof g.stop_reason, "cannot reserve file space: %s", strerror(errno));
         log(LogLevel::kError, "trace_stopped",
             "path=\"%s\" reason=\"cannot reserve file space\" error=\"%s\"",
             log_safe(g.path, shown, sizeof shown), strerror(errno));
@@ -102,6 +108,7 @@ PROF_NOINSTR bool open_chunk_locked(ChunkWriter& w, uint64_t now) {
                    g.fd, off_t(off));
     if (m == MAP_FAILED) {
         char shown[256];
+        snprintf(g.stop_reason, sizeof g.stop_reason, "cannot map a chunk: %s", strerror(errno));
         log(LogLevel::kError, "trace_stopped", "path=\"%s\" reason=\"mmap failed\" error=\"%s\"",
             log_safe(g.path, shown, sizeof shown), strerror(errno));
         g.active = false;
@@ -451,8 +458,9 @@ PROF_NOINSTR void runtime_finish() {
         return;
     }
     // After an early stop (a full disk) no chunk can be opened: the end record is written
-    // only if the process stream's chunk still has room.
+    // only if the process stream's chunk still has room, with why recording stopped.
     bool stopped_early = !g.active;
+    if (stopped_early && g.stop_reason[0]) write_meta("stopped_early", g.stop_reason, strlen(g.stop_reason));
     unlock_global();
     // Names are resolved without our lock: the resolvers take the dynamic loader's lock,
     // which a thread inside dlopen holds while it may need ours.

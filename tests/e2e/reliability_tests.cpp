@@ -213,3 +213,39 @@ TEST_CASE("fork from a multi-threaded process") {
     parent_pb.add_trace(trace);
     CHECK(calls_of(parent_pb.build(), "child_only(int)") == 0);
 }
+
+TEST_CASE("a full disk stops tracing with one line; the program runs on; what fits is kept") {
+    std::string dir = temp_path("tinyfs");
+    std::filesystem::create_directories(dir);
+    auto mounted = run({"/bin/mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", dir});
+    if (mounted.exit_code != 0) {
+        MESSAGE("skipped: cannot mount a small tmpfs here (needs root): ", mounted.err);
+        return;
+    }
+    std::string trace = dir + "/full.trace";
+    auto r = run({PROF_SAMPLE_FIB, "27"}, {{"PROF_OUT", trace}, {"PROF_CHUNK_SIZE", "64K"}});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "fib(27) = 196418\n");
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find("No space left on device") != std::string::npos);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace); // what fitted reads, and says it is incomplete
+    analysis::Profile p = pb.build();
+    CHECK(p.traces.at(0).incomplete);
+    CHECK(calls_of(p, "fib(int)") > 0);
+    CHECK(calls_of(p, "fib(int)") < 635621);
+    run({"/bin/umount", dir});
+}
+
+TEST_CASE("a program that closes every descriptor: tracing stops, its own file is untouched") {
+    std::string own = temp_path("closer-own.txt"), trace = temp_path("closer.trace");
+    auto r = run({PROF_TEST_CLOSER, own}, {{"PROF_OUT", trace}, {"PROF_CHUNK_SIZE", "64K"}});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "fd 3\n"); // the trace's old descriptor number was reused
+    CHECK(test::slurp(own) == "the program's own data\n");
+    CHECK(r.err.find("closed the trace file descriptor") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace); // the part recorded before the descriptor was closed
+    CHECK(calls_of(pb.build(), "work(int)") > 0);
+}
