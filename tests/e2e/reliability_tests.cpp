@@ -249,3 +249,55 @@ TEST_CASE("a program that closes every descriptor: tracing stops, its own file i
     pb.add_trace(trace); // the part recorded before the descriptor was closed
     CHECK(calls_of(pb.build(), "work(int)") > 0);
 }
+
+namespace {
+
+std::vector<std::string> traces_next_to(const std::string& trace) {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
+        if (e.path().string().rfind(trace + ".", 0) == 0) out.push_back(e.path().string());
+    return out;
+}
+
+analysis::Profile profile_file(const std::string& path) {
+    analysis::ProfileBuilder pb;
+    pb.add_trace(path);
+    return pb.build();
+}
+
+} // namespace
+
+TEST_CASE("execve: the new program image writes a trace of its own, linked by pid") {
+    std::string trace = temp_path("exec.trace");
+    auto r = run({PROF_TEST_SPAWNER, "exec"}, {{"PROF_OUT", trace}});
+    REQUIRE(r.exit_code == 0);
+    auto others = traces_next_to(trace);
+    REQUIRE(others.size() == 1);
+    analysis::Profile before = profile_file(trace), after = profile_file(others[0]);
+    CHECK(calls_of(before, "before_exec()") == 1);
+    CHECK(calls_of(after, "after_exec()") == 1);
+    CHECK(after.traces.at(0).header.pid == before.traces.at(0).header.pid);
+    CHECK(before.traces.at(0).incomplete); // the old image never returned from execv
+}
+
+TEST_CASE("posix_spawn: the child writes its own trace") {
+    std::string trace = temp_path("spawn.trace");
+    auto r = run({PROF_TEST_SPAWNER, "spawn"}, {{"PROF_OUT", trace}});
+    REQUIRE(r.exit_code == 0);
+    auto others = traces_next_to(trace);
+    REQUIRE(others.size() == 1);
+    analysis::Profile child = profile_file(others[0]);
+    CHECK(calls_of(child, "spawned(int)") == 3);
+    CHECK(child.traces.at(0).header.ppid == profile_file(trace).traces.at(0).header.pid);
+}
+
+TEST_CASE("dlopen, dlclose and dlopen again of an instrumented library") {
+    std::string trace = temp_path("dlopen.trace");
+    auto r = run({PROF_TEST_SPAWNER, "dlopen", PROF_TEST_PLUGIN}, {{"PROF_OUT", trace}});
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out == "44\n"); // 11 x (0 + 1) + 11 x (0 + 1 + 2)
+    analysis::Profile p = profile_file(trace);
+    CHECK(calls_of(p, "plugin_work") == 5);
+    for (const auto& f : p.functions)
+        if (f.name == "plugin_work") CHECK(f.module.find("libtest_plugin.so") != std::string::npos);
+}

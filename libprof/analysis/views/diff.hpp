@@ -4,6 +4,7 @@
 #pragma once
 
 #include "analysis/profile.hpp"
+#include "analysis/views/render.hpp"
 
 #include <cstdio>
 #include <optional>
@@ -51,5 +52,52 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
                 const std::string& format);
 // One line per reason the gate fails ("cumtime of f regressed by 12.3% (limit 5%)").
 std::vector<std::string> diff_failures(const DiffResult& d, const DiffOptions& o);
+
+// ---- memory diff (profreport diff --memory) ---------------------------------------------------
+// Allocation sites are matched by the function names of their stacks (memory_frame_name,
+// innermost first: not by line or address, which move between builds); sets of runs are
+// compared per run (each measure is the mean over the set's traces).
+
+struct MemoryValues {
+    double allocations = 0, bytes = 0, peak = 0, leaked = 0; // peak: bytes live at the peak
+    double get(MemoryWeight w) const;
+};
+
+struct MemoryDiffOptions {
+    // The measure that orders the sites and that --fail-above checks; unset: ordered by bytes,
+    // and every measure is checked.
+    std::optional<MemoryWeight> measure;
+    double fail_above = -1; // percent; negative: never fail
+    // Sites under this share (percent) of a measure's total in both runs never fail on it.
+    double min_share = 1.0;
+    size_t limit = 0;
+};
+
+struct MemoryDiffRow {
+    std::vector<std::string> stack; // frame names, innermost first
+    bool in_base = false, in_new = false;
+    MemoryValues base, next; // per run
+    double change = 0;       // of the ordering measure: new - base
+    std::vector<MemoryWeight> regressed; // measures beyond fail_above (and above min_share)
+};
+
+struct MemoryDiffResult {
+    size_t base_runs = 1, new_runs = 1;
+    MemoryValues base_total, new_total; // allocations, bytes allocated, peak heap, leaked
+    double base_rss = 0, new_rss = 0;   // peak RSS (reported, never checked: not the program's alone)
+    std::vector<MemoryWeight> total_regressed;
+    std::vector<MemoryDiffRow> rows; // ordered by `change`, largest first
+    bool failed() const;
+};
+
+// One report per run of each set. Throws std::invalid_argument when a set has no memory data.
+MemoryDiffResult diff_memory(const std::vector<MemoryReport>& base,
+                             const std::vector<MemoryReport>& next, const MemoryDiffOptions& o);
+// format: "text", "csv" or "json".
+void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDiffOptions& o,
+                       const std::string& format);
+// One line per reason the gate fails ("bytes of grow() < main regressed by 20.0% (limit 5%)").
+std::vector<std::string> memory_diff_failures(const MemoryDiffResult& d,
+                                              const MemoryDiffOptions& o);
 
 } // namespace prof::analysis::views

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 namespace prof::analysis::views {
 
@@ -56,13 +57,14 @@ uint32_t hash(std::string_view s, uint32_t seed) {
     return h;
 }
 
-// flamegraph.pl's "hot" palette for functions, "aqua" for scopes and regions, grey for the
-// root and thread frames: stable per name.
-std::string color(const CallTree& t, const CallTreeNode& n) {
+// flamegraph.pl's "hot" palette for functions, "aqua" for scopes and regions, "mem" for
+// allocation flame graphs, grey for the root and thread frames: stable per name.
+std::string color(const CallTree& t, const CallTreeNode& n, bool memory) {
     if (n.function == kNoFunction) return "rgb(200,200,200)";
     const std::string& name = t.name(n);
     double v1 = (hash(name, 1) % 1000) / 1000.0, v2 = (hash(name, 2) % 1000) / 1000.0,
            v3 = (hash(name, 3) % 1000) / 1000.0;
+    if (memory) return fmt::format("rgb({},{},{})", 0, int(190 + 50 * v2), int(210 * v1));
     if (t.functions[n.function].kind != "function")
         return fmt::format("rgb({},{},{})", int(50 + 60 * v1), int(165 + 55 * v2),
                            int(165 + 55 * v3));
@@ -89,10 +91,16 @@ std::string fit(const std::string& s, double width) {
 constexpr const char* kScript = R"JS(
 "use strict";
 var svg, frames, details, matchedText, unzoomButton, W, H, PAD = 10, CHARW = 12 * 0.59;
-var zoomedTo = null, searchRe = null, icicle = false;
+var zoomedTo = null, searchRe = null, icicle = false, unit = "ns", countName = "calls";
 function attr(e, k) { return +e.getAttribute(k); }
 function nameOf(g) { return g.firstElementChild.textContent.split("\n")[0]; }
 function human(ns) {
+  if (unit === "bytes") {
+    var units = ["B", "KiB", "MiB", "GiB", "TiB"], v = ns, u = 0;
+    while (v >= 1024 && u < 4) { v /= 1024; u++; }
+    return u ? v.toFixed(2) + " " + units[u] : v + " B";
+  }
+  if (unit !== "ns") return ns + " " + unit;
   if (ns >= 1e9) return (ns / 1e9).toFixed(3) + " s";
   if (ns >= 1e6) return (ns / 1e6).toFixed(3) + " ms";
   if (ns >= 1e3) return (ns / 1e3).toFixed(3) + " us";
@@ -111,6 +119,8 @@ function init() {
   unzoomButton = document.getElementById("unzoom");
   W = attr(svg, "width"); H = attr(svg, "height");
   icicle = svg.getAttribute("data-icicle") === "1";
+  unit = svg.getAttribute("data-unit") || "ns";
+  countName = svg.getAttribute("data-count") || "calls";
   frames.addEventListener("click", function (e) {
     var g = e.target.closest ? e.target.closest("g.f") : null;
     if (g) zoom(g);
@@ -120,7 +130,7 @@ function init() {
     if (!g) return;
     details.textContent = nameOf(g) + " (" + human(attr(g, "data-n")) + ", " +
       (100 * attr(g, "data-n") / attr(frames.firstElementChild, "data-n")).toFixed(2) + "%, " +
-      attr(g, "data-c") + " calls)";
+      attr(g, "data-c") + " " + countName + ")";
   });
   frames.addEventListener("mouseout", function () { details.textContent = " "; });
   unzoomButton.addEventListener("click", function () { zoom(null); });
@@ -223,9 +233,10 @@ void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) 
         for (auto it = next.rbegin(); it != next.rend(); ++it) todo.push_back(*it);
     }
     int height = kTop + int(max_depth + 1) * kFrameHeight + kBottom;
+    const bool memory = o.unit != "ns";
     std::string title = o.title;
     if (title.empty()) {
-        title = o.icicle ? "Icicle Graph" : "Flame Graph";
+        title = !o.graph_name.empty() ? o.graph_name : o.icicle ? "Icicle Graph" : "Flame Graph";
         if (!t.traces.empty())
             if (auto exe = t.traces.front().meta.find("exe"); exe != t.traces.front().meta.end())
                 title += ": " + reader::printable(exe->second.substr(exe->second.rfind('/') + 1));
@@ -233,8 +244,9 @@ void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) 
     fmt::print(out,
                "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
                "<svg version=\"1.1\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
-               "xmlns=\"http://www.w3.org/2000/svg\" data-icicle=\"{2}\">\n"
-               "<!-- Flame graph by libprof profreport. Widths are exact nanoseconds of each call "
+               "xmlns=\"http://www.w3.org/2000/svg\" data-icicle=\"{2}\" data-unit=\"{10}\" "
+               "data-count=\"{11}\">\n"
+               "<!-- Flame graph by libprof profreport. Widths are exact {12} of each call "
                "path; frames under {3} px are left out. -->\n"
                "<style>\n"
                "text {{ font-family: Verdana, sans-serif; font-size: 12px; fill: #000; }}\n"
@@ -251,7 +263,10 @@ void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) 
                "<text id=\"details\" x=\"{7}\" y=\"{9}\"> </text>\n"
                "<text id=\"matched\" x=\"{8}\" y=\"{9}\"> </text>\n<g id=\"frames\">\n",
                o.width, height, o.icicle ? 1 : 0, o.min_width, kScript, o.width / 2,
-               xml_escape(title), kPad, o.width - kPad - 100, height - 12);
+               xml_escape(title), kPad, o.width - kPad - 100, height - 12, xml_escape(o.unit),
+               xml_escape(o.count_label),
+               memory ? "sums of " + xml_escape(o.unit) + " over the allocation sites"
+                      : std::string("nanoseconds"));
     for (const Placed& p : placed) {
         const CallTreeNode& n = t.nodes[p.node];
         double x = kPad + p.offset * scale, w = n.total_ns * scale;
@@ -261,15 +276,126 @@ void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) 
         double percent = root.total_ns ? 100.0 * n.total_ns / root.total_ns : 0;
         fmt::print(out,
                    "<g class=\"f\" data-o=\"{}\" data-n=\"{}\" data-d=\"{}\" data-c=\"{}\">"
-                   "<title>{}\n{} ns, {:.2f}%, {} calls</title>"
+                   "<title>{}\n{} {}, {:.2f}%, {} {}</title>"
                    "<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" "
                    "rx=\"2\" ry=\"2\"/>"
                    "<text x=\"{:.2f}\" y=\"{}\">{}</text></g>\n",
-                   p.offset, n.total_ns, n.depth, n.calls, xml_escape(name), n.total_ns, percent,
-                   n.calls, x, y, w, kFrameHeight - 1, color(t, n), x + 3, y + 11,
+                   p.offset, n.total_ns, n.depth, n.calls, xml_escape(name), n.total_ns,
+                   xml_escape(o.unit), percent, n.calls, xml_escape(o.count_label), x, y, w,
+                   kFrameHeight - 1, color(t, n, memory), x + 3, y + 11,
                    xml_escape(fit(name, w)));
     }
     fmt::print(out, "</g>\n</svg>\n");
+}
+
+// ---- allocation flame graphs ------------------------------------------------------------------
+
+std::optional<MemoryWeight> parse_memory_weight(const std::string& s) {
+    if (s == "bytes") return MemoryWeight::kBytes;
+    if (s == "allocations" || s == "calls") return MemoryWeight::kAllocations;
+    if (s == "leaked" || s == "leaks") return MemoryWeight::kLeaked;
+    if (s == "peak") return MemoryWeight::kPeak;
+    return std::nullopt;
+}
+
+const char* memory_weight_name(MemoryWeight w) {
+    switch (w) {
+    case MemoryWeight::kAllocations:
+        return "allocations";
+    case MemoryWeight::kLeaked:
+        return "leaked";
+    case MemoryWeight::kPeak:
+        return "peak";
+    default:
+        return "bytes";
+    }
+}
+
+uint64_t memory_weight(const MemorySite& s, MemoryWeight w) {
+    switch (w) {
+    case MemoryWeight::kAllocations:
+        return s.allocations;
+    case MemoryWeight::kLeaked:
+        return s.leaked_bytes;
+    case MemoryWeight::kPeak:
+        return s.peak_bytes;
+    default:
+        return s.bytes;
+    }
+}
+
+std::string memory_frame_name(const MemoryFrame& f) {
+    std::string name = f.name.empty() ? std::string("??") : f.name;
+    if (name.rfind("0x", 0) == 0 && !f.module.empty())
+        name += " (in " + f.module.substr(f.module.rfind('/') + 1) + ")";
+    return name;
+}
+
+CallTree memory_call_tree(const MemoryReport& m, MemoryWeight w) {
+    CallTree t;
+    t.nodes.push_back(CallTreeNode{});
+    t.nodes[0].label = "all";
+    // Frames are one function wherever they called from (the line is the call's, not the
+    // function's): keyed by name and file, or module when there is no file.
+    std::map<std::pair<std::string, std::string>, size_t> functions;
+    auto function = [&](const MemoryFrame& f) {
+        std::string name = memory_frame_name(f);
+        auto [it, fresh] =
+            functions.try_emplace(std::make_pair(name, f.file.empty() ? f.module : f.file),
+                                  t.functions.size());
+        if (fresh) {
+            Function fn;
+            fn.name = name;
+            fn.file = f.file;
+            fn.module = f.module;
+            fn.line = f.line;
+            t.functions.push_back(std::move(fn));
+        }
+        return it->second;
+    };
+    const MemoryFrame no_stack{"[no stack]", "", "", 0};
+    std::map<std::pair<size_t, size_t>, size_t> child_of; // (parent node, function) -> node
+    for (const MemorySite& s : m.sites) {
+        uint64_t v = memory_weight(s, w);
+        if (!v) continue;
+        uint64_t count = w == MemoryWeight::kLeaked ? s.leaked_blocks : s.allocations;
+        size_t node = 0;
+        t.nodes[0].total_ns += v;
+        t.nodes[0].calls += count;
+        size_t frames = s.stack.empty() ? 1 : s.stack.size();
+        for (size_t i = frames; i-- > 0;) { // outermost first
+            size_t fn = function(s.stack.empty() ? no_stack : s.stack[i]);
+            auto [it, fresh] = child_of.try_emplace(std::make_pair(node, fn), t.nodes.size());
+            if (fresh) {
+                CallTreeNode n;
+                n.parent = node;
+                n.function = fn;
+                n.depth = t.nodes[node].depth + 1;
+                t.nodes.push_back(std::move(n));
+                t.nodes[node].children.push_back(it->second);
+            }
+            node = it->second;
+            t.nodes[node].total_ns += v;
+            t.nodes[node].calls += count;
+        }
+        t.nodes[node].self_ns += v; // a recursive frame may be both a leaf and a parent
+    }
+    return t;
+}
+
+void write_memory_flamegraph(std::FILE* out, const MemoryReport& m, MemoryWeight w,
+                             const std::vector<reader::TraceInfo>& traces, FlameOptions o) {
+    CallTree t = memory_call_tree(m, w);
+    t.traces = traces;
+    o.unit = w == MemoryWeight::kAllocations ? "allocations" : "bytes";
+    o.count_label = w == MemoryWeight::kLeaked ? "blocks" : "allocations";
+    const char* what = w == MemoryWeight::kAllocations ? "allocations"
+                       : w == MemoryWeight::kLeaked    ? "leaked bytes"
+                       : w == MemoryWeight::kPeak      ? "bytes live at the peak"
+                                                       : "bytes allocated";
+    if (o.graph_name.empty())
+        o.graph_name = fmt::format("Allocation {} Graph ({})", o.icicle ? "Icicle" : "Flame", what);
+    write_flamegraph(out, t, o);
 }
 
 } // namespace prof::analysis::views

@@ -8,6 +8,7 @@
 #include "analysis/views/call_tree.hpp"
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,10 +23,37 @@ struct FlameOptions {
     int width = 1200;
     double min_width = 0.1; // px: narrower frames (and their children) are left out
     bool icicle = false;    // root at the top instead of the bottom
+    // What the widths and a frame's count are: "ns" and "calls" for the call tree; "bytes" or
+    // "allocations", and "allocations" or "blocks", for allocation flame graphs (drawn in
+    // flamegraph.pl's "mem" palette).
+    std::string unit = "ns";
+    std::string count_label = "calls";
+    std::string graph_name; // default "Flame Graph" ("Icicle Graph")
 };
 // A self-contained SVG (inline script: hover details, click to zoom, search), frame widths
 // from the exact inclusive nanoseconds of each call path.
 void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o);
+
+// ---- allocation flame graphs (memory profiler traces) ----------------------------------------
+
+// What an allocation flame graph weighs each call path by: bytes requested, calls to allocation
+// functions, bytes never released, or bytes live at the moment of the peak heap.
+enum class MemoryWeight { kBytes, kAllocations, kLeaked, kPeak };
+std::optional<MemoryWeight> parse_memory_weight(const std::string& s);
+const char* memory_weight_name(MemoryWeight w); // "bytes", "allocations", "leaked", "peak"
+uint64_t memory_weight(const MemorySite& s, MemoryWeight w);
+// A frame of an allocation stack as views show it: "f(int)", or "0x1a2b (in libfoo.so)" when
+// there is no symbol.
+std::string memory_frame_name(const MemoryFrame& f);
+// The allocation sites as a call tree: each site's stack outermost first (MemorySite::stack is
+// innermost first), frames merged by function per parent; a node's total_ns holds the weight of
+// the sites below it and `calls` their allocations (leaked blocks for kLeaked). Sites of zero
+// weight are left out; a site without a stack hangs under "[no stack]".
+CallTree memory_call_tree(const MemoryReport& m, MemoryWeight w);
+// The allocation flame graph: memory_call_tree drawn like write_flamegraph (same script, same
+// escaping), titled "Allocation Flame Graph (<weight>): <program>" unless o.title is set.
+void write_memory_flamegraph(std::FILE* out, const MemoryReport& m, MemoryWeight w,
+                             const std::vector<reader::TraceInfo>& traces, FlameOptions o);
 
 // Brendan Gregg's folded format: `frame;frame;frame <self ns>` per call path with self time.
 void write_collapsed(std::FILE* out, const CallTree& t);
@@ -45,9 +73,13 @@ void print_tree(std::FILE* out, const CallTree& t, const TreeOptions& o);
 struct HtmlOptions {
     std::string title;
     std::vector<std::string> source_dirs; // where to look for the sources of line tables
+    // Allocations (when present): a memory section with the summary, the heap/RSS timeline as
+    // inline SVG and the sortable table of the top sites with their stacks.
+    const MemoryReport* memory = nullptr;
 };
 // One self-contained page (inline CSS and JS, no network): the sortable pstats table with
-// callers/callees on click, an icicle of the call tree with zoom, and the line tables.
+// callers/callees on click, an icicle of the call tree with zoom, the line tables, and the
+// memory section when o.memory has data.
 void write_html(std::FILE* out, const Profile& p, const CallTree& t,
                 const std::vector<LineTable>& lines, const HtmlOptions& o);
 
