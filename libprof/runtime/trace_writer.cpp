@@ -164,6 +164,19 @@ PROF_NOINSTR void write_file_header(uint32_t flags, uint64_t end_ticks = 0, uint
     (void)r;
 }
 
+// Whether the trace at `path` is still being written (no finished flag): then it belongs to a
+// live process of the same run, such as the parent of a spawned child or the previous image of
+// an exec chain, and a file of our own next to it is the expected outcome. A finished trace is
+// a stale one from an earlier run, worth a warning.
+PROF_NOINSTR bool being_written(const char* path) {
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return false;
+    FileHeader h;
+    bool ok = pread(fd, &h, sizeof h, 0) == ssize_t(sizeof h) && format::header_magic_ok(h);
+    close(fd);
+    return ok && !(h.flags & format::kFileFinished);
+}
+
 // Creates the trace file without following a symlink planted at its path and without
 // replacing an existing trace (unless PROF_FORCE=1). When the path is taken, tries
 // `<path>.<pid>` and then `<path>.<pid>.<n>`, so a forked or exec'd process keeps its own.
@@ -182,9 +195,14 @@ PROF_NOINSTR int create_file(const char* base, bool try_base) {
         if (fd >= 0 || errno != EEXIST) {
             if (fd >= 0 && try_base) {
                 char a[256], b[256];
-                log(LogLevel::kWarn, "output_exists",
-                    "path=\"%s\" writing=\"%s\" hint=\"set PROF_FORCE=1 to replace it\"",
-                    log_safe(base, a, sizeof a), log_safe(g.path, b, sizeof b));
+                log_safe(base, a, sizeof a);
+                log_safe(g.path, b, sizeof b);
+                if (being_written(base))
+                    log(LogLevel::kInfo, "output_exists", "path=\"%s\" writing=\"%s\" "
+                        "reason=\"a related process is writing it\"", a, b);
+                else
+                    log(LogLevel::kWarn, "output_exists",
+                        "path=\"%s\" writing=\"%s\" hint=\"set PROF_FORCE=1 to replace it\"", a, b);
             }
             return fd;
         }

@@ -90,7 +90,7 @@ TEST_CASE("SIGSEGV and abort(): exactly the completed calls, names from the bina
     }
 }
 
-TEST_CASE("a symlink planted at the output path is not followed; existing traces are kept") {
+TEST_CASE("a symlink planted at the output path is not followed, existing traces are kept") {
     std::string target = temp_path("victim.txt"), link = temp_path("planted.trace");
     { std::FILE* f = std::fopen(target.c_str(), "w"); std::fputs("precious\n", f); std::fclose(f); }
     std::filesystem::create_symlink(target, link);
@@ -214,7 +214,7 @@ TEST_CASE("fork from a multi-threaded process") {
     CHECK(calls_of(parent_pb.build(), "child_only(int)") == 0);
 }
 
-TEST_CASE("a full disk stops tracing with one line; the program runs on; what fits is kept") {
+TEST_CASE("a full disk stops tracing with one line, the program runs on, what fits is kept") {
     std::string dir = temp_path("tinyfs");
     std::filesystem::create_directories(dir);
     auto mounted = run({"/bin/mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", dir});

@@ -2,7 +2,9 @@
 // between builds); sets of runs are compared per run.
 #include "analysis/views/diff.hpp"
 
+#include "analysis/memory_report.hpp"
 #include "analysis/report.hpp"
+#include "reader/trace_reader.hpp"
 
 #include <fmt/format.h>
 
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <stdexcept>
 
 namespace prof::analysis::views {
 namespace {
@@ -212,6 +215,267 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
             w, p, pct_text(percent(r.base.tottime, r.next.tottime), r.in_new), r.base.cumtime, w, p,
             r.next.cumtime, w, p, pct_text(percent(r.base.cumtime, r.next.cumtime), r.in_new),
             reader::printable(fmt::format("{}:{}({})", r.file, r.line, r.name)));
+    }
+    fmt::print(out, "\n");
+}
+
+// ---- memory diff ---------------------------------------------------------------------------------
+
+namespace {
+
+constexpr MemoryWeight kMeasures[] = {MemoryWeight::kAllocations, MemoryWeight::kBytes,
+                                      MemoryWeight::kPeak, MemoryWeight::kLeaked};
+
+std::vector<MemoryWeight> checked_measures(const MemoryDiffOptions& o) {
+    if (o.measure) return {*o.measure};
+    return {std::begin(kMeasures), std::end(kMeasures)};
+}
+
+// What a measure is called in messages, for a site or for the whole run.
+const char* measure_label(MemoryWeight w, bool total) {
+    switch (w) {
+    case MemoryWeight::kAllocations:
+        return "allocations";
+    case MemoryWeight::kPeak:
+        return total ? "peak heap" : "bytes live at the peak";
+    case MemoryWeight::kLeaked:
+        return "leaked bytes";
+    default:
+        return "bytes allocated";
+    }
+}
+
+std::string site_text(const std::vector<std::string>& stack, size_t frames = 4) {
+    if (stack.empty()) return "[no stack]";
+    std::string s;
+    for (size_t i = 0; i < stack.size() && i < frames; ++i) s += (i ? " < " : "") + stack[i];
+    if (stack.size() > frames) s += " < ...";
+    return s;
+}
+
+// Means of whole numbers: whole unless the runs disagree.
+std::string amount(double v) {
+    return v == std::floor(v) ? fmt::format("{:.0f}", v) : fmt::format("{:.1f}", v);
+}
+
+} // namespace
+
+double MemoryValues::get(MemoryWeight w) const {
+    switch (w) {
+    case MemoryWeight::kAllocations:
+        return allocations;
+    case MemoryWeight::kPeak:
+        return peak;
+    case MemoryWeight::kLeaked:
+        return leaked;
+    default:
+        return bytes;
+    }
+}
+
+bool MemoryDiffResult::failed() const {
+    if (!total_regressed.empty()) return true;
+    return std::any_of(rows.begin(), rows.end(),
+                       [](const MemoryDiffRow& r) { return !r.regressed.empty(); });
+}
+
+MemoryDiffResult diff_memory(const std::vector<MemoryReport>& base,
+                             const std::vector<MemoryReport>& next, const MemoryDiffOptions& o) {
+    auto present = [](const std::vector<MemoryReport>& set) {
+        return std::any_of(set.begin(), set.end(), [](const MemoryReport& m) { return m.present; });
+    };
+    if (!present(base) || !present(next))
+        throw std::invalid_argument(fmt::format(
+            "no allocation data in the {} trace{}: record them with `profrun --mem`",
+            present(base) ? "new" : "base", (present(base) ? next : base).size() == 1 ? "" : "s"));
+    MemoryDiffResult d;
+    d.base_runs = std::max<size_t>(base.size(), 1);
+    d.new_runs = std::max<size_t>(next.size(), 1);
+    std::map<std::vector<std::string>, MemoryDiffRow> rows;
+    auto add = [&](const std::vector<MemoryReport>& set, bool is_new) {
+        double runs = double(std::max<size_t>(set.size(), 1));
+        MemoryValues& total = is_new ? d.new_total : d.base_total;
+        double& rss = is_new ? d.new_rss : d.base_rss;
+        for (const MemoryReport& m : set) {
+            total.allocations += double(m.allocations) / runs;
+            total.bytes += double(m.bytes_allocated) / runs;
+            total.peak += double(m.peak_heap) / runs;
+            total.leaked += double(m.leaked_bytes) / runs;
+            rss += double(m.peak_rss) / runs;
+            for (const MemorySite& s : m.sites) {
+                std::vector<std::string> key;
+                for (const MemoryFrame& f : s.stack) key.push_back(memory_frame_name(f));
+                MemoryDiffRow& r = rows[key];
+                r.stack = key;
+                MemoryValues& v = is_new ? r.next : r.base;
+                v.allocations += double(s.allocations) / runs;
+                v.bytes += double(s.bytes) / runs;
+                v.peak += double(s.peak_bytes) / runs;
+                v.leaked += double(s.leaked_bytes) / runs;
+                (is_new ? r.in_new : r.in_base) = true;
+            }
+        }
+    };
+    add(base, false);
+    add(next, true);
+    const std::vector<MemoryWeight> measures = checked_measures(o);
+    const bool gate = o.fail_above >= 0;
+    for (MemoryWeight w : measures)
+        if (gate && percent(d.base_total.get(w), d.new_total.get(w)) > o.fail_above)
+            d.total_regressed.push_back(w);
+    const MemoryWeight order = o.measure.value_or(MemoryWeight::kBytes);
+    for (auto& [key, r] : rows) {
+        r.change = r.next.get(order) - r.base.get(order);
+        for (MemoryWeight w : measures) {
+            double b = r.base.get(w), n = r.next.get(w);
+            double bt = d.base_total.get(w), nt = d.new_total.get(w);
+            bool big = (bt > 0 && 100.0 * b / bt >= o.min_share) ||
+                       (nt > 0 && 100.0 * n / nt >= o.min_share);
+            if (gate && big && r.in_new && percent(b, n) > o.fail_above) r.regressed.push_back(w);
+        }
+        d.rows.push_back(std::move(r));
+    }
+    std::stable_sort(d.rows.begin(), d.rows.end(), [](const MemoryDiffRow& a, const MemoryDiffRow& b) {
+        if (a.change != b.change) return a.change > b.change;
+        return a.stack < b.stack;
+    });
+    if (o.limit && d.rows.size() > o.limit) {
+        // Rows past the limit are not shown, but a regression among them still fails the gate.
+        std::stable_partition(d.rows.begin() + o.limit, d.rows.end(),
+                              [](const MemoryDiffRow& r) { return !r.regressed.empty(); });
+        size_t keep = o.limit;
+        while (keep < d.rows.size() && !d.rows[keep].regressed.empty()) ++keep;
+        d.rows.resize(keep);
+    }
+    return d;
+}
+
+std::vector<std::string> memory_diff_failures(const MemoryDiffResult& d,
+                                              const MemoryDiffOptions& o) {
+    std::vector<std::string> out;
+    for (MemoryWeight w : d.total_regressed) {
+        double b = d.base_total.get(w), n = d.new_total.get(w);
+        double p = percent(b, n);
+        out.push_back(std::isinf(p)
+                          ? fmt::format("total {} is {} where the base had none", measure_label(w, true),
+                                        amount(n))
+                          : fmt::format("total {} regressed by {:.1f}% (limit {}%)",
+                                        measure_label(w, true), p, o.fail_above));
+    }
+    for (const MemoryDiffRow& r : d.rows)
+        for (MemoryWeight w : r.regressed) {
+            double p = percent(r.base.get(w), r.next.get(w));
+            out.push_back(std::isinf(p)
+                              ? fmt::format("{} of {} is new ({})", measure_label(w, false),
+                                            site_text(r.stack), amount(r.next.get(w)))
+                              : fmt::format("{} of {} regressed by {:.1f}% (limit {}%)",
+                                            measure_label(w, false), site_text(r.stack), p,
+                                            o.fail_above));
+        }
+    for (std::string& s : out) s = reader::printable(s);
+    return out;
+}
+
+void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDiffOptions& o,
+                       const std::string& format) {
+    const MemoryWeight order = o.measure.value_or(MemoryWeight::kBytes);
+    if (format == "csv") {
+        fmt::print(out, "stack,status");
+        for (MemoryWeight w : kMeasures)
+            fmt::print(out, ",{0}_base,{0}_new,{0}_change_percent", memory_weight_name(w));
+        fmt::print(out, ",regression\n");
+        for (const MemoryDiffRow& r : d.rows) {
+            std::string stack;
+            for (size_t i = 0; i < r.stack.size(); ++i) stack += (i ? ";" : "") + r.stack[i];
+            fmt::print(out, "{},{}", csv_escape(stack),
+                       !r.in_base  ? "new"
+                       : !r.in_new ? "gone"
+                                   : "both");
+            for (MemoryWeight w : kMeasures) {
+                double b = r.base.get(w), n = r.next.get(w), p = percent(b, n);
+                fmt::print(out, ",{},{},{}", amount(b), amount(n),
+                           std::isinf(p) ? std::string() : fmt::format("{:.3f}", p));
+            }
+            fmt::print(out, ",{}\n", r.regressed.empty() ? 0 : 1);
+        }
+        return;
+    }
+    auto measures_json = [&](const MemoryValues& b, const MemoryValues& n) {
+        std::string s;
+        for (MemoryWeight w : kMeasures) {
+            double p = percent(b.get(w), n.get(w));
+            s += fmt::format("{}\"{}\": {{\"base\": {}, \"new\": {}, \"change_percent\": {}}}",
+                             s.empty() ? "" : ", ", memory_weight_name(w), amount(b.get(w)),
+                             amount(n.get(w)), std::isinf(p) ? "null" : fmt::format("{:.6f}", p));
+        }
+        return s;
+    };
+    auto names = [](const std::vector<MemoryWeight>& ws) {
+        std::string s;
+        for (MemoryWeight w : ws) s += fmt::format("{}\"{}\"", s.empty() ? "" : ", ", memory_weight_name(w));
+        return "[" + s + "]";
+    };
+    if (format == "json") {
+        double rp = percent(d.base_rss, d.new_rss);
+        fmt::print(out,
+                   "{{\n  \"measure\": {},\n  \"fail_above\": {},\n  \"base_runs\": {},\n"
+                   "  \"new_runs\": {},\n  \"total\": {{{}, \"peak_rss\": {{\"base\": {}, \"new\": {}, "
+                   "\"change_percent\": {}}}, \"regressed\": {}}},\n  \"failed\": {},\n  \"sites\": [",
+                   o.measure ? fmt::format("\"{}\"", memory_weight_name(*o.measure)) : "null",
+                   o.fail_above < 0 ? std::string("null") : fmt::format("{}", o.fail_above),
+                   d.base_runs, d.new_runs, measures_json(d.base_total, d.new_total),
+                   amount(d.base_rss), amount(d.new_rss),
+                   std::isinf(rp) ? "null" : fmt::format("{:.6f}", rp), names(d.total_regressed),
+                   d.failed() ? "true" : "false");
+        for (size_t i = 0; i < d.rows.size(); ++i) {
+            const MemoryDiffRow& r = d.rows[i];
+            std::string stack;
+            for (size_t k = 0; k < r.stack.size(); ++k)
+                stack += fmt::format("{}\"{}\"", k ? ", " : "", json_escape(r.stack[k]));
+            fmt::print(out,
+                       "{}\n    {{\"stack\": [{}], \"in_base\": {}, \"in_new\": {}, {}, "
+                       "\"regressed\": {}}}",
+                       i ? "," : "", stack, r.in_base ? "true" : "false",
+                       r.in_new ? "true" : "false", measures_json(r.base, r.next),
+                       names(r.regressed));
+        }
+        fmt::print(out, "\n  ]\n}}\n");
+        return;
+    }
+    auto summary = [&](const MemoryValues& v, double rss, const MemoryValues* base,
+                       double base_rss) {
+        auto pc = [&](double b, double n) {
+            return base ? " (" + pct_text(percent(b, n), true) + ")" : std::string();
+        };
+        return fmt::format("{} allocations{}, {} allocated{}, peak heap {}{}, leaked {}{}, "
+                           "peak RSS {}{}",
+                           amount(v.allocations), pc(base ? base->allocations : 0, v.allocations),
+                           format_bytes(v.bytes), pc(base ? base->bytes : 0, v.bytes),
+                           format_bytes(v.peak), pc(base ? base->peak : 0, v.peak),
+                           format_bytes(v.leaked), pc(base ? base->leaked : 0, v.leaked),
+                           rss ? format_bytes(rss) : std::string("n/a"), pc(base_rss, rss));
+    };
+    fmt::print(out, "   base: {} run{}: {} per run\n", d.base_runs, d.base_runs == 1 ? "" : "s",
+               summary(d.base_total, d.base_rss, nullptr, 0));
+    fmt::print(out, "    new: {} run{}: {} per run\n\n", d.new_runs, d.new_runs == 1 ? "" : "s",
+               summary(d.new_total, d.new_rss, &d.base_total, d.base_rss));
+    fmt::print(out, "   Ordered by: largest {} increase{}\n\n", measure_label(order, false),
+               o.fail_above >= 0
+                   ? fmt::format("; ! marks a regression above {}% of {}", o.fail_above,
+                                 o.measure ? measure_label(*o.measure, false) : "any measure")
+                   : "");
+    fmt::print(out, "  {:>11} {:>11} {:>8} {:>11} {:>11} {:>8} {:>11} {:>11} {:>8} {:>11} {:>11} "
+                    "{:>8}  site (innermost frame first)\n",
+               "allocations", "(new)", "change", "bytes", "(new)", "change", "peak", "(new)",
+               "change", "leaked", "(new)", "change");
+    for (const MemoryDiffRow& r : d.rows) {
+        fmt::print(out, "{}", r.regressed.empty() ? " " : "!");
+        for (MemoryWeight w : kMeasures) {
+            double b = r.base.get(w), n = r.next.get(w);
+            fmt::print(out, " {:>11} {:>11} {:>8}", r.in_base ? amount(b) : "-",
+                       r.in_new ? amount(n) : "-", pct_text(percent(b, n), r.in_new));
+        }
+        fmt::print(out, "  {}\n", reader::printable(site_text(r.stack, 6)));
     }
     fmt::print(out, "\n");
 }

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -162,6 +163,46 @@ class SpeedscopeWriter : public TimelineBase {
     }
 };
 
+// Heap and RSS of one trace as Chrome counter events, merged in time order and cut to the
+// window: the value a counter had when the window opens is repeated at its start.
+void write_memory_counters(ChromeWriter& w, const MemoryReport& m, uint32_t pid,
+                           const TimelineOptions& o) {
+    struct Point {
+        uint64_t ns;
+        int series; // 0 heap, 1 RSS
+        double bytes;
+    };
+    std::vector<Point> points;
+    const std::vector<std::pair<double, double>>* series[] = {&m.heap_timeline, &m.rss_timeline};
+    for (int k = 0; k < 2; ++k) {
+        bool carried = false; // in.back() is the value at the window's start
+        std::vector<Point> in;
+        for (const auto& [t, v] : *series[k]) { // each timeline is in time order
+            uint64_t ns = t > 0 ? uint64_t(std::llround(t * 1e9)) : 0;
+            if (ns < o.from_ns) {
+                in.assign(1, Point{o.from_ns, k, v});
+                carried = true;
+                continue;
+            }
+            if (ns > o.to_ns) break;
+            if (carried && ns == o.from_ns) in.pop_back(); // a real sample at the start
+            carried = false;
+            in.push_back(Point{ns, k, v});
+        }
+        points.insert(points.end(), in.begin(), in.end());
+    }
+    std::stable_sort(points.begin(), points.end(),
+                     [](const Point& a, const Point& b) { return a.ns < b.ns; });
+    for (const Point& p : points) {
+        w.write(fmt::format("{}\n{{\"ph\":\"C\",\"cat\":\"memory\",\"name\":\"{}\",\"ts\":{},"
+                            "\"pid\":{},\"tid\":{},\"args\":{{\"bytes\":{:.0f}}}}}",
+                            w.first ? "" : ",", p.series ? "RSS" : "heap", micros(p.ns), pid, pid,
+                            p.bytes));
+        w.first = false;
+        ++w.result.counters;
+    }
+}
+
 } // namespace
 
 TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& traces,
@@ -169,7 +210,18 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
     ChromeWriter w(f, o);
     w.show_progress(o.progress);
     w.write("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
-    for (const std::string& path : traces) w.add_trace(path);
+    std::vector<bool> counted; // traces with memory counters
+    for (const std::string& path : traces) {
+        const reader::TraceInfo& info = w.add_trace(path);
+        counted.push_back(false);
+        if (!o.memory_counters || !info.memory_records) continue;
+        ProfileBuilder memory; // the allocations of this trace (process) alone
+        memory.add_trace(path);
+        const MemoryReport& m = memory.memory();
+        uint64_t before = w.result.counters;
+        write_memory_counters(w, m, info.header.pid, o);
+        counted.back() = w.result.counters > before;
+    }
     // Names of processes and threads that have events.
     std::vector<bool> named(w.traces().size(), false);
     for (const auto& tp : w.threads()) {
@@ -196,6 +248,18 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
         w.write(fmt::format(",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
                             "\"args\":{{\"name\":\"{}\"}}}}",
                             pid, tid, json_escape(reader::printable(tname))));
+    }
+    // Processes with counters but no complete events (a program run under profrun --mem alone).
+    for (size_t i = 0; i < w.traces().size(); ++i) {
+        if (named[i] || !counted[i]) continue;
+        const reader::TraceInfo& info = *w.traces()[i];
+        auto exe = info.meta.find("exe");
+        std::string name = exe == info.meta.end() ? std::string("process") : base_name(exe->second);
+        w.write(fmt::format("{}\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,"
+                            "\"args\":{{\"name\":\"{}\"}}}}",
+                            w.first ? "" : ",", info.header.pid,
+                            json_escape(reader::printable(name))));
+        w.first = false;
     }
     w.write(fmt::format(
         "\n],\"otherData\":{{\"producer\":\"libprof profreport\",\"clock\":\"ns since "

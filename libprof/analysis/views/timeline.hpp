@@ -17,12 +17,17 @@ struct TimelineOptions {
     uint64_t min_duration_ns = 0; // drop shorter activations (and so their callees)
     uint32_t tid = 0;             // only this kernel thread id; 0 = all
     bool progress = false;        // "reading N%" on a terminal
+    // Chrome: a trace with allocation records (profrun --mem) also gets its heap and resident
+    // set size over time as counter events ("ph":"C", named "heap" and "RSS", args {"bytes"}),
+    // from the MemoryReport's timelines; those are per process, so --thread keeps them.
+    bool memory_counters = true;
 };
 
 struct TimelineResult {
     uint64_t events = 0;  // complete events, or open/close pairs
     uint64_t bytes = 0;   // written
     uint64_t threads = 0; // with at least one event
+    uint64_t counters = 0; // chrome: heap and RSS counter events
 };
 
 // Above these, browser viewers struggle or fail to load the file: the tool warns.
@@ -30,7 +35,8 @@ inline constexpr uint64_t kTimelineWarnEvents = 2'000'000;
 inline constexpr uint64_t kTimelineWarnBytes = 200ull << 20;
 
 // Both read the traces themselves (throw reader::TraceError) and throw std::runtime_error when
-// a temporary file cannot be made.
+// a temporary file cannot be made. A trace with allocation records is read a second time, by
+// ProfileBuilder, for the chrome export's memory counters.
 TimelineResult write_chrome_trace(std::FILE* out, const std::vector<std::string>& traces,
                                   const TimelineOptions& o);
 TimelineResult write_speedscope(std::FILE* out, const std::vector<std::string>& traces,
