@@ -60,6 +60,11 @@ def check_chrome(path):
             if not isinstance(e.get("args", {}).get("name"), str):
                 fail(f"metadata without args.name: {e}")
             continue
+        if e["ph"] == "C":  # memory counters (heap, RSS): a time and numeric values
+            if not isinstance(e.get("ts"), (int, float)) or not e.get("args") or not all(
+                    isinstance(v, (int, float)) for v in e["args"].values()):
+                fail(f"malformed counter event: {e}")
+            continue
         if e["ph"] != "X":
             fail(f"unexpected phase {e['ph']}")
         for key in ("ts", "dur", "cat"):

@@ -97,6 +97,51 @@ LINE_CONFIGS = {
 }
 LINE_TARGET = 1.3  # the issue's target: PROF_LINE and PROF_SCOPE at most 1.3x the floor
 
+# ---- the memory profiler: workloads/alloc.cpp ----
+# 2 threads of mixed-size malloc/free and new[]/delete[] through a live window plus realloc growth
+# (the research note's alloc.cpp); it prints its own allocator-call and allocation counts.
+ALLOC = "alloc"
+ALLOC_SOURCE = "alloc.cpp"
+ALLOC_ARGS = {"full": "2000000", "quick": "400000"}  # alloc+free pairs per thread
+# Binary variants: name -> (compile flags replacing -fno-omit-frame-pointer, link libprof).
+ALLOC_VARIANTS = {
+    "base": (["-fno-omit-frame-pointer"], False),
+    "nofp": (["-fomit-frame-pointer"], False),  # for the DWARF unwinder: no frame chain at all
+    "fi": (["-fno-omit-frame-pointer", *FI_FLAGS], True),  # call profiler: shadow-stack stacks
+}
+# Memory floor preloads built from hooks/memfloor.cpp: variant -> -DMODE_...
+MEMFLOOR_MODES = {"count": "MODE_COUNT", "event": "MODE_EVENT", "stack": "MODE_STACK"}
+# Configurations in table order: name -> (label, binary variant, what runs, baseline config).
+# What runs: None (the binary alone), "calls" (libprof call trace only), "mem" (libprofmem.so
+# preloaded), "dwarf" (the same with PROF_MEM_UNWIND=dwarf), "floor:<mode>", "heaptrack".
+ALLOC_CONFIGS = {
+    "base": ("base (-fno-omit-frame-pointer)", "base", None, "base"),
+    "base_nofp": ("base built -fomit-frame-pointer", "nofp", None, "base_nofp"),
+    "mem_fp": ("libprofmem, frame-pointer stacks", "base", "mem", "base"),
+    "mem_dwarf": ("libprofmem, PROF_MEM_UNWIND=dwarf, -fomit-frame-pointer build", "nofp", "dwarf",
+                  "base_nofp"),
+    "calls": ("fi build + libprof: call trace only", "fi", "calls", "base"),
+    "mem_shadow": ("fi build + libprofmem: shadow-stack stacks (net of the call trace)", "fi", "mem",
+                   "calls"),
+    "floor_count": ("floor preload: TLS counters", "base", "floor:count", "base"),
+    "floor_event": ("floor preload: + 24 B event -> file", "base", "floor:event", "base"),
+    "floor_stack": ("floor preload: + 24 B event + frame-pointer stack -> file", "base",
+                    "floor:stack", "base"),
+    "heaptrack": ("heaptrack record", "base", "heaptrack", "base"),
+}
+# The memory issue's targets.
+MEM_TARGET_SHADOW_NS = 60      # <= ns per allocation with shadow-stack stacks
+MEM_TARGET_FP_X = 20           # >= x cheaper than heaptrack with frame-pointer stacks
+MEM_TARGET_DWARF_X = 5         # >= x cheaper than heaptrack with DWARF stacks, same depth
+MEM_TARGET_BYTES = 2.2         # <= bytes per allocator call on disk
+
+# ---- report speed at scale: profreport and uftrace report on fib(N) traces ----
+REPORT = "report"
+REPORT_FIB = {"full": (37, (30, 33)), "quick": (30, (26, 28))}  # (big N, smaller Ns for memory)
+REPORT_TARGET_EPS = 50e6       # profreport >= 50 M events/s on one core
+REPORT_TARGET_X = 4            # and >= 4x uftrace report
+COMPENSATION_TARGET = 0.15     # compensated sum of tottime within 15 % of the base wall time
+
 UFTRACE_RECORD = ["uftrace", "record", "--no-libcall", "--no-event"]
 UFTRACE_RECORD_SIZE = 16  # bytes per entry or exit record (no arguments recorded)
 
@@ -128,6 +173,7 @@ class Build:
         self.libprof_dir = work / "libprof"
         self.libprof_lib = self.libprof_dir / "libprof"
         self.profreport = self.libprof_dir / "tools" / "profreport"
+        self.profmem = self.libprof_lib / "libprofmem.so"
         self.hooks = work / "hooks"
         self.bin = work / "bin"
 
@@ -138,7 +184,7 @@ class Build:
         log(f"bench: building libprof in {self.libprof_dir}")
         check(["cmake", "-S", self.repo, "-B", self.libprof_dir, "-G", "Ninja",
                "-DCMAKE_BUILD_TYPE=Release", "-DPROF_BUILD_TESTS=OFF", "-DPROF_BUILD_SAMPLES=OFF"])
-        check(["ninja", "-C", self.libprof_dir, "prof", "profreport"])
+        check(["ninja", "-C", self.libprof_dir, "prof", "profmem", "profreport"])
         self.hooks.mkdir(parents=True, exist_ok=True)
         self.bin.mkdir(parents=True, exist_ok=True)
         for name in ("floor", "empty", "count"):
@@ -148,8 +194,10 @@ class Build:
         log("bench: building workloads")
         if LINES in workloads:
             self.lines()
+        if ALLOC in workloads:
+            self.alloc()
         for w in workloads:
-            if w == LINES:
+            if w not in WORKLOADS:
                 continue
             src = HERE / "workloads" / WORKLOADS[w][0]
             for variant, (flags, lib) in VARIANTS.items():
@@ -158,6 +206,25 @@ class Build:
                 out = self.binary(w, variant)
                 if stale(out, [src] + ([libdir / f"lib{lib}.so"] if lib else [])):
                     check([CXX, *COMMON_FLAGS, *flags, src, "-o", out, *link])
+
+    def memfloor(self, mode):
+        return self.hooks / f"libmemfloor_{mode}.so"
+
+    def alloc(self):
+        """The allocation workload in its three builds, and the floor preloads."""
+        src = HERE / "workloads" / ALLOC_SOURCE
+        flags = [f for f in COMMON_FLAGS if f != "-fno-omit-frame-pointer"]
+        for variant, (extra, prof) in ALLOC_VARIANTS.items():
+            out = self.binary(ALLOC, variant)
+            link = ["-L", self.libprof_lib, "-lprof", f"-Wl,-rpath,{self.libprof_lib}"] if prof else []
+            if stale(out, [src] + ([self.libprof_lib / "libprof.so"] if prof else [])):
+                check([CXX, *flags, *extra, src, "-o", out, *link])
+        msrc = HERE / "hooks" / "memfloor.cpp"
+        for mode, define in MEMFLOOR_MODES.items():
+            out = self.memfloor(mode)
+            if stale(out, [msrc]):
+                check([CXX, "-std=c++20", "-O2", "-g", "-fPIC", "-shared", "-fno-omit-frame-pointer",
+                       f"-D{define}", msrc, "-o", out, "-ldl", "-pthread"])
 
     def lines(self):
         """The line/scope workload, one binary per marking, against prof::prof only (the public
@@ -211,7 +278,8 @@ def run(cmd, env=None, cwd=None, stdout=os.devnull, err_log=None):
 
 def base_env():
     return {k: v for k, v in os.environ.items()
-            if not k.startswith("PROF_") and k not in ("FLOOR_OUT", "COUNT_OUT", "LD_PRELOAD")}
+            if not k.startswith("PROF_")
+            and k not in ("FLOOR_OUT", "COUNT_OUT", "MEMFLOOR_OUT", "LD_PRELOAD")}
 
 
 def remove(path):
@@ -238,6 +306,8 @@ class Runner:
         self.err_log = str(build.work / "last-stderr.txt")
 
     def args(self, w, tiny=False):
+        if w == ALLOC:
+            return ["1" if tiny else ALLOC_ARGS["quick" if self.quick else "full"]]
         return WORKLOADS[w][3 if tiny else 2 if self.quick else 1]
 
     def line_hits(self, cfg):
@@ -248,13 +318,22 @@ class Runner:
         """The trace (file or directory) a configuration writes, or None."""
         if w == LINES:
             return self.rundir / f"{w}_{cfg}.trace"
+        if w == ALLOC:
+            what = ALLOC_CONFIGS[cfg][2]
+            if what in ("calls", "mem", "dwarf"):
+                return self.rundir / f"{w}_{cfg}.trace"
+            if what in ("floor:event", "floor:stack"):
+                return self.rundir / f"{w}_{cfg}.bin"
+            if what == "heaptrack":  # heaptrack -o NAME writes NAME.zst
+                return self.rundir / f"{w}_{cfg}.zst"
+            return None
         return {"fi": self.rundir / f"{w}.trace", "floor": self.rundir / f"{w}.floor",
                 "uftrace": self.rundir / f"{w}.uftrace", "pg": self.rundir / "gmon.out"}.get(cfg)
 
     @staticmethod
     def traced(w, cfg):
         """Whether the size of the configuration's trace is measured."""
-        return w == LINES or cfg in TRACED
+        return w in (LINES, ALLOC) or cfg in TRACED
 
     def command(self, w, cfg, tiny=False):
         """(argv, environment) of one run."""
@@ -264,6 +343,8 @@ class Runner:
             env["PROF_OUT"] = str(self.output(w, cfg))
             env.update(extra_env)
             return [self.b.binary(w, variant), str(self.line_hits(cfg))], env
+        if w == ALLOC:
+            return self.alloc_command(cfg, tiny)
         binary = self.b.binary(w, CONFIGS[cfg][1])
         env = base_env()
         argv = [binary, *self.args(w, tiny)]
@@ -275,6 +356,24 @@ class Runner:
             argv = [*UFTRACE_RECORD, "-d", self.output(w, cfg), *argv]
         return argv, env
 
+    def alloc_command(self, cfg, tiny=False):
+        _, variant, what, _ = ALLOC_CONFIGS[cfg]
+        env = base_env()
+        argv = [self.b.binary(ALLOC, variant), *self.args(ALLOC, tiny)]
+        out = self.output(ALLOC, cfg)
+        if what in ("calls", "mem", "dwarf"):
+            env["PROF_OUT"] = str(out)
+        if what in ("mem", "dwarf"):
+            env["LD_PRELOAD"] = str(self.b.profmem)
+        if what == "dwarf":
+            env["PROF_MEM_UNWIND"] = "dwarf"
+        if what and what.startswith("floor:"):
+            env["LD_PRELOAD"] = str(self.b.memfloor(what.split(":")[1]))
+            env["MEMFLOOR_OUT"] = str(out) if out else "/dev/null"
+        if what == "heaptrack":
+            argv = ["heaptrack", "-o", str(out.with_suffix("")), *argv]
+        return argv, env
+
     def once(self, w, cfg, keep=False, tiny=False):
         """Runs one configuration; returns (Result, trace bytes or None)."""
         out = self.output(w, cfg)
@@ -282,7 +381,7 @@ class Runner:
             remove(out)
         argv, env = self.command(w, cfg, tiny)
         r = run(argv, env=env, cwd=self.rundir, err_log=self.err_log)
-        size = path_bytes(out) if self.traced(w, cfg) else None
+        size = path_bytes(out) if out and self.traced(w, cfg) else None
         if out and not keep:
             remove(out)
         return r, size
@@ -324,6 +423,229 @@ class Runner:
             parts.append(text + ("" if ok else f" (expected {fmt_int(n)} - DIFFERS)"))
             recorded[cfg] = sum(r["time"] for r in rows) / hits if hits else float("nan")
         return "lines: profreport --lines reads back " + "; ".join(parts), recorded
+
+
+# ---- the alloc group -------------------------------------------------------------------------
+
+def alloc_counts(runner):
+    """(allocator calls, allocations) that workloads/alloc.cpp reports for its own calls."""
+    out = runner.rundir / "alloc.stdout"
+    run([runner.b.binary(ALLOC, "base"), *runner.args(ALLOC)], env=base_env(), cwd=runner.rundir,
+        stdout=str(out), err_log=runner.err_log)
+    words = out.read_text().split()
+    out.unlink()
+    return int(words[1]), int(words[4])
+
+
+def heaptrack_depth(path):
+    """(allocation calls, mean physical frames per allocation) from heaptrack_print's "MOST CALLS
+    TO ALLOCATION FUNCTIONS" section (inlined frames, which have no `in MODULE` line, are not
+    counted), or None when heaptrack_print is missing."""
+    if shutil.which("heaptrack_print") is None:
+        return None
+    text = subprocess.run(["heaptrack_print", "-f", str(path), "-n", "1000", "-s", "1000",
+                           "--print-peaks=0", "--print-temporary=0", "--print-leaks=0"],
+                          capture_output=True, text=True).stdout
+    total = weighted = top_frames = 0
+    cur = None  # [calls, frames] of the backtrace being read
+    section = False
+    for line in text.splitlines():
+        if line.startswith("MOST CALLS TO ALLOCATION FUNCTIONS"):
+            section = True
+            continue
+        if not section:
+            continue
+        if not line.strip() or line.isupper():
+            if line.strip():
+                break
+            continue
+        words = line.split()
+        if line[0].isdigit() and "calls to allocation functions" in line:
+            if cur:
+                total += cur[0]; weighted += cur[0] * (top_frames + cur[1])
+            cur, top_frames = None, 0
+            top = True
+            continue
+        if line[0].isdigit() and " calls with " in line:
+            if cur:
+                total += cur[0]; weighted += cur[0] * (top_frames + cur[1])
+            cur = [int(words[0]), 0]
+            top = False
+            continue
+        if words[0] == "in":
+            if top:
+                top_frames += 1
+            elif cur:
+                cur[1] += 1
+    if cur:
+        total += cur[0]; weighted += cur[0] * (top_frames + cur[1])
+    calls = next((int(l.split(":")[1].split()[0]) for l in text.splitlines()
+                  if l.startswith("calls to allocation functions:")), 0)
+    return calls, (weighted / total if total else float("nan"))
+
+
+def check_alloc(runner, counts):
+    """One kept run of each libprofmem config and of heaptrack: what the traces say (allocations,
+    frees, mean frames per allocation) against the workload's own counts. Returns (text lines,
+    {cfg: mean frames})."""
+    lines, depth = [], {}
+    calls, allocations = counts
+    for cfg in ("mem_fp", "mem_dwarf", "mem_shadow"):
+        runner.once(ALLOC, cfg, keep=True)
+        trace = runner.output(ALLOC, cfg)
+        doc = runner.profreport_json(trace, "--memory", "--limit", "1000000")
+        remove(trace)
+        summ, sites = doc["summary"], doc["sites"]
+        n = sum(x["allocations"] for x in sites)
+        depth[cfg] = sum(len(x["stack"]) * x["allocations"] for x in sites) / n if n else float("nan")
+        top = max(sites, key=lambda x: x["allocations"]) if sites else {"stack": []}
+        lines.append(f"{cfg}: profreport --memory: {fmt_int(summ['allocations'])} allocations + "
+                     f"{fmt_int(summ['frees'])} frees = {fmt_int(summ['allocations'] + summ['frees'])} "
+                     f"calls (the workload counts {fmt_int(allocations)} + "
+                     f"{fmt_int(calls - allocations)} = {fmt_int(calls)} of its own; the rest are "
+                     f"std::thread's and the C++ runtime's), {len(sites)} sites, "
+                     f"{depth[cfg]:.2f} frames per allocation; top stack: "
+                     + " < ".join(f["name"].replace("(anonymous namespace)::", "").split("(")[0][:28]
+                                  for f in top["stack"]))
+    runner.once(ALLOC, "heaptrack", keep=True)
+    ht = heaptrack_depth(runner.output(ALLOC, "heaptrack"))
+    remove(runner.output(ALLOC, "heaptrack"))
+    if ht:
+        depth["heaptrack"] = ht[1]
+        lines.append(f"heaptrack: heaptrack_print counts {fmt_int(ht[0])} calls to allocation "
+                     f"functions (allocations only), {ht[1]:.2f} physical frames per allocation "
+                     "(inlined frames not counted)")
+    return lines, depth
+
+
+ALLOC_TABLE_HEAD = ["config", "reps", "vs", "median wall s", "wall ratio (min-max)", "CPU ratio",
+                    "extra wall ns/call", "extra CPU ns/call", "extra CPU ns/alloc",
+                    "bytes on disk", "B/call", "peak RSS MiB", "heaptrack CPU ns ÷ this"]
+
+
+def alloc_summarize(runs, calls, allocations):
+    """Per-config statistics of the alloc group; each config against its own baseline config
+    (same rep). "ht_x" = heaptrack's extra CPU time over this config's, per rep."""
+    stats = {}
+    for cfg, rs in runs.items():
+        base_cfg = ALLOC_CONFIGS[cfg][3]
+        base = runs[base_cfg]
+        pairs = list(zip(rs, base))
+        st = stats[cfg] = {
+            "reps": len(rs), "base": base_cfg,
+            "wall": med([r.wall for r, _ in rs]),
+            "wall_ratio": [r.wall / b.wall for (r, _), (b, _) in pairs],
+            "cpu_ratio": [r.cpu / b.cpu for (r, _), (b, _) in pairs if b.cpu > 0],
+            "wall_ns": [(r.wall - b.wall) / calls * 1e9 for (r, _), (b, _) in pairs],
+            "cpu_ns": [(r.cpu - b.cpu) / calls * 1e9 for (r, _), (b, _) in pairs],
+            "cpu_ns_alloc": [(r.cpu - b.cpu) / allocations * 1e9 for (r, _), (b, _) in pairs],
+            "wall_ns_alloc": [(r.wall - b.wall) / allocations * 1e9 for (r, _), (b, _) in pairs],
+            "rss": med([r.maxrss_kib for r, _ in rs]) / 1024,
+            "bytes": med([sz for _, sz in rs]) if any(sz for _, sz in rs) else None,
+        }
+        # The shadow-stack config's own bytes: its trace minus the call-only trace (same rep).
+        if st["bytes"] is not None and base_cfg != cfg and runs[base_cfg][0][1]:
+            st["extra_bytes"] = med([sz - sb for (_, sz), (_, sb) in pairs])
+        else:
+            st["extra_bytes"] = st["bytes"]
+    ht = stats["heaptrack"]["cpu_ns"]
+    for cfg, st in stats.items():
+        st["ht_x"] = [h / x for h, x in zip(ht, st["cpu_ns"]) if x > 0]
+    return stats
+
+
+def alloc_rows(stats, calls):
+    rows = []
+    for cfg, (label, _, _, base_cfg) in ALLOC_CONFIGS.items():
+        s = stats[cfg]
+        is_base = cfg == base_cfg
+        wr = s["wall_ratio"]
+        b = s["extra_bytes"]
+        rows.append([
+            label, str(s["reps"]), "-" if is_base else base_cfg, f"{s['wall']:.3f}",
+            f"{med(wr):.2f}x ({min(wr):.2f}-{max(wr):.2f})", f"{med(s['cpu_ratio']):.2f}x",
+            "-" if is_base else f"{med(s['wall_ns']):.1f}",
+            "-" if is_base else f"{med(s['cpu_ns']):.1f}",
+            "-" if is_base else f"{med(s['cpu_ns_alloc']):.1f}",
+            "-" if b is None else fmt_int(b),
+            "-" if b is None else f"{b / calls:.2f}",
+            f"{s['rss']:.1f}",
+            "-" if is_base or cfg in ("heaptrack", "calls") or not s["ht_x"]
+            else f"{med(s['ht_x']):.1f}x",
+        ])
+    return rows
+
+
+def alloc_fixed_cost(runner, reps=9):
+    """libprofmem's per-process cost apart from the allocator calls (calibration at start, the
+    symbol table at exit): mem_fp minus base with 1 alloc+free pair per thread, median of
+    interleaved pairs; and the same for heaptrack."""
+    mem, ht = [], []
+    for _ in range(reps):
+        base, _ = runner.once(ALLOC, "base", tiny=True)
+        m, _ = runner.once(ALLOC, "mem_fp", tiny=True)
+        h, _ = runner.once(ALLOC, "heaptrack", tiny=True)
+        mem.append((m.wall - base.wall, m.cpu - base.cpu))
+        ht.append((h.wall - base.wall, h.cpu - base.cpu))
+    return {"mem": (med([w for w, _ in mem]), med([c for _, c in mem])),
+            "heaptrack": (med([w for w, _ in ht]), med([c for _, c in ht]))}
+
+
+def alloc_notes(stats, calls, allocations, depth, fixed):
+    """The memory issue's targets checked on this run."""
+    def verdict(ok):
+        return "met" if ok else "NOT met"
+    out = []
+    (mw, mc), (hw, hc) = fixed["mem"], fixed["heaptrack"]
+    fp_net = med(stats["mem_fp"]["cpu_ns"]) - mc / calls * 1e9
+    ht_net = med(stats["heaptrack"]["cpu_ns"]) - hc / calls * 1e9
+    out.append(f"fixed cost per process (1 alloc+free pair per thread, minus base, median of "
+               f"9 pairs): libprofmem {mw * 1e3:.0f} ms wall / {mc * 1e3:.0f} ms "
+               f"CPU (calibration at start, symbol table at exit) = {mc / calls * 1e9:.1f} CPU ns per "
+               f"allocator call of this run; heaptrack {hw * 1e3:.0f} ms wall / {hc * 1e3:.0f} ms CPU. "
+               f"Without them: libprofmem frame-pointer stacks {fp_net:.1f}, heaptrack {ht_net:.1f} "
+               f"CPU ns per call ({ht_net / fp_net:.1f}x)")
+    sh = stats["mem_shadow"]
+    net_cpu, net_wall = med(sh["cpu_ns_alloc"]), med(sh["wall_ns_alloc"])
+    gross = med([a + b for a, b in zip(sh["cpu_ns_alloc"], stats["calls"]["cpu_ns_alloc"])])
+    out.append(f"target <= {MEM_TARGET_SHADOW_NS} ns per allocation with shadow-stack stacks: "
+               f"{net_cpu:.1f} CPU ns ({net_wall:.1f} wall ns) per allocation net of the call "
+               f"trace (fi build + libprofmem minus fi build alone, same rep); "
+               f"{verdict(net_cpu <= MEM_TARGET_SHADOW_NS)}"
+               + ("" if net_cpu <= MEM_TARGET_SHADOW_NS else
+                  f" by {net_cpu / MEM_TARGET_SHADOW_NS:.1f}x")
+               + f". Gross against the plain build: {gross:.1f} CPU ns per allocation, of which "
+               f"the call trace of the same build (every function of the workload traced) is "
+               f"{med(stats['calls']['cpu_ns_alloc']):.1f}.")
+    fp_x = med(stats["mem_fp"]["ht_x"])
+    out.append(f"target >= {MEM_TARGET_FP_X}x cheaper than heaptrack with frame-pointer stacks: "
+               f"{fp_x:.1f}x (extra CPU {med(stats['mem_fp']['cpu_ns']):.1f} vs "
+               f"{med(stats['heaptrack']['cpu_ns']):.1f} ns per allocator call); "
+               f"{verdict(fp_x >= MEM_TARGET_FP_X)}"
+               + ("" if fp_x >= MEM_TARGET_FP_X else f", {MEM_TARGET_FP_X / fp_x:.1f}x short"))
+    dw_x = med(stats["mem_dwarf"]["ht_x"])
+    d = ", ".join(f"{k} {v:.2f}" for k, v in depth.items())
+    out.append(f"target >= {MEM_TARGET_DWARF_X}x cheaper than heaptrack with DWARF stacks at the "
+               f"same depth: {dw_x:.2f}x (extra CPU {med(stats['mem_dwarf']['cpu_ns_alloc']):.0f} "
+               f"vs heaptrack's {med(stats['heaptrack']['cpu_ns_alloc']):.0f} ns per allocation); "
+               f"{verdict(dw_x >= MEM_TARGET_DWARF_X)}"
+               + ("" if dw_x >= MEM_TARGET_DWARF_X else f", {MEM_TARGET_DWARF_X / dw_x:.1f}x short")
+               + (f". Frames per allocation: {d}" if d else ""))
+    parts = []
+    for cfg in ("mem_fp", "mem_dwarf", "mem_shadow"):
+        b = stats[cfg]["extra_bytes"]
+        parts.append(f"{cfg} {b / calls:.2f}")
+    worst = max(stats[c]["extra_bytes"] / calls for c in ("mem_fp", "mem_dwarf", "mem_shadow"))
+    out.append(f"target <= {MEM_TARGET_BYTES} B per allocator call on disk: " + ", ".join(parts)
+               + f" B/call (heaptrack {stats['heaptrack']['bytes'] / calls:.2f}); "
+               f"{verdict(worst <= MEM_TARGET_BYTES)}"
+               + ("" if worst <= MEM_TARGET_BYTES else f", up to {worst / MEM_TARGET_BYTES:.1f}x over"))
+    fl = stats["floor_stack"]
+    out.append(f"against the floor preload with frame-pointer stacks ({med(fl['cpu_ns']):.1f} CPU ns "
+               f"per call): libprofmem frame-pointer stacks cost "
+               f"{med([a / b for a, b in zip(stats['mem_fp']['cpu_ns'], fl['cpu_ns']) if b > 0]):.2f}x "
+               "as much")
+    return out
 
 
 # ---- statistics and tables -------------------------------------------------------------------
@@ -543,6 +865,111 @@ def report_speed(runner, w, reps=3):
     return head, rows
 
 
+def fib_calls(n):
+    """Calls fib(n) makes: 2 * F(n+1) - 1."""
+    a, b = 0, 1
+    for _ in range(n + 1):
+        a, b = b, a + b
+    return 2 * a - 1
+
+
+def pinned(argv):
+    """argv run on CPU 0 only (taskset), so a reader's speed is its speed on one core."""
+    return ["taskset", "-c", "0", *argv] if shutil.which("taskset") else argv
+
+
+def report_scale(runner, reps=3):
+    """profreport on fib(N) traces of several lengths (the largest >= 100 M events in a full run)
+    and uftrace report on the uftrace record of the largest. Returns (head, rows, notes)."""
+    b = runner.b
+    big, smaller = REPORT_FIB["quick" if runner.quick else "full"]
+    notes = []
+    free = shutil.disk_usage(runner.rundir).free
+    n = big
+    while n > smaller[-1] + 1 and 2 * fib_calls(n) * UFTRACE_RECORD_SIZE * 1.2 > free * 0.8:
+        n -= 1
+    if n != big:
+        notes.append(f"fib({big})'s uftrace record (~{2 * fib_calls(big) * 16 / 1e9:.1f} GB) does "
+                     f"not fit in 80 % of the free disk ({free / 1e9:.1f} GB): using fib({n})")
+        big = n
+    rows, speeds = [], {}
+    trace = runner.rundir / "report.trace"
+    for n in (*smaller, big):
+        remove(trace)
+        env = base_env()
+        env["PROF_OUT"] = str(trace)
+        run([b.binary("fib", "fi"), str(n)], env=env, cwd=runner.rundir, err_log=runner.err_log)
+        doc = runner.profreport_json(trace)
+        events = sum(t["events"] for t in doc["threads"])
+        size = path_bytes(trace)
+        rs = [run(pinned([b.profreport, trace]), cwd=runner.rundir, err_log=runner.err_log)
+              for _ in range(reps)]
+        t, cpu = med([r.wall for r in rs]), med([r.cpu for r in rs])
+        rss = max(r.maxrss_kib for r in rs) / 1024
+        speeds[("profreport", n)] = (events / t, rss, events)
+        rows.append([f"profreport, fib({n}) trace", fmt_int(size), f"{fmt_int(events)} events",
+                     f"{t:.3f}", f"{cpu:.3f}", f"{events / t / 1e6:.1f} M/s", f"{rss:.1f}"])
+    remove(trace)
+    udir = runner.rundir / "report.uftrace"
+    remove(udir)
+    run([*UFTRACE_RECORD, "-d", udir, b.binary("fib", "noop"), str(big)], env=base_env(),
+        cwd=runner.rundir, err_log=runner.err_log)
+    records = sum(f.stat().st_size for f in udir.glob("*.dat")) // UFTRACE_RECORD_SIZE
+    rs = [run(pinned(["uftrace", "report", "-d", udir]), cwd=runner.rundir, err_log=runner.err_log)
+          for _ in range(reps)]
+    ut_bytes = path_bytes(udir)
+    remove(udir)
+    t, cpu = med([r.wall for r in rs]), med([r.cpu for r in rs])
+    rss = max(r.maxrss_kib for r in rs) / 1024
+    rows.append([f"uftrace report, fib({big}) record", fmt_int(ut_bytes), f"{fmt_int(records)} records",
+                 f"{t:.3f}", f"{cpu:.3f}", f"{records / t / 1e6:.1f} M/s", f"{rss:.1f}"])
+    eps, prss, pev = speeds[("profreport", big)]
+    x = eps / (records / t)
+    notes.append(f"target profreport >= {REPORT_TARGET_EPS / 1e6:.0f} M events/s on one core: "
+                 f"{eps / 1e6:.1f} M events/s on {fmt_int(pev)} events; "
+                 + ("met" if eps >= REPORT_TARGET_EPS else
+                    f"NOT met ({REPORT_TARGET_EPS / eps:.2f}x short)"))
+    notes.append(f"target >= {REPORT_TARGET_X}x uftrace report: {x:.1f}x ({eps / 1e6:.1f} M events/s "
+                 f"vs {records / t / 1e6:.1f} M records/s on the same fib({big}) run); "
+                 + ("met" if x >= REPORT_TARGET_X else f"NOT met ({REPORT_TARGET_X / x:.2f}x short)"))
+    rss_rows = [(n, speeds[("profreport", n)]) for n in (*smaller, big)]
+    (n0, (_, r0, e0)), (n1, (_, r1, e1)) = rss_rows[0], rss_rows[-1]
+    notes.append(f"profreport peak RSS: {r0:.1f} MiB on {fmt_int(e0)} events (fib({n0})) -> "
+                 f"{r1:.1f} MiB on {fmt_int(e1)} events (fib({n1})), {e1 / e0:.0f}x the events: "
+                 + ("bounded (does not grow with the trace length)" if r1 <= r0 * 1.5 + 8 else
+                    f"grows {r1 / r0:.1f}x with the trace length (NOT bounded by the distinct functions)"))
+    head = ["reader", "trace bytes", "input", f"median wall s ({reps} runs, taskset -c 0)",
+            "median CPU s", "speed", "peak RSS MiB"]
+    return big, head, rows, notes
+
+
+def compensation_check(runner, base_wall, reps=3):
+    """profreport's sum of tottime on fib (compensated and --no-compensation) against the
+    uninstrumented run's wall time. Returns note lines."""
+    b = runner.b
+    tiny = med([run([b.binary("fib", "base"), *runner.args("fib", tiny=True)], env=base_env(),
+                    cwd=runner.rundir, err_log=runner.err_log).wall for _ in range(5)])
+    comp, raw = [], []
+    for _ in range(reps):
+        runner.once("fib", "fi", keep=True)
+        trace = runner.output("fib", "fi")
+        comp.append(sum(f["tottime"] for f in runner.profreport_json(trace)["functions"]))
+        raw.append(sum(f["tottime"] for f in
+                       runner.profreport_json(trace, "--no-compensation")["functions"]))
+        remove(trace)
+    c, r = med(comp), med(raw)
+    dev = c / base_wall - 1
+    work = base_wall - tiny
+    return [f"compensation (fib, args {' '.join(runner.args('fib'))}): sum of tottime "
+            f"{c * 1e3:.1f} ms compensated, {r * 1e3:.1f} ms raw (--no-compensation), medians of "
+            f"{reps} traces; the uninstrumented run takes {base_wall * 1e3:.1f} ms wall (median of "
+            f"the timed reps; {work * 1e3:.1f} ms without the {tiny * 1e3:.1f} ms of a near-empty "
+            f"run). Compensated / base = {c / base_wall:.2f} (raw {r / base_wall:.2f}); target "
+            f"within {COMPENSATION_TARGET:.0%}: "
+            + ("met" if abs(dev) <= COMPENSATION_TARGET else
+               f"NOT met ({dev:+.0%}, {abs(dev) / COMPENSATION_TARGET:.0f}x the allowed error)")]
+
+
 # ---- main ------------------------------------------------------------------------------------
 
 def call_footnotes(call_workloads):
@@ -580,6 +1007,32 @@ LINE_FOOTNOTES = [
     "local-exec thread-local in memory, the two cycle-counter reads the target refers to.",
 ]
 
+
+ALLOC_FOOTNOTES = [
+    "alloc: tools/bench/workloads/alloc.cpp, built -O2 -g -fno-omit-frame-pointer (base, and the "
+    "fi build: + -finstrument-functions linked with libprof) or -O2 -g -fomit-frame-pointer (for "
+    "the DWARF config). Calls and allocations are the workload's own counts (it counts every "
+    "malloc/new[]/realloc and free/delete[] it makes); libprofmem and heaptrack also see a few "
+    "allocations of std::thread and the C++ runtime (see the check lines).",
+    "alloc: each config is compared with its `vs` config from the same rep: the DWARF config with "
+    "the -fomit-frame-pointer build, the shadow-stack config with the same fi build traced without "
+    "libprofmem (so its figures are the memory profiler's own cost; the call trace of every "
+    "workload function is not in them). extra ns/call divides by all allocator calls, extra CPU "
+    "ns/alloc by the allocations (malloc/new[]/realloc). CPU = user + sys of the whole process "
+    "tree (heaptrack's heaptrack_interpret too); its ratios are medians over reps.",
+    "alloc: bytes on disk = the trace (libprof), the floor's event file, or heaptrack's .zst; for "
+    "the shadow-stack config, its trace minus the call-only trace of the same rep. B/call = bytes "
+    "/ allocator calls. libprof's traces include its fixed per-process content (symbol table, "
+    "module list, calibration, about 0.5-2 MB).",
+    "alloc: peak RSS = ru_maxrss from wait4: the largest process of the tree (for heaptrack, the "
+    "program or heaptrack_interpret, whichever is larger).",
+    "alloc: heaptrack ÷ this = heaptrack's extra CPU time over this config's (per rep, median); "
+    "the issue's targets are >= 20x for frame-pointer stacks and >= 5x for DWARF stacks.",
+    "alloc: floor preloads: tools/bench/hooks/memfloor.cpp (dlsym(RTLD_NEXT) wrappers of malloc, "
+    "free, calloc, realloc, posix_memalign, aligned_alloc, memalign; initial-exec TLS; 24 B "
+    "{ptr, size|type, rdtsc} records in a 256 KiB buffer written with write(); the stack variant "
+    "appends {depth, frame-pointer return addresses}, no deduplication).",
+]
 
 
 def machine_line():
@@ -620,9 +1073,9 @@ def main():
     ap.add_argument("--reps", type=int, help="timed reps (default 7, 2 with --quick)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/libprof-bench"),
                     help="scratch directory for builds and traces (default /tmp/libprof-bench)")
-    ap.add_argument("--workloads", default=",".join([*WORKLOADS, LINES]),
-                    help="comma-separated subset of " + ",".join([*WORKLOADS, LINES])
-                    + " (default: all)")
+    groups = [*WORKLOADS, LINES, ALLOC, REPORT]
+    ap.add_argument("--workloads", default=",".join(groups),
+                    help="comma-separated subset of " + ",".join(groups) + " (default: all)")
     ap.add_argument("--repo", type=Path, default=HERE.parent.parent,
                     help="libprof source tree to build (default: the one holding this script)")
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer reps (smoke test)")
@@ -630,25 +1083,39 @@ def main():
     args = ap.parse_args()
     workloads = [w for w in args.workloads.split(",") if w]
     for w in workloads:
-        if w not in WORKLOADS and w != LINES:
-            ap.error(f"unknown workload {w!r} (choose from {', '.join([*WORKLOADS, LINES])})")
+        if w not in groups:
+            ap.error(f"unknown workload {w!r} (choose from {', '.join(groups)})")
     call_workloads = [w for w in workloads if w in WORKLOADS]
     reps = args.reps if args.reps is not None else (2 if args.quick else 7)
     if reps < 1:
         ap.error("--reps must be at least 1")
-    if call_workloads and shutil.which("uftrace") is None:
+    if (call_workloads or REPORT in workloads) and shutil.which("uftrace") is None:
         sys.exit("bench: uftrace not found (apt-get install uftrace)")
+    if ALLOC in workloads and shutil.which("heaptrack") is None:
+        sys.exit("bench: heaptrack not found (apt-get install heaptrack)")
     command = shlex.join([os.path.basename(sys.executable), *sys.argv])
     started = datetime.datetime.now().astimezone()
     load_start = loadavg()
 
     work = args.work.resolve()
     build = Build(work, args.repo.resolve())
-    build.all(workloads)
+    # The report group and the compensation check run the fib binaries.
+    build.all(workloads + (["fib"] if REPORT in workloads and "fib" not in workloads else []))
     runner = Runner(build, args.quick)
-    configs = {w: list(LINE_CONFIGS if w == LINES else CONFIGS) for w in workloads}
+    timed = [w for w in workloads if w != REPORT]  # the groups run interleaved
+    configs = {w: list(LINE_CONFIGS if w == LINES else ALLOC_CONFIGS if w == ALLOC else CONFIGS)
+               for w in timed}
 
     calls, check_lines, line_recorded = {}, [], {}
+    alloc_depth = {}
+    if ALLOC in workloads:
+        alloc_calls = alloc_counts(runner)
+        log(f"bench: alloc: {fmt_int(alloc_calls[0])} allocator calls, "
+            f"{fmt_int(alloc_calls[1])} allocations")
+        texts, alloc_depth = check_alloc(runner, alloc_calls)
+        for text in texts:
+            check_lines.append("alloc: " + text)
+            log(f"bench: {check_lines[-1]}")
     if LINES in workloads:
         text, line_recorded = runner.check_lines()
         check_lines.append(text)
@@ -667,11 +1134,11 @@ def main():
         log(f"bench: {check_lines[-1]}")
 
     # runs[w][cfg] = [(Result, bytes)], one entry per rep, in rep order.
-    runs = {w: {c: [] for c in configs[w]} for w in workloads}
+    runs = {w: {c: [] for c in configs[w]} for w in timed}
     order = random.Random()
     for rep in range(-1, reps):  # rep -1 is the uncounted warm-up pass
         log(f"bench: {'warm-up' if rep < 0 else f'rep {rep + 1}/{reps}'}")
-        for w in workloads:
+        for w in timed:
             shuffled = configs[w][:]
             order.shuffle(shuffled)
             for cfg in shuffled:
@@ -682,9 +1149,7 @@ def main():
     sections = []  # (title, head, rows, notes)
     raw = {"command": command, "machine": machine_line(), "calls": calls, "fixed_cost_s": {},
            "runs": {}}
-    for w in workloads:
-        if w == LINES:
-            continue
+    for w in call_workloads:
         n = calls[w]
         stats = summarize(runs[w], n)
         desc = WORKLOADS[w][4]
@@ -692,6 +1157,9 @@ def main():
                  f"({fmt_int(2 * n)} events), base {stats['base']['wall'] * 1e3:.1f} ms")
         fixed = fixed_cost(runner, w)
         notes = comparison_lines(stats, n, fixed)
+        if w == "fib":
+            notes += compensation_check(runner, stats["base"]["wall"])
+            log(f"bench: {notes[-1]}")
         sections.append((title, TABLE_HEAD, table_rows(stats, n, configs[w]), notes))
         raw["fixed_cost_s"][w] = fixed
         raw["runs"][w] = {c: [{"wall": r.wall, "cpu": r.cpu, "bytes": s} for r, s in rs]
@@ -709,8 +1177,31 @@ def main():
         raw["runs"][LINES] = {c: [{"wall": r.wall, "cpu": r.cpu, "bytes": s} for r, s in rs]
                               for c, rs in runs[LINES].items()}
 
-    # Reader speed on the call workload with the largest libprof trace.
-    if call_workloads:
+    if ALLOC in workloads:
+        n, na = alloc_calls
+        stats = alloc_summarize(runs[ALLOC], n, na)
+        title = (f"alloc: 2 threads, mixed sizes, malloc/free + new[]/delete[] + realloc growth, "
+                 f"args {' '.join(runner.args(ALLOC))}: {fmt_int(n)} allocator calls, "
+                 f"{fmt_int(na)} allocations, base {stats['base']['wall'] * 1e3:.0f} ms")
+        fixed = alloc_fixed_cost(runner)
+        sections.append((title, ALLOC_TABLE_HEAD, alloc_rows(stats, n),
+                         alloc_notes(stats, n, na, alloc_depth, fixed)))
+        raw["alloc_fixed_cost"] = fixed
+        raw["alloc_calls"] = alloc_calls
+        raw["alloc_depth"] = alloc_depth
+        raw["runs"][ALLOC] = {c: [{"wall": r.wall, "cpu": r.cpu, "maxrss_kib": r.maxrss_kib,
+                                   "bytes": s} for r, s in rs] for c, rs in runs[ALLOC].items()}
+
+    if REPORT in workloads:
+        log("bench: report group: profreport and uftrace report on fib traces")
+        big, head, rows, notes = report_scale(runner)
+        raw["report"] = [dict(zip(head, r)) for r in rows]
+        sections.append((f"report: trace readers on fib traces up to fib({big}) ({fmt_int(2 * fib_calls(big))} "
+                         f"events; profreport events = sum of threads[].events in its JSON; uftrace "
+                         f"records = .dat bytes / {UFTRACE_RECORD_SIZE})", head, rows, notes))
+    # Reader speed on the call workload with the largest libprof trace (superseded by the
+    # report group when it runs).
+    elif call_workloads:
         biggest = max(call_workloads, key=lambda w: med([s for _, s in runs[w]["fi"]]))
         log(f"bench: timing profreport and uftrace report on the {biggest} traces")
         head, rows = report_speed(runner, biggest)
@@ -724,6 +1215,8 @@ def main():
         footnotes += call_footnotes(call_workloads)
     if LINES in workloads:
         footnotes += LINE_FOOTNOTES
+    if ALLOC in workloads:
+        footnotes += ALLOC_FOOTNOTES
     footnotes += [*check_lines, f"raw per-run times: {work / 'results.json'}"]
     ended = datetime.datetime.now().astimezone()
     took = int((ended - started).total_seconds())

@@ -12,11 +12,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <optional>
 #include <regex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -70,9 +72,16 @@ views and exports (one at a time; --thread, --threads, -o and --format csv apply
                         splits by thread, --icicle puts the root on top, --title TEXT,
                         --min-width PX leaves out narrower frames (default 0.1)
       --html FILE       one self-contained page (no network): sortable pstats table,
-                        callers/callees on click, icicle of the call tree, line tables
+                        callers/callees on click, icicle of the call tree, line tables;
+                        for a `profrun --mem` trace also the memory summary, heap/RSS
+                        plot and sortable allocation sites with their stacks
+      --flamegraph FILE --memory [--weight W]
+                        allocation flame graph of a `profrun --mem` trace: widths are the
+                        sites' bytes (default), allocations, leaked bytes or peak (bytes
+                        live at the peak heap), W one of bytes, allocations, leaked, peak
       --export FORMAT   to -o FILE or standard output, FORMAT one of:
-                          chrome      Chrome Trace Event JSON (Perfetto UI, chrome://tracing)
+                          chrome      Chrome Trace Event JSON (Perfetto UI, chrome://tracing);
+                                      heap and RSS as counters for `profrun --mem` traces
                           speedscope  speedscope's evented profiles, one per thread
                           collapsed   folded stacks `a;b;c <self ns>` (flamegraph.pl, inferno)
                           callgrind   callgrind format, event `ns` (KCachegrind, callgrind_annotate)
@@ -86,6 +95,10 @@ diff (per-function ncalls, tottime and cumtime, mean per run of each set):
       --metric KEY      cumtime (default), tottime or ncalls: what is compared and sorted
       --min-share PCT   functions under PCT% of the total never fail the gate (default 1)
       --vs              separates the base traces from the new ones
+      --memory          compare allocation sites instead (matched by their stacks' function
+                        names): allocations, bytes, bytes live at the peak and leaked bytes,
+                        and the totals; --fail-above checks all four (--weight W: only W, which
+                        also orders the sites)
 
 Exit status: 0 on success, 1 when a trace cannot be read or the output cannot be written,
 2 on bad usage, 3 when diff --fail-above finds a regression.
@@ -97,6 +110,7 @@ struct ViewArgs {
     double min_width = 0.1;
     size_t vs = SIZE_MAX; // index of the first new trace of diff's `--vs`
     std::string flamegraph, html, exporter, title;
+    std::optional<analysis::views::MemoryWeight> weight; // --weight (with --memory)
     analysis::views::TreeOptions tree_opts;
     analysis::views::TimelineOptions timeline;
     analysis::views::DiffOptions diff_opts;
@@ -184,6 +198,12 @@ bool parse_view_option(Args& a, int i, const std::string& arg, Next next) {
             throw UsageError{fmt::format("unknown export format '{}' (expected chrome, speedscope, "
                                          "collapsed or callgrind)",
                                          v.exporter)};
+    } else if (arg == "--weight") { // allocation flame graph and memory diff
+        std::string w = next();
+        v.weight = analysis::views::parse_memory_weight(w);
+        if (!v.weight)
+            throw UsageError{fmt::format(
+                "unknown weight '{}' (expected bytes, allocations, leaked or peak)", w)};
     } else if (arg == "--from")
         v.timeline.from_ns = parse_time(arg, next());
     else if (arg == "--to")
@@ -214,7 +234,21 @@ void check_view_args(Args& a) {
     int views = v.diff + v.tree + !v.flamegraph.empty() + !v.html.empty() + !v.exporter.empty();
     if (views > 1)
         throw UsageError{"give one of diff, --tree, --flamegraph, --html and --export at a time"};
-    if (views && (a.info || a.lines || a.memory || !a.callers.empty() || !a.callees.empty()))
+    // Memory views: the allocation flame graph and the memory diff.
+    const bool memory_view = a.memory && !a.lines && (!v.flamegraph.empty() || v.diff);
+    if (views && a.memory && !memory_view)
+        throw UsageError{"--memory applies to --flamegraph and diff (the HTML report and "
+                         "--export chrome include allocations when the trace has them)"};
+    if (v.weight && !memory_view)
+        throw UsageError{"--weight applies to --flamegraph --memory and diff --memory"};
+    if (memory_view && (a.threads || a.thread))
+        throw UsageError{"allocation sites are per process: --threads and --thread do not apply "
+                         "to --memory views"};
+    if (memory_view && v.diff &&
+        std::find(v.diff_only.begin(), v.diff_only.end(), "--metric") != v.diff_only.end())
+        throw UsageError{"diff --memory takes --weight, not --metric"};
+    if (views && (a.info || a.lines || (a.memory && !memory_view) || !a.callers.empty() ||
+                  !a.callees.empty()))
         throw UsageError{"--info, --lines, --memory, --callers and --callees are not views of "
                          "diff, --tree, --flamegraph, --html or --export"};
     if (!v.diff && !v.diff_only.empty())
@@ -437,6 +471,50 @@ int run_view(const Args& a, tools::ToolLog& log) {
             }
             return 0;
         }
+        if (a.memory && (v.diff || !v.flamegraph.empty())) { // memory views
+            if (v.diff) { // one report per run: sets are compared per run
+                std::vector<analysis::MemoryReport> base, next;
+                for (size_t i = 0; i < a.traces.size(); ++i) {
+                    analysis::ProfileBuilder b;
+                    b.add_trace(a.traces[i]);
+                    (i < v.vs ? base : next).push_back(b.memory());
+                }
+                views::MemoryDiffOptions o;
+                o.measure = v.weight;
+                o.fail_above = v.diff_opts.fail_above;
+                o.min_share = v.diff_opts.min_share;
+                o.limit = a.table.limit;
+                views::MemoryDiffResult d;
+                try {
+                    d = views::diff_memory(base, next, o);
+                } catch (const std::invalid_argument& e) {
+                    log.error(e.what());
+                    return 1;
+                }
+                if (!out.open(log)) return 1;
+                views::print_memory_diff(out.f, d, o, a.format);
+                if (!out.close(log)) return 1;
+                std::vector<std::string> failures = views::memory_diff_failures(d, o);
+                for (const std::string& f : failures) log.error("regression: " + f);
+                return failures.empty() ? 0 : 3;
+            }
+            analysis::ProfileBuilder builder;
+            for (const std::string& t : a.traces) builder.add_trace(t);
+            if (!builder.memory().present) {
+                log.error(fmt::format("no allocation data in {}: record it with `profrun --mem`",
+                                      a.traces.size() == 1 ? a.traces.front() : "these traces"));
+                return 1;
+            }
+            views::FlameOptions o;
+            o.icicle = v.icicle;
+            o.min_width = v.min_width;
+            o.title = v.title;
+            if (!out.open(log)) return 1;
+            views::write_memory_flamegraph(out.f, builder.memory(),
+                                           v.weight.value_or(views::MemoryWeight::kBytes),
+                                           builder.build().traces, o);
+            return out.close(log) ? 0 : 1;
+        }
         if (v.diff) {
             analysis::ProfileBuilder base, next;
             base.set_compensation(!a.raw);
@@ -494,6 +572,7 @@ int run_view(const Args& a, tools::ToolLog& log) {
                 if (auto cwd = t.meta.find("cwd"); cwd != t.meta.end())
                     ho.source_dirs.push_back(cwd->second);
             auto lines = analysis::line_tables(p);
+            ho.memory = &builder.memory(); // the memory section, when the trace has allocations
             if (!out.open(log)) return 1;
             views::write_html(out.f, p, tree, lines, ho);
             return out.close(log) ? 0 : 1;

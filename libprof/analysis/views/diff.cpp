@@ -122,7 +122,14 @@ DiffResult diff_profiles(const Profile& base, size_t base_runs, const Profile& n
         if (a.change != b.change) return a.change > b.change;
         return a.name < b.name;
     });
-    if (o.limit && d.rows.size() > o.limit) d.rows.resize(o.limit);
+    if (o.limit && d.rows.size() > o.limit) {
+        // Rows past the limit are not shown, but a regression among them still fails the gate.
+        std::stable_partition(d.rows.begin() + long(o.limit), d.rows.end(),
+                              [](const DiffRow& r) { return r.regression; });
+        size_t keep = o.limit;
+        while (keep < d.rows.size() && d.rows[keep].regression) ++keep;
+        d.rows.resize(keep);
+    }
     return d;
 }
 

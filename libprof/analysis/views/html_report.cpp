@@ -2,6 +2,7 @@
 // element (json_escape writes <, > and & as \u escapes, so no name can end the element) and an
 // inline script that builds the page with textContent only (never innerHTML from data). No
 // network access: no external script, style, font or image.
+#include "analysis/memory_report.hpp"
 #include "analysis/report.hpp"
 #include "analysis/views/render.hpp"
 
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -72,6 +74,14 @@ tr.selected { background: #dde8ff !important; }
 .bar { display: inline-block; height: 9px; background: #e8743b; vertical-align: middle; }
 td.barcell { width: 104px; text-align: left; }
 #lines h3 { font-size: 13px; margin: 12px 0 2px 0; }
+#mem-summary table { width: auto; margin-bottom: 8px; }
+#mem-summary td, #mem-summary th { text-align: left; cursor: default; padding: 3px 12px 3px 6px; }
+#mem-plot svg { max-width: 100%; height: auto; display: block; margin: 4px 0 8px 0; }
+#mtable tbody tr { cursor: pointer; } #mtable tbody tr:hover { background: #f3f7ff; }
+#mtable td.name div.caller { color: #777; padding-left: 12px; }
+#mem-toolbar { display: flex; gap: 8px; align-items: center; margin-bottom: 6px; }
+#mem-filter { flex: 1; max-width: 360px; padding: 3px 6px; }
+#mem-mismatches { color: #a33; margin: 4px 0; }
 )CSS";
 
 constexpr const char* kScript = R"JS(
@@ -275,6 +285,94 @@ D.lines.forEach(function (t) {
 });
 root.setAttribute("data-lines", String(D.lines.length));
 
+// ---- memory (profrun --mem): summary, heap/RSS plot (inline SVG), sortable top sites
+var M = D.memory;
+function bytes(b) {
+  var units = ["B", "KiB", "MiB", "GiB", "TiB"], v = b, u = 0;
+  while (v >= 1024 && u < 4) { v /= 1024; u++; }
+  return u ? v.toFixed(2) + " " + units[u] : b + " B";
+}
+function frameText(f) { return f[0] + (f[1] ? " (" + f[1] + ":" + f[2] + ")" : ""); }
+var mtbody = null, mhr = null, msort = 1, mdesc = true, mopen = {};
+var mcols = [
+  {t: "allocations", v: function (s) { return s.a; }, s: function (s) { return String(s.a); }},
+  {t: "bytes", v: function (s) { return s.b; }, s: function (s) { return bytes(s.b); }},
+  {t: "temporary", v: function (s) { return s.t; }, s: function (s) { return String(s.t); }},
+  {t: "at peak", v: function (s) { return s.p; }, s: function (s) { return bytes(s.p); }},
+  {t: "leaked", v: function (s) { return s.l; }, s: function (s) { return bytes(s.l); }},
+  {t: "blocks", v: function (s) { return s.lb; }, s: function (s) { return String(s.lb); }},
+  {t: "site (innermost frame first)", v: function (s) { return s.s.length ? frameText(s.s[0]) : ""; }, name: true}
+];
+function siteCell(s, i) {
+  var td = el("td", "name");
+  if (!s.s.length) { td.textContent = "[no stack: allocated outside any traced call]"; return td; }
+  var n = mopen[i] ? s.s.length : Math.min(s.s.length, 4);
+  td.appendChild(el("div", "", frameText(s.s[0])));
+  for (var k = 1; k < n; k++) td.appendChild(el("div", "caller", "\u2190 " + frameText(s.s[k])));
+  if (n < s.s.length) td.appendChild(el("div", "caller muted", "\u2026 " + (s.s.length - n) + " more frames (click)"));
+  return td;
+}
+function renderMemory() {
+  var q = document.getElementById("mem-filter").value.toLowerCase(), idx = [];
+  for (var i = 0; i < M.sites.length; i++) {
+    var text = M.sites[i].s.map(frameText).join(" ").toLowerCase();
+    if (!q || text.indexOf(q) >= 0) idx.push(i);
+  }
+  var c = mcols[msort];
+  idx.sort(function (a, b) {
+    var x = c.v(M.sites[a]), y = c.v(M.sites[b]);
+    if (x === y) return a - b;
+    return (x < y ? -1 : 1) * (mdesc ? -1 : 1);
+  });
+  Array.prototype.forEach.call(mhr.cells, function (th, i) {
+    th.className = (mcols[i].name ? "name " : "") + (i === msort ? (mdesc ? "sorted-desc" : "sorted-asc") : "");
+  });
+  while (mtbody.firstChild) mtbody.removeChild(mtbody.firstChild);
+  idx.forEach(function (i) {
+    var s = M.sites[i], tr = mtbody.insertRow();
+    tr.setAttribute("data-site", i);
+    mcols.forEach(function (c) { tr.appendChild(c.name ? siteCell(s, i) : el("td", "", c.s(s))); });
+    tr.addEventListener("click", function () { mopen[i] = !mopen[i]; renderMemory(); });
+  });
+  root.setAttribute("data-mem-rows", String(idx.length));
+}
+if (M) {
+  var ms = document.getElementById("mem-summary"), st = el("table"), h1 = st.createTHead().insertRow(), r1 = st.createTBody().insertRow();
+  [["calls to allocation functions", String(M.allocations)],
+   ["temporary", String(M.temporary)],
+   ["calls to release functions", String(M.frees)],
+   ["bytes allocated", bytes(M.bytes)],
+   ["peak heap", bytes(M.peak_heap) + " at " + sec(M.peak_time) + " s"],
+   ["peak RSS", M.peak_rss ? bytes(M.peak_rss) : "n/a"],
+   ["leaked", bytes(M.leaked) + " in " + M.leaked_blocks + " blocks"]].forEach(function (p) {
+    h1.appendChild(el("th", "", p[0]));
+    r1.appendChild(el("td", "", p[1]));
+  });
+  ms.appendChild(st);
+  var mmBox = document.getElementById("mem-mismatches");
+  M.mismatches.forEach(function (m) {
+    var s = m.site >= 0 ? M.sites[m.site] : null;
+    mmBox.appendChild(el("div", "mismatch", "Mismatch: " + m.count + " block" + (m.count === 1 ? "" : "s") +
+      " allocated with " + m.with + " and released with " + m.freed +
+      (s && s.s.length ? " at " + frameText(s.s[0]) : "")));
+  });
+  var mt = document.getElementById("mtable");
+  mhr = mt.tHead.insertRow(); mtbody = mt.tBodies[0];
+  mcols.forEach(function (c, i) {
+    var th = el("th", c.name ? "name" : "", c.t);
+    th.addEventListener("click", function () {
+      if (msort === i) mdesc = !mdesc; else { msort = i; mdesc = !c.name; }
+      renderMemory();
+    });
+    mhr.appendChild(th);
+  });
+  document.getElementById("mem-filter").addEventListener("input", renderMemory);
+  document.getElementById("mem-shown").textContent = M.sites.length === M.total_sites
+    ? M.total_sites + " sites" : M.sites.length + " of " + M.total_sites + " sites (the top " + M.top + " by each column)";
+  renderMemory();
+}
+root.setAttribute("data-memory", M ? "1" : "0");
+
 // ---- test hook: exercise the interactions once (headless browsers cannot click)
 if (location.hash === "#selftest") {
   var firstRow = tbody.rows[0];
@@ -283,11 +381,88 @@ if (location.hash === "#selftest") {
   var cells = box.children;
   if (cells.length > 1) cells[cells.length - 1].click();
   drawIcicle();
+  if (M && mtbody.rows[0]) { mhr.cells[4].click(); mhr.cells[1].click(); mhr.cells[1].click(); mtbody.rows[0].click(); }
   root.setAttribute("data-selftest", "ok");
 }
 root.setAttribute("data-ready", "1");
 })();
 )JS";
+
+// ---- memory section ------------------------------------------------------------------------
+
+constexpr size_t kTopSites = 500; // per column: the page lists the union of the tops
+
+// The markup, with the heap/RSS plot drawn by write_memory_plot (its XML declaration and
+// namespace dropped: the SVG sits inline in the page). Numbers and fixed text only; names come with the data.
+void write_memory_section(std::FILE* out, const MemoryReport& m) {
+    std::string plot;
+    char* buf = nullptr;
+    size_t len = 0;
+    if (std::FILE* mem = open_memstream(&buf, &len)) {
+        write_memory_plot(mem, m, "Heap and resident set size over time");
+        std::fclose(mem);
+        plot.assign(buf, len);
+        std::free(buf);
+    }
+    if (plot.rfind("<?xml", 0) == 0) plot.erase(0, plot.find('\n') + 1);
+    // Inline SVG takes its namespace from the HTML parser; keep the page free of URLs.
+    const std::string ns = " xmlns=\"http://www.w3.org/2000/svg\"";
+    if (size_t at = plot.find(ns); at != std::string::npos) plot.erase(at, ns.size());
+    fmt::print(out,
+               "<section id=\"memory\"><h2>Memory</h2><div id=\"mem-summary\"></div>"
+               "<div id=\"mem-mismatches\"></div>\n<div id=\"mem-plot\">{}</div>\n"
+               "<div id=\"mem-toolbar\"><input id=\"mem-filter\" type=\"search\" "
+               "placeholder=\"filter sites by function or file\"><span class=\"muted\" "
+               "id=\"mem-shown\"></span><span class=\"muted\">click a column to sort, a row for "
+               "its whole stack</span></div>\n"
+               "<div class=\"scroll\"><table id=\"mtable\"><thead></thead><tbody></tbody></table>"
+               "</div></section>\n",
+               plot);
+}
+
+void write_memory_data(std::FILE* out, const MemoryReport& m) {
+    // The sites: the top kTopSites by each column, in the report's order.
+    std::vector<bool> keep(m.sites.size(), false);
+    for (auto key : {&MemorySite::allocations, &MemorySite::bytes, &MemorySite::temporary,
+                     &MemorySite::peak_bytes, &MemorySite::leaked_bytes}) {
+        std::vector<size_t> idx;
+        for (size_t i = 0; i < m.sites.size(); ++i)
+            if (m.sites[i].*key) idx.push_back(i);
+        std::stable_sort(idx.begin(), idx.end(),
+                         [&](size_t a, size_t b) { return m.sites[a].*key > m.sites[b].*key; });
+        for (size_t k = 0; k < idx.size() && k < kTopSites; ++k) keep[idx[k]] = true;
+    }
+    std::vector<int64_t> shown(m.sites.size(), -1);
+    int64_t count = 0;
+    for (size_t i = 0; i < m.sites.size(); ++i)
+        if (keep[i]) shown[i] = count++;
+    fmt::print(out,
+               "{{\"allocations\":{},\"frees\":{},\"temporary\":{},\"bytes\":{},\"peak_heap\":{},"
+               "\"peak_time\":{:.6f},\"peak_rss\":{},\"leaked\":{},\"leaked_blocks\":{},"
+               "\"total_sites\":{},\"top\":{},\"mismatches\":[",
+               m.allocations, m.frees, m.temporary, m.bytes_allocated, m.peak_heap,
+               m.peak_heap_time, m.peak_rss, m.leaked_bytes, m.leaked_blocks, m.sites.size(),
+               kTopSites);
+    for (size_t i = 0; i < m.mismatches.size(); ++i) {
+        const Mismatch& mm = m.mismatches[i];
+        fmt::print(out, "{}{{\"with\":{},\"freed\":{},\"count\":{},\"site\":{}}}", i ? "," : "",
+                   js(mm.allocated_with), js(mm.freed_with), mm.count,
+                   mm.site < shown.size() ? shown[mm.site] : -1);
+    }
+    fmt::print(out, "],\"sites\":[");
+    for (size_t i = 0; i < m.sites.size(); ++i) {
+        if (shown[i] < 0) continue;
+        const MemorySite& s = m.sites[i];
+        fmt::print(out, "{}\n{{\"a\":{},\"b\":{},\"t\":{},\"p\":{},\"l\":{},\"lb\":{},\"s\":[",
+                   shown[i] ? "," : "", s.allocations, s.bytes, s.temporary, s.peak_bytes,
+                   s.leaked_bytes, s.leaked_blocks);
+        for (size_t k = 0; k < s.stack.size() && k < 64; ++k)
+            fmt::print(out, "{}[{},{},{}]", k ? "," : "", js(memory_frame_name(s.stack[k])),
+                       js(base_name(s.stack[k].file)), s.stack[k].line);
+        fmt::print(out, "]}}");
+    }
+    fmt::print(out, "]}}");
+}
 
 } // namespace
 
@@ -300,13 +475,20 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
         auto exe = p.traces.front().meta.find("exe");
         title = exe != p.traces.front().meta.end() ? base_name(exe->second) : trace_names.front();
     }
+    const MemoryReport* memory = o.memory && o.memory->present ? o.memory : nullptr;
     fmt::print(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
         "script-src 'unsafe-inline'; style-src 'unsafe-inline'\">\n"
         "<title>libprof: {}</title>\n<style>{}</style>\n</head>\n<body>\n"
-        "<header><h1>libprof report: {}</h1><div class=\"sub\" id=\"summary\"></div></header>\n"
+        "<header><h1>libprof report: {}</h1><div class=\"sub\" id=\"summary\"></div></header>\n",
+        xml_escape(title), kStyle, xml_escape(title));
+    // Memory first when it is all the trace has (an unmodified program under profrun --mem).
+    const bool memory_first = memory && p.total_calls == 0;
+    if (memory_first) write_memory_section(out, *memory);
+    fmt::print(
+        out,
         "<section><h2>Call tree</h2><div id=\"icicle-path\"></div><div id=\"icicle-info\">"
         "Click a frame to zoom; hover for times.</div><div id=\"icicle\"></div></section>\n"
         "<section><h2>Functions</h2><div id=\"toolbar\"><input id=\"filter\" type=\"search\" "
@@ -314,8 +496,8 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
         "to sort, a row for its callers and callees</span></div>\n"
         "<div class=\"scroll\"><table id=\"ftable\"><thead></thead><tbody></tbody></table></div>"
         "<div id=\"detail\"></div></section>\n"
-        "<section><h2>Lines</h2><div id=\"lines\"></div></section>\n",
-        xml_escape(title), kStyle, xml_escape(title));
+        "<section><h2>Lines</h2><div id=\"lines\"></div></section>\n");
+    if (memory && !memory_first) write_memory_section(out, *memory);
 
     // The data. Numbers are plain JSON numbers; every string goes through json_escape.
     fmt::print(out,
@@ -389,7 +571,10 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
                        l - 1 < src.size() ? js(src[l - 1]) : "\"\"");
         fmt::print(out, "]}}");
     }
-    fmt::print(out, "]}}</script>\n<script>{}</script>\n</body>\n</html>\n", kScript);
+    fmt::print(out, "],\n\"memory\":");
+    if (memory) write_memory_data(out, *memory);
+    else fmt::print(out, "null");
+    fmt::print(out, "}}</script>\n<script>{}</script>\n</body>\n</html>\n", kScript);
 }
 
 } // namespace prof::analysis::views

@@ -1,0 +1,453 @@
+// Views and exports of memory profiler traces, end to end: the allocation flame graph (SVG
+// checked by tests/views/check_views.py, and in headless Chromium), the HTML report's memory
+// section (headless Chromium), heap and RSS counters in the Chrome export (parsed by Python's
+// json), and diff --memory with its CI gate. The browser checks are skipped, with a message,
+// when chromium is not installed.
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using prof::test::run;
+using prof::test::slurp;
+using prof::test::temp_path;
+
+namespace {
+
+std::string which(const std::string& name) {
+    const char* path = std::getenv("PATH");
+    std::stringstream ss(path ? path : "/usr/bin:/bin");
+    std::string dir;
+    while (std::getline(ss, dir, ':')) {
+        std::string p = dir + "/" + name;
+        if (!dir.empty() && access(p.c_str(), X_OK) == 0) return p;
+    }
+    return {};
+}
+
+std::string chromium() {
+    std::string c = which("chromium");
+    return c.empty() ? which("chromium-browser") : c;
+}
+
+prof::test::RunResult browse(const std::vector<std::string>& extra, const std::string& url) {
+    std::vector<std::string> argv{which("timeout"),
+                                  "120",
+                                  chromium(),
+                                  "--headless",
+                                  "--no-sandbox",
+                                  "--disable-gpu",
+                                  "--disable-background-networking",
+                                  "--disable-component-update",
+                                  "--disable-sync",
+                                  "--no-first-run",
+                                  "--user-data-dir=" + temp_path("chromium-profile"),
+                                  "--enable-logging=stderr",
+                                  "--v=0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back(url);
+    return run(argv);
+}
+
+void check_console(const std::string& err) {
+    std::istringstream log(err);
+    std::string line;
+    while (std::getline(log, line))
+        if (line.find(":CONSOLE(") != std::string::npos ||
+            line.find("Uncaught") != std::string::npos)
+            FAIL_CHECK(line);
+}
+
+size_t count(const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+}
+
+// A `profrun --mem` trace of the program.
+std::string mem_trace(const std::string& name, const std::vector<std::string>& program) {
+    std::string p = temp_path(name);
+    std::vector<std::string> argv{PROFRUN, "--mem", "-q", "-f", "-o", p, "--"};
+    argv.insert(argv.end(), program.begin(), program.end());
+    auto r = run(argv);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return p;
+}
+
+const std::string& pattern_trace() { // alloc_pattern: exact sites (see the program)
+    static const std::string p = mem_trace("mv-pattern.trace", {PROF_TEST_ALLOC_PATTERN});
+    return p;
+}
+
+// Calls and allocations in one trace: the threads sample (instrumented) under --mem.
+const std::string& threads_mem_trace() {
+    static const std::string p = mem_trace("mv-threads.trace", {PROF_SAMPLE_THREADS});
+    return p;
+}
+
+// A trace without allocation records.
+const std::string& fib_trace() {
+    static const std::string p = [] {
+        std::string t = temp_path("mv-fib.trace");
+        REQUIRE(run({PROF_SAMPLE_FIB, "12"}, {{"PROF_OUT", t}}).exit_code == 0);
+        return t;
+    }();
+    return p;
+}
+
+// `"key": N` of profreport --memory --format json's summary.
+uint64_t summary_value(const std::string& trace, const std::string& key) {
+    auto r = run({PROFREPORT, "--memory", "--format", "json", trace});
+    REQUIRE(r.exit_code == 0);
+    std::smatch m;
+    REQUIRE_MESSAGE(std::regex_search(r.out, m, std::regex("\"" + key + "\": (\\d+)")), key);
+    return std::stoull(m[1]);
+}
+
+size_t site_count(const std::string& trace) {
+    auto r = run({PROFREPORT, "--memory", "--format", "json", trace});
+    REQUIRE(r.exit_code == 0);
+    return count(r.out, "{\"stack\": [");
+}
+
+prof::test::RunResult check_svg(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{which("python3"), PROF_VIEW_CHECKER, "svg"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv);
+}
+
+// data-n (width) and data-c (count) of the frames named `name` in a flame graph, summed.
+std::pair<uint64_t, uint64_t> frame(const std::string& svg, const std::string& name) {
+    std::regex g("data-n=\"(\\d+)\" data-d=\"\\d+\" data-c=\"(\\d+)\"><title>([^\\n]*)\\n");
+    uint64_t n = 0, c = 0;
+    for (auto it = std::sregex_iterator(svg.begin(), svg.end(), g); it != std::sregex_iterator();
+         ++it)
+        if ((*it)[3] == name) n += std::stoull((*it)[1]), c += std::stoull((*it)[2]);
+    return {n, c};
+}
+
+// Checks the counter events of a Chrome export; prints a JSON summary, exit 1 on a failure.
+constexpr const char* kCounterCheck = R"PY(
+import json, sys
+doc = json.load(open(sys.argv[1], encoding="utf-8"))
+lo, hi = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (0, None)
+def fail(msg):
+    print("counter check: " + msg, file=sys.stderr)
+    sys.exit(1)
+named = {e["pid"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+last, last_by_name, peak = -1, {}, {"heap": 0, "RSS": 0}
+counters = complete = 0
+for e in doc["traceEvents"]:
+    if e["ph"] == "X":
+        complete += 1
+    if e["ph"] != "C":
+        continue
+    counters += 1
+    for k in ("name", "ts", "pid", "tid", "args"):
+        if k not in e:
+            fail(f"counter without {k}: {e}")
+    if e["name"] not in peak:
+        fail(f"unexpected counter {e['name']}")
+    v = e["args"].get("bytes")
+    if not isinstance(v, int) or v < 0:
+        fail(f"bad value {e}")
+    ts = round(e["ts"] * 1000)
+    if ts < last or ts < last_by_name.get(e["name"], -1):
+        fail(f"counter out of time order at {e}")
+    if ts < lo or (hi is not None and ts > hi):
+        fail(f"counter {e} outside [{lo}, {hi}]")
+    last = last_by_name[e["name"]] = ts
+    if e["pid"] not in named:
+        fail(f"process {e['pid']} has counters but no process_name")
+    peak[e["name"]] = max(peak[e["name"]], v)
+first = min((round(e["ts"] * 1000) for e in doc["traceEvents"] if e["ph"] == "C"), default=0)
+print(json.dumps({"counters": counters, "complete": complete, "heap_max": peak["heap"],
+                  "rss_max": peak["RSS"], "series": sorted(last_by_name), "first": first,
+                  "last": max(last, 0)}))
+)PY";
+
+prof::test::RunResult check_counters(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{which("python3"), "-c", kCounterCheck};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv);
+}
+
+uint64_t json_field(const std::string& json, const std::string& key) {
+    std::smatch m;
+    REQUIRE_MESSAGE(std::regex_search(json, m, std::regex("\"" + key + "\": (\\d+)")), key);
+    return std::stoull(m[1]);
+}
+
+} // namespace
+
+TEST_CASE("allocation flame graph: well-formed SVG, widths are the weights, known sites") {
+    const std::string& trace = pattern_trace();
+    struct Case {
+        const char* weight;
+        uint64_t total;
+    };
+    for (Case c : {Case{"bytes", summary_value(trace, "bytes_allocated")},
+                   Case{"allocations", summary_value(trace, "allocations")},
+                   Case{"leaked", summary_value(trace, "leaked_bytes")},
+                   Case{"peak", summary_value(trace, "peak_heap")}}) {
+        CAPTURE(c.weight);
+        std::string svg = temp_path(std::string("mem-") + c.weight + ".svg");
+        auto r = run({PROFREPORT, "--flamegraph", svg, "--memory", "--weight", c.weight,
+                      "--min-width", "0", trace});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(r.err.empty());
+        // Well-formed, every frame inside its parent, the root as wide as the report's total.
+        auto k = check_svg({svg, "--total", std::to_string(c.total), "--name", "pattern()"});
+        CHECK_MESSAGE(k.exit_code == 0, k.err);
+        std::string text = slurp(svg);
+        CHECK(count(text, "<script") == 1);
+        CHECK(text.find(std::string("data-unit=\"") +
+                        (std::string(c.weight) == "allocations" ? "allocations" : "bytes") +
+                        "\"") != std::string::npos);
+        // Stacks are drawn outermost first: the thread's entry below pattern() below leaky().
+        CHECK(text.find("Allocation Flame Graph") != std::string::npos);
+    }
+    // pattern() runs on two threads: 35 calls and 4410 bytes each, 1000 of them leaked by
+    // leaky() (see tests/programs/alloc_pattern.cpp).
+    std::string bytes = slurp(temp_path("mem-bytes.svg"));
+    CHECK(frame(bytes, "pattern()") == std::make_pair(uint64_t(8820), uint64_t(70)));
+    CHECK(frame(bytes, "leaky()") == std::make_pair(uint64_t(2000), uint64_t(2)));
+    CHECK(frame(slurp(temp_path("mem-allocations.svg")), "pattern()").first == 70);
+    std::string leaked = slurp(temp_path("mem-leaked.svg"));
+    CHECK(frame(leaked, "leaky()") == std::make_pair(uint64_t(2000), uint64_t(2))); // 2 blocks
+    CHECK(frame(leaked, "pattern()").first == 2000); // its only leak is leaky()'s
+    CHECK(leaked.find("data-count=\"blocks\"") != std::string::npos);
+    // leaky() sits right above pattern() in the tree: same offset, one level up.
+    std::smatch m;
+    REQUIRE(std::regex_search(
+        leaked, m, std::regex("data-o=\"(\\d+)\" data-n=\"\\d+\" data-d=\"(\\d+)\" data-c=\"\\d+\"><title>pattern\\(\\)\\n")));
+    std::string pattern_o = m[1], pattern_d = m[2];
+    CHECK(std::regex_search(leaked, std::regex("data-o=\"" + pattern_o + "\" data-n=\"2000\" data-d=\"" +
+                                               std::to_string(std::stoi(pattern_d) + 1) +
+                                               "\" data-c=\"2\"><title>leaky\\(\\)\\n")));
+    // Names with <, > and & (std::thread's templates) are escaped.
+    CHECK(bytes.find("std::thread::_State_impl&lt;") != std::string::npos);
+
+    // Icicle and a title work as for the time flame graph.
+    std::string icicle = temp_path("mem-icicle.svg");
+    REQUIRE(run({PROFREPORT, "--flamegraph", icicle, "--memory", "--icicle", "--title",
+                 "a <b> & c", trace})
+                .exit_code == 0);
+    auto k = check_svg({icicle, "--total", std::to_string(summary_value(trace, "bytes_allocated"))});
+    CHECK_MESSAGE(k.exit_code == 0, k.err);
+    CHECK(slurp(icicle).find(">a &lt;b&gt; &amp; c</text>") != std::string::npos);
+
+    // Usage: a trace without allocations, --weight alone, per-thread options.
+    auto none = run({PROFREPORT, "--flamegraph", temp_path("none.svg"), "--memory", fib_trace()});
+    CHECK(none.exit_code == 1);
+    CHECK(none.err.find("no allocation data") != std::string::npos);
+    for (std::vector<std::string> bad :
+         {std::vector<std::string>{"--flamegraph", "x.svg", "--weight", "bytes"},
+          {"--flamegraph", "x.svg", "--memory", "--weight", "volume"},
+          {"--flamegraph", "x.svg", "--memory", "--threads"},
+          {"--html", "x.html", "--memory"},
+          {"--tree", "--memory"}}) {
+        bad.insert(bad.begin(), PROFREPORT);
+        bad.push_back(trace);
+        auto r = run(bad);
+        CHECK_MESSAGE(r.exit_code == 2, bad[1], " ", bad[3]);
+        CHECK(count(r.err, "\n") == 1);
+    }
+
+    if (chromium().empty()) {
+        MESSAGE("chromium not installed (Debian: chromium): skipping the browser check");
+        return;
+    }
+    auto dom = browse({"--dump-dom"}, "file://" + temp_path("mem-bytes.svg") + "#selftest");
+    REQUIRE_MESSAGE(dom.exit_code == 0, dom.err);
+    CHECK(dom.out.find("data-ready=\"1\"") != std::string::npos);
+    CHECK(dom.out.find("data-selftest=\"Matched: 100.00% zoomed\"") != std::string::npos);
+    check_console(dom.err);
+}
+
+TEST_CASE("HTML report: memory section with summary, heap/RSS plot and sortable sites") {
+    const std::string& trace = pattern_trace();
+    std::string html = temp_path("mem.html");
+    auto r = run({PROFREPORT, "--html", html, trace});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::string text = slurp(html);
+    CHECK(count(text, "<script") == 2);
+    CHECK(text.find("<section id=\"memory\">") != std::string::npos);
+    CHECK(text.find("<polyline") != std::string::npos); // the timeline, inline
+    CHECK(text.find("<?xml") == std::string::npos);
+    CHECK(text.find("default-src 'none'") != std::string::npos);
+    for (const char* remote : {"http://", "https://", "<link", " src="})
+        CHECK_MESSAGE(text.find(remote) == std::string::npos, remote);
+    // No memory data: no section.
+    std::string plain = temp_path("plain.html");
+    REQUIRE(run({PROFREPORT, "--html", plain, fib_trace()}).exit_code == 0);
+    CHECK(slurp(plain).find("<section id=\"memory\">") == std::string::npos);
+
+    if (chromium().empty()) {
+        MESSAGE("chromium not installed (Debian: chromium): skipping the browser check");
+        return;
+    }
+    auto dom = browse({"--dump-dom"}, "file://" + html + "#selftest");
+    REQUIRE_MESSAGE(dom.exit_code == 0, dom.err);
+    CHECK_MESSAGE(dom.out.find("data-ready=\"1\"") != std::string::npos, dom.err);
+    CHECK(dom.out.find("data-selftest=\"ok\"") != std::string::npos);
+    CHECK_MESSAGE(dom.out.find(" data-error=\"") == std::string::npos, dom.out.substr(0, 400));
+    CHECK(dom.out.find("data-memory=\"1\"") != std::string::npos);
+    // One row per allocation site (all of them: far fewer than the page's top 500 per column).
+    size_t sites = site_count(trace);
+    CHECK(sites > 5);
+    CHECK(dom.out.find("data-mem-rows=\"" + std::to_string(sites) + "\"") != std::string::npos);
+    CHECK(count(dom.out, "<tr data-site=") == sites);
+    // The summary and known sites with their stacks.
+    for (const char* part : {"calls to allocation functions", "peak heap", "peak RSS", "leaked",
+                             "<td>" /* summary values */, "leaky() (alloc_pattern.cpp:",
+                             "pattern() (alloc_pattern.cpp:", "mismatches() (alloc_pattern.cpp:",
+                             "allocated with new and released with free"})
+        CHECK_MESSAGE(dom.out.find(part) != std::string::npos, part);
+    CHECK(dom.out.find("<td>" + std::to_string(summary_value(trace, "allocations")) + "</td>") !=
+          std::string::npos);
+    // The self test sorted by leaked, then by bytes twice (descending, then ascending).
+    CHECK(dom.out.find("class=\"sorted-asc\">bytes") != std::string::npos);
+    check_console(dom.err);
+
+    // Calls and allocations together: both sections work.
+    std::string both = temp_path("both.html");
+    REQUIRE(run({PROFREPORT, "--html", both, threads_mem_trace()}).exit_code == 0);
+    auto dom2 = browse({"--dump-dom"}, "file://" + both + "#selftest");
+    REQUIRE_MESSAGE(dom2.exit_code == 0, dom2.err);
+    CHECK(dom2.out.find("data-selftest=\"ok\"") != std::string::npos);
+    CHECK(dom2.out.find("data-memory=\"1\"") != std::string::npos);
+    CHECK(dom2.out.find("data-rows=\"0\"") == std::string::npos);
+    CHECK(dom2.out.find("data-mem-rows=\"" + std::to_string(site_count(threads_mem_trace())) +
+                        "\"") != std::string::npos);
+    check_console(dom2.err);
+
+    std::string png = temp_path("mem-report.png");
+    auto shot = browse({"--screenshot=" + png, "--window-size=1280,1400", "--hide-scrollbars"},
+                       "file://" + html);
+    CHECK_MESSAGE(shot.exit_code == 0, shot.err);
+    std::string image = slurp(png);
+    CHECK(image.size() > 10000);
+    CHECK(image.rfind("\x89PNG\r\n\x1a\n", 0) == 0);
+}
+
+TEST_CASE("chrome export: heap and RSS counters, in time order, from the memory report") {
+    // Allocations only (an unmodified program): counters and the process name.
+    std::string json = temp_path("mem-pattern.json");
+    auto r = run({PROFREPORT, "--export", "chrome", "-o", json, pattern_trace()});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto c = check_counters({json});
+    REQUIRE_MESSAGE(c.exit_code == 0, c.err);
+    CHECK(json_field(c.out, "counters") > 2);
+    CHECK(json_field(c.out, "complete") == 0);
+    CHECK(c.out.find("\"series\": [\"RSS\", \"heap\"]") != std::string::npos);
+    // The heap counter reaches exactly the peak heap; RSS never exceeds the peak RSS.
+    CHECK(json_field(c.out, "heap_max") == summary_value(pattern_trace(), "peak_heap"));
+    CHECK(json_field(c.out, "rss_max") <= summary_value(pattern_trace(), "peak_rss"));
+    CHECK(json_field(c.out, "rss_max") > 0);
+
+    // Calls and allocations: complete events and counters side by side.
+    std::string both = temp_path("mem-threads.json");
+    r = run({PROFREPORT, "--export", "chrome", "-o", both, threads_mem_trace()});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    c = check_counters({both});
+    REQUIRE_MESSAGE(c.exit_code == 0, c.err);
+    CHECK(json_field(c.out, "complete") > 30000); // step() and mix() alone make 30000 calls
+    CHECK(json_field(c.out, "counters") > 0);
+    CHECK(json_field(c.out, "heap_max") == summary_value(threads_mem_trace(), "peak_heap"));
+
+    // A window (the middle third of the counters' span): counters inside it only, starting
+    // with the value each had when the window opens.
+    c = check_counters({json});
+    uint64_t first = json_field(c.out, "first"), last = json_field(c.out, "last");
+    REQUIRE(last > first);
+    std::string from = std::to_string(first + (last - first) / 3),
+                to = std::to_string(first + 2 * (last - first) / 3);
+    std::string win = temp_path("mem-window.json");
+    r = run({PROFREPORT, "--export", "chrome", "--from", from + "ns", "--to", to + "ns", "-o", win,
+             pattern_trace()});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    c = check_counters({win, from, to});
+    CHECK_MESSAGE(c.exit_code == 0, c.err);
+    CHECK(json_field(c.out, "first") == std::stoull(from)); // both series carried in
+    CHECK(c.out.find("\"series\": [\"RSS\", \"heap\"]") != std::string::npos);
+
+    // No allocation records, no counters.
+    std::string plain = temp_path("mem-fib.json");
+    REQUIRE(run({PROFREPORT, "--export", "chrome", "-o", plain, fib_trace()}).exit_code == 0);
+    CHECK(slurp(plain).find("\"ph\":\"C\"") == std::string::npos);
+}
+
+TEST_CASE("diff --memory: per-site deltas, exit status flips at --fail-above") {
+    std::string ten = mem_trace("amount-10.trace", {PROF_TEST_ALLOC_AMOUNT, "10"});
+    std::string twelve = mem_trace("amount-12.trace", {PROF_TEST_ALLOC_AMOUNT, "12"});
+    std::string leak = mem_trace("amount-10-leak.trace", {PROF_TEST_ALLOC_AMOUNT, "10", "500"});
+
+    auto same = run({PROFREPORT, "diff", "--memory", ten, ten, "--fail-above", "0"});
+    CHECK_MESSAGE(same.exit_code == 0, same.err);
+    CHECK(same.err.empty());
+    CHECK(same.out.find("site (innermost frame first)") != std::string::npos);
+
+    // grow() allocates 12 blocks of 1000 bytes instead of 10, all live at its peak: +20% in
+    // allocations, bytes and bytes at the peak; every other site and total changes less.
+    auto j = run({PROFREPORT, "diff", "--memory", "--format", "json", ten, twelve});
+    REQUIRE(j.exit_code == 0);
+    std::smatch m;
+    REQUIRE(std::regex_search(j.out, m, std::regex(R"re(\{"stack": \["grow\(int\)", "main"[^\n]*)re")));
+    std::string row = m[0];
+    CHECK(row.find("\"allocations\": {\"base\": 10, \"new\": 12, \"change_percent\": 20.000000}") !=
+          std::string::npos);
+    CHECK(row.find("\"bytes\": {\"base\": 10000, \"new\": 12000, \"change_percent\": 20.000000}") !=
+          std::string::npos);
+    CHECK(row.find("\"peak\": {\"base\": 10000, \"new\": 12000, \"change_percent\": 20.000000}") !=
+          std::string::npos);
+
+    auto under = run({PROFREPORT, "diff", "--memory", "--fail-above", "19", ten, twelve});
+    CHECK(under.exit_code == 3);
+    CHECK(under.err.find("regression: bytes allocated of grow(int) < main") != std::string::npos);
+    CHECK(under.out.find("!          10          12   +20.0%       10000       12000   +20.0%") !=
+          std::string::npos);
+    auto over = run({PROFREPORT, "diff", "--memory", "--fail-above", "21%", ten, twelve});
+    CHECK_MESSAGE(over.exit_code == 0, over.err);
+    CHECK(over.err.empty());
+    // One measure only: the leaks did not change.
+    auto leaks_only =
+        run({PROFREPORT, "diff", "--memory", "--weight", "leaked", "--fail-above", "0", ten, twelve});
+    CHECK_MESSAGE(leaks_only.exit_code == 0, leaks_only.err);
+    auto bytes_only =
+        run({PROFREPORT, "diff", "--memory", "--weight", "bytes", "--fail-above", "19", ten, twelve});
+    CHECK(bytes_only.exit_code == 3);
+    CHECK(bytes_only.err.find("allocations of") == std::string::npos);
+
+    // A new leak fails whatever the threshold.
+    auto leaked = run({PROFREPORT, "diff", "--memory", "--fail-above", "1000", ten, leak});
+    CHECK(leaked.exit_code == 3);
+    CHECK(leaked.err.find("regression: leaked bytes of keep(unsigned long) < main") !=
+          std::string::npos);
+
+    // Sets compare per run: 10 and 12 against 11 twice is no change in the mean.
+    std::string eleven = mem_trace("amount-11.trace", {PROF_TEST_ALLOC_AMOUNT, "11"});
+    auto sets = run({PROFREPORT, "diff", "--memory", "--fail-above", "0", ten, twelve, "--vs",
+                     eleven, eleven});
+    CHECK_MESSAGE(sets.exit_code == 0, sets.err);
+    CHECK(sets.out.find("base: 2 runs: ") != std::string::npos);
+    CHECK(sets.out.find("    new: 2 runs: ") != std::string::npos);
+
+    auto csv = run({PROFREPORT, "diff", "--memory", "--format", "csv", ten, twelve});
+    CHECK(csv.exit_code == 0);
+    CHECK(csv.out.rfind("stack,status,allocations_base,allocations_new,", 0) == 0);
+    CHECK(csv.out.find("\ngrow(int);main;") != std::string::npos);
+
+    // Errors: no allocation data (1), --metric is the time diff's (2).
+    auto none = run({PROFREPORT, "diff", "--memory", fib_trace(), ten});
+    CHECK(none.exit_code == 1);
+    CHECK(none.err.find("no allocation data in the base trace") != std::string::npos);
+    auto metric = run({PROFREPORT, "diff", "--memory", "--metric", "ncalls", ten, twelve});
+    CHECK(metric.exit_code == 2);
+}
