@@ -25,6 +25,7 @@ extern "C" void prof_mem_record_free(void* ptr, unsigned kind, size_t usable);
 extern "C" void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t old_usable,
                                         size_t usable);
 extern "C" void prof_mem_activate(void);
+extern "C" int prof_heap_tracking; // some PROF_LINE exists: heap deltas per line are wanted
 
 namespace {
 
@@ -129,7 +130,13 @@ PROF_NOINSTR inline bool ready() {
 }
 
 // Usable size of a live block, for the heap counter behind the per-line heap deltas.
-PROF_NOINSTR size_t usable(void* p) { return p && real.usable_size ? real.usable_size(p) : 0; }
+// Only while marked lines exist: otherwise the call (a cache miss on the block's header at
+// free) is skipped.
+PROF_NOINSTR size_t usable(void* p) {
+    return p && real.usable_size && __atomic_load_n(&prof_heap_tracking, __ATOMIC_RELAXED)
+               ? real.usable_size(p)
+               : 0;
+}
 
 PROF_NOINSTR void* record(void* p, size_t n, AllocKind kind, bool outer) {
     if (outer && p) prof_mem_record_alloc(p, n, unsigned(kind), usable(p));

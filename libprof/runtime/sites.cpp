@@ -8,6 +8,12 @@
 #include <cstring>
 #include <sys/mman.h>
 
+// Read by libprofmem.so on every call: whether any PROF_LINE site exists (then the usable size
+// of each block is measured for the per-line heap deltas; otherwise that cost is skipped).
+extern "C" {
+__attribute__((visibility("default"))) int prof_heap_tracking = 0;
+}
+
 namespace prof::rt {
 namespace {
 
@@ -57,6 +63,9 @@ PROF_NOINSTR uint32_t register_site(prof_site* site) {
             memcpy(r, payload, size_t(p - payload));
             r += p - payload;
             process_record(rec, size_t(r - rec));
+            // The per-line heap deltas need usable sizes from the interposer from now on.
+            if (site->kind == unsigned(format::SiteKind::kLine))
+                __atomic_store_n(&prof_heap_tracking, 1, __ATOMIC_RELAXED);
             __atomic_store_n(&site->id, id, __ATOMIC_RELEASE);
         }
     }

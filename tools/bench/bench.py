@@ -17,11 +17,19 @@ bare statement and against the floor, two __rdtsc() reads per hit (workloads/lin
   x floor        median over reps of extra_cfg / extra_floor (same rep); the target is <= 1.3x
   bytes/hit      (trace bytes - the bare run's trace bytes) / hits
 
+The `alloc` group (workloads/alloc.cpp, 2 threads, ~8.5 M allocator calls) runs libprofmem.so
+with frame-pointer stacks, with PROF_MEM_UNWIND=dwarf on a -fomit-frame-pointer build, and with
+the call profiler's shadow-stack stacks (net of the same build's call trace), against minimal
+LD_PRELOAD floors (hooks/memfloor.cpp) and heaptrack, and checks the memory issue's targets.
+The `report` group times profreport (pinned to one CPU) on fib(N) traces up to >= 100 M events
+and uftrace report on the uftrace record of the largest; the fib group also checks profreport's
+overhead compensation (sum of tottime against the uninstrumented wall time).
+
 Wall time is measured around fork/exec/wait4; CPU time is user + sys from wait4's rusage, which
 includes every thread and every child the process waited for (uftrace's writer threads too).
 "calls" is the number of __cyg_profile_func_enter events, counted once per workload with a
 counting-hooks build. Standard library only; needs g++, cmake, ninja, libprof's build
-dependencies and, for the call workloads, uftrace.
+dependencies, uftrace (call workloads, report) and heaptrack (alloc).
 """
 
 import argparse
@@ -878,6 +886,28 @@ def pinned(argv):
     return ["taskset", "-c", "0", *argv] if shutil.which("taskset") else argv
 
 
+def peak_rss_split(argv, cwd):
+    """Runs argv once, sampling /proc/PID/status every 2 ms: (VmHWM, peak RssAnon, peak
+    RssFile) in MiB. VmHWM is the process's own high-water mark (ru_maxrss from wait4 also
+    counts the forked Python harness before exec, about 16 MiB).
+    File-backed resident pages (a mapped trace) are page cache the kernel can drop; anonymous
+    pages (heap) are the reader's own memory."""
+    with open(os.devnull, "w") as null:
+        proc = subprocess.Popen([str(a) for a in argv], cwd=cwd, stdout=null, stderr=null)
+        peak = {"VmHWM": 0, "RssAnon": 0, "RssFile": 0}
+        while proc.poll() is None:
+            try:
+                with open(f"/proc/{proc.pid}/status") as f:
+                    for line in f:
+                        key = line.split(":", 1)[0]
+                        if key in peak:
+                            peak[key] = max(peak[key], int(line.split()[1]))
+            except (OSError, ValueError, IndexError):
+                pass
+            time.sleep(0.002)
+    return peak["VmHWM"] / 1024, peak["RssAnon"] / 1024, peak["RssFile"] / 1024
+
+
 def report_scale(runner, reps=3):
     """profreport on fib(N) traces of several lengths (the largest >= 100 M events in a full run)
     and uftrace report on the uftrace record of the largest. Returns (head, rows, notes)."""
@@ -905,10 +935,11 @@ def report_scale(runner, reps=3):
         rs = [run(pinned([b.profreport, trace]), cwd=runner.rundir, err_log=runner.err_log)
               for _ in range(reps)]
         t, cpu = med([r.wall for r in rs]), med([r.cpu for r in rs])
-        rss = max(r.maxrss_kib for r in rs) / 1024
-        speeds[("profreport", n)] = (events / t, rss, events)
+        rss, anon, filed = peak_rss_split([b.profreport, trace], runner.rundir)
+        speeds[("profreport", n)] = (events / t, rss, events, events / cpu, anon)
         rows.append([f"profreport, fib({n}) trace", fmt_int(size), f"{fmt_int(events)} events",
-                     f"{t:.3f}", f"{cpu:.3f}", f"{events / t / 1e6:.1f} M/s", f"{rss:.1f}"])
+                     f"{t:.3f}", f"{cpu:.3f}", f"{events / t / 1e6:.1f} M/s",
+                     f"{events / cpu / 1e6:.1f} M/s", f"{rss:.1f}", f"{anon:.1f} / {filed:.1f}"])
     remove(trace)
     udir = runner.rundir / "report.uftrace"
     remove(udir)
@@ -917,29 +948,37 @@ def report_scale(runner, reps=3):
     records = sum(f.stat().st_size for f in udir.glob("*.dat")) // UFTRACE_RECORD_SIZE
     rs = [run(pinned(["uftrace", "report", "-d", udir]), cwd=runner.rundir, err_log=runner.err_log)
           for _ in range(reps)]
+    rss = peak_rss_split(["uftrace", "report", "-d", udir], runner.rundir)[0]
     ut_bytes = path_bytes(udir)
     remove(udir)
     t, cpu = med([r.wall for r in rs]), med([r.cpu for r in rs])
-    rss = max(r.maxrss_kib for r in rs) / 1024
     rows.append([f"uftrace report, fib({big}) record", fmt_int(ut_bytes), f"{fmt_int(records)} records",
-                 f"{t:.3f}", f"{cpu:.3f}", f"{records / t / 1e6:.1f} M/s", f"{rss:.1f}"])
-    eps, prss, pev = speeds[("profreport", big)]
-    x = eps / (records / t)
+                 f"{t:.3f}", f"{cpu:.3f}", f"{records / t / 1e6:.1f} M/s",
+                 f"{records / cpu / 1e6:.1f} M/s", f"{rss:.1f}", "-"])
+    eps, prss, pev, eps_cpu, _ = speeds[("profreport", big)]
+    x, x_cpu = eps / (records / t), eps_cpu / (records / cpu)
     notes.append(f"target profreport >= {REPORT_TARGET_EPS / 1e6:.0f} M events/s on one core: "
-                 f"{eps / 1e6:.1f} M events/s on {fmt_int(pev)} events; "
+                 f"{eps / 1e6:.1f} M events/s of wall time ({eps_cpu / 1e6:.1f} M per CPU second) on "
+                 f"{fmt_int(pev)} events; "
                  + ("met" if eps >= REPORT_TARGET_EPS else
-                    f"NOT met ({REPORT_TARGET_EPS / eps:.2f}x short)"))
-    notes.append(f"target >= {REPORT_TARGET_X}x uftrace report: {x:.1f}x ({eps / 1e6:.1f} M events/s "
-                 f"vs {records / t / 1e6:.1f} M records/s on the same fib({big}) run); "
+                    f"NOT met on wall time ({REPORT_TARGET_EPS / eps:.2f}x short)"))
+    notes.append(f"target >= {REPORT_TARGET_X}x uftrace report: {x:.1f}x on wall time, {x_cpu:.1f}x on "
+                 f"CPU time ({eps / 1e6:.1f} M events/s vs {records / t / 1e6:.1f} M records/s on the "
+                 f"same fib({big}) run); "
                  + ("met" if x >= REPORT_TARGET_X else f"NOT met ({REPORT_TARGET_X / x:.2f}x short)"))
     rss_rows = [(n, speeds[("profreport", n)]) for n in (*smaller, big)]
-    (n0, (_, r0, e0)), (n1, (_, r1, e1)) = rss_rows[0], rss_rows[-1]
+    (n0, (_, r0, e0, _, a0)), (n1, (_, r1, e1, _, a1)) = rss_rows[0], rss_rows[-1]
     notes.append(f"profreport peak RSS: {r0:.1f} MiB on {fmt_int(e0)} events (fib({n0})) -> "
-                 f"{r1:.1f} MiB on {fmt_int(e1)} events (fib({n1})), {e1 / e0:.0f}x the events: "
-                 + ("bounded (does not grow with the trace length)" if r1 <= r0 * 1.5 + 8 else
-                    f"grows {r1 / r0:.1f}x with the trace length (NOT bounded by the distinct functions)"))
+                 f"{r1:.1f} MiB on {fmt_int(e1)} events (fib({n1})), {e1 / e0:.0f}x the events; "
+                 f"anonymous memory (heap) {a0:.1f} -> {a1:.1f} MiB: "
+                 + ("the heap is bounded" if a1 <= a0 * 1.5 + 8 else
+                    f"the heap grows {a1 / a0:.1f}x with the trace length")
+                 + ("; the growth of the peak RSS is the mapped trace file (file-backed pages, "
+                    "page cache the kernel can reclaim), not profreport's own memory"
+                    if r1 > r0 * 1.5 + 8 else ""))
     head = ["reader", "trace bytes", "input", f"median wall s ({reps} runs, taskset -c 0)",
-            "median CPU s", "speed", "peak RSS MiB"]
+            "median CPU s", "speed (wall)", "speed (CPU)", "peak RSS (VmHWM) MiB",
+            "peak RssAnon / RssFile MiB"]
     return big, head, rows, notes
 
 
@@ -1025,7 +1064,8 @@ ALLOC_FOOTNOTES = [
     "/ allocator calls. libprof's traces include its fixed per-process content (symbol table, "
     "module list, calibration, about 0.5-2 MB).",
     "alloc: peak RSS = ru_maxrss from wait4: the largest process of the tree (for heaptrack, the "
-    "program or heaptrack_interpret, whichever is larger).",
+    "program or heaptrack_interpret, whichever is larger); it has a floor of about 16 MiB, the "
+    "forked Python harness before exec.",
     "alloc: heaptrack ÷ this = heaptrack's extra CPU time over this config's (per rep, median); "
     "the issue's targets are >= 20x for frame-pointer stacks and >= 5x for DWARF stacks.",
     "alloc: floor preloads: tools/bench/hooks/memfloor.cpp (dlsym(RTLD_NEXT) wrappers of malloc, "
