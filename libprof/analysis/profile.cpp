@@ -8,9 +8,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <regex>
 #include <unordered_map>
+#include <unistd.h>
 
 namespace prof::analysis {
 namespace {
@@ -116,6 +118,23 @@ struct ProfileBuilder::Impl : reader::EventSink {
     // at the start of the file, so they are known before the events they apply to.
     const reader::TraceInfo* reading = nullptr;
     bool compensate = true;
+    // "reading N%" on stderr while a long trace is read, when stderr is a terminal.
+    bool progress = false, progress_shown = false;
+    uint64_t events_read = 0;
+
+    void tick_progress(uint64_t ticks) {
+        if (!progress || (++events_read & 0x3fffff) || !isatty(2)) return;
+        const format::FileHeader& h = reading->header;
+        if (h.end_ticks <= h.start_ticks) {
+            std::fprintf(stderr, "\rprofreport: reading %s: %llu M events", reading->path.c_str(),
+                         (unsigned long long)(events_read >> 20));
+        } else {
+            double f = double(ticks - h.start_ticks) / double(h.end_ticks - h.start_ticks);
+            std::fprintf(stderr, "\rprofreport: reading %s: %3.0f%%", reading->path.c_str(),
+                         100 * std::min(1.0, std::max(0.0, f)));
+        }
+        progress_shown = true;
+    }
 
     StreamResult& stream(uint32_t id) {
         auto it = current.find(id);
@@ -195,6 +214,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
         s.functions.back().address = address;
     }
     void on_enter(uint32_t id, uint32_t fn, uint64_t ticks) override {
+        tick_progress(ticks);
         StreamResult& s = stream(id);
         if (fn < s.index_of.size() && s.index_of[fn] != UINT32_MAX) enter(s, s.index_of[fn], ticks);
     }
@@ -449,6 +469,7 @@ Function FunctionResolver::describe(const reader::TraceInfo& info, uint64_t addr
 
 ProfileBuilder::ProfileBuilder() : impl_(std::make_unique<Impl>()) {}
 void ProfileBuilder::set_compensation(bool on) { impl_->compensate = on; }
+void ProfileBuilder::set_progress(bool on) { impl_->progress = on; }
 ProfileBuilder::~ProfileBuilder() = default;
 
 void ProfileBuilder::add_trace(const std::string& path) {
@@ -458,6 +479,10 @@ void ProfileBuilder::add_trace(const std::string& path) {
     size_t first_stream = impl_->streams.size();
     impl_->reading = &r.info();
     const reader::TraceInfo& info = r.read(*impl_);
+    if (impl_->progress_shown) {
+        std::fputs("\r\033[K", stderr);
+        impl_->progress_shown = false;
+    }
     // Frames still open: the thread ended without unwinding (exit() from deep inside, a
     // thread killed with the process); close them when the trace ends.
     uint64_t end = info.end_ticks;

@@ -147,6 +147,8 @@ public:
     ~ProfileBuilder();
     // Subtract the runtime's measured cost per call (default on; profreport --no-compensation).
     void set_compensation(bool on);
+    // "reading N%" on standard error for long traces, only when it is a terminal.
+    void set_progress(bool on);
     // Reads one trace (throws reader::TraceError). Several traces merge like pstats' Stats.add.
     void add_trace(const std::string& path);
     Profile build(const ThreadFilter& filter = {}) const;

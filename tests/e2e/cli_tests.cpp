@@ -147,3 +147,17 @@ TEST_CASE("--help on every tool") {
     CHECK(run({PROFREPORT, "--help"}).out.find("usage: profreport") == 0);
     CHECK(run({PROFRUN, "--help"}).out.find("usage: profrun") == 0);
 }
+
+TEST_CASE("progress on a terminal only") {
+    std::string trace = temp_path("progress.trace");
+    REQUIRE(run({PROF_SAMPLE_FIB, "30"}, {{"PROF_OUT", trace}}).exit_code == 0); // 5.4 M events
+    auto piped = run({PROFREPORT, trace});
+    CHECK(piped.err.empty());
+    if (access("/usr/bin/script", X_OK) != 0) {
+        MESSAGE("skipped the terminal half: no /usr/bin/script");
+        return;
+    }
+    // script(1) gives profreport a pseudo-terminal as standard error.
+    auto tty = run({"/usr/bin/script", "-qc", std::string(PROFREPORT) + " " + trace + " > /dev/null", "/dev/null"});
+    CHECK(tty.out.find("profreport: reading") != std::string::npos);
+}

@@ -556,6 +556,7 @@ int run_view(const Args& a, tools::ToolLog& log) {
         if (!v.html.empty()) {
             analysis::ProfileBuilder builder;
             builder.set_compensation(!a.raw); // the table as the text one; the tree is raw
+            builder.set_progress(true);
             for (const std::string& t : a.traces) builder.add_trace(t);
             analysis::ThreadFilter pf;
             if (a.thread)
@@ -617,6 +618,7 @@ int run(int argc, char** argv) {
     if (a.view.active()) return run_view(a, log); // views and exports
     analysis::ProfileBuilder builder;
     builder.set_compensation(!a.raw);
+    builder.set_progress(true);
     try {
         for (const std::string& t : a.traces) builder.add_trace(t);
     } catch (const reader::TraceError& e) {
