@@ -301,3 +301,24 @@ TEST_CASE("dlopen, dlclose and dlopen again of an instrumented library") {
     for (const auto& f : p.functions)
         if (f.name == "plugin_work") CHECK(f.module.find("libtest_plugin.so") != std::string::npos);
 }
+
+TEST_CASE("setuid programs ignore PROF_* and are not traced") {
+    if (geteuid() != 0) {
+        MESSAGE("skipped: needs root to make a setuid copy");
+        return;
+    }
+    // A setuid-to-nobody copy run by root: the kernel sets AT_SECURE.
+    std::string dir = temp_path("setuid");
+    std::filesystem::create_directories(dir);
+    std::filesystem::permissions(dir, std::filesystem::perms::all);
+    std::string exe = dir + "/fib", trace = dir + "/setuid.trace";
+    std::filesystem::copy_file(PROF_SAMPLE_FIB, exe);
+    REQUIRE(chown(exe.c_str(), 65534, 65534) == 0);
+    REQUIRE(chmod(exe.c_str(), 04755) == 0);
+    auto r = run({exe, "10"}, {{"PROF_OUT", trace}});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "fib(10) = 55\n");
+    CHECK(!std::filesystem::exists(trace));
+    CHECK(r.err.find("setuid or setgid program") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
