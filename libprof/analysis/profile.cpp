@@ -552,22 +552,28 @@ Profile ProfileBuilder::build(const ThreadFilter& filter) const {
             if (fresh) p.edges.push_back(Edge{caller, callee, {}});
             p.edges[it->second].stats.add(Stats{le.ncalls, le.pcalls, le.tot / tps, le.cum / tps});
         }
-        ThreadSummary ts;
-        ts.trace = s.trace;
-        ts.stream = s.stream;
-        if (auto it = info.threads.find(s.stream); it != info.threads.end()) {
-            ts.tid = it->second.tid;
-            ts.name = it->second.name;
-            ts.events = it->second.events;
-            ts.dropped = it->second.dropped;
-            ts.abandoned = it->second.abandoned;
-            ts.seconds = (it->second.last_ticks - it->second.first_ticks) / tps;
-        }
+        ThreadSummary ts = summarize_thread(info, s.trace, s.stream);
         ts.unmatched_exits = s.unmatched_exits;
         p.threads.push_back(ts);
     }
     p.recount();
     return p;
+}
+
+ThreadSummary summarize_thread(const reader::TraceInfo& info, size_t trace, uint32_t stream) {
+    ThreadSummary ts;
+    ts.trace = trace;
+    ts.stream = stream;
+    if (auto it = info.threads.find(stream); it != info.threads.end()) {
+        double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
+        ts.tid = it->second.tid;
+        ts.name = it->second.name;
+        ts.events = it->second.events;
+        ts.dropped = it->second.dropped;
+        ts.abandoned = it->second.abandoned;
+        ts.seconds = (it->second.last_ticks - it->second.first_ticks) / tps;
+    }
+    return ts;
 }
 
 void Profile::recount() {

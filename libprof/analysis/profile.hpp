@@ -118,6 +118,9 @@ struct MemoryReport {
     std::vector<std::pair<double, double>> rss_timeline;  // (seconds, resident bytes)
 };
 
+// What the trace says about one thread (tid, name, event and drop counts, duration).
+ThreadSummary summarize_thread(const reader::TraceInfo& info, size_t trace, uint32_t stream);
+
 // Which threads a profile covers.
 struct ThreadFilter {
     size_t trace = SIZE_MAX; // with stream: one thread

@@ -442,6 +442,17 @@ PROF_NOINSTR inline bool is_exiting(const Frame& f, uintptr_t a, uintptr_t site,
     return f.fn == a && f.site == site && (tail ? f.cfa <= cfa : f.cfa == cfa);
 }
 
+// Closes the frame at depth `i` - 1 (and abandons the frames above it).
+PROF_NOINSTR inline void close_frame(ThreadState& s, uint32_t i, uint64_t now) {
+    if (s.depth - i) write_abandon(s, s.depth - i, now);
+    --s.depth;
+    uint8_t* p = s.w.cursor;
+    *p++ = uint8_t(Tag::kExit);
+    p = put_uleb(p, take_delta(s.w, now));
+    s.w.cursor = p;
+    commit(s.w);
+}
+
 // Slow path of an exit that is not the innermost frame's (or whose CFA moved). Returns the
 // depth of the exiting frame plus one, or 0 when no open frame is its own.
 PROF_NOINSTR uint32_t find_exiting(const ThreadState& s, uintptr_t a, uintptr_t site,
@@ -494,14 +505,10 @@ __cyg_profile_func_exit(void* fn, void* call_site) {
             s.state = kActive;
             return;
         }
-        if (s.depth - i) write_abandon(s, s.depth - i, now);
+        close_frame(s, i, now);
+    } else {
+        close_frame(s, s.depth, now);
     }
-    --s.depth;
-    uint8_t* p = s.w.cursor;
-    *p++ = uint8_t(Tag::kExit);
-    p = put_uleb(p, take_delta(s.w, now));
-    s.w.cursor = p;
-    commit(s.w);
     s.state = kActive;
 }
 
@@ -510,7 +517,7 @@ __cyg_profile_func_exit(void* fn, void* call_site) {
 namespace prof::rt {
 namespace {
 
-// Shared by the enter hook's slow cases and the scope API: push a frame and record it.
+// PROF_SCOPE, PROF_FUNCTION and C regions: push a frame for the site and record its enter.
 PROF_NOINSTR inline void scope_enter(prof_site* site, uintptr_t cfa) {
     ThreadState& s = t_state;
     if (PROF_UNLIKELY(s.state != kActive)) {
@@ -524,17 +531,6 @@ PROF_NOINSTR inline void scope_enter(prof_site* site, uintptr_t cfa) {
     write_enter(s, reinterpret_cast<uintptr_t>(site), kScopeMark, cfa, now);
     commit(s.w);
     s.state = kActive;
-}
-
-// Closes the frame at depth `i` - 1 (and abandons the frames above it).
-PROF_NOINSTR inline void close_frame(ThreadState& s, uint32_t i, uint64_t now) {
-    if (s.depth - i) write_abandon(s, s.depth - i, now);
-    --s.depth;
-    uint8_t* p = s.w.cursor;
-    *p++ = uint8_t(Tag::kExit);
-    p = put_uleb(p, take_delta(s.w, now));
-    s.w.cursor = p;
-    commit(s.w);
 }
 
 PROF_NOINSTR inline void scope_exit(prof_site* site, uintptr_t cfa) {

@@ -138,18 +138,11 @@ CallTree CallTreeBuilder::build(const CallTreeOptions& o) const {
         const ReplayThread& t = *tp;
         if (!o.thread.all() && (t.trace != o.thread.trace || t.stream != o.thread.stream)) continue;
         const reader::TraceInfo& info = *impl_->traces()[t.trace];
-        ThreadSummary ts;
-        ts.trace = t.trace;
-        ts.stream = t.stream;
-        if (auto it = info.threads.find(t.stream); it != info.threads.end()) {
-            ts.tid = it->second.tid;
-            ts.name = it->second.name;
-            ts.events = it->second.events;
-            ts.dropped = it->second.dropped;
-            ts.abandoned = it->second.abandoned;
-        }
-        if (t.last_ns >= t.first_ns && t.first_ns != UINT64_MAX)
-            ts.seconds = double(t.last_ns - t.first_ns) / 1e9;
+        ThreadSummary ts = summarize_thread(info, t.trace, t.stream);
+        // The replay's own span (frames closed at the end of the trace included).
+        ts.seconds = t.last_ns >= t.first_ns && t.first_ns != UINT64_MAX
+                         ? double(t.last_ns - t.first_ns) / 1e9
+                         : 0;
         ts.unmatched_exits = t.unmatched_exits;
         tree.threads.push_back(ts);
 
