@@ -216,11 +216,14 @@ PROF_NOINSTR bool grow_lines(ThreadState& s, uint32_t id) {
     while (cap <= id) cap *= 2;
     auto* lines = static_cast<LineAgg*>(map_anon(size_t(cap) * sizeof(LineAgg)));
     if (!lines) return false;
-    if (s.lines_cap) {
-        memcpy(lines, s.lines, size_t(s.lines_cap) * sizeof(LineAgg));
-        munmap(s.lines, size_t(s.lines_cap) * sizeof(LineAgg));
-    }
+    // The old table is left mapped: a PROF_LINE interrupted by a signal handler that grows the
+    // table may still be adding to it (its update is lost, nothing is corrupted). The tables
+    // double, so what is left behind stays below the size of the live one.
+    if (s.lines_cap) memcpy(lines, s.lines, size_t(s.lines_cap) * sizeof(LineAgg));
+    __atomic_store_n(&s.lines_cap, 0, __ATOMIC_RELAXED);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     s.lines = lines;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     s.lines_cap = cap;
     return true;
 }
@@ -566,26 +569,33 @@ PROF_NOINSTR int read_rss_fd() {
     return opened;
 }
 
-PROF_NOINSTR void line_add(prof_site* site, uint64_t start, uint64_t end, bool rss,
-                           uint64_t rss_before, uint64_t rss_after, int64_t heap_delta) {
-    ThreadState& s = t_state;
-    if (PROF_UNLIKELY(s.state != kActive)) {
-        if (s.state != kNew) return;
+// The first hit of a site on a thread (or the thread's first event): out of line, so that the
+// common path of a PROF_LINE saves no registers. Returns the site's id, or 0 to skip the hit.
+__attribute__((noinline, cold)) PROF_NOINSTR uint32_t line_slow(ThreadState& s, prof_site* site) {
+    if (s.state != kActive) {
+        if (s.state != kNew) return 0;
         thread_start(s);
-        if (s.state != kActive) return;
+        if (s.state != kActive) return 0;
     }
     uint32_t id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
-    if (PROF_UNLIKELY(!id || id >= s.lines_cap)) {
-        s.state = kBusy;
-        int saved = errno;
-        if (!id) id = register_site(site);
-        bool ok = id && (id < s.lines_cap || grow_lines(s, id));
-        errno = saved;
-        s.state = kActive;
-        if (!ok) return;
+    if (id && id < s.lines_cap) return id;
+    s.state = kBusy;
+    int saved = errno;
+    if (!id) id = register_site(site);
+    bool ok = id && (id < s.lines_cap || grow_lines(s, id));
+    errno = saved;
+    s.state = kActive;
+    return ok ? id : 0;
+}
+
+PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end, bool rss,
+                                  uint64_t rss_before, uint64_t rss_after, int64_t heap_delta) {
+    ThreadState& s = t_state;
+    uint32_t id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
+    if (PROF_UNLIKELY(s.state != kActive || !id || id >= s.lines_cap)) {
+        id = line_slow(s, site);
+        if (!id) return;
     }
-    s.state = kBusy; // a signal handler's PROF_LINE could grow the table under us
-    std::atomic_signal_fence(std::memory_order_seq_cst);
     LineAgg& a = s.lines[id];
     ++a.hits;
     a.ticks += end > start ? end - start : 0;
@@ -595,8 +605,6 @@ PROF_NOINSTR void line_add(prof_site* site, uint64_t start, uint64_t end, bool r
         a.rss_last = rss_after;
         a.heap_increment += heap_delta;
     }
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    s.state = kActive;
 }
 
 } // namespace
