@@ -419,14 +419,20 @@ __cyg_profile_func_enter(void* fn, void* call_site) {
     uint64_t now = now_ticks();
     auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
     if (PROF_UNLIKELY(!ensure(s, now))) return;
-    if (PROF_UNLIKELY(s.depth && s.frames[s.depth - 1].cfa < cfa)) {
-        // Frames above this call's stack level have been left without an exit. An equal CFA
-        // is not such evidence: GCC keeps the hooks of inlined functions, which run in their
-        // caller's frame.
+    if (PROF_UNLIKELY(s.depth && s.frames[s.depth - 1].cfa <= cfa)) {
+        // Frames above this call's stack level have been left without an exit (longjmp). At
+        // the same level, only a frame from another call site is left over: GCC keeps the
+        // hooks of inlined functions, which run in their host's frame and pass the host's call
+        // site, so an equal CFA with the same site is nesting. Scopes are never left over here.
         uint32_t n = 0;
-        while (n < s.depth && s.frames[s.depth - 1 - n].cfa < cfa &&
-               cfa - s.frames[s.depth - 1 - n].cfa < kSameStack)
+        auto site = reinterpret_cast<uintptr_t>(call_site);
+        while (n < s.depth) {
+            const Frame& f = s.frames[s.depth - 1 - n];
+            bool deeper = f.cfa < cfa && cfa - f.cfa < kSameStack;
+            bool sibling = f.cfa == cfa && f.site != site && f.site != kScopeMark;
+            if (!deeper && !sibling) break;
             ++n;
+        }
         if (n) write_abandon(s, n, now);
     }
     write_enter(s, reinterpret_cast<uintptr_t>(fn), reinterpret_cast<uintptr_t>(call_site), cfa,

@@ -60,7 +60,8 @@ TEST_CASE("SIGKILL: every call completed before the kill is in the trace") {
     std::string text = test::slurp(out);
     REQUIRE(!text.empty());
     text.pop_back();
-    long printed = std::stol(text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1));
+    long printed =
+        std::stol(text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1));
     REQUIRE(printed >= 1000);
 
     analysis::ProfileBuilder pb;
@@ -80,7 +81,8 @@ TEST_CASE("SIGKILL: every call completed before the kill is in the trace") {
 TEST_CASE("SIGSEGV and abort(): exactly the completed calls, names from the binary") {
     for (const char* mode : {"segv", "abort"}) {
         std::string trace = temp_path(std::string("crash-") + mode + ".trace");
-        auto r = run({PROF_TEST_CRASHER, mode, "123456"}, {{"PROF_OUT", trace}, {"PROF_CHUNK_SIZE", "64K"}});
+        auto r = run({PROF_TEST_CRASHER, mode, "123456"},
+                     {{"PROF_OUT", trace}, {"PROF_CHUNK_SIZE", "64K"}});
         CHECK(r.exit_code == (std::string(mode) == "segv" ? 128 + SIGSEGV : 128 + SIGABRT));
         analysis::ProfileBuilder pb;
         pb.add_trace(trace);
@@ -92,11 +94,15 @@ TEST_CASE("SIGSEGV and abort(): exactly the completed calls, names from the bina
 
 TEST_CASE("a symlink planted at the output path is not followed, existing traces are kept") {
     std::string target = temp_path("victim.txt"), link = temp_path("planted.trace");
-    { std::FILE* f = std::fopen(target.c_str(), "w"); std::fputs("precious\n", f); std::fclose(f); }
+    {
+        std::FILE* f = std::fopen(target.c_str(), "w");
+        std::fputs("precious\n", f);
+        std::fclose(f);
+    }
     std::filesystem::create_symlink(target, link);
     auto r = run({PROF_SAMPLE_FIB, "5"}, {{"PROF_OUT", link}});
     CHECK(r.exit_code == 0);
-    CHECK(test::slurp(target) == "precious\n");   // never written through the link
+    CHECK(test::slurp(target) == "precious\n"); // never written through the link
     CHECK(std::filesystem::is_symlink(link));
     // The trace went to a name of its own, and the log said so.
     CHECK(r.err.find("event=output_exists") != std::string::npos);
@@ -114,7 +120,8 @@ TEST_CASE("a symlink planted at the output path is not followed, existing traces
 
 TEST_CASE("bad option values: one log line each, defaults used, the program runs") {
     auto r = run({PROF_SAMPLE_FIB, "5"}, {{"PROF_OUT", temp_path("opts.trace")},
-                                         {"PROF_CHUNK_SIZE", "12345"}, {"PROF_CLOCK", "sundial"}});
+                                          {"PROF_CHUNK_SIZE", "12345"},
+                                          {"PROF_CLOCK", "sundial"}});
     CHECK(r.exit_code == 0);
     CHECK(r.out == "fib(5) = 5\n");
     CHECK(r.err.find("name=PROF_CHUNK_SIZE") != std::string::npos);
@@ -125,10 +132,12 @@ TEST_CASE("bad option values: one log line each, defaults used, the program runs
 namespace {
 
 analysis::Profile life(const std::string& mode, std::string* out = nullptr,
-                       std::vector<std::pair<std::string, std::string>> env = {}) {
-    std::string trace = temp_path("life-" + mode + ".trace");
+                       std::vector<std::pair<std::string, std::string>> env = {},
+                       const std::string& exe = PROF_TEST_LIFE) {
+    static int n = 0;
+    std::string trace = temp_path("life-" + mode + "-" + std::to_string(++n) + ".trace");
     env.emplace_back("PROF_OUT", trace);
-    auto r = run({PROF_TEST_LIFE, mode}, env);
+    auto r = run({exe, mode}, env);
     REQUIRE_MESSAGE(r.exit_code == 0, mode, ": ", r.err);
     if (out) *out = r.out;
     analysis::ProfileBuilder pb;
@@ -180,13 +189,16 @@ TEST_CASE("signal handlers that call instrumented functions") {
 }
 
 TEST_CASE("longjmp out of a signal handler") {
-    analysis::Profile p = life("sigjmp");
-    CHECK(calls_of(p, "after_jump()") == 5);
-    CHECK(calls_of(p, "jump_handler(int)") == 5);
-    size_t main_index = p.match("\\(main\\)")[0];
-    for (const analysis::Edge& e : p.edges)
-        if (p.functions[e.callee].name == "after_jump()") CHECK(e.caller == main_index);
-    balanced(p);
+    for (const char* exe : {PROF_TEST_LIFE, PROF_TEST_LIFE_FP}) {
+        CAPTURE(exe);
+        analysis::Profile p = life("sigjmp", nullptr, {}, exe);
+        CHECK(calls_of(p, "after_jump()") == 5);
+        CHECK(calls_of(p, "jump_handler(int)") == 5);
+        size_t main_index = p.match("\\(main\\)")[0];
+        for (const analysis::Edge& e : p.edges)
+            if (p.functions[e.callee].name == "after_jump()") CHECK(e.caller == main_index);
+        balanced(p);
+    }
 }
 
 TEST_CASE("thread cancellation") {
