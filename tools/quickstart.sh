@@ -2,19 +2,30 @@
 # Sets up a Debian 12 machine for libprof, builds it, and then either profiles a bundled sample
 # (`demo`) or runs the whole test suite (`test`). Run as root (it installs packages with
 # apt-get when some are missing); the README's quick start is these two commands.
+# For CI (.ci/run) there are two more modes (cmake/sanitizers.cmake, tests/fuzz/):
+#   sanitize [DIR]          the test suite under ASan+UBSan (DIR/asan), and the threaded and
+#                           fork tests under TSan (DIR/tsan); default DIR: build-sanitize
+#   fuzz [DIR] [SECONDS]    builds the trace reader's libFuzzer target with clang (default DIR:
+#                           build-fuzz) and fuzzes it for SECONDS (default 60) from real traces
 set -euo pipefail
 
-usage() { echo "usage: $0 demo|test [BUILD_DIR]" >&2; exit 2; }
+usage() { echo "usage: $0 demo|test|sanitize [BUILD_DIR] | fuzz [BUILD_DIR] [SECONDS]" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
 mode=$1
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${2:-$root/build}
+case $mode in
+sanitize) build=${2:-$root/build-sanitize} ;;
+fuzz) build=${2:-$root/build-fuzz} ;;
+*) build=${2:-$root/build} ;;
+esac
 
 packages=(g++ cmake ninja-build pkg-config python3 libfmt-dev doctest-dev
           libboost-stacktrace-dev libmimalloc-dev)
 # The view tests check callgrind exports with callgrind_annotate (valgrind, a Perl script) and
 # the HTML report in headless Chromium (with a font for its screenshot).
 packages+=(valgrind perl chromium fonts-dejavu-core)
+# The fuzzer: Debian's clang and its runtimes (libFuzzer, ASan, UBSan).
+[[ $mode == fuzz ]] && packages+=(clang libclang-rt-14-dev)
 
 install_missing() {
     local missing=()
@@ -37,10 +48,20 @@ build_all() {
     cmake --build "$build" -j "$(nproc)"
 }
 
+# Sanitizer builds use GCC (the reference compiler, which the test programs assume) at -O0:
+# GCC 12 compiles -O2 code with ASan+UBSan three times slower, and -O0 catches the same errors.
+sanitized() { # DIR SANITIZERS [TARGETS...]
+    local dir=$1 sanitizers=$2
+    shift 2
+    CC=gcc CXX=g++ cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPROF_BUILD_TESTS=ON \
+        -DPROF_SANITIZE="$sanitizers" >/dev/null
+    cmake --build "$dir" -j "$(nproc)" ${1:+--target "$@"}
+}
+
 install_missing
-build_all
 case $mode in
 demo)
+    build_all
     # The C++ counterpart of "Python loop vs NumPy": a call per element vs a vectorized kernel.
     out=$build/demo
     mkdir -p "$out"
@@ -49,7 +70,30 @@ demo)
     "$build/tools/profreport" --sort cumtime --limit 10 "$out/vectorize.trace"
     ;;
 test)
+    build_all
     ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
+    ;;
+sanitize)
+    # ASan+UBSan: everything but the memory profiler's tests (skipped in the build: its
+    # LD_PRELOAD malloc cannot coexist with ASan's) and the packaging test (it builds an outside
+    # project without ASan against this instrumented libprof.so).
+    sanitized "$build/asan" address,undefined
+    echo "quickstart: ASan+UBSan test suite (memory profiler and packaging tests skipped)" >&2
+    ctest --test-dir "$build/asan" --output-on-failure -j "$(nproc)" --timeout 300 -E '^packaging:'
+    # TSan: the tests that run several threads or fork. "timeline filters" is a view test (its
+    # "thread" is --thread) whose fixed 5-12 ms window assumes main() starts within 5 ms of
+    # the runtime; under TSan it starts ~60 ms later. (The deep-recursion test is not run either:
+    # TSan's stack depot stops at 65536 frames and hangs.)
+    sanitized "$build/tsan" thread prof_e2e_tests tests/programs/all samples/all
+    echo "quickstart: TSan, threaded and fork tests" >&2
+    ctest --test-dir "$build/tsan" --output-on-failure -j "$(nproc)" --timeout 300 -R 'thread|fork' \
+        -E 'timeline filters'
+    ;;
+fuzz)
+    CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DPROF_BUILD_TESTS=OFF -DPROF_FUZZ=ON >/dev/null
+    cmake --build "$build" -j "$(nproc)" --target trace_reader_fuzzer
+    "$root/tests/fuzz/run_fuzz.sh" "$build" "${3:-60}"
     ;;
 *) usage ;;
 esac
