@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <vector>
 
-static volatile long g_sink;
+static std::atomic<long> g_sink{0}; // atomic: tick() and background() run in several threads
 static std::atomic<long> g_handled{0};
 static sigjmp_buf g_env;
 static std::atomic<bool> g_stop{false};
