@@ -12,6 +12,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <sys/stat.h>
 
 namespace prof::analysis {
 
@@ -87,6 +88,9 @@ bool read_source(const std::string& path, const std::vector<std::string>& dirs,
         candidates.push_back(d + "/" + base);
     }
     for (const std::string& c : candidates) {
+        // Paths come from the trace: regular files of a sane size only (no device, no FIFO).
+        struct stat st;
+        if (stat(c.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t(64) << 20)) continue;
         std::ifstream in(c);
         if (!in) continue;
         std::string l;

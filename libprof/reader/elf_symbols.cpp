@@ -8,10 +8,18 @@
 #include <elf.h>
 #include <fstream>
 #include <iterator>
+#include <sys/stat.h>
 
 namespace prof::reader {
 
 ElfSymbols::ElfSymbols(const std::string& path) {
+    // Paths come from the trace: only regular files of a sane size (never a device or a FIFO,
+    // which could hang or exhaust memory).
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t(4) << 30)) {
+        error_ = "not a regular file";
+        return;
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         error_ = "cannot open";

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <sys/stat.h>
 #include <map>
 
 namespace prof::analysis::views {
@@ -34,6 +35,9 @@ std::vector<std::string> read_lines(const std::string& file, const std::vector<s
         candidates.push_back(d + "/" + base_name(file));
     }
     for (const std::string& c : candidates) {
+        // Paths come from the trace: regular files of a sane size only (no device, no FIFO).
+        struct stat st;
+        if (stat(c.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t(64) << 20)) continue;
         std::ifstream in(c);
         if (!in) continue;
         std::vector<std::string> lines;
