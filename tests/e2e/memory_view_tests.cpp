@@ -3,6 +3,7 @@
 // section (headless Chromium), heap and RSS counters in the Chrome export (parsed by Python's
 // json), and diff --memory with its CI gate. The browser checks are skipped, with a message,
 // when chromium is not installed.
+#include "support/browser.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
@@ -18,51 +19,14 @@ using prof::test::run;
 using prof::test::slurp;
 using prof::test::temp_path;
 
+using prof::test::browse;
+using prof::test::check_console;
+using prof::test::chromium;
+using prof::test::which;
+
 namespace {
 
-std::string which(const std::string& name) {
-    const char* path = std::getenv("PATH");
-    std::stringstream ss(path ? path : "/usr/bin:/bin");
-    std::string dir;
-    while (std::getline(ss, dir, ':')) {
-        std::string p = dir + "/" + name;
-        if (!dir.empty() && access(p.c_str(), X_OK) == 0) return p;
-    }
-    return {};
-}
 
-std::string chromium() {
-    std::string c = which("chromium");
-    return c.empty() ? which("chromium-browser") : c;
-}
-
-prof::test::RunResult browse(const std::vector<std::string>& extra, const std::string& url) {
-    std::vector<std::string> argv{which("timeout"),
-                                  "120",
-                                  chromium(),
-                                  "--headless",
-                                  "--no-sandbox",
-                                  "--disable-gpu",
-                                  "--disable-background-networking",
-                                  "--disable-component-update",
-                                  "--disable-sync",
-                                  "--no-first-run",
-                                  "--user-data-dir=" + temp_path("chromium-profile"),
-                                  "--enable-logging=stderr",
-                                  "--v=0"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    argv.push_back(url);
-    return run(argv);
-}
-
-void check_console(const std::string& err) {
-    std::istringstream log(err);
-    std::string line;
-    while (std::getline(log, line))
-        if (line.find(":CONSOLE(") != std::string::npos ||
-            line.find("Uncaught") != std::string::npos)
-            FAIL_CHECK(line);
-}
 
 size_t count(const std::string& s, const std::string& what) {
     size_t n = 0;

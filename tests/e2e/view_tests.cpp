@@ -2,6 +2,7 @@
 // (tests/views/check_views.py: json, xml.etree), callgrind by valgrind's callgrind_annotate,
 // the HTML report by headless Chromium. Those two are skipped, with a message, when the tool
 // is not installed (tools/quickstart.sh installs both).
+#include "support/browser.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
@@ -20,19 +21,14 @@ using prof::test::run;
 using prof::test::slurp;
 using prof::test::temp_path;
 
+using prof::test::browse;
+using prof::test::check_console;
+using prof::test::chromium;
+using prof::test::which;
+
 namespace {
 
 // The program's path if it is on PATH, else "".
-std::string which(const std::string& name) {
-    const char* path = std::getenv("PATH");
-    std::stringstream ss(path ? path : "/usr/bin:/bin");
-    std::string dir;
-    while (std::getline(ss, dir, ':')) {
-        std::string p = dir + "/" + name;
-        if (!dir.empty() && access(p.c_str(), X_OK) == 0) return p;
-    }
-    return {};
-}
 
 std::string trace_of(const std::string& name, const std::vector<std::string>& argv) {
     std::string p = temp_path(name);
@@ -109,40 +105,6 @@ TreeCsv tree_csv(const std::string& trace) {
     return t;
 }
 
-std::string chromium() {
-    std::string c = which("chromium");
-    return c.empty() ? which("chromium-browser") : c;
-}
-
-// Headless Chromium on a file; stderr carries the page's console messages.
-prof::test::RunResult browse(const std::vector<std::string>& extra, const std::string& url) {
-    std::vector<std::string> argv{which("timeout"),
-                                  "120",
-                                  chromium(),
-                                  "--headless",
-                                  "--no-sandbox",
-                                  "--disable-gpu",
-                                  "--disable-background-networking",
-                                  "--disable-component-update",
-                                  "--disable-sync",
-                                  "--no-first-run",
-                                  "--user-data-dir=" + temp_path("chromium-profile"),
-                                  "--enable-logging=stderr",
-                                  "--v=0"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    argv.push_back(url);
-    return run(argv);
-}
-
-// Console messages and uncaught exceptions in Chromium's log.
-void check_console(const std::string& err) {
-    std::istringstream log(err);
-    std::string line;
-    while (std::getline(log, line))
-        if (line.find(":CONSOLE(") != std::string::npos ||
-            line.find("Uncaught") != std::string::npos)
-            FAIL_CHECK(line);
-}
 
 double json_number(const std::string& json, const std::string& key, size_t from = 0) {
     size_t at = json.find("\"" + key + "\": ", from);
