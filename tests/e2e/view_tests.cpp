@@ -228,6 +228,12 @@ TEST_CASE("chrome and speedscope exports: nested per thread, balanced, exact cou
 
 TEST_CASE("timeline filters: --min-duration, --from/--to, --thread") {
     // nap() sleeps 10 ms in each of 4 threads; step() and mix() take well under 1 ms.
+    std::string all = temp_path("all.json");
+    REQUIRE(run({PROFREPORT, "--export", "chrome", "-o", all, threads_trace()}).exit_code == 0);
+    std::smatch ts;
+    std::string all_text = slurp(all);
+    REQUIRE(std::regex_search(all_text, ts, std::regex(R"("name":"main","ts":(\d+))")));
+    const uint64_t main_us = std::stoull(ts[1]);
     for (const char* kind : {"chrome", "speedscope"}) {
         CAPTURE(kind);
         std::string out = temp_path(std::string("long.") + kind);
@@ -242,12 +248,16 @@ TEST_CASE("timeline filters: --min-duration, --from/--to, --thread") {
         REQUIRE(std::regex_search(c.out, m, std::regex(R"("events": (\d+))")));
         CHECK(std::stoul(m[1]) < 100);
 
-        // A window: every event clipped into it, still nested and balanced.
+        // A window: every event clipped into it, still nested and balanced. It is placed
+        // relative to main's start (the runtime's start-up, slower under sanitizers, comes
+        // first), inside the 10 ms naps: main + [1, 4] ms.
+        uint64_t from_us = main_us + 1000, to_us = main_us + 4000;
         std::string win = temp_path(std::string("window.") + kind);
-        r = run({PROFREPORT, "--export", kind, "--from", "5ms", "--to", "12ms", "-o", win,
-                 threads_trace()});
+        r = run({PROFREPORT, "--export", kind, "--from", std::to_string(from_us) + "us", "--to",
+                 std::to_string(to_us) + "us", "-o", win, threads_trace()});
         REQUIRE(r.exit_code == 0);
-        c = check({kind, win, "--within", "5000000", "12000000"});
+        c = check({kind, win, "--within", std::to_string(from_us * 1000),
+                   std::to_string(to_us * 1000), "--count", "main=1"});
         CHECK_MESSAGE(c.exit_code == 0, c.err);
     }
     // One thread by kernel id: main's tid is the process id.
