@@ -75,6 +75,7 @@ PROF_NOINSTR void calibrate_overhead(ThreadState& s, char* out, size_t cap) {
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED || t == MAP_FAILED) return;
     ThreadState saved = s;
+    t_calibrating = true;
     double in[kRounds], total[kRounds], line[kRounds];
     for (int r = 0; r < kRounds; ++r) {
         // A private writer and function table: nothing of this reaches the trace.
@@ -106,6 +107,7 @@ PROF_NOINSTR void calibrate_overhead(ThreadState& s, char* out, size_t cap) {
         line[r] = double(sum) / kCalls;
     }
     s = saved;
+    t_calibrating = false;
     munmap(m, kScratch);
     munmap(t, 4096 * sizeof(uint64_t) * 2);
     double cin = median(in, kRounds), ctotal = median(total, kRounds);

@@ -30,11 +30,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+// The thread state, exported for the macros' inline fast paths (prof/prof_thread.h).
+extern "C" {
+__attribute__((visibility("default"))) __thread prof_thread prof_tls
+    __attribute__((tls_model("initial-exec")));
+}
+
 namespace prof::rt {
 
 using format::Tag;
 
-thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
+thread_local bool t_calibrating __attribute__((tls_model("initial-exec"))) = false;
 
 // Internal to the runtime (hidden visibility): the thread side of the hooks.
 
@@ -97,7 +103,7 @@ PROF_NOINSTR Slot* define_function(ThreadState& s, uintptr_t a, prof_site* site)
     bool keep = true;
     if (site) {
         register_site(site); // a scope: described once by its site record
-    } else {
+    } else if (!t_calibrating) { // the calibration's own functions are not the program's
         lock_global();
         keep = note_function(a);
         unlock_global();
@@ -184,56 +190,90 @@ PROF_NOINSTR bool ensure_bytes(ThreadState& s, uint64_t now, size_t n) {
     return refill(s, now);
 }
 
-// Writes what this thread's PROF_LINE sites added up since the last flush (LineStats records,
-// format 1.1) and starts the sums again.
+// A LineStats record (format 1.1) of `a` at `site` for `stream` (0: the stream it is written
+// in) into `out`, which has room for 96 bytes. Returns its end.
+PROF_NOINSTR uint8_t* line_stats_record(uint8_t* out, uint32_t stream, const prof_site* site,
+                                        const LineAgg& a) {
+    uint8_t payload[80], *q = payload;
+    q = put_uleb(q, stream);
+    q = put_u64(q, reinterpret_cast<uintptr_t>(site));
+    q = put_uleb(q, a.hits);
+    q = put_uleb(q, a.ticks);
+    q = put_uleb(q, a.rss_samples);
+    q = put_sleb(q, a.rss_increment);
+    q = put_uleb(q, a.rss_last);
+    q = put_sleb(q, a.heap_increment);
+    uint8_t* p = out;
+    *p++ = uint8_t(Tag::kLineStats);
+    p = put_uleb(p, size_t(q - payload));
+    memcpy(p, payload, size_t(q - payload));
+    return p + (q - payload);
+}
+
+// Writes what this thread's PROF_LINE sites added up since the last flush and starts the sums
+// again.
 PROF_NOINSTR void flush_lines(ThreadState& s, uint64_t now) {
-    for (uint32_t id = 1; id < s.lines_cap; ++id) {
-        LineAgg& a = s.lines[id];
+    for (uint32_t id = 1; id < s.site_cap; ++id) {
+        LineAgg& a = s.sites[id];
         if (!a.hits) continue;
         prof_site* site = site_by_id(id);
         if (!site || !ensure_bytes(s, now, 96)) break;
-        uint8_t payload[80], *q = payload;
-        q = put_uleb(q, 0); // this stream
-        q = put_u64(q, reinterpret_cast<uintptr_t>(site));
-        q = put_uleb(q, a.hits);
-        q = put_uleb(q, a.ticks);
-        q = put_uleb(q, a.rss_samples);
-        q = put_sleb(q, a.rss_increment);
-        q = put_uleb(q, a.rss_last);
-        q = put_sleb(q, a.heap_increment);
-        uint8_t* p = s.w.cursor;
-        *p++ = uint8_t(Tag::kLineStats);
-        p = put_uleb(p, size_t(q - payload));
-        memcpy(p, payload, size_t(q - payload));
-        s.w.cursor = p + (q - payload);
+        s.w.cursor = line_stats_record(s.w.cursor, 0, site, a);
         commit(s.w);
+        uint32_t scope_index = a.scope_index;
         a = LineAgg{};
+        a.scope_index = scope_index;
     }
 }
 
+// ---- threads still running at the finish -----------------------------------------------------
+// Every thread with a stream is linked here (global lock). The finish writes the line sums of
+// the threads it finds, in the process stream; a thread that ends after that writes none, so no
+// hit is counted twice.
+ThreadState* g_live = nullptr;
+bool g_lines_collected = false;
+
+PROF_NOINSTR void live_link(ThreadState& s) {
+    s.live_prev = nullptr;
+    s.live_next = g_live;
+    if (g_live) g_live->live_prev = &s;
+    g_live = &s;
+}
+
+PROF_NOINSTR void live_unlink(ThreadState& s) {
+    if (s.live_prev) s.live_prev->live_next = s.live_next;
+    else if (g_live == &s) g_live = s.live_next;
+    if (s.live_next) s.live_next->live_prev = s.live_prev;
+    s.live_prev = s.live_next = nullptr;
+}
+
 PROF_NOINSTR bool grow_lines(ThreadState& s, uint32_t id) {
-    uint32_t cap = s.lines_cap ? s.lines_cap : 64;
+    uint32_t cap = s.site_cap ? s.site_cap : 64;
     while (cap <= id) cap *= 2;
     auto* lines = static_cast<LineAgg*>(map_anon(size_t(cap) * sizeof(LineAgg)));
     if (!lines) return false;
     // The old table is left mapped: a PROF_LINE interrupted by a signal handler that grows the
     // table may still be adding to it (its update is lost, nothing is corrupted). The tables
     // double, so what is left behind stays below the size of the live one.
-    if (s.lines_cap) memcpy(lines, s.lines, size_t(s.lines_cap) * sizeof(LineAgg));
-    __atomic_store_n(&s.lines_cap, 0, __ATOMIC_RELAXED);
+    if (s.site_cap) memcpy(lines, s.sites, size_t(s.site_cap) * sizeof(LineAgg));
+    __atomic_store_n(&s.site_cap, 0, __ATOMIC_RELAXED);
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    s.lines = lines;
+    s.sites = lines;
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    s.lines_cap = cap;
+    s.site_cap = cap;
     return true;
 }
 
 PROF_NOINSTR void thread_end(void*) {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
     if (s.state != kActive) return;
     s.state = kBusy;
+    lock_global();
+    live_unlink(s);
+    bool collected = g_lines_collected;
+    unlock_global();
     uint64_t now = now_ticks();
-    flush_lines(s, now);
+    if (!collected) flush_lines(s, now);
     if (ensure(s, now)) {
         uint8_t* p = s.w.cursor;
         if (s.dropped) {
@@ -250,9 +290,9 @@ PROF_NOINSTR void thread_end(void*) {
     close_chunk(s.w);
     if (s.frames) munmap(s.frames, size_t(s.max_depth) * sizeof(Frame));
     if (s.mask) munmap(s.table, size_t(s.mask + 1) * sizeof(Slot));
-    if (s.lines_cap) munmap(s.lines, size_t(s.lines_cap) * sizeof(LineAgg));
-    s.lines = nullptr;
-    s.lines_cap = 0;
+    if (s.site_cap) munmap(s.sites, size_t(s.site_cap) * sizeof(LineAgg));
+    s.sites = nullptr;
+    s.site_cap = 0;
     s.frames = nullptr;
     s.table = nullptr;
     s.mask = 0;
@@ -307,6 +347,9 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
         return;
     }
     write_thread_begin(s, now);
+    lock_global();
+    live_link(s);
+    unlock_global();
     if (g_key_ready.load(std::memory_order_acquire)) pthread_setspecific(g_thread_key, &s);
     // Once per process (a forked child keeps its parent's figures): the hooks' own cost.
     static std::atomic<bool> calibrated{false};
@@ -324,7 +367,7 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
 // The forking thread continues in the child with a new stream in the child's own file. Its
 // open frames are entered again at the fork time so that their exits still match.
 PROF_NOINSTR void thread_after_fork_child() {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
     if (s.state != kActive && s.state != kBusy) return;
     uint8_t prev = s.state;
     s.state = kBusy;
@@ -334,7 +377,11 @@ PROF_NOINSTR void thread_after_fork_child() {
     s.next_index = 0;
     s.dropped = 0; // the unrecorded deep frames (overflow) are still on the child's stack
     // Written to the parent's trace before the fork; site ids restart in the child.
-    if (s.lines_cap) memset(s.lines, 0, size_t(s.lines_cap) * sizeof(LineAgg));
+    if (s.site_cap) memset(s.sites, 0, size_t(s.site_cap) * sizeof(LineAgg));
+    // Only this thread exists in the child (the fork handler holds the global lock).
+    g_live = nullptr;
+    g_lines_collected = false;
+    live_link(s);
     uint64_t now = now_ticks();
     open_stream(s, now);
     if (!open_chunk(s.w, now)) {
@@ -354,14 +401,16 @@ PROF_NOINSTR void thread_after_fork_child() {
 }
 
 PROF_NOINSTR void thread_off_after_fork() {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
+    g_live = nullptr;
+    s.live_prev = s.live_next = nullptr;
     if (s.w.base) munmap(s.w.base, size_t(s.w.end - s.w.base)); // the parent's chunk
     s.w = ChunkWriter{};
     s.state = kOff;
 }
 
 PROF_NOINSTR void thread_flush_counters() {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
     if (s.state != kActive) return;
     s.state = kBusy;
     flush_lines(s, now_ticks());
@@ -381,13 +430,39 @@ PROF_NOINSTR void thread_flush_counters() {
     s.state = kActive;
 }
 
+// At the finish: the line sums of threads still running (other than the caller, which flushed
+// its own) go to the process stream, each naming its thread's stream. They are read while
+// those threads may still add to them: hits after this point are not recorded.
+PROF_NOINSTR void collect_running_lines() {
+    uint8_t prev = block_thread();
+    lock_global();
+    g_lines_collected = true;
+    for (ThreadState* t = g_live; t; t = t->live_next) {
+        if (t == &prof_tls) continue;
+        // The count before the table: a thread growing its table stores the new table before
+        // the new count, and old tables stay mapped, so `cap` entries are always readable.
+        uint32_t cap = __atomic_load_n(&t->site_cap, __ATOMIC_ACQUIRE);
+        LineAgg* sites = __atomic_load_n(&t->sites, __ATOMIC_ACQUIRE);
+        for (uint32_t id = 1; sites && id < cap; ++id) {
+            LineAgg a;
+            memcpy(&a, &sites[id], sizeof a);
+            prof_site* site = site_by_id(id);
+            if (!a.hits || !site) continue;
+            uint8_t rec[96];
+            process_record(rec, size_t(line_stats_record(rec, t->w.stream, site, a) - rec));
+        }
+    }
+    unlock_global();
+    unblock_thread(prev);
+}
+
 PROF_NOINSTR uint8_t block_thread() {
-    uint8_t prev = t_state.state;
-    t_state.state = kBusy;
+    uint8_t prev = prof_tls.state;
+    prof_tls.state = kBusy;
     return prev;
 }
 
-PROF_NOINSTR void unblock_thread(uint8_t prev) { t_state.state = prev; }
+PROF_NOINSTR void unblock_thread(uint8_t prev) { prof_tls.state = prev; }
 
 PROF_NOINSTR void create_thread_key() {
     if (pthread_key_create(&g_thread_key, thread_end) == 0)
@@ -402,7 +477,7 @@ using namespace prof::rt;
 // version script handling) would otherwise leave the hooks unexported.
 extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
 __cyg_profile_func_enter(void* fn, void* call_site) {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
     if (PROF_UNLIKELY(s.state != kActive)) {
         if (s.state == kBusy) { // re-entry (a signal handler interrupted a hook): not recorded
             ++s.dropped;
@@ -483,7 +558,7 @@ PROF_NOINSTR uint32_t find_exiting(const ThreadState& s, uintptr_t a, uintptr_t 
 
 extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
 __cyg_profile_func_exit(void* fn, void* call_site) {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
     if (PROF_UNLIKELY(s.state != kActive)) {
         if (s.state == kBusy) ++s.dropped; // re-entry: not recorded
         return;
@@ -528,7 +603,7 @@ namespace {
 
 // PROF_SCOPE, PROF_FUNCTION and C regions: push a frame for the site and record its enter.
 PROF_NOINSTR inline void scope_enter(prof_site* site, uintptr_t cfa) {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
     if (PROF_UNLIKELY(s.state != kActive)) {
         if (s.state != kNew) return;
         thread_start(s);
@@ -537,13 +612,22 @@ PROF_NOINSTR inline void scope_enter(prof_site* site, uintptr_t cfa) {
     s.state = kBusy;
     uint64_t now = now_ticks();
     if (PROF_UNLIKELY(!ensure(s, now))) return;
+    uint32_t depth = s.depth;
     write_enter(s, reinterpret_cast<uintptr_t>(site), kScopeMark, cfa, now);
     commit(s.w);
+    // The site's function index in this stream, for the macros' inline path from now on.
+    uint32_t id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
+    int saved = errno;
+    if (s.depth > depth && id && (id < s.site_cap || grow_lines(s, id))) {
+        const Slot* slot = find(s, reinterpret_cast<uintptr_t>(site));
+        if (slot && !slot->excluded) s.sites[id].scope_index = slot->index + 1;
+    }
+    errno = saved;
     s.state = kActive;
 }
 
 PROF_NOINSTR inline void scope_exit(prof_site* site, uintptr_t cfa) {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
     if (PROF_UNLIKELY(s.state != kActive)) return;
     s.state = kBusy;
     uint64_t now = now_ticks();
@@ -584,11 +668,11 @@ __attribute__((noinline, cold)) PROF_NOINSTR uint32_t line_slow(ThreadState& s, 
         if (s.state != kActive) return 0;
     }
     uint32_t id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
-    if (id && id < s.lines_cap) return id;
+    if (id && id < s.site_cap) return id;
     s.state = kBusy;
     int saved = errno;
     if (!id) id = register_site(site);
-    bool ok = id && (id < s.lines_cap || grow_lines(s, id));
+    bool ok = id && (id < s.site_cap || grow_lines(s, id));
     errno = saved;
     s.state = kActive;
     return ok ? id : 0;
@@ -596,13 +680,13 @@ __attribute__((noinline, cold)) PROF_NOINSTR uint32_t line_slow(ThreadState& s, 
 
 PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end, bool rss,
                                   uint64_t rss_before, uint64_t rss_after, int64_t heap_delta) {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
     uint32_t id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
-    if (PROF_UNLIKELY(s.state != kActive || !id || id >= s.lines_cap)) {
+    if (PROF_UNLIKELY(s.state != kActive || !id || id >= s.site_cap)) {
         id = line_slow(s, site);
         if (!id) return;
     }
-    LineAgg& a = s.lines[id];
+    LineAgg& a = s.sites[id];
     ++a.hits;
     a.ticks += end > start ? end - start : 0;
     if (rss) {
@@ -647,13 +731,21 @@ PROF_API void prof_scope_exit(prof_site* site) {
     prof::rt::scope_exit(site, reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa()));
 }
 
+PROF_API void prof_scope_enter_at(prof_site* site, unsigned long cfa) {
+    prof::rt::scope_enter(site, cfa);
+}
+
+PROF_API void prof_scope_exit_at(prof_site* site, unsigned long cfa) {
+    prof::rt::scope_exit(site, cfa);
+}
+
 PROF_API void prof_region_begin(prof_site* site) {
     prof::rt::scope_enter(site, reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa()));
 }
 
 // Ends the innermost open region or scope of this thread.
 PROF_API void prof_region_end(void) {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
     if (s.state != kActive) return;
     s.state = kBusy;
     uint64_t now = now_ticks();
@@ -667,7 +759,7 @@ PROF_API void prof_region_end(void) {
 }
 
 PROF_API unsigned long long prof_ticks(void) {
-    if (PROF_UNLIKELY(t_state.state == kNew)) prof::rt::runtime_start();
+    if (PROF_UNLIKELY(prof_tls.state == kNew)) prof::rt::runtime_start();
     return now_ticks();
 }
 
@@ -685,7 +777,7 @@ PROF_API void prof_line_record_mem(prof_site* site, unsigned long long start,
                                    unsigned long long end, unsigned long long rss_before,
                                    unsigned long long rss_after, long long heap_before) {
     prof::rt::line_add(site, start, end, true, rss_before, rss_after,
-                       t_state.heap_bytes - heap_before);
+                       prof_tls.heap_bytes - heap_before);
 }
 
 // Resident set size now, from /proc/self/statm (one pread on a descriptor kept open).

@@ -10,7 +10,7 @@
 // Same hot-path contract as the call hooks: no lock and no allocation in the common case.
 #include "thread_state.hpp"
 
-extern "C" int prof_line_rss_enabled;
+extern "C" int prof_line_rss_enabled, prof_line_fast;
 
 #include <cerrno>
 #include <cstring>
@@ -204,7 +204,7 @@ using namespace prof::rt;
 
 // One allocation of `size` bytes at `ptr` (kind: format::AllocKind).
 PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_t usable) {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
     if (!ptr || !begin(s)) return;
     s.heap_bytes += int64_t(usable);
     int saved = errno;
@@ -228,7 +228,7 @@ PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_
 // The block at `ptr` is about to be released (kind: format::FreeKind). Called before the real
 // free, so that no other thread can be handed the same address first.
 PROF_API void prof_mem_record_free(void* ptr, unsigned kind, size_t usable) {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
     if (!ptr || !begin(s)) return;
     s.heap_bytes -= int64_t(usable);
     uint64_t now = now_ticks();
@@ -246,7 +246,7 @@ PROF_API void prof_mem_record_free(void* ptr, unsigned kind, size_t usable) {
 // realloc(old, size) returned `ptr` (old may be null, ptr null when it failed).
 PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t old_usable,
                                      size_t usable) {
-    ThreadState& s = t_state;
+    ThreadState& s = prof_tls;
     if (!ptr || !begin(s)) return;
     s.heap_bytes += int64_t(usable) - int64_t(old_usable);
     int saved = errno;
@@ -270,8 +270,9 @@ PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t 
 // libprofmem.so says it is loaded: marked lines then also record heap and RSS deltas.
 PROF_API void prof_mem_activate(void) {
     prof_line_rss_enabled = 1;
+    prof_line_fast = 0;
     g_memory_active = true;
 }
 
 // Usable heap bytes this thread allocated minus released, while the memory profiler runs.
-PROF_API long long prof_heap_bytes(void) { return t_state.heap_bytes; }
+PROF_API long long prof_heap_bytes(void) { return prof_tls.heap_bytes; }

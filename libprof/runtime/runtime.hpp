@@ -11,6 +11,7 @@
 //    every system call made from a hook.
 #pragma once
 
+#include <prof/prof_thread.h>
 #include <prof/trace_format.hpp>
 
 #include <atomic>
@@ -87,20 +88,10 @@ void log(LogLevel level, const char* event, const char* fields, ...)
 const char* log_safe(const char* s, char* buf, size_t cap);
 
 // ---- writer --------------------------------------------------------------------------------
-// A chunk being filled by one stream. Only its owner touches it (the process stream's owner is
-// whoever holds the global lock).
-// Plain data so that it can live in zero-initialised thread-local storage.
-struct ChunkWriter {
-    uint8_t* base;     // mapped chunk, ChunkHeader first; null before the first chunk
-    uint8_t* cursor;   // next record goes here
-    uint8_t* end;      // one past the chunk
-    uint64_t last_ticks; // time of the previous timed record
-    uint64_t last_ptr;   // previous pointer of a memory record in this chunk (delta base)
-    uint32_t stream;
-    uint32_t seq;
-    uint32_t tid;
-    uint16_t kind;
-};
+// A chunk being filled by one stream (declared in <prof/prof_thread.h>: the macros' fast paths
+// write thread chunks too). Only its owner touches it (the process stream's owner is whoever
+// holds the global lock). Plain data so that it can live in zero-initialised thread-local storage.
+using ChunkWriter = ::prof_chunk_writer;
 
 // Opens the next chunk of `w`'s stream (retiring the current one). False when tracing has
 // stopped or the file cannot grow: the caller drops the event.
@@ -184,6 +175,7 @@ void sites_after_fork();
 
 // ---- thread side (hooks.cpp) ---------------------------------------------------------------
 void thread_flush_counters(); // records the calling thread's drop count at process finish
+void collect_running_lines(); // at the finish: line sums of the threads still running
 void thread_after_fork_child();
 void thread_off_after_fork(); // the child writes no trace: this thread records nothing more
 // Blocks the calling thread's hooks (code the runtime calls that might be instrumented, such

@@ -5,6 +5,9 @@
 #include "runtime.hpp"
 
 #include <prof/prof.h>
+#include <prof/prof_thread.h>
+
+#include <cstddef>
 
 namespace prof::rt {
 
@@ -18,54 +21,31 @@ enum : uint8_t { kNew = 0, kActive = 1, kBusy = 2, kOff = 3 };
 // The `site` of a frame opened by PROF_SCOPE/PROF_FUNCTION/a C region: never a return address.
 constexpr uintptr_t kScopeMark = 1;
 
-// What a thread's PROF_LINE executions of one site add up to, until written out.
-struct LineAgg {
-    uint64_t hits, ticks;
-    uint64_t rss_samples, rss_last;
-    int64_t rss_increment;
-    int64_t heap_increment; // usable heap bytes, summed over the sampled hits
-};
+// The per-thread state is declared in <prof/prof_thread.h>: the macros' inline fast paths read
+// and write part of it.
+using Frame = ::prof_frame;
+using LineAgg = ::prof_site_counts;
+using ThreadState = ::prof_thread;
 
-struct Frame {
-    uintptr_t fn;
-    uintptr_t site; // return address into the caller
-    uintptr_t cfa;  // the enter hook's canonical frame address
-};
+static_assert(kActive == PROF_DETAIL_THREAD_ACTIVE && kBusy == PROF_DETAIL_THREAD_BUSY);
+static_assert(kScopeMark == PROF_DETAIL_SCOPE_MARK);
+static_assert(uint8_t(format::Tag::kEnter) == PROF_DETAIL_TAG_ENTER);
+static_assert(uint8_t(format::Tag::kExit) == PROF_DETAIL_TAG_EXIT);
+static_assert(sizeof(format::ChunkHeader) == PROF_DETAIL_CHUNK_HEADER);
+static_assert(offsetof(format::ChunkHeader, used) == PROF_DETAIL_CHUNK_USED);
+static_assert(3 * format::kMaxEventRecord == PROF_DETAIL_RECORD_ROOM);
 
-struct Slot {
+} // namespace prof::rt
+
+struct prof_slot {
     uintptr_t address; // 0 = empty
     uint32_t index;    // stream-local function index
     uint32_t excluded; // runtime filter said no
 };
 
-struct ThreadState {
-    ChunkWriter w;
-    Frame* frames;
-    uint32_t depth;
-    uint32_t max_depth;
-    Slot* table;
-    uint32_t mask; // table size - 1, or 0 before the table exists
-    uint32_t used;
-    uint32_t next_index;
-    uint64_t dropped;  // events not recorded (depth limit); reported at thread end
-    uint32_t overflow; // frames entered beyond max_depth and not yet exited
-    uintptr_t overflow_cfa; // CFA of the outermost of those frames
-    LineAgg* lines;    // by site id
-    uint32_t lines_cap;
-    // Memory profiler (memory.cpp): deduplicated unwound stacks of this stream.
-    uint64_t* stack_keys; // hash of the return addresses, 0 = empty slot
-    uint32_t* stack_ids;
-    uint32_t stack_mask;
-    uint32_t stack_count;
-    uintptr_t stack_top;  // highest address of this thread's stack, bounds the unwinder
-    uint64_t next_rss_ticks;
-    int64_t heap_bytes; // usable bytes allocated minus released by this thread (memory profiler)
-    uint8_t state;
-};
+namespace prof::rt {
 
-
-// Zero-initialised, no constructor, no destructor: no TLS init call on the hot path.
-extern thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
+using Slot = ::prof_slot;
 
 // First event of a thread: set up its buffers and stream. Returns with state kActive or kOff.
 void thread_start(ThreadState& s);
@@ -80,6 +60,9 @@ PROF_NOINSTR inline uint8_t* put_sleb(uint8_t* p, int64_t v) {
         if (done) return p;
     }
 }
+
+// Set while this thread runs the calibration: its functions are not noted for the symbol table.
+extern thread_local bool t_calibrating __attribute__((tls_model("initial-exec")));
 
 // Resident set size now (one pread of /proc/self/statm), 0 if unknown.
 uint64_t rss_bytes_now();

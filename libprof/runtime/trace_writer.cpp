@@ -20,10 +20,19 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+extern "C" {
+// glibc: registers a thread_local destructor of the object `dso` (thread exit or exit()).
+int __cxa_thread_atexit_impl(void (*fn)(void*), void* obj, void* dso);
+extern void* __dso_handle;
+}
+
 // Read inline by the line macros (prof/prof.hpp); set once at start.
 extern "C" {
 __attribute__((visibility("default"))) int prof_clock_is_tsc = 0;
 __attribute__((visibility("default"))) int prof_line_rss_enabled = 0;
+// The PROF_LINE fast path (rdtsc and the thread's counters inline) applies: the clock is the
+// TSC and no RSS is sampled per line.
+__attribute__((visibility("default"))) int prof_line_fast = 0;
 }
 
 namespace prof::rt {
@@ -31,6 +40,12 @@ namespace prof::rt {
 bool g_use_tsc = false;
 
 namespace {
+
+#if defined(MADV_POPULATE_WRITE)
+constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kPopulateWrite = 23; // Linux 5.14; older headers do not name it
+#endif
 
 using format::ChunkHeader;
 using format::FileHeader;
@@ -104,8 +119,12 @@ PROF_NOINSTR bool open_chunk_locked(ChunkWriter& w, uint64_t now) {
     }
     uint64_t off = format::kHeaderSize + uint64_t(g.next_chunk) * g.chunk_size;
     if (!reserve_file(off + g.chunk_size)) return false;
-    void* m = mmap(nullptr, g.chunk_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-                   g.fd, off_t(off));
+    void* m = mmap(nullptr, g.chunk_size, PROT_READ | PROT_WRITE, MAP_SHARED, g.fd, off_t(off));
+    // Fault the chunk in writable now, in one call: otherwise every page of a shared file
+    // mapping traps on its first write (the file system's page_mkwrite), one trap per 4 KiB of
+    // records on the hot path. Kernels before 5.14 lack it: then the pages are read in at least.
+    if (m != MAP_FAILED && madvise(m, g.chunk_size, kPopulateWrite) != 0)
+        madvise(m, g.chunk_size, MADV_WILLNEED);
     if (m == MAP_FAILED) {
         char shown[256];
         snprintf(g.stop_reason, sizeof g.stop_reason, "cannot map a chunk: %s", strerror(errno));
@@ -431,7 +450,8 @@ PROF_NOINSTR void runtime_start() {
     }
     g_use_tsc = choose_clock();
     prof_clock_is_tsc = g_use_tsc ? 1 : 0;
-    prof_line_rss_enabled = g_options.line_rss ? 1 : 0;
+    prof_line_rss_enabled = prof_line_rss_enabled || g_options.line_rss ? 1 : 0;
+    prof_line_fast = prof_clock_is_tsc && !prof_line_rss_enabled;
     g.chunk_size = g_options.chunk_size;
     if (g_options.out_given) snprintf(g.base_path, sizeof g.base_path, "%s", g_options.out);
     else snprintf(g.base_path, sizeof g.base_path, "prof.%d.trace", int(getpid()));
@@ -454,6 +474,7 @@ PROF_NOINSTR void runtime_finish() {
             freeres();
     }
     thread_flush_counters();
+    collect_running_lines();
     // The traced program ends here: what follows is the runtime's own work (its memory too:
     // the peak resident set size is read before symbolization).
     uint64_t end_ticks = now_ticks(), end_mono = monotonic_ns();

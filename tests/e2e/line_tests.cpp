@@ -84,6 +84,23 @@ TEST_CASE("lines and scopes without -finstrument-functions: exact hits, timing")
     CHECK(threads_with_rows == 3);
 }
 
+TEST_CASE("line sums of a thread still running at exit are in the trace") {
+    // The thread adds 777 hits, then waits in pause() until the process exits.
+    auto l = load({PROF_TEST_LINES, "parked"}, "lines-parked.trace");
+    auto tables = analysis::line_tables(l->profile);
+    CHECK(row(tables, 80).hits == 777);
+    // Counted once: by the finish, not again by a thread end.
+    size_t threads_with_rows = 0;
+    for (const auto& t : l->builder.thread_list())
+        for (const auto& table : analysis::line_tables(l->builder.build(t)))
+            for (const auto& r : table.rows)
+                if (r.line == 80) {
+                    CHECK(r.hits == 777);
+                    ++threads_with_rows;
+                }
+    CHECK(threads_with_rows == 1);
+}
+
 TEST_CASE("scopes nest inside instrumented functions: a consistent tree") {
     auto l = load({PROF_TEST_LINES_INSTRUMENTED}, "lines-instr.trace");
     const analysis::Profile& p = l->profile;

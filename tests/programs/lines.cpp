@@ -48,7 +48,10 @@ __attribute__((noinline)) long nested() {
     return r;
 }
 
-int main() {
+int parked(const char* mode); // `lines parked`: at the end of the file
+
+int main(int argc, char** argv) {
+    if (argc > 1) return parked(argv[1]);
     int a = 0, b = 0;
     std::thread t1([&] { a = branchy(1000); });
     std::thread t2([&] { b = branchy(1000); });
@@ -58,5 +61,28 @@ int main() {
     sleepy();
     long n = nested();
     std::printf("%d %d %d %ld\n", a, b, c, n);
+    return 0;
+}
+
+// `lines parked`: a thread still running when the process exits. Its 777 hits must be in the
+// trace (the finish collects the line sums of running threads).
+#include <atomic>
+#include <cstring>
+#include <unistd.h>
+
+std::atomic<bool> g_parked{false};
+
+int parked(const char* mode) {
+    if (std::strcmp(mode, "parked") != 0) return 2;
+    std::thread([] {
+        long s = 0;
+        for (int i = 0; i < 777; ++i) {
+            PROF_LINE(s += i);
+        }
+        std::printf("%ld\n", s);
+        g_parked.store(true);
+        for (;;) pause();
+    }).detach();
+    while (!g_parked.load()) std::this_thread::yield();
     return 0;
 }

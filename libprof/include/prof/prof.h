@@ -40,6 +40,10 @@ void prof_region_begin(prof_site* site);
 void prof_region_end(void);
 void prof_scope_enter(prof_site* site);
 void prof_scope_exit(prof_site* site);
+/* The same, for the C++ macros: `cfa` is the stack level the inline code saw, so that the
+ * frame an inline enter opened is matched by an out-of-line exit and the other way round. */
+void prof_scope_enter_at(prof_site* site, unsigned long cfa);
+void prof_scope_exit_at(prof_site* site, unsigned long cfa);
 
 /* Lines: one timed execution of a marked statement (ticks from prof_ticks()). */
 unsigned long long prof_ticks(void);

@@ -18,6 +18,9 @@
 #pragma once
 
 #include <prof/prof.h>
+#include <prof/prof_thread.h>
+
+#include <stdint.h>
 
 #if !defined(PROF_DISABLE)
 #if defined(__x86_64__)
@@ -41,11 +44,62 @@ PROF_DETAIL_NOINSTR inline unsigned long long ticks() {
     return prof_ticks();
 }
 
+// The stack level of the code around a scope: what a call made from here would see as its
+// canonical frame address, so that the library's out-of-line paths agree with the inline ones.
+PROF_DETAIL_NOINSTR inline uintptr_t stack_level() {
+#if defined(__x86_64__)
+    uintptr_t sp;
+    __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
+    return sp;
+#else
+    return reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+#endif
+}
+
+// Trace format records written inline: unsigned LEB128 and the time delta of a timed record.
+PROF_DETAIL_NOINSTR inline uint8_t* put_uleb(uint8_t* p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = uint8_t(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = uint8_t(v);
+    return p;
+}
+
+PROF_DETAIL_NOINSTR inline uint64_t take_delta(prof_chunk_writer& w, uint64_t now) {
+    uint64_t dt = now > w.last_ticks ? now - w.last_ticks : 0;
+    if (now > w.last_ticks) w.last_ticks = now;
+    return dt;
+}
+
+// Publishes the records written so far: a reader of the file (or of a crashed process's
+// trace) sees them once `used` covers them.
+PROF_DETAIL_NOINSTR inline void commit(prof_chunk_writer& w) {
+    __atomic_store_n(reinterpret_cast<uint32_t*>(w.base + PROF_DETAIL_CHUNK_USED),
+                     uint32_t(w.cursor - w.base - PROF_DETAIL_CHUNK_HEADER), __ATOMIC_RELEASE);
+}
+
+// Whether the thread may record a timed event inline now: active (not inside a hook that a
+// signal interrupted, not stopped) and with room left in its chunk.
+PROF_DETAIL_NOINSTR inline bool can_record(const prof_thread& t) {
+    return t.state == PROF_DETAIL_THREAD_ACTIVE &&
+           t.w.end - t.w.cursor >= PROF_DETAIL_RECORD_ROOM;
+}
+
+extern "C" int prof_line_fast; // set by the runtime: TSC clock, no RSS sampling per line
+
 // Times one execution of a PROF_LINE statement: stopped right after the statement, or when
 // the statement leaves the block (return, break, an exception).
 class LineTimer {
 public:
     PROF_DETAIL_NOINSTR explicit LineTimer(prof_site* site) : site_(site) {
+#if defined(__x86_64__)
+        fast_ = __builtin_expect(prof_line_fast, 1);
+        if (fast_) {
+            start_ = __rdtsc();
+            return;
+        }
+#endif
         if (__builtin_expect(prof_line_rss_enabled, 0)) {
             rss_ = prof_rss_bytes() + 1;
             heap_ = prof_heap_bytes();
@@ -54,9 +108,26 @@ public:
     }
     PROF_DETAIL_NOINSTR void stop() {
         if (!site_) return; // first: the destructor's call after stop() then costs nothing
+#if defined(__x86_64__)
+        if (fast_) {
+            // The common case: add the hit to this thread's counters of the site. Before the
+            // thread's first hit of the site (id or table missing) the library takes it.
+            unsigned long long end = __rdtsc();
+            prof_thread& t = prof_tls;
+            unsigned id = __atomic_load_n(&site_->id, __ATOMIC_RELAXED);
+            if (__builtin_expect(id && id < t.site_cap, 1)) {
+                prof_site_counts& c = t.sites[id];
+                ++c.hits;
+                c.ticks += end > start_ ? end - start_ : 0;
+            } else {
+                prof_line_record(site_, start_, end);
+            }
+            site_ = nullptr;
+            return;
+        }
+#endif
         unsigned long long end = ticks();
-        if (__builtin_expect(rss_ != 0, 0))
-            prof_line_record_mem(site_, start_, end, rss_ - 1, prof_rss_bytes(), heap_);
+        if (rss_ != 0) prof_line_record_mem(site_, start_, end, rss_ - 1, prof_rss_bytes(), heap_);
         else prof_line_record(site_, start_, end);
         site_ = nullptr;
     }
@@ -66,21 +137,70 @@ public:
 
 private:
     prof_site* site_;
+    bool fast_ = false;
     unsigned long long start_ = 0;
     unsigned long long rss_ = 0;
     long long heap_ = 0;
 };
 
-// Times the rest of the enclosing block.
+// Times the rest of the enclosing block: an Enter record now and an Exit record at the end of
+// the block, written inline into the thread's chunk when the common case allows (the site has a
+// function index in this thread's stream, the shadow stack and the chunk have room).
 class ScopeTimer {
 public:
-    PROF_DETAIL_NOINSTR explicit ScopeTimer(prof_site* site) : site_(site) { prof_scope_enter(site); }
-    PROF_DETAIL_NOINSTR ~ScopeTimer() { prof_scope_exit(site_); }
+    PROF_DETAIL_NOINSTR explicit ScopeTimer(prof_site* site) : site_(site), cfa_(stack_level()) {
+        prof_thread& t = prof_tls;
+        unsigned id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
+        if (__builtin_expect(can_record(t) && id < t.site_cap && t.depth < t.max_depth, 1)) {
+            uint32_t index = t.sites[id].scope_index; // index + 1; 0 for id 0
+            if (__builtin_expect(index != 0, 1)) {
+                t.state = PROF_DETAIL_THREAD_BUSY; // a signal handler's events wait for us
+                __atomic_signal_fence(__ATOMIC_SEQ_CST);
+                unsigned long long now = ticks();
+                t.frames[t.depth++] = prof_frame{reinterpret_cast<uintptr_t>(site),
+                                                 PROF_DETAIL_SCOPE_MARK, cfa_};
+                uint8_t* p = t.w.cursor;
+                *p++ = PROF_DETAIL_TAG_ENTER;
+                p = put_uleb(p, index - 1);
+                p = put_uleb(p, take_delta(t.w, now));
+                t.w.cursor = p;
+                commit(t.w);
+                __atomic_signal_fence(__ATOMIC_SEQ_CST);
+                t.state = PROF_DETAIL_THREAD_ACTIVE;
+                return;
+            }
+        }
+        prof_scope_enter_at(site, cfa_);
+    }
+    PROF_DETAIL_NOINSTR ~ScopeTimer() {
+        prof_thread& t = prof_tls;
+        if (__builtin_expect(can_record(t) && t.depth && !t.overflow, 1)) {
+            const prof_frame& f = t.frames[t.depth - 1];
+            if (__builtin_expect(f.fn == reinterpret_cast<uintptr_t>(site_) &&
+                                     f.site == PROF_DETAIL_SCOPE_MARK && f.cfa == cfa_,
+                                 1)) {
+                t.state = PROF_DETAIL_THREAD_BUSY;
+                __atomic_signal_fence(__ATOMIC_SEQ_CST);
+                unsigned long long now = ticks();
+                --t.depth;
+                uint8_t* p = t.w.cursor;
+                *p++ = PROF_DETAIL_TAG_EXIT;
+                p = put_uleb(p, take_delta(t.w, now));
+                t.w.cursor = p;
+                commit(t.w);
+                __atomic_signal_fence(__ATOMIC_SEQ_CST);
+                t.state = PROF_DETAIL_THREAD_ACTIVE;
+                return;
+            }
+        }
+        prof_scope_exit_at(site_, cfa_); // not the innermost frame (longjmp, alloca), or no room
+    }
     ScopeTimer(const ScopeTimer&) = delete;
     ScopeTimer& operator=(const ScopeTimer&) = delete;
 
 private:
     prof_site* site_;
+    uintptr_t cfa_;
 };
 
 } // namespace detail

@@ -1,0 +1,97 @@
+/* libprof: the runtime's per-thread state, shared with the inline fast paths of the macros in
+ * prof/prof.hpp. Internal ABI, not an API: the header and the library always come from the same
+ * build, and the fields change with the library's version.
+ *
+ * Why it is public: a PROF_LINE or PROF_SCOPE that calls into the library costs two calls
+ * (about 5 ns here), as much as the cycle-counter reads it surrounds. The macros instead add a
+ * line's hit to the thread's counters, and write a scope's enter and exit records into the
+ * thread's mapped chunk, inline; anything unusual (the first hit of a site on a thread, a full
+ * chunk, a busy or stopped thread) takes the out-of-line path in the library. */
+#ifndef PROF_PROF_THREAD_H
+#define PROF_PROF_THREAD_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A chunk of the trace file being filled by one stream (trace format: docs/trace-format.md). */
+typedef struct prof_chunk_writer {
+    uint8_t* base;       /* mapped chunk, chunk header first; null before the first chunk */
+    uint8_t* cursor;     /* the next record goes here */
+    uint8_t* end;        /* one past the chunk */
+    uint64_t last_ticks; /* time of the previous timed record (deltas are relative to it) */
+    uint64_t last_ptr;   /* previous pointer of a memory record in this chunk (delta base) */
+    uint32_t stream;
+    uint32_t seq;
+    uint32_t tid;
+    uint16_t kind;
+} prof_chunk_writer;
+
+/* One open frame of the thread's shadow call stack. */
+typedef struct prof_frame {
+    uintptr_t fn;   /* function address, or the prof_site of a scope */
+    uintptr_t site; /* return address into the caller; PROF_DETAIL_SCOPE_MARK for a scope */
+    uintptr_t cfa;  /* stack level at entry: matches an exit to its frame */
+} prof_frame;
+
+/* What one thread's activity at one marked site adds up to, by site id. */
+typedef struct prof_site_counts {
+    uint64_t hits, ticks;      /* PROF_LINE executions and their cycles */
+    uint64_t rss_samples, rss_last;
+    int64_t rss_increment;
+    int64_t heap_increment;    /* usable heap bytes, summed over the sampled hits */
+    uint32_t scope_index;      /* a scope site: its stream-local function index + 1, 0 = none */
+    uint32_t reserved;
+} prof_site_counts;
+
+struct prof_slot; /* the runtime's function table (private) */
+
+typedef struct prof_thread {
+    prof_chunk_writer w;
+    prof_frame* frames;
+    uint32_t depth;
+    uint32_t max_depth;
+    struct prof_slot* table;
+    uint32_t mask; /* table size - 1, or 0 before the table exists */
+    uint32_t used;
+    uint32_t next_index;
+    uint32_t overflow;     /* frames entered beyond max_depth and not yet exited */
+    uint64_t dropped;      /* events not recorded (depth limit); reported at thread end */
+    uintptr_t overflow_cfa; /* stack level of the outermost of those frames */
+    prof_site_counts* sites; /* by site id; `site_cap` entries */
+    uint32_t site_cap;
+    /* Memory profiler: deduplicated unwound stacks of this stream. */
+    uint32_t stack_mask;
+    uint64_t* stack_keys; /* hash of the return addresses, 0 = empty slot */
+    uint32_t* stack_ids;
+    uint32_t stack_count;
+    uintptr_t stack_top; /* highest address of this thread's stack, bounds the unwinder */
+    uint64_t next_rss_ticks;
+    int64_t heap_bytes; /* usable bytes allocated minus released by this thread */
+    uint8_t state;      /* PROF_DETAIL_THREAD_ACTIVE while the fast paths may record */
+    /* Threads with a stream, linked under the runtime's lock: the finish collects the line
+     * sums of threads still running. */
+    struct prof_thread* live_prev;
+    struct prof_thread* live_next;
+} prof_thread;
+
+/* Zero-initialised, no constructor: reading it costs one %fs-relative load. */
+extern __thread prof_thread prof_tls __attribute__((tls_model("initial-exec")));
+
+/* The values the fast paths rely on; the runtime checks them against its own at compile time. */
+#define PROF_DETAIL_THREAD_ACTIVE 1
+#define PROF_DETAIL_THREAD_BUSY 2
+#define PROF_DETAIL_SCOPE_MARK 1
+#define PROF_DETAIL_TAG_ENTER 0x01
+#define PROF_DETAIL_TAG_EXIT 0x02
+#define PROF_DETAIL_CHUNK_HEADER 64 /* bytes before a chunk's records */
+#define PROF_DETAIL_CHUNK_USED 16   /* offset of the chunk header's `used` (u32) */
+#define PROF_DETAIL_RECORD_ROOM 57  /* bytes a fast path needs left: three event records */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PROF_PROF_THREAD_H */
