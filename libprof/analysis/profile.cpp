@@ -21,6 +21,10 @@ constexpr uint32_t kNoCaller = UINT32_MAX;
 
 struct LocalFunction {
     uint64_t address = 0;
+    // The address was occupied by several objects in turn (dlclose, then dlopen of another):
+    // each event goes to the variant of the object loaded there at its time.
+    bool reused = false;
+    size_t module = reader::kNoModule; // with `reused`: the object of this variant
     uint64_t ncalls = 0, pcalls = 0;
     double tot = 0, cum = 0; // ticks, after overhead compensation
     uint32_t active = 0;                 // activations on the stack
@@ -51,6 +55,8 @@ struct StreamResult {
     std::unordered_map<uint64_t, uint32_t> edge_index;    // caller << 32 | callee
     std::unordered_map<uint64_t, uint32_t> address_index; // for EnterAddress records
     std::vector<uint32_t> index_of; // the stream's Function index -> index into `functions`
+    // A reused address's first function -> its variants for other objects.
+    std::unordered_map<uint32_t, std::vector<uint32_t>> variants;
     std::vector<Frame> stack;
     std::unordered_map<uint32_t, std::vector<uint64_t>> unwound; // Stack id -> return addresses
     uint64_t last_alloc = 0; // the latest allocation, while nothing else was allocated since
@@ -117,6 +123,34 @@ struct ProfileBuilder::Impl : reader::EventSink {
     // Compensation of the trace being read: its Meta records arrive with the process stream,
     // at the start of the file, so they are known before the events they apply to.
     const reader::TraceInfo* reading = nullptr;
+    // The module map of the trace being read, from a first pass over its process stream (an
+    // object's Unload record can lie later in the file than the events it separates).
+    reader::TraceInfo layout;
+    std::unique_ptr<reader::AddressHistory> history;
+
+    void read_layout(const std::string& path) {
+        reader::TraceReader meta(path);
+        layout = meta.read_metadata();
+        history = std::make_unique<reader::AddressHistory>(layout);
+    }
+    bool reused(uint64_t address) const { return history->reused(address); }
+    // The function of `s` that an enter of local function `fn` at `ticks` is a call of.
+    uint32_t variant(StreamResult& s, uint32_t fn, uint64_t ticks) {
+        LocalFunction& base = s.functions[fn];
+        size_t module = history->module_at(base.address, ticks);
+        if (base.module == reader::kNoModule) base.module = module;
+        if (base.module == module) return fn;
+        std::vector<uint32_t>& list = s.variants[fn];
+        for (uint32_t v : list)
+            if (s.functions[v].module == module) return v;
+        list.push_back(uint32_t(s.functions.size()));
+        LocalFunction f;
+        f.address = base.address;
+        f.reused = true;
+        f.module = module;
+        s.functions.push_back(f);
+        return list.back();
+    }
     bool compensate = true;
     // "reading N%" on stderr while a long trace is read, when stderr is a terminal.
     bool progress = false, progress_shown = false;
@@ -212,11 +246,14 @@ struct ProfileBuilder::Impl : reader::EventSink {
         s.index_of[fn] = uint32_t(s.functions.size());
         s.functions.emplace_back();
         s.functions.back().address = address;
+        s.functions.back().reused = reused(address);
     }
     void on_enter(uint32_t id, uint32_t fn, uint64_t ticks) override {
         tick_progress(ticks);
         StreamResult& s = stream(id);
-        if (fn < s.index_of.size() && s.index_of[fn] != UINT32_MAX) enter(s, s.index_of[fn], ticks);
+        if (fn >= s.index_of.size() || s.index_of[fn] == UINT32_MAX) return;
+        uint32_t f = s.index_of[fn];
+        enter(s, s.functions[f].reused ? variant(s, f, ticks) : f, ticks);
     }
     void on_enter_address(uint32_t id, uint64_t address, uint64_t ticks) override {
         StreamResult& s = stream(id);
@@ -224,8 +261,10 @@ struct ProfileBuilder::Impl : reader::EventSink {
         if (fresh) {
             s.functions.emplace_back();
             s.functions.back().address = address;
+            s.functions.back().reused = reused(address);
         }
-        enter(s, it->second, ticks);
+        uint32_t f = it->second;
+        enter(s, s.functions[f].reused ? variant(s, f, ticks) : f, ticks);
     }
     void on_exit(uint32_t id, uint64_t ticks) override { exit(stream(id), ticks); }
     void on_abandon(uint32_t id, uint32_t frames, uint64_t ticks) override {
@@ -414,7 +453,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
 struct FunctionResolver::Impl {
     std::map<std::string, std::unique_ptr<reader::ElfSymbols>> elf_cache;
 
-    Function describe(const reader::TraceInfo& info, uint64_t address) {
+    Function describe(const reader::TraceInfo& info, uint64_t address, size_t module) {
         Function f;
         f.address = address;
         if (auto site = info.sites.find(address); site != info.sites.end()) {
@@ -433,14 +472,15 @@ struct FunctionResolver::Impl {
             if (f.name.empty()) f.name = s.label.empty() ? f.context : s.label;
             return f;
         }
-        const reader::Module* m = info.module_at(address);
+        const reader::Module* m =
+            module < info.modules.size() ? &info.modules[module] : info.module_at(address);
         if (m) f.module = m->path;
-        auto it = info.symbols.find(address);
-        if (it != info.symbols.end() && !it->second.name.empty()) {
-            f.name = it->second.name;
-            f.symbol = it->second.symbol;
-            f.file = it->second.file;
-            f.line = it->second.line;
+        const reader::Symbol* sym = info.symbol_at(address, module);
+        if (sym && !sym->name.empty()) {
+            f.name = sym->name;
+            f.symbol = sym->symbol;
+            f.file = sym->file;
+            f.line = sym->line;
         }
         if (m && (f.name.empty() || f.symbol.empty())) {
             auto& elf = elf_cache[m->path];
@@ -456,15 +496,16 @@ struct FunctionResolver::Impl {
         if (f.name.empty())
             f.name = m ? fmt::format("0x{:x}", address - m->base) : fmt::format("0x{:x}", address);
         // The symbol table's name is demangled with parameters; keep `symbol` the raw one.
-        if (f.symbol.empty() && it != info.symbols.end()) f.symbol = it->second.symbol;
+        if (f.symbol.empty() && sym) f.symbol = sym->symbol;
         return f;
     }
 };
 
 FunctionResolver::FunctionResolver() : impl_(std::make_unique<Impl>()) {}
 FunctionResolver::~FunctionResolver() = default;
-Function FunctionResolver::describe(const reader::TraceInfo& info, uint64_t address) {
-    return impl_->describe(info, address);
+Function FunctionResolver::describe(const reader::TraceInfo& info, uint64_t address,
+                                    size_t module) {
+    return impl_->describe(info, address, module);
 }
 
 ProfileBuilder::ProfileBuilder() : impl_(std::make_unique<Impl>()) {}
@@ -473,6 +514,7 @@ void ProfileBuilder::set_progress(bool on) { impl_->progress = on; }
 ProfileBuilder::~ProfileBuilder() = default;
 
 void ProfileBuilder::add_trace(const std::string& path) {
+    impl_->read_layout(path);
     reader::TraceReader r(path);
     impl_->trace_index = impl_->traces.size();
     impl_->current.clear();
@@ -519,12 +561,13 @@ Profile ProfileBuilder::build(const ThreadFilter& filter) const {
     // Functions merge across threads by address and across traces by what names them
     // (module, symbol, file, line).
     std::map<std::tuple<std::string, std::string, std::string, uint32_t>, size_t> by_label;
-    std::vector<std::unordered_map<uint64_t, size_t>> by_address(impl_->traces.size());
+    // By (address, module): objects loaded at one address in turn have functions of their own.
+    std::vector<std::map<std::pair<uint64_t, size_t>, size_t>> by_address(impl_->traces.size());
     std::map<std::pair<size_t, size_t>, size_t> edge_at;
-    auto function_index = [&](size_t trace, uint64_t address) {
-        auto [it, fresh] = by_address[trace].try_emplace(address, 0);
+    auto function_index = [&](size_t trace, uint64_t address, size_t module) {
+        auto [it, fresh] = by_address[trace].try_emplace({address, module}, 0);
         if (!fresh) return it->second;
-        Function f = impl_->resolver.describe(impl_->traces[trace], address);
+        Function f = impl_->resolver.describe(impl_->traces[trace], address, module);
         // Distinct symbols stay distinct even when they demangle alike (a deleting and a
         // complete destructor); aliases of one address are one function already.
         auto key = std::make_tuple(f.module, f.symbol.empty() ? f.name : f.symbol, f.file, f.line);
@@ -541,7 +584,8 @@ Profile ProfileBuilder::build(const ThreadFilter& filter) const {
         for (size_t i = 0; i < s.functions.size(); ++i) {
             const LocalFunction& lf = s.functions[i];
             if (!lf.ncalls) continue;
-            global[i] = function_index(s.trace, lf.address);
+            global[i] =
+                function_index(s.trace, lf.address, lf.reused ? lf.module : reader::kNoModule);
             Stats& st = p.functions[global[i]].stats;
             st.add(Stats{lf.ncalls, lf.pcalls, lf.tot / tps, lf.cum / tps});
         }

@@ -130,11 +130,14 @@ struct ThreadFilter {
 
 // Names the function (or marked site) at a runtime address of a trace: the trace's symbol
 // table and sites first, then the ELF file on disk (cached). The one naming every view uses.
+// `module` (an index into info.modules) picks one of several objects that were loaded at the
+// address one after another; by default, the one loaded there last.
 class FunctionResolver {
 public:
     FunctionResolver();
     ~FunctionResolver();
-    Function describe(const reader::TraceInfo& info, uint64_t address);
+    Function describe(const reader::TraceInfo& info, uint64_t address,
+                      size_t module = reader::kNoModule);
 
 private:
     struct Impl;

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <cxxabi.h>
@@ -148,14 +149,107 @@ TraceReader::~TraceReader() {
     if (fd_ >= 0) ::close(fd_);
 }
 
+size_t TraceInfo::module_index_at(uint64_t address, uint64_t ticks) const {
+    // Objects at the same addresses follow one another in file order. The runtime records an
+    // object when it first needs it, possibly after its first event there, but its unloading
+    // exactly (at dlclose), so the unload times are what separate them.
+    size_t best = kNoModule, last = kNoModule;
+    for (size_t i = 0; i < modules.size(); ++i) {
+        const Module& m = modules[i];
+        if (address < m.start || address >= m.end) continue;
+        last = i;
+        if (m.unload_ticks <= ticks) continue;
+        if (best == kNoModule || m.ticks <= ticks) best = i;
+    }
+    return best != kNoModule ? best : last;
+}
+
 const Module* TraceInfo::module_at(uint64_t address, uint64_t ticks) const {
-    const Module* best = nullptr;
-    for (const Module& m : modules)
-        if (address >= m.start && address < m.end && m.ticks <= ticks) best = &m;
-    if (!best)
-        for (const Module& m : modules)
-            if (address >= m.start && address < m.end) best = &m;
-    return best;
+    size_t i = module_index_at(address, ticks);
+    return i == kNoModule ? nullptr : &modules[i];
+}
+
+AddressHistory::AddressHistory(const TraceInfo& info) : modules_(&info.modules) {
+    // Where two or more modules overlap: a sweep over their starts and ends.
+    std::vector<std::pair<uint64_t, int>> edges;
+    for (const Module& m : info.modules)
+        if (m.start < m.end) edges.insert(edges.end(), {{m.start, +1}, {m.end, -1}});
+    std::sort(edges.begin(), edges.end()); // an end before a start at the same address
+    int depth = 0;
+    for (const auto& [at, step] : edges) {
+        int before = depth;
+        depth += step;
+        if (before < 2 && depth >= 2) {
+            if (!reused_.empty() && reused_.back().second == at) continue; // adjacent: extend
+            reused_.emplace_back(at, at);
+        } else if (before >= 2 && depth < 2) {
+            reused_.back().second = at;
+        }
+    }
+}
+
+bool AddressHistory::reused(uint64_t address) const {
+    auto it = std::upper_bound(reused_.begin(), reused_.end(), address,
+                               [](uint64_t a, const auto& r) { return a < r.first; });
+    return it != reused_.begin() && address < std::prev(it)->second;
+}
+
+size_t AddressHistory::module_at(uint64_t address, uint64_t ticks) {
+    const std::vector<Module>& mods = *modules_;
+    std::vector<size_t>& list = covering_[address];
+    if (list.empty())
+        for (size_t i = 0; i < mods.size(); ++i)
+            if (address >= mods[i].start && address < mods[i].end) list.push_back(i);
+    if (list.empty()) return kNoModule;
+    // The rule of TraceInfo::module_index_at. Objects at one address follow one another, so
+    // along `list` both the recording and the unloading times grow: two binary searches. (On a
+    // trace where they do not, the answer is still one of the objects.)
+    auto first_true = [&](size_t lo, auto pred) {
+        size_t hi = list.size();
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (pred(mods[list[mid]]))
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        return lo;
+    };
+    size_t live = first_true(0, [&](const Module& m) { return m.unload_ticks > ticks; });
+    if (live == list.size()) return list.back();
+    size_t later = first_true(live, [&](const Module& m) { return m.ticks > ticks; });
+    return list[later > live + 1 ? later - 1 : live];
+}
+
+const Symbol* TraceInfo::symbol_at(uint64_t address, size_t module) const {
+    auto it = symbols.find(address);
+    if (it != symbols.end() &&
+        (module == kNoModule || it->second.module == module || it->second.module == kNoModule))
+        return &it->second;
+    auto r = replaced_symbols.find({module, address});
+    return r == replaced_symbols.end() ? nullptr : &r->second;
+}
+
+// A Symbol record names the address in the object loaded there when it was written: the latest
+// Module record covering it that no Unload record has ended yet, in process-stream order.
+void TraceReader::add_symbol(uint64_t address, Symbol s) {
+    for (size_t i = info_.modules.size(); i-- > 0;) {
+        const Module& m = info_.modules[i];
+        if (address >= m.start && address < m.end && m.unload_ticks == UINT64_MAX) {
+            s.module = i;
+            break;
+        }
+    }
+    auto [it, fresh] = info_.symbols.try_emplace(address);
+    Symbol& held = it->second;
+    if (fresh || held.module == s.module || held.module == kNoModule || s.module == kNoModule) {
+        held = std::move(s); // a later record for the same object replaces an earlier one
+    } else if (s.module > held.module) {
+        info_.replaced_symbols[{held.module, address}] = std::move(held);
+        held = std::move(s);
+    } else {
+        info_.replaced_symbols[{s.module, address}] = std::move(s);
+    }
 }
 
 void TraceReader::process_records(const uint8_t* p, const uint8_t* end, uint64_t offset) {
@@ -195,7 +289,7 @@ void TraceReader::process_records(const uint8_t* p, const uint8_t* end, uint64_t
             s.symbol = std::string(c.str());
             s.file = std::string(c.str());
             s.line = uint32_t(c.uleb());
-            if (c.ok) info_.symbols[address] = std::move(s);
+            if (c.ok) add_symbol(address, std::move(s));
             break;
         }
         case Tag::kEnd: {
@@ -523,9 +617,26 @@ void TraceReader::sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32
         info_.lines[{in_stream ? uint32_t(in_stream) : stream, site}].add(ls);
         return;
     }
-    default:
-        ++info_.minor_unknown_records;
+    case Tag::kUnload: {
+        if (stream != 0) break; // the writer puts it in the process stream only
+        uint64_t ticks = c.u64();
+        uint64_t base = c.u64();
+        uint64_t start = c.u64();
+        uint64_t end = c.u64();
+        if (!c.ok) throw TraceError(info_.path, offset, "malformed unload record");
+        for (size_t i = info_.modules.size(); i-- > 0;) {
+            Module& m = info_.modules[i];
+            if (m.base == base && m.start == start && m.end == end) {
+                if (m.unload_ticks == UINT64_MAX) m.unload_ticks = ticks;
+                break;
+            }
+        }
+        return;
     }
+    default:
+        break;
+    }
+    ++info_.minor_unknown_records;
 }
 
 const TraceInfo& TraceReader::read_metadata() {

@@ -34,13 +34,19 @@ struct Module {
     uint64_t start = 0, end = 0;
     std::string path;
     std::string build_id; // lowercase hex
+    uint64_t unload_ticks = UINT64_MAX; // unloaded by then (Unload record, format 1.2)
 };
+
+inline constexpr size_t kNoModule = SIZE_MAX;
 
 struct Symbol {
     std::string name;   // demangled
     std::string symbol; // as in the object file (mangled), when known
     std::string file;
     uint32_t line = 0;
+    // Index into TraceInfo::modules of the object the writer named it in: the one loaded at the
+    // address when the record was written. kNoModule when no Module record covered it.
+    size_t module = kNoModule;
 };
 
 // A marked source site (format 1.1): PROF_LINE, PROF_SCOPE, PROF_FUNCTION or a C region.
@@ -86,8 +92,11 @@ struct TraceInfo {
     std::string path;
     format::FileHeader header{};
     std::map<std::string, std::string> meta; // exe, cmdline, cwd, pid, ppid, host, runtime
-    std::vector<Module> modules;
-    std::unordered_map<uint64_t, Symbol> symbols; // by runtime address
+    std::vector<Module> modules;             // in file order
+    // By runtime address: the name in the object loaded there last. An object unloaded and
+    // replaced by another at the same addresses keeps its names in `replaced_symbols`.
+    std::unordered_map<uint64_t, Symbol> symbols;
+    std::map<std::pair<size_t, uint64_t>, Symbol> replaced_symbols; // (module, address)
     std::unordered_map<uint64_t, Site> sites;     // by the site's runtime address
     std::map<std::pair<uint32_t, uint64_t>, LineStats> lines; // (stream, site address)
     std::map<uint32_t, Thread> threads;            // by stream
@@ -106,7 +115,30 @@ struct TraceInfo {
     double line_overhead = 0; // ticks a PROF_LINE measures around an empty statement
 
     double seconds(uint64_t ticks) const { return ticks_per_second ? ticks / ticks_per_second : 0; }
+    // The object that contained `address` at time `ticks` (index into `modules`, or kNoModule):
+    // of the objects recorded there, the first not unloaded by then, or a later one already
+    // recorded by then. Without a time: the object loaded there last.
+    size_t module_index_at(uint64_t address, uint64_t ticks = UINT64_MAX) const;
     const Module* module_at(uint64_t address, uint64_t ticks = UINT64_MAX) const;
+    // The name of `address` in module `module` (kNoModule: in the object loaded there last).
+    const Symbol* symbol_at(uint64_t address, size_t module = kNoModule) const;
+};
+
+// Which object the code at an address belonged to at a given time, for traces in which an
+// object was unloaded and another loaded at its addresses (format 1.2 Unload records). Built
+// once from a trace's module map; TraceInfo::module_index_at with a time, in O(log n) of the
+// objects that occupied the address (a plugin reloaded many times is the case to be fast for).
+class AddressHistory {
+  public:
+    explicit AddressHistory(const TraceInfo& info);
+    // Whether more than one recorded object covered `address` over time (usually never).
+    bool reused(uint64_t address) const;
+    size_t module_at(uint64_t address, uint64_t ticks);
+
+  private:
+    const std::vector<Module>* modules_;
+    std::vector<std::pair<uint64_t, uint64_t>> reused_;          // sorted, disjoint [start, end)
+    std::unordered_map<uint64_t, std::vector<size_t>> covering_; // address -> modules, file order
 };
 
 // Receives thread events in stream order. `fn` in on_enter is the stream-local function index
@@ -154,6 +186,7 @@ private:
     struct StreamState;
     void read_chunks(EventSink* sink);
     void process_records(const uint8_t* p, const uint8_t* end, uint64_t offset);
+    void add_symbol(uint64_t address, Symbol s);
     bool thread_records(StreamState& st, Thread& th, const uint8_t* p, const uint8_t* end,
                         uint64_t ticks, uint64_t offset, bool cut, EventSink* sink);
     void finish_timing();

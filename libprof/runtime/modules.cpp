@@ -2,10 +2,20 @@
 // functions seen, both kept under the global lock in memory mapped by the runtime itself.
 // A new module is found when a function address falls outside every known one (dlopen'd
 // libraries included), so no dlopen wrapper is needed. Also applies the runtime filters.
+//
+// Unloading is what needs help: the hooks cache functions by address, so after dlclose another
+// object mapped at the same addresses runs through the cached entries without any slow path
+// that would notice it. libprof.so therefore interposes dlclose: before the real one it records
+// the objects loaded since the last scan and names the functions seen in the closing object
+// while its code is still mapped; after it, an Unload record with the time marks every object
+// that went away, so a reader can tell which object an event at a reused address ran in.
 #include "runtime.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <cxxabi.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <fnmatch.h>
@@ -23,8 +33,9 @@ struct Module {
     uintptr_t base, start, end;
     const char* path;    // in the path pool
     bool excluded;       // PROF_EXCLUDE_MODULES matched
-    bool symbols_tried;  // symbol index built (or failed) for PROF_EXCLUDE
+    bool symbols_tried;  // symbol index built (or failed) for PROF_EXCLUDE or for naming
     void* symbols;       // symbol_index_build() result
+    bool listed;         // reported by the current dl_iterate_phdr pass
 };
 
 struct Modules {
@@ -93,7 +104,8 @@ PROF_NOINSTR bool any_item(const char* list, Match match) {
 }
 
 PROF_NOINSTR Module* find_module(uintptr_t a) {
-    // Newest first: after dlclose/dlopen the latest object at an address is the live one.
+    // Unloaded objects leave the list, so at most one entry covers an address; newest first
+    // still, in case an unload went unnoticed and two entries overlap.
     for (uint32_t i = m.count; i-- > 0;)
         if (a >= m.list[i].start && a < m.list[i].end) return &m.list[i];
     return nullptr;
@@ -141,8 +153,10 @@ PROF_NOINSTR int on_object(dl_phdr_info* info, size_t, void*) {
     }
     for (uint32_t i = 0; i < m.count; ++i)
         if (m.list[i].base == info->dlpi_addr && m.list[i].start == lo && m.list[i].end == hi &&
-            !strcmp(m.list[i].path, path))
+            !strcmp(m.list[i].path, path)) {
+            m.list[i].listed = true;
             return 0;
+        }
     size_t plen = strnlen(path, format::kMaxString);
     if (m.count == kMaxModules || m.pool_used + plen + 1 > kPathPool) return 0;
     char* stored = m.pool + m.pool_used;
@@ -151,7 +165,7 @@ PROF_NOINSTR int on_object(dl_phdr_info* info, size_t, void*) {
     m.pool_used += plen + 1;
     const char* patterns = g_options.exclude_modules;
     bool excluded = any_item(patterns, [&](const char* item) { return strstr(stored, item); });
-    m.list[m.count++] = Module{info->dlpi_addr, lo, hi, stored, excluded, false, nullptr};
+    m.list[m.count++] = Module{info->dlpi_addr, lo, hi, stored, excluded, false, nullptr, true};
 
     uint8_t id[64];
     size_t idlen = 0;
@@ -207,15 +221,100 @@ PROF_NOINSTR bool excluded_by_name(uintptr_t a, Module* mod) {
     });
 }
 
-} // namespace
+// Objects the last pass did not list have been unloaded: one Unload record each, at `ticks`
+// (by which time they were gone). They leave the list, so that an object mapped at their
+// addresses later is recorded as a module of its own.
+PROF_NOINSTR void drop_unloaded(uint64_t ticks) {
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < m.count; ++i) {
+        const Module& mod = m.list[i];
+        if (mod.listed) {
+            m.list[kept++] = mod;
+            continue;
+        }
+        uint8_t payload[32], *q = payload;
+        q = put_u64(q, ticks);
+        q = put_u64(q, mod.base);
+        q = put_u64(q, mod.start);
+        q = put_u64(q, mod.end);
+        uint8_t rec[48], *p = rec;
+        *p++ = uint8_t(format::Tag::kUnload);
+        p = put_uleb(p, size_t(q - payload));
+        memcpy(p, payload, size_t(q - payload));
+        p += q - payload;
+        process_record(rec, size_t(p - rec));
+        char shown[256];
+        log(LogLevel::kDebug, "module_unloaded", "path=\"%s\" start=0x%lx end=0x%lx",
+            log_safe(mod.path, shown, sizeof shown), (unsigned long)mod.start,
+            (unsigned long)mod.end);
+        symbol_index_free(mod.symbols);
+    }
+    m.count = kept;
+}
 
-PROF_NOINSTR void scan_modules() {
+// Global lock held. Records the objects loaded since the last pass and the ones unloaded
+// (at `unload_ticks`, or now).
+PROF_NOINSTR void scan(uint64_t unload_ticks) {
     if (!m.list) {
         m.list = static_cast<Module*>(map_anon(kMaxModules * sizeof(Module)));
         m.pool = static_cast<char*>(map_anon(kPathPool));
         if (!m.list || !m.pool) return;
     }
+    for (uint32_t i = 0; i < m.count; ++i) m.list[i].listed = false;
     dl_iterate_phdr(on_object, nullptr);
+    drop_unloaded(unload_ticks ? unload_ticks : now_ticks());
+}
+
+PROF_NOINSTR void collect_range(uintptr_t a, void* arg) {
+    auto* list = static_cast<uintptr_t*>(arg); // count, range start and end, addresses
+    if (a >= list[1] && a < list[2]) list[3 + list[0]++] = a;
+}
+
+// Names the functions seen in the object loaded at `base` (path `name`) from its ELF symbol
+// table while it is still mapped: once it is unloaded, the symbolizer at exit would name
+// whatever object occupies its addresses by then. No source file and line: they come from the
+// DWARF reader, whose per-thread state, once built, outlives dlclose and would go stale for
+// objects loaded later, so it is only used at exit. Called without the global lock, with the
+// calling thread's hooks blocked.
+PROF_NOINSTR void name_functions_of(uintptr_t base, const char* name) {
+    lock_global();
+    Module* mod = nullptr;
+    for (uint32_t i = 0; i < m.count; ++i)
+        if (m.list[i].base == base && !strcmp(m.list[i].path, name)) mod = &m.list[i];
+    if (mod && !mod->symbols_tried) {
+        mod->symbols_tried = true;
+        mod->symbols = symbol_index_build(mod->path);
+    }
+    const void* index = mod ? mod->symbols : nullptr;
+    size_t bytes = (size_t(function_count()) + 3) * sizeof(uintptr_t);
+    auto* list = index ? static_cast<uintptr_t*>(map_anon(bytes)) : nullptr;
+    if (list) {
+        list[1] = mod->start;
+        list[2] = mod->end;
+        for_each_function(collect_range, list);
+    }
+    unlock_global();
+    if (!list) return;
+    // The index stays valid without the lock: only drop_unloaded frees it, and this object
+    // cannot be unloaded before the dlclose that called us.
+    for (uintptr_t i = 0; i < list[0]; ++i) {
+        uintptr_t a = list[3 + i];
+        const char* symbol = symbol_index_lookup(index, a - base);
+        if (!symbol) continue;
+        int status = -1;
+        char* demangled = !strncmp(symbol, "_Z", 2)
+                              ? abi::__cxa_demangle(symbol, nullptr, nullptr, &status)
+                              : nullptr;
+        write_symbol_record(a, status == 0 && demangled ? demangled : symbol, symbol, "", 0);
+        free(demangled);
+    }
+    munmap(list, bytes);
+}
+
+} // namespace
+
+PROF_NOINSTR void scan_modules() {
+    scan(0);
 }
 
 PROF_NOINSTR void modules_after_fork() {
@@ -268,3 +367,50 @@ PROF_NOINSTR void for_each_function(void (*fn)(uintptr_t, void*), void* arg) {
 }
 
 } // namespace prof::rt
+
+// ---- dlclose ---------------------------------------------------------------------------------
+// Exported from libprof.so, which comes before the C library in the search order of a program
+// linked with it (and of one run with the runtime preloaded), so the program's dlclose calls
+// arrive here. dlopen is not wrapped: the loader resolves a relative name against the runpath
+// of the object that calls dlopen, which a wrapper would change.
+using namespace prof::rt;
+
+extern "C" __attribute__((visibility("default"))) PROF_NOINSTR int dlclose(void* handle) {
+    using Dlclose = int (*)(void*);
+    static std::atomic<Dlclose> real_dlclose{nullptr};
+    Dlclose real = real_dlclose.load(std::memory_order_acquire);
+    if (!real) {
+        real = reinterpret_cast<Dlclose>(dlsym(RTLD_NEXT, "dlclose"));
+        if (!real) { // cannot happen with glibc: dlclose is in libc or libdl, after us
+            errno = ENOSYS;
+            return -1;
+        }
+        real_dlclose.store(real, std::memory_order_release);
+    }
+    if (!tracing_active()) return real(handle);
+    int saved = errno;
+    uint8_t prev = block_thread();
+    // Objects loaded since the last scan are recorded now, whether or not they go away: one
+    // reached only through function addresses the hooks had cached for an earlier object would
+    // otherwise never be.
+    lock_global();
+    scan(0);
+    unlock_global();
+    link_map* map = nullptr;
+    if (g_options.symbols && dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name &&
+        map->l_name[0])
+        name_functions_of(map->l_addr, map->l_name);
+    unblock_thread(prev);
+    errno = saved;
+    // The object's destructors run in here, traced as usual.
+    int rc = real(handle);
+    uint64_t gone = now_ticks();
+    saved = errno;
+    prev = block_thread();
+    lock_global();
+    if (tracing_active()) scan(gone);
+    unlock_global();
+    unblock_thread(prev);
+    errno = saved;
+    return rc;
+}

@@ -147,19 +147,25 @@ void note_code_address(uintptr_t address);
 void scan_modules();
 void modules_after_fork(); // the child's trace needs its own module records
 
-// Function symbols of an ELF file, for the name filter (symbol_index.cpp).
+// Function symbols of an ELF file, for the name filter and for naming the functions of an
+// object about to be unloaded (symbol_index.cpp).
 void* symbol_index_build(const char* path);
 const char* symbol_index_lookup(const void* index, uint64_t vaddr);
+void symbol_index_free(void* index); // null is fine
 
 // Symbol table for every function seen, written at finish (symbols.cpp). Called without the
 // global lock (it takes it per record).
 void write_symbols();
+// One Symbol record (takes the global lock); strings are cut to the record's limits.
+void write_symbol_record(uintptr_t address, const char* name, const char* symbol,
+                         const char* file, size_t line);
 uint32_t function_count();
 void for_each_function(void (*fn)(uintptr_t, void*), void* arg);
 
 // Lifetime (trace_writer.cpp).
 void runtime_start();  // idempotent; the library constructor or the first hook calls it
 void runtime_finish(); // library destructor
+void vfork_child_exited(int child); // after a vfork child has left (trace_writer.cpp)
 const char* trace_path();
 void record_overhead(const char* figures); // Meta records of the calibration
 void add_dropped(uint64_t n); // events a thread could not record, for the End record

@@ -1,4 +1,5 @@
-// Symbol lookup inside the runtime for PROF_EXCLUDE: maps a module's ELF file read-only and
+// Symbol lookup inside the runtime for PROF_EXCLUDE, and for naming the functions of an object
+// that dlclose is about to unload (modules.cpp): maps a module's ELF file read-only and
 // builds, in memory the runtime maps itself, an array of its function symbols sorted by
 // address. No allocation through the application's allocator (the filter runs on the hooks'
 // slow path, under the global lock), no sorting helper that might allocate (qsort can).
@@ -43,10 +44,18 @@ PROF_NOINSTR void heap_sort(Entry* a, size_t n) {
     }
 }
 
+// Header of the handle: the entries follow it. Names point into the file's mapping, which
+// stays until symbol_index_free (an object that is unloaded frees its index).
+struct IndexHeader {
+    uint64_t count;
+    void* file;
+    size_t file_size;
+    size_t bytes; // of the handle's own mapping
+};
+
 } // namespace
 
-// Returned handle is an opaque pointer to {count, entries...}; null when the file cannot be
-// read. The mapping of the file stays for the life of the process (names point into it).
+// Returned handle is an opaque pointer to an IndexHeader; null when the file cannot be read.
 PROF_NOINSTR void* symbol_index_build(const char* path) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return nullptr;
@@ -88,13 +97,13 @@ PROF_NOINSTR void* symbol_index_build(const char* path) {
         return nullptr;
     }
     size_t nsyms = symtab->sh_size / sizeof(Elf64_Sym);
-    size_t bytes = sizeof(uint64_t) + nsyms * sizeof(Entry);
+    size_t bytes = sizeof(IndexHeader) + nsyms * sizeof(Entry);
     void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
         munmap(m, size);
         return nullptr;
     }
-    auto* entries = reinterpret_cast<Entry*>(static_cast<uint8_t*>(mem) + sizeof(uint64_t));
+    auto* entries = reinterpret_cast<Entry*>(static_cast<uint8_t*>(mem) + sizeof(IndexHeader));
     size_t n = 0;
     auto* syms = reinterpret_cast<const Elf64_Sym*>(base + symtab->sh_offset);
     const char* names = reinterpret_cast<const char*>(base + strtab.sh_offset);
@@ -107,7 +116,7 @@ PROF_NOINSTR void* symbol_index_build(const char* path) {
         entries[n++] = Entry{s.st_value, s.st_size, names + s.st_name};
     }
     heap_sort(entries, n);
-    *static_cast<uint64_t*>(mem) = n;
+    *static_cast<IndexHeader*>(mem) = IndexHeader{n, m, size, bytes};
     return mem;
 }
 
@@ -115,8 +124,9 @@ PROF_NOINSTR void* symbol_index_build(const char* path) {
 // file), or null.
 PROF_NOINSTR const char* symbol_index_lookup(const void* index, uint64_t vaddr) {
     if (!index) return nullptr;
-    uint64_t n = *static_cast<const uint64_t*>(index);
-    auto* e = reinterpret_cast<const Entry*>(static_cast<const uint8_t*>(index) + sizeof(uint64_t));
+    uint64_t n = static_cast<const IndexHeader*>(index)->count;
+    auto* e =
+        reinterpret_cast<const Entry*>(static_cast<const uint8_t*>(index) + sizeof(IndexHeader));
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -124,6 +134,13 @@ PROF_NOINSTR const char* symbol_index_lookup(const void* index, uint64_t vaddr) 
         else hi = mid;
     }
     return lo < n && e[lo].value == vaddr ? e[lo].name : nullptr;
+}
+
+PROF_NOINSTR void symbol_index_free(void* index) {
+    if (!index) return;
+    IndexHeader h = *static_cast<IndexHeader*>(index);
+    munmap(h.file, h.file_size);
+    munmap(index, h.bytes);
 }
 
 } // namespace prof::rt

@@ -4,11 +4,15 @@
 // exit, off the hot path; it allocates through the process's operator new, so it runs with
 // the calling thread's hooks blocked. A trace whose process died before this point is
 // resolved by profreport from the module map and the binaries on disk instead.
+//
+// Addresses are named against the objects mapped at exit. Code of an object unloaded earlier
+// was named when dlclose unloaded it (modules.cpp); its addresses are skipped here unless
+// another object now occupies them, which then gets a Symbol record of its own after its
+// Module record, so that a reader attributes each name to the right object.
 #include "runtime.hpp"
 
 #include <boost/stacktrace/frame.hpp>
 
-#include <algorithm>
 #include <cstring>
 #include <dlfcn.h>
 #include <sys/mman.h>
@@ -30,6 +34,12 @@ PROF_NOINSTR void collect(uintptr_t address, void* arg) {
 }
 
 PROF_NOINSTR void write_symbol(uintptr_t address) {
+    Dl_info info;
+    // Nothing mapped there any more: its object was unloaded (and named then).
+    if (!dladdr(reinterpret_cast<void*>(address), &info)) return;
+    const char* symbol = "";
+    if (info.dli_sname && reinterpret_cast<uintptr_t>(info.dli_saddr) == address)
+        symbol = info.dli_sname;
     std::string name, file;
     size_t line = 0;
     try {
@@ -40,32 +50,35 @@ PROF_NOINSTR void write_symbol(uintptr_t address) {
     } catch (...) {
         return; // out of memory at exit: leave this one to profreport
     }
-    const char* symbol = "";
-    Dl_info info;
-    if (dladdr(reinterpret_cast<void*>(address), &info) && info.dli_sname &&
-        reinterpret_cast<uintptr_t>(info.dli_saddr) == address)
-        symbol = info.dli_sname;
+    write_symbol_record(address, name.c_str(), symbol, file.c_str(), line);
+}
+
+} // namespace
+
+PROF_NOINSTR void write_symbol_record(uintptr_t address, const char* name, const char* symbol,
+                                      const char* file, size_t line) {
     static uint8_t rec[4 * (format::kMaxString + 16) + 32];
+    lock_global(); // `rec` is shared by the threads that name code
     uint8_t* p = rec;
     *p++ = uint8_t(format::Tag::kSymbol);
     p = put_u64(p, address);
     // At most 48 KiB in all, so that the record fits in the smallest chunk (64 KiB).
-    p = put_str(p, name.data(), std::min<size_t>(name.size(), 16384));
-    p = put_str(p, symbol, std::min<size_t>(strlen(symbol), 16384));
-    p = put_str(p, file.data(), std::min<size_t>(file.size(), 4096));
+    p = put_str(p, name, strnlen(name, 16384));
+    p = put_str(p, symbol, strnlen(symbol, 16384));
+    p = put_str(p, file, strnlen(file, 4096));
     p = put_uleb(p, line);
-    lock_global();
     process_record(rec, size_t(p - rec));
     unlock_global();
 }
-
-} // namespace
 
 // Snapshot of the addresses under the lock, then resolution without it (the resolvers take the
 // dynamic loader's lock), then one locked append per record.
 PROF_NOINSTR void write_symbols() {
     uint8_t prev = block_thread();
     lock_global();
+    // An object whose functions the hooks only reached through addresses cached for an
+    // earlier object at the same place has no Module record yet: it must precede its names.
+    scan_modules();
     size_t n = function_count();
     size_t bytes = (n + 1) * sizeof(uintptr_t);
     void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

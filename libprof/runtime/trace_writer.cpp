@@ -1,15 +1,16 @@
-// The trace file: creation, chunk reservation, the process stream, finish and fork.
+// The trace file: creation, chunk reservation, the process stream, finish, fork and vfork.
 //
 // Every chunk is mapped MAP_SHARED from the file, so what a thread has written is in the page
 // cache the moment it is written: a process killed by SIGKILL or the OOM killer loses nothing
 // it had recorded. File space is reserved with fallocate before a chunk is mapped, so a full
 // disk shows up as a failed reservation (tracing stops, the application runs on) instead of a
 // SIGBUS in the middle of the application.
-#include "runtime.hpp"
+#include "thread_state.hpp"
 
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -62,6 +63,11 @@ struct Global {
     ChunkWriter process{}; // stream 0
     uint64_t start_ticks = 0, start_mono = 0, start_real = 0;
     uint32_t ppid = 0;
+    // The process the runtime belongs to, from its start or the last fork: a vfork child runs
+    // in this memory with another pid and no fork handler.
+    uint32_t pid = 0;
+    // A vfork child called exit(): it ran (and used up) the parent's exit handlers, ours too.
+    std::atomic<bool> finish_taken_by_child{false};
     char overhead[96] = {}; // calibration figures, repeated in a forked child's trace
     char stop_reason[128] = {}; // why tracing stopped before the end, if it did
     dev_t file_dev = 0; // identity of the trace file, to notice a program that closed our
@@ -363,6 +369,7 @@ PROF_NOINSTR void fork_parent() {
 // The child continues with a file of its own, named `<PROF_OUT>.<pid>`; it must never write
 // into the chunks it inherited from the parent's mapping.
 PROF_NOINSTR void fork_child() {
+    g.pid = uint32_t(getpid());
     pthread_mutex_init(&g.lock, nullptr);
     modules_after_fork();
     sites_after_fork();
@@ -435,6 +442,7 @@ PROF_NOINSTR void runtime_start() {
     }
     started = true;
     int saved = errno;
+    g.pid = uint32_t(getpid());
     read_options();
     if (g_options.secure) {
         log(LogLevel::kWarn, "trace_disabled", "reason=\"setuid or setgid program\"");
@@ -465,6 +473,12 @@ PROF_NOINSTR void runtime_start() {
 // running keep writing into the chunks they hold (those are inside the file), but cannot
 // open new ones.
 PROF_NOINSTR void runtime_finish() {
+    // A vfork child that calls exit() runs the destructors in the parent's memory: finishing
+    // here would end the parent's trace (and truncate its file) under the running parent.
+    if (g.pid && uint32_t(getpid()) != g.pid) {
+        g.finish_taken_by_child.store(true, std::memory_order_relaxed);
+        return;
+    }
     int saved = errno;
     if (g_memory_active) {
         // libstdc++ keeps an emergency exception pool for the life of the process; release it
@@ -535,6 +549,26 @@ PROF_NOINSTR void runtime_finish() {
 
 PROF_NOINSTR const char* trace_path() { return g.path; }
 
+// The parent side of a vfork whose child called exit(): the child has run this process's exit
+// handlers, including the dynamic loader's destructor pass (which marks every object finished,
+// so ours will not be called again), and has closed the list to new atexit handlers. What exit
+// still runs first is the calling thread's list of thread_local destructors, which accepts new
+// entries: the finish goes there. Only for the main thread, which normally ends the process;
+// another thread's list would also run when that thread ends, finishing the trace too early.
+PROF_NOINSTR void finish_from_tls_dtor(void*) {
+    runtime_finish();
+}
+
+PROF_NOINSTR void vfork_child_exited(int child) {
+    if (!g.finish_taken_by_child.exchange(false, std::memory_order_relaxed)) return;
+    bool registered = syscall(SYS_gettid) == getpid() &&
+                      __cxa_thread_atexit_impl(finish_from_tls_dtor, nullptr, &__dso_handle) == 0;
+    log(LogLevel::kWarn, "vfork_child_exit",
+        "child=%d finish=%s hint=\"the vfork child called exit(), which ran this process's exit "
+        "handlers\"",
+        child, registered ? "\"when this thread exits the process\"" : "lost");
+}
+
 PROF_NOINSTR void record_overhead(const char* figures) {
     double in = 0, out = 0, line = 0;
     if (sscanf(figures, "%lf %lf %lf", &in, &out, &line) != 3) return;
@@ -560,3 +594,135 @@ PROF_NOINSTR uint64_t ticks_per_ms() {
 }
 
 } // namespace prof::rt
+
+// ---- vfork ---------------------------------------------------------------------------------
+// A vfork child runs in the parent's memory, on the calling thread's stack and thread-local
+// storage, until it calls exec or _exit, and no fork handler runs for it. Left alone, the
+// calls it makes would be recorded in the parent's thread stream as the parent's own: wrong
+// counts, the parent's shadow stack changed under it, chunks opened in its name. libprof.so
+// therefore interposes vfork (x86-64): the child's thread records nothing (state kOff, which
+// every hook and the memory profiler honour, so the hot path needs no check), and the parent
+// gets its state back when the child has left. A C wrapper cannot do this, since the child
+// would return through the wrapper's frame and clobber it before the parent uses it: the
+// wrapper below jumps to the real vfork with its own return point in place of the caller's,
+// which it keeps in thread-local storage (shared with the child, which only reads it).
+#if defined(__x86_64__)
+namespace prof::rt {
+namespace {
+
+constexpr uint32_t kVforkNesting = 16; // a vfork child calling vfork again, and so on
+
+struct VforkCalls {
+    uintptr_t ret[kVforkNesting]; // the callers' return addresses
+    uint8_t state[kVforkNesting]; // their threads' states at the call
+    uint32_t depth;
+};
+thread_local VforkCalls t_vfork __attribute__((tls_model("initial-exec")));
+
+// With a shadow stack, a return to the caller through another return point faults: then the
+// call is passed through untouched.
+PROF_NOINSTR bool shadow_stack_active() {
+    uint64_t ssp = 0;
+    __asm__ volatile("rdsspq %0" : "+r"(ssp)); // a no-op, leaving 0, without shadow stacks
+    return ssp != 0;
+}
+
+} // namespace
+} // namespace prof::rt
+
+struct VforkPlan {
+    uintptr_t real;      // the C library's vfork
+    uintptr_t intercept; // nonzero: return through prof_vfork_returned
+};
+
+// Called by vfork below, in the parent, before the real call.
+extern "C" PROF_NOINSTR PROF_HIDDEN __attribute__((used)) VforkPlan
+prof_vfork_enter(uintptr_t ret) {
+    using namespace prof::rt;
+    static std::atomic<uintptr_t> real_vfork{0};
+    uintptr_t real = real_vfork.load(std::memory_order_acquire);
+    if (!real) {
+        int saved = errno;
+        real = reinterpret_cast<uintptr_t>(dlsym(RTLD_NEXT, "vfork"));
+        // POSIX allows vfork to be fork; with glibc, dlsym does not fail here.
+        if (!real) real = reinterpret_cast<uintptr_t>(&fork);
+        real_vfork.store(real, std::memory_order_release);
+        errno = saved;
+    }
+    VforkCalls& v = t_vfork;
+    if (v.depth == kVforkNesting || shadow_stack_active()) return VforkPlan{real, 0};
+    v.ret[v.depth] = ret;
+    v.state[v.depth] = block_thread(); // the thread's state, which the parent gets back
+    unblock_thread(v.state[v.depth]);
+    ++v.depth;
+    return VforkPlan{real, 1};
+}
+
+// Called in the child (result 0) and, once the child has left, in the parent; returns where
+// the caller of vfork continues.
+extern "C" PROF_NOINSTR PROF_HIDDEN __attribute__((used)) uintptr_t prof_vfork_return(int result) {
+    using namespace prof::rt;
+    VforkCalls& v = t_vfork;
+    uint32_t top = v.depth - 1;
+    uintptr_t ret = v.ret[top];
+    if (result == 0) {
+        // The parent pops the entry: the child's writes to this memory are the parent's too.
+        unblock_thread(kOff);
+        return ret;
+    }
+    int saved = errno; // a failed vfork's
+    unblock_thread(v.state[top]);
+    v.depth = top;
+    if (result > 0) {
+        log(LogLevel::kDebug, "vfork_child_not_traced", "child=%d", result);
+        vfork_child_exited(result);
+    }
+    errno = saved;
+    return ret;
+}
+
+// Exported from libprof.so, ahead of the C library. The stack is aligned to 16 bytes at each
+// call; %rax (the result) is kept across the call in the return path.
+__asm__(R"(
+    .pushsection .text
+    .globl vfork
+    .type vfork, @function
+    .p2align 4
+vfork:
+    .cfi_startproc
+    endbr64
+    movq (%rsp), %rdi
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    call prof_vfork_enter
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    testq %rdx, %rdx
+    jz 1f
+    leaq prof_vfork_returned(%rip), %rcx
+    movq %rcx, (%rsp)
+1:
+    jmpq *%rax
+    .cfi_endproc
+    .size vfork, .-vfork
+
+    .type prof_vfork_returned, @function
+    .p2align 4
+prof_vfork_returned:
+    .cfi_startproc
+    .cfi_undefined rip
+    endbr64
+    pushq %rax
+    subq $8, %rsp
+    movl %eax, %edi
+    call prof_vfork_return
+    movq %rax, %rcx
+    addq $8, %rsp
+    popq %rax
+    pushq %rcx
+    ret
+    .cfi_endproc
+    .size prof_vfork_returned, .-prof_vfork_returned
+    .popsection
+)");
+#endif

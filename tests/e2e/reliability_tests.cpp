@@ -12,10 +12,12 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <spawn.h>
+#include <sstream>
 #include <string>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 
 // Set in ASan/UBSan/TSan builds by cmake/sanitizers.cmake.
@@ -319,6 +321,162 @@ TEST_CASE("dlopen, dlclose and dlopen again of an instrumented library") {
     CHECK(calls_of(p, "plugin_work") == 5);
     for (const auto& f : p.functions)
         if (f.name == "plugin_work") CHECK(f.module.find("libtest_plugin.so") != std::string::npos);
+}
+
+namespace {
+
+const analysis::Function* function_named(const analysis::Profile& p, const std::string& name) {
+    for (const auto& f : p.functions)
+        if (f.name == name) return &f;
+    return nullptr;
+}
+
+// The ncalls column of the profreport table row of `function`, "" if none.
+std::string table_calls(const std::string& table, const std::string& function) {
+    size_t at = table.find("(" + function + ")\n");
+    if (at == std::string::npos) return "";
+    size_t begin = table.rfind('\n', at) + 1;
+    size_t first = table.find_first_not_of(' ', begin);
+    return table.substr(first, table.find(' ', first) - first);
+}
+
+// The CALLS column of the `profreport --tree` row of `function` (the first one), "" if none.
+std::string tree_calls(const std::string& tree, const std::string& function) {
+    size_t at = tree.find("+-" + function + "\n");
+    if (at == std::string::npos) return "";
+    size_t end = tree.find_last_not_of(' ', at - 1) + 1;
+    size_t begin = tree.rfind(' ', end - 1) + 1;
+    return tree.substr(begin, end - begin);
+}
+
+// The fields of the profreport CSV row whose name column is `function` (names without commas).
+std::vector<std::string> csv_row(const std::string& csv, const std::string& function) {
+    std::istringstream in(csv);
+    for (std::string line; std::getline(in, line);) {
+        std::vector<std::string> fields;
+        std::istringstream row(line);
+        for (std::string f; std::getline(row, f, ',');) fields.push_back(f);
+        if (fields.size() == 11 && fields[6] == function) return fields; // name is column 7
+    }
+    return {};
+}
+
+} // namespace
+
+// dlclose of an instrumented library, then dlopen of another that the loader maps at the same
+// address: the hooks' per-thread tables still map those addresses to the first library's
+// functions. Copies of the libraries are loaded and deleted before the report, so the names
+// must come from the trace itself (named at dlclose, or at exit for the one still loaded).
+TEST_CASE("dlclose, then another library at the same address: each named and counted as its own") {
+    for (std::string mode : {"keep", "close"}) {
+        CAPTURE(mode);
+        std::string dir = temp_path("reload-" + mode);
+        std::filesystem::create_directories(dir);
+        std::string a = dir + "/liba.so", b = dir + "/libb.so", trace = dir + "/reload.trace";
+        std::filesystem::copy_file(PROF_TEST_RELOAD_A, a);
+        std::filesystem::copy_file(PROF_TEST_RELOAD_B, b);
+        auto r = run({PROF_TEST_RELOAD, a, b, mode}, {{"PROF_OUT", trace}});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(r.out.find("sum 168\n") != std::string::npos); // 3 calls of a, 5 of b
+        bool reused = r.out.rfind("reused 1 ", 0) == 0;
+        if (!reused) MESSAGE("the loader did not map b at a's address; checked anyway: ", r.out);
+        std::filesystem::remove(a);
+        std::filesystem::remove(b);
+
+        analysis::Profile p = profile_file(trace);
+        struct Expected {
+            const char* name;
+            uint64_t calls;
+            const std::string& module;
+        };
+        for (const Expected& e : {Expected{"alpha_work", 3, a}, Expected{"alpha_step", 6, a},
+                                  Expected{"bravo_work", 5, b}, Expected{"bravo_step", 10, b}}) {
+            CAPTURE(e.name);
+            const analysis::Function* f = function_named(p, e.name);
+            REQUIRE(f);
+            CHECK(f->stats.ncalls == e.calls);
+            CHECK(f->stats.pcalls == e.calls);
+            CHECK(f->module == e.module);
+        }
+        size_t from_libraries = 0;
+        for (const auto& f : p.functions) from_libraries += f.module == a || f.module == b;
+        CHECK(from_libraries == 4); // nothing else, no function under the other's name
+        balanced(p);
+        const reader::TraceInfo& info = p.traces.at(0);
+        CHECK(info.finished);
+        if (reused) { // the trace says when a went away, and b got a module record of its own
+            size_t unloaded = 0, of_b = 0;
+            for (const auto& m : info.modules) {
+                unloaded += m.unload_ticks != UINT64_MAX;
+                of_b += m.path == b;
+            }
+            CHECK(unloaded == (mode == "close" ? 2u : 1u));
+            CHECK(of_b == 1);
+        }
+
+        auto table = run({PROFREPORT, trace});
+        CHECK(table.exit_code == 0);
+        CHECK(table_calls(table.out, "alpha_work") == "3");
+        CHECK(table_calls(table.out, "alpha_step") == "6");
+        CHECK(table_calls(table.out, "bravo_work") == "5");
+        CHECK(table_calls(table.out, "bravo_step") == "10");
+        auto csv = run({PROFREPORT, "--format", "csv", trace});
+        CHECK(csv.exit_code == 0);
+        for (auto [name, calls, module] :
+             {std::tuple{"alpha_work", "3", a}, std::tuple{"bravo_work", "5", b}}) {
+            std::vector<std::string> row = csv_row(csv.out, name);
+            REQUIRE_MESSAGE(row.size() == 11, name);
+            CHECK(row[0] == calls);
+            CHECK(row[9] == module);
+        }
+        auto json = run({PROFREPORT, "--format", "json", trace});
+        CHECK(json.exit_code == 0);
+        CHECK(json.out.find("\"name\": \"alpha_work\"") != std::string::npos);
+        CHECK(json.out.find("\"name\": \"bravo_work\"") != std::string::npos);
+        // The call tree replays the events: the same split.
+        auto tree = run({PROFREPORT, "--tree", trace});
+        CHECK(tree_calls(tree.out, "alpha_work") == "3");
+        CHECK(tree_calls(tree.out, "bravo_work") == "5");
+    }
+}
+
+// vfork: the child runs in the parent's memory (thread-local state and mapped chunks included)
+// until exec or _exit; `exit` mode is the classic mistake of calling exit() there, which runs
+// the parent's exit handlers in the child. Under TSan vfork is fork (its interceptor), and the
+// child then writes a trace of its own, which is fine too.
+TEST_CASE("vfork: the child's calls stay out of the parent's trace, which stays exact") {
+    for (std::string mode : {"_exit", "exit", "exec"}) {
+        CAPTURE(mode);
+        std::string trace = temp_path("vfork-" + mode + ".trace");
+        auto r = run({PROF_TEST_VFORKER, mode}, {{"PROF_OUT", trace}});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        // The child ran its instrumented code: its exit status is its result (exec: the new
+        // image's).
+        CHECK(r.out == (mode == "exec" ? "parent 9 child 42\n" : "parent 9 child 30\n"));
+        analysis::Profile p = profile_file(trace);
+        CHECK(calls_of(p, "parent_work(int)") == 5);
+        CHECK(calls_of(p, "main") == 1);
+        CHECK(calls_of(p, "in_child(int)") == 0);
+        CHECK(calls_of(p, "child_work(int)") == 0);
+        CHECK(p.threads.size() == 1);
+        for (const auto& t : p.threads) CHECK(t.abandoned == 0);
+        balanced(p);
+        const reader::TraceInfo& info = p.traces.at(0);
+        CHECK(info.finished); // also when the child ran the exit handlers
+        CHECK_FALSE(info.incomplete);
+        if (mode == "exit" && !kSanitizerBuild)
+            CHECK(r.err.find("event=vfork_child_exit") != std::string::npos);
+        auto report = run({PROFREPORT, "--format", "json", trace});
+        CHECK(report.exit_code == 0);
+        CHECK(report.err.empty());
+        CHECK(report.out.find("\"ncalls\": 5") != std::string::npos);
+        if (mode == "exec") { // the new image has a trace of its own
+            uint64_t after = 0;
+            for (const std::string& other : traces_next_to(trace))
+                after += calls_of(profile_file(other), "after_exec(int)");
+            CHECK(after == 1);
+        }
+    }
 }
 
 // A setuid copy cannot load the sanitizer runtime the way the test binaries do.

@@ -273,3 +273,92 @@ TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
     CHECK(stats(p, "0x1000").cumtime == doctest::Approx(325e-9));
     CHECK(p.total_time == doctest::Approx(325e-9)); // the sum of tottime equals main's cumtime
 }
+
+namespace {
+
+TraceBuilder& module(TraceBuilder& b, uint64_t ticks, uint64_t start, uint64_t end,
+                     const std::string& path) {
+    return b.tag(format::Tag::kModule).u64(ticks).u64(start).u64(start).u64(end).str(path).str("");
+}
+
+TraceBuilder& unload(TraceBuilder& b, uint64_t ticks, uint64_t start, uint64_t end) {
+    return b.tag(format::Tag::kUnload).uleb(32).u64(ticks).u64(start).u64(start).u64(end);
+}
+
+} // namespace
+
+// liba.so is unloaded at 2000 and libb.so mapped at its addresses; the runtime recorded libb.so
+// only at 5000, after its first call (2500), and the thread kept the function index it had for
+// liba.so's function at that address. The thread chunk comes first in the file, before the
+// Unload record that separates the two.
+TEST_CASE("an address reused by another object: names and calls follow the object of the time") {
+    TraceBuilder b;
+    b.chunk(1, 1000).function(0x10100);
+    b.enter(0, 0).exit(10).enter(0, 490).exit(10);    // 1000, 1500: liba.so
+    b.enter(0, 990).exit(10).enter(0, 3490).exit(10); // 2500, 6000: libb.so
+    b.chunk(0);
+    module(b, 500, 0x10000, 0x20000, "/lib/liba.so").symbol(0x10100, "alpha_work", "", 0);
+    unload(b, 2000, 0x10000, 0x20000);
+    module(b, 5000, 0x10000, 0x20000, "/lib/libb.so").symbol(0x10100, "bravo_work", "b.cpp", 7);
+    b.end_record(7000);
+    std::string path = test::temp_path("reused.trace");
+    b.save(path);
+
+    CountingSink sink;
+    reader::TraceReader r(path);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(info.minor_unknown_records == 0);
+    REQUIRE(info.modules.size() == 2);
+    CHECK(info.modules[0].unload_ticks == 2000);
+    CHECK(info.modules[1].unload_ticks == UINT64_MAX);
+    CHECK(info.module_index_at(0x10100, 1000) == 0);
+    CHECK(info.module_index_at(0x10100, 2500) == 1); // before libb.so's record, after the unload
+    CHECK(info.module_index_at(0x10100) == 1);
+    CHECK(info.symbol_at(0x10100, 0)->name == "alpha_work");
+    CHECK(info.symbol_at(0x10100, 1)->name == "bravo_work");
+    CHECK(info.symbols.at(0x10100).name == "bravo_work"); // the object loaded there last
+    reader::AddressHistory history(info);
+    CHECK(history.reused(0x10000));
+    CHECK(history.reused(0x1ffff));
+    CHECK_FALSE(history.reused(0x20000));
+    CHECK_FALSE(history.reused(0xffff));
+    CHECK(history.module_at(0x10100, 1000) == 0);
+    CHECK(history.module_at(0x10100, 2500) == 1);
+    CHECK(history.module_at(0x10100, 9000) == 1);
+
+    analysis::ProfileBuilder pb;
+    pb.add_trace(path);
+    analysis::Profile p = pb.build();
+    REQUIRE(p.functions.size() == 2);
+    for (const auto& f : p.functions) {
+        CAPTURE(f.name);
+        CHECK(f.stats.ncalls == 2);
+        CHECK(f.module == (f.name == "alpha_work" ? "/lib/liba.so" : "/lib/libb.so"));
+    }
+    CHECK(p.match("bravo_work").size() == 1);
+    CHECK(p.functions[p.match("bravo_work")[0]].line == 7);
+}
+
+TEST_CASE("unload records: malformed is corruption, in a thread stream it is skipped") {
+    TraceBuilder bad;
+    bad.chunk(0);
+    module(bad, 0, 0x10000, 0x20000, "/lib/liba.so");
+    bad.tag(format::Tag::kUnload).uleb(8).u64(5);
+    bad.end_record(10);
+    std::string bad_path = test::temp_path("unload-bad.trace");
+    bad.save(bad_path);
+    CHECK(error_of(bad_path).find("malformed unload record") != std::string::npos);
+
+    TraceBuilder odd;
+    odd.chunk(1, 0).function(0x10100).enter(0, 0);
+    unload(odd, 5, 0x10000, 0x20000).exit(10);
+    odd.chunk(0);
+    module(odd, 0, 0x10000, 0x20000, "/lib/liba.so").end_record(10);
+    std::string odd_path = test::temp_path("unload-thread.trace");
+    odd.save(odd_path);
+    CountingSink sink;
+    reader::TraceReader r(odd_path);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(info.minor_unknown_records == 1);
+    CHECK(info.modules.at(0).unload_ticks == UINT64_MAX);
+}

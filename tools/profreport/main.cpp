@@ -396,8 +396,12 @@ void print_info(std::FILE* out, const analysis::Profile& p) {
                        th.dropped ? fmt::format(", {} dropped", th.dropped) : "",
                        th.abandoned ? fmt::format(", {} frames abandoned", th.abandoned) : "");
         for (const reader::Module& m : t.modules)
-            fmt::print(out, "module:    {:#x}-{:#x} {} {}\n", m.start, m.end, reader::printable(m.path),
-                       m.build_id);
+            fmt::print(out, "module:    {:#x}-{:#x} {} {}{}\n", m.start, m.end,
+                       reader::printable(m.path), m.build_id,
+                       m.unload_ticks == UINT64_MAX
+                           ? ""
+                           : fmt::format("  unloaded at {:.6f} s",
+                                         t.seconds(m.unload_ticks - t.header.start_ticks)));
         fmt::print(out, "\n");
     }
 }

@@ -1,4 +1,4 @@
-// CallTreeBuilder: a Replay that keeps, per thread, one node per (parent node, address) with
+// CallTreeBuilder: a Replay that keeps, per thread, one node per (parent node, function) with
 // call counts and inclusive nanoseconds; build() names the functions (as ProfileBuilder does)
 // and merges threads and traces path by path.
 #include "analysis/views/call_tree.hpp"
@@ -15,22 +15,28 @@
 namespace prof::analysis::views {
 namespace {
 
+// A function is its address, and the object it ran in when several objects occupied that
+// address in turn (ReplayFrame::module).
 struct LocalNode {
     uint32_t parent;
     uint64_t address;
+    size_t module = reader::kNoModule;
     uint64_t calls = 0, total_ns = 0;
     uint64_t last_child_address = 0; // cache: loops call the same child again and again
+    size_t last_child_module = reader::kNoModule;
     uint32_t last_child = 0;
 };
 
 struct PathKey {
     uint32_t parent;
     uint64_t address;
+    size_t module;
     bool operator==(const PathKey&) const = default;
 };
 struct PathHash {
     size_t operator()(const PathKey& k) const {
-        return std::hash<uint64_t>()(k.address * 0x9e3779b97f4a7c15ULL ^ k.parent);
+        return std::hash<uint64_t>()(k.address * 0x9e3779b97f4a7c15ULL ^ k.parent ^
+                                     (uint64_t(k.module) << 32));
     }
 };
 
@@ -55,16 +61,17 @@ struct CallTreeBuilder::Impl : Replay {
         ReplayFrame& f = t.stack.back();
         LocalNode& p = tree.nodes[parent];
         uint32_t node;
-        if (p.last_child && p.last_child_address == f.address) {
+        if (p.last_child && p.last_child_address == f.address && p.last_child_module == f.module) {
             node = p.last_child;
         } else {
-            auto [it, fresh] =
-                tree.index.try_emplace(PathKey{parent, f.address}, uint32_t(tree.nodes.size()));
-            if (fresh) tree.nodes.push_back(LocalNode{parent, f.address});
+            auto [it, fresh] = tree.index.try_emplace(PathKey{parent, f.address, f.module},
+                                                      uint32_t(tree.nodes.size()));
+            if (fresh) tree.nodes.push_back(LocalNode{parent, f.address, f.module});
             node = it->second;
             LocalNode& q = tree.nodes[parent]; // push_back may have moved it
             q.last_child = node;
             q.last_child_address = f.address;
+            q.last_child_module = f.module;
         }
         ++tree.nodes[node].calls;
         f.user = node;
@@ -107,11 +114,11 @@ CallTree CallTreeBuilder::build(const CallTreeOptions& o) const {
     // Functions merge as in ProfileBuilder::build: by address within a trace, by what names
     // them across traces.
     std::map<std::tuple<std::string, std::string, std::string, uint32_t>, size_t> by_label;
-    std::vector<std::unordered_map<uint64_t, size_t>> by_address(impl_->traces().size());
-    auto function_index = [&](size_t trace, uint64_t address) {
-        auto [it, fresh] = by_address[trace].try_emplace(address, 0);
+    std::vector<std::map<std::pair<uint64_t, size_t>, size_t>> by_address(impl_->traces().size());
+    auto function_index = [&](size_t trace, uint64_t address, size_t module) {
+        auto [it, fresh] = by_address[trace].try_emplace({address, module}, 0);
         if (!fresh) return it->second;
-        Function f = resolver.describe(*impl_->traces()[trace], address);
+        Function f = resolver.describe(*impl_->traces()[trace], address, module);
         auto key = std::make_tuple(f.module, f.symbol.empty() ? f.name : f.symbol, f.file, f.line);
         auto [lt, lfresh] = by_label.try_emplace(key, tree.functions.size());
         if (lfresh) tree.functions.push_back(std::move(f));
@@ -157,7 +164,7 @@ CallTree CallTreeBuilder::build(const CallTreeOptions& o) const {
         // Parents always precede their children in `local.nodes`.
         for (size_t i = 1; i < local.nodes.size(); ++i) {
             const LocalNode& ln = local.nodes[i];
-            size_t g = child(global[ln.parent], function_index(t.trace, ln.address), {});
+            size_t g = child(global[ln.parent], function_index(t.trace, ln.address, ln.module), {});
             global[i] = g;
             tree.nodes[g].calls += ln.calls;
             tree.nodes[g].total_ns += ln.total_ns;

@@ -29,6 +29,7 @@ const reader::TraceInfo& Replay::add_trace(const std::string& path) {
         double tps = m.ticks_per_second > 0 ? m.ticks_per_second : 1e9;
         ns_per_tick_ = 1e9L / static_cast<long double>(tps);
         meta_ = std::make_unique<reader::TraceInfo>(m);
+        history_ = std::make_unique<reader::AddressHistory>(*meta_);
         end_ns_ = ns(m.end_ticks);
     }
     progress_shown_ = false;
@@ -78,7 +79,9 @@ uint64_t Replay::now(ReplayThread& t, uint64_t ticks) {
 
 void Replay::enter(ReplayThread& t, uint64_t address, uint64_t ticks) {
     uint64_t n = now(t, ticks);
-    t.stack.push_back(ReplayFrame{address, n, 0});
+    size_t module =
+        history_->reused(address) ? history_->module_at(address, ticks) : reader::kNoModule;
+    t.stack.push_back(ReplayFrame{address, module, n, 0});
     opened(t);
 }
 

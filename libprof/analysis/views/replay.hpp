@@ -21,6 +21,9 @@ namespace prof::analysis::views {
 
 struct ReplayFrame {
     uint64_t address = 0;  // runtime address of the function or marked site
+    // At an address that several objects occupied in turn (dlclose, then dlopen of another):
+    // the one this call ran in (index into TraceInfo::modules); otherwise kNoModule.
+    size_t module = reader::kNoModule;
     uint64_t enter_ns = 0; // since the trace's start
     uint64_t user = 0;     // for the derived view (a call-tree node, a flag)
 };
@@ -78,6 +81,7 @@ class Replay : public reader::EventSink {
     std::unordered_map<uint32_t, ReplayThread*> current_; // stream -> thread, this trace
     size_t trace_index_ = 0;
     std::unique_ptr<reader::TraceInfo> meta_;
+    std::unique_ptr<reader::AddressHistory> history_; // of meta_
     bool progress_ = false, progress_shown_ = false;
     uint64_t events_ = 0, end_ns_ = 0;
     uint64_t start_ticks_ = 0;

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -61,15 +62,20 @@ class TimelineBase : public Replay {
   protected:
     const TimelineOptions o_;
 
-    uint32_t frame(uint64_t address) {
-        auto& cache = cache_[current_index()];
-        auto [it, fresh] = cache.try_emplace(address, uint32_t(frames.size()));
-        if (fresh) {
-            Function f = resolver_.describe(current(), address);
+    uint32_t frame(const ReplayFrame& fr) {
+        auto next = uint32_t(frames.size());
+        // Objects loaded at one address in turn: a frame per object (rare, a slower map).
+        uint32_t& index = fr.module == reader::kNoModule
+                              ? cache_[current_index()].try_emplace(fr.address, next).first->second
+                              : reused_cache_[current_index()]
+                                    .try_emplace({fr.address, fr.module}, next)
+                                    .first->second;
+        if (index == next) {
+            Function f = resolver_.describe(current(), fr.address, fr.module);
             frames.push_back(FrameInfo{json_escape(reader::printable(f.name)), json_escape(f.file),
                                        f.line, f.kind});
         }
-        return it->second;
+        return index;
     }
     ThreadOut& out(const ReplayThread& t) { return out_[t.index]; }
     void thread_created(ReplayThread& t) override {
@@ -88,6 +94,7 @@ class TimelineBase : public Replay {
   private:
     FunctionResolver resolver_;
     std::unordered_map<size_t, std::unordered_map<uint64_t, uint32_t>> cache_;
+    std::unordered_map<size_t, std::map<std::pair<uint64_t, size_t>, uint32_t>> reused_cache_;
 };
 
 class ChromeWriter : public TimelineBase {
@@ -106,7 +113,7 @@ class ChromeWriter : public TimelineBase {
         ThreadOut& to = out(t);
         if (to.skip || !kept(fr.enter_ns, x)) return;
         uint64_t e = clip(fr.enter_ns), c = clip(x);
-        const FrameInfo& fi = frames[frame(fr.address)];
+        const FrameInfo& fi = frames[frame(fr)];
         write(fmt::format("{}\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":\"{}\",\"ts\":{},\"dur\":{},"
                           "\"pid\":{},\"tid\":{}}}",
                           first ? "" : ",", fi.kind, fi.name, micros(e), micros(c - e),
@@ -124,7 +131,7 @@ class SpeedscopeWriter : public TimelineBase {
   private:
     static constexpr uint64_t kEmitted = 1;
 
-    void emit(ReplayThread& t, char type, uint64_t address, uint64_t at) {
+    void emit(ReplayThread& t, char type, const ReplayFrame& fr, uint64_t at) {
         ThreadOut& to = out(t);
         if (!to.tmp) {
             to.tmp = std::tmpfile();
@@ -132,7 +139,7 @@ class SpeedscopeWriter : public TimelineBase {
                 throw std::runtime_error("cannot create a temporary file for speedscope events");
         }
         std::string s = fmt::format("{}{{\"type\":\"{}\",\"frame\":{},\"at\":{}}}",
-                                    to.events ? ",\n" : "\n", type, frame(address), at);
+                                    to.events ? ",\n" : "\n", type, frame(fr), at);
         if (std::fputs(s.c_str(), to.tmp) < 0)
             throw std::runtime_error("cannot write a temporary file for speedscope events");
         to.first = std::min(to.first, at);
@@ -146,7 +153,7 @@ class SpeedscopeWriter : public TimelineBase {
             if (f.user & kEmitted) continue;
             if (now - f.enter_ns < o_.min_duration_ns || now < o_.from_ns || f.enter_ns > o_.to_ns)
                 return; // deeper frames are younger: they fail too
-            emit(t, 'O', f.address, clip(f.enter_ns));
+            emit(t, 'O', f, clip(f.enter_ns));
             f.user |= kEmitted;
         }
     }
@@ -158,8 +165,8 @@ class SpeedscopeWriter : public TimelineBase {
         bool emitted = f.user & kEmitted;
         if (!emitted && !kept(f.enter_ns, x)) return;
         flush(t, x);
-        if (!emitted) emit(t, 'O', f.address, clip(f.enter_ns));
-        emit(t, 'C', f.address, clip(x));
+        if (!emitted) emit(t, 'O', f, clip(f.enter_ns));
+        emit(t, 'C', f, clip(x));
     }
 };
 

@@ -24,7 +24,7 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 1; // 1.1: sites, line statistics
+inline constexpr uint16_t kMinor = 2; // 1.1: sites, line statistics; 1.2: module unloads
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
 inline constexpr uint32_t kMinChunkSize = 64u << 10; // holds any process record
@@ -136,6 +136,10 @@ enum class Tag : uint8_t {
     kRealloc = 0x44,
     kStack = 0x45,
     kRss = 0x46,
+    // 1.2, process stream: the object recorded by the latest Module record with this load_base,
+    // start and end has been unloaded (dlclose) by `ticks`.
+    //   u64 ticks, u64 load_base, u64 start, u64 end
+    kUnload = 0x47,
 };
 
 enum class AllocKind : uint8_t {
