@@ -1,6 +1,6 @@
 // The symbol table written at finish: for every function address seen, its demangled name,
 // the symbol as it appears in the object file, and the source file and line, resolved once per
-// address with Boost.Stacktrace (libbacktrace reads the DWARF of each module). This runs at
+// address (symbolizer.cpp: libdwfl, Boost.Stacktrace as the fallback). This runs at
 // exit, off the hot path; it allocates through the process's operator new, so it runs with
 // the calling thread's hooks blocked. A trace whose process died before this point is
 // resolved by profreport from the module map and the binaries on disk instead.
@@ -11,7 +11,7 @@
 // Module record, so that a reader attributes each name to the right object.
 #include "runtime.hpp"
 
-#include <boost/stacktrace/frame.hpp>
+#include "symbolizer.hpp"
 
 #include <cstring>
 #include <dlfcn.h>
@@ -33,24 +33,18 @@ PROF_NOINSTR void collect(uintptr_t address, void* arg) {
     list[1 + list[0]++] = address;
 }
 
-PROF_NOINSTR void write_symbol(uintptr_t address) {
+PROF_NOINSTR void write_symbol(Symbolizer& symbolizer, uintptr_t address) {
     Dl_info info;
     // Nothing mapped there any more: its object was unloaded (and named then).
     if (!dladdr(reinterpret_cast<void*>(address), &info)) return;
-    const char* symbol = "";
-    if (info.dli_sname && reinterpret_cast<uintptr_t>(info.dli_saddr) == address)
-        symbol = info.dli_sname;
-    std::string name, file;
-    size_t line = 0;
+    SymbolInfo found;
     try {
-        boost::stacktrace::frame fr(reinterpret_cast<const void*>(address));
-        name = fr.name();
-        file = fr.source_file();
-        line = fr.source_line();
+        if (!symbolizer.resolve(address, found)) return;
     } catch (...) {
         return; // out of memory at exit: leave this one to profreport
     }
-    write_symbol_record(address, name.c_str(), symbol, file.c_str(), line);
+    write_symbol_record(address, found.name.c_str(), found.symbol.c_str(), found.file.c_str(),
+                        found.line);
 }
 
 } // namespace
@@ -86,7 +80,11 @@ PROF_NOINSTR void write_symbols() {
     if (list) for_each_function(collect, list);
     unlock_global();
     if (list) {
-        for (uintptr_t i = 0; i < list[0]; ++i) write_symbol(list[1 + i]);
+        try {
+            Symbolizer symbolizer;
+            for (uintptr_t i = 0; i < list[0]; ++i) write_symbol(symbolizer, list[1 + i]);
+        } catch (...) { // out of memory at exit: profreport names what is left
+        }
         munmap(m, bytes);
     }
     unblock_thread(prev);
