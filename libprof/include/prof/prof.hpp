@@ -82,8 +82,7 @@ PROF_DETAIL_NOINSTR inline void commit(prof_chunk_writer& w) {
 // Whether the thread may record a timed event inline now: active (not inside a hook that a
 // signal interrupted, not stopped) and with room left in its chunk.
 PROF_DETAIL_NOINSTR inline bool can_record(const prof_thread& t) {
-    return t.state == PROF_DETAIL_THREAD_ACTIVE &&
-           t.w.end - t.w.cursor >= PROF_DETAIL_RECORD_ROOM;
+    return t.state == PROF_DETAIL_THREAD_ACTIVE && t.w.end - t.w.cursor >= PROF_DETAIL_RECORD_ROOM;
 }
 
 extern "C" int prof_line_fast; // set by the runtime: TSC clock, no RSS sampling per line
@@ -110,12 +109,14 @@ public:
         if (!site_) return; // first: the destructor's call after stop() then costs nothing
 #if defined(__x86_64__)
         if (fast_) {
-            // The common case: add the hit to this thread's counters of the site. Before the
-            // thread's first hit of the site (id or table missing) the library takes it.
+            // The common case: add the hit to this thread's counters of the site. The library
+            // takes the thread's first hit of the site (id or table missing) and the hits of a
+            // thread that records nothing (stopped, or a vfork child sharing our memory).
             unsigned long long end = __rdtsc();
             prof_thread& t = prof_tls;
             unsigned id = __atomic_load_n(&site_->id, __ATOMIC_RELAXED);
-            if (__builtin_expect(id && id < t.site_cap, 1)) {
+            if (__builtin_expect(t.state == PROF_DETAIL_THREAD_ACTIVE && id && id < t.site_cap,
+                                 1)) {
                 prof_site_counts& c = t.sites[id];
                 ++c.hits;
                 c.ticks += end > start_ ? end - start_ : 0;

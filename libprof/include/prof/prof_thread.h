@@ -38,11 +38,11 @@ typedef struct prof_frame {
 
 /* What one thread's activity at one marked site adds up to, by site id. */
 typedef struct prof_site_counts {
-    uint64_t hits, ticks;      /* PROF_LINE executions and their cycles */
+    uint64_t hits, ticks; /* PROF_LINE executions and their cycles */
     uint64_t rss_samples, rss_last;
     int64_t rss_increment;
-    int64_t heap_increment;    /* usable heap bytes, summed over the sampled hits */
-    uint32_t scope_index;      /* a scope site: its stream-local function index + 1, 0 = none */
+    int64_t heap_increment; /* usable heap bytes, summed over the sampled hits */
+    uint32_t scope_index;   /* a scope site: its stream-local function index + 1, 0 = none */
     uint32_t reserved;
 } prof_site_counts;
 
@@ -57,9 +57,9 @@ typedef struct prof_thread {
     uint32_t mask; /* table size - 1, or 0 before the table exists */
     uint32_t used;
     uint32_t next_index;
-    uint32_t overflow;     /* frames entered beyond max_depth and not yet exited */
-    uint64_t dropped;      /* events not recorded (depth limit); reported at thread end */
-    uintptr_t overflow_cfa; /* stack level of the outermost of those frames */
+    uint32_t overflow;       /* frames entered beyond max_depth and not yet exited */
+    uint64_t dropped;        /* events not recorded (depth limit); reported at thread end */
+    uintptr_t overflow_cfa;  /* stack level of the outermost of those frames */
     prof_site_counts* sites; /* by site id; `site_cap` entries */
     uint32_t site_cap;
     /* Memory profiler: deduplicated unwound stacks of this stream. */
