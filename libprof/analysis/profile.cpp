@@ -44,6 +44,7 @@ struct Frame {
     uint64_t start, child;
     uint64_t children = 0;    // direct calls made from this frame
     double children_time = 0; // their compensated elapsed times (ticks)
+    uint64_t paused = 0;      // the runtime's own work in this frame's self time (Pause)
 };
 
 // Everything about one thread of one trace, in stream-local function indices.
@@ -221,7 +222,9 @@ struct ProfileBuilder::Impl : reader::EventSink {
         double cin = compensate ? reading->overhead_in : 0, cout = compensate ? reading->overhead_out : 0;
         // A frame's compensated time is its compensated self time plus its callees', so callees
         // never add up to more than their caller.
-        double self = std::max(0.0, double(raw_self) - cin - cout * double(fr.children));
+        double paused = compensate ? double(fr.paused) : 0;
+        double self =
+            std::max(0.0, double(raw_self) - cin - cout * double(fr.children) - paused);
         double elapsed = self + fr.children_time;
         LocalFunction& f = s.functions[fr.fn];
         LocalEdge& edge = s.edges[fr.edge];
@@ -267,6 +270,10 @@ struct ProfileBuilder::Impl : reader::EventSink {
         enter(s, s.functions[f].reused ? variant(s, f, ticks) : f, ticks);
     }
     void on_exit(uint32_t id, uint64_t ticks) override { exit(stream(id), ticks); }
+    void on_pause(uint32_t id, uint64_t ticks) override {
+        StreamResult& s = stream(id);
+        if (!s.stack.empty()) s.stack.back().paused += ticks;
+    }
     void on_abandon(uint32_t id, uint32_t frames, uint64_t ticks) override {
         StreamResult& s = stream(id);
         for (uint32_t i = 0; i < frames && !s.stack.empty(); ++i) exit(s, ticks);

@@ -525,7 +525,8 @@ uint64_t apply_delta(uint64_t& last, int64_t delta) {
 
 } // namespace
 
-// Memory profiler records of a thread stream; false for any other tag. `m` covers the payload.
+// Sized records of a thread stream (the memory profiler's, Pause); false for any other tag. `m`
+// covers the payload.
 bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& ticks,
                                 uint64_t& last_ptr, EventSink* sink) {
     switch (tag) {
@@ -574,6 +575,11 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
         ticks += m.uleb();
         uint64_t bytes = m.uleb();
         if (m.ok && sink) sink->on_rss(stream, ticks, bytes);
+        return true;
+    }
+    case Tag::kPause: {
+        uint64_t spent = m.uleb();
+        if (m.ok && sink) sink->on_pause(stream, spent);
         return true;
     }
     default:

@@ -160,6 +160,8 @@ public:
                             uint64_t /*ptr*/, uint64_t /*size*/, uint32_t /*stack*/) {}
     virtual void on_stack(uint32_t /*stream*/, uint32_t /*id*/, const std::vector<uint64_t>& /*pcs*/) {}
     virtual void on_rss(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*bytes*/) {}
+    // The runtime's own time inside the frame open now (format 1.2 Pause records).
+    virtual void on_pause(uint32_t /*stream*/, uint64_t /*ticks*/) {}
     virtual void on_thread_end(uint32_t /*stream*/, uint64_t /*ticks*/) {}
 };
 

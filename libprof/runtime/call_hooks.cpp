@@ -67,9 +67,29 @@ PROF_NOINSTR bool refill(ThreadState& s, uint64_t now) {
     return ok;
 }
 
-PROF_NOINSTR inline bool ensure(ThreadState& s, uint64_t now) {
+// A call event's refill. Opening a chunk (file space, mapping, faulting it in) takes tens to
+// hundreds of microseconds, inside whatever frame is open: the time is taken again after it,
+// and a Pause record tells compensating readers how much of the interval was ours.
+__attribute__((noinline)) PROF_NOINSTR bool refill_event(ThreadState& s, uint64_t& now) {
+    if (!refill(s, now)) return false;
+    uint64_t after = now_ticks();
+    if (after > now) {
+        uint8_t* p = s.w.cursor;
+        uint8_t payload[10];
+        size_t n = size_t(put_uleb(payload, after - now) - payload);
+        *p++ = uint8_t(Tag::kPause);
+        *p++ = uint8_t(n);
+        memcpy(p, payload, n);
+        s.w.cursor = p + n;
+        now = after;
+    }
+    return true;
+}
+
+// Room for an event's records; `now` moves past the runtime's own time when a chunk is opened.
+PROF_NOINSTR inline bool ensure(ThreadState& s, uint64_t& now) {
     if (PROF_LIKELY(s.w.end - s.w.cursor >= ptrdiff_t(3 * format::kMaxEventRecord))) return true;
-    return refill(s, now);
+    return refill_event(s, now);
 }
 
 PROF_NOINSTR bool grow_table(ThreadState& s) {
@@ -418,7 +438,8 @@ PROF_NOINSTR void thread_flush_counters() {
         s.state = kActive;
         return;
     }
-    if (ensure(s, now_ticks())) {
+    uint64_t now = now_ticks();
+    if (ensure(s, now)) {
         uint8_t* p = s.w.cursor;
         *p++ = uint8_t(Tag::kDropped);
         p = put_uleb(p, s.dropped);

@@ -274,6 +274,37 @@ TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
     CHECK(p.total_time == doctest::Approx(325e-9)); // the sum of tottime equals main's cumtime
 }
 
+TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happened in") {
+    // main (0..400) calls work (100..300); the runtime opened a chunk for 50 ticks in work
+    // (before its exit) and 30 ticks in main (before the enter of work).
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1000).function(0x2000);
+    b.enter(0, 0);
+    b.tag(format::Tag::kPause).uleb(1).uleb(30);
+    b.enter(1, 100);
+    b.tag(format::Tag::kPause).uleb(1).uleb(50);
+    b.exit(200).exit(100);
+    b.chunk(0).end_record(400);
+    std::string path = test::temp_path("pause.trace");
+    b.save(path);
+
+    analysis::ProfileBuilder on, off;
+    on.add_trace(path);
+    off.set_compensation(false);
+    off.add_trace(path);
+    analysis::Profile p = on.build(), raw = off.build();
+    auto stats = [](const analysis::Profile& pr, const char* name) {
+        return pr.functions[pr.match(name)[0]].stats;
+    };
+    CHECK(stats(raw, "0x2000").tottime == doctest::Approx(200e-9));
+    CHECK(stats(raw, "0x1000").tottime == doctest::Approx(200e-9));
+    CHECK(stats(p, "0x2000").tottime == doctest::Approx(150e-9));
+    CHECK(stats(p, "0x1000").tottime == doctest::Approx(170e-9));
+    CHECK(stats(p, "0x1000").cumtime == doctest::Approx(320e-9));
+    // Without compensation the times are the raw intervals.
+    CHECK(raw.total_time == doctest::Approx(400e-9));
+}
+
 namespace {
 
 TraceBuilder& module(TraceBuilder& b, uint64_t ticks, uint64_t start, uint64_t end,

@@ -140,6 +140,10 @@ enum class Tag : uint8_t {
     // start and end has been unloaded (dlclose) by `ticks`.
     //   u64 ticks, u64 load_base, u64 start, u64 end
     kUnload = 0x47,
+    // 1.2, thread streams: the runtime spent `ticks` of the time up to the next timed record on
+    // its own work (opening a chunk), inside the frame open at this point. Not timed.
+    //   uleb ticks
+    kPause = 0x48,
 };
 
 enum class AllocKind : uint8_t {
