@@ -11,6 +11,7 @@
 #include <csignal>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <spawn.h>
 #include <sstream>
 #include <string>
@@ -85,6 +86,58 @@ TEST_CASE("SIGKILL: every call completed before the kill is in the trace") {
     CHECK(r.exit_code == 0);
     CHECK(r.err.find("incomplete trace") != std::string::npos);
     CHECK(r.out.find("(work(int))") != std::string::npos);
+}
+
+// A memory cgroup of its own for one test (cgroup v2 or the v1 memory hierarchy), or an empty
+// path when this machine does not let us create one.
+static std::string memory_cgroup(const std::string& name, const std::string& limit) {
+    namespace fs = std::filesystem;
+    for (const auto& [root, file] : {std::pair{"/sys/fs/cgroup/memory", "memory.limit_in_bytes"},
+                                     std::pair{"/sys/fs/cgroup", "memory.max"}}) {
+        std::error_code ec;
+        std::string dir = std::string(root) + "/" + name;
+        if (!fs::create_directory(dir, ec) && !fs::is_directory(dir)) continue;
+        std::ofstream(dir + "/" + file) << limit;
+        if (fs::exists(dir + "/memory.swap.max")) std::ofstream(dir + "/memory.swap.max") << "0";
+        std::ifstream in(dir + "/" + file);
+        std::string got;
+        in >> got;
+        if (!got.empty() && got != "max" && got != "9223372036854771712") return dir;
+        fs::remove(dir, ec);
+    }
+    return "";
+}
+
+TEST_CASE("an out-of-memory kill: every call completed before it is in the trace" *
+          doctest::skip(kSanitizerBuild)) {
+    std::string cg = memory_cgroup("libprof-oom-" + std::to_string(getpid()), "67108864");
+    if (cg.empty()) {
+        MESSAGE("no memory cgroup can be created here (needs root and a writable cgroup "
+                "hierarchy): skipping the out-of-memory kill");
+        return;
+    }
+    std::string trace = temp_path("oom.trace"), out = temp_path("oom.out");
+    // The shell joins the 64 MiB cgroup, then becomes the program, which allocates 256 KiB per
+    // 1000 calls until the kernel's OOM killer sends it SIGKILL.
+    std::string script = "echo $$ > " + cg + "/cgroup.procs && PROF_OUT=" + trace +
+                         " PROF_CHUNK_SIZE=64K exec " + PROF_TEST_CRASHER + " oom > " + out;
+    auto r = run({"/bin/sh", "-c", script});
+    std::error_code ec;
+    std::filesystem::remove(cg, ec);
+    REQUIRE_MESSAGE(r.exit_code == 128 + SIGKILL, "exit ", r.exit_code, ": ", r.err);
+    std::string text = test::slurp(out);
+    REQUIRE(!text.empty());
+    text.pop_back();
+    long printed =
+        std::stol(text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1));
+    REQUIRE(printed >= 1000);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    analysis::Profile p = pb.build();
+    CHECK(p.traces.at(0).incomplete);
+    CHECK(calls_of(p, "work(int)") >= uint64_t(printed));
+    CHECK(calls_of(p, "main") == 1);
+    MESSAGE("OOM-killed after ", printed, " printed calls; trace holds ", calls_of(p, "work(int)"));
 }
 
 TEST_CASE("SIGSEGV and abort(): exactly the completed calls, names from the binary") {
