@@ -84,6 +84,11 @@ TEST_CASE("lines and scopes without -finstrument-functions: exact hits, timing")
     CHECK(threads_with_rows == 3);
 }
 
+TEST_CASE("the macros in a C++11 program built with strict warnings as errors") {
+    auto l = load({PROF_TEST_LINES_CXX11}, "lines-cxx11.trace");
+    check_lines_program(l->profile);
+}
+
 TEST_CASE("line sums of a thread still running at exit are in the trace") {
     // The thread adds 777 hits, then waits in pause() until the process exits.
     auto l = load({PROF_TEST_LINES, "parked"}, "lines-parked.trace");

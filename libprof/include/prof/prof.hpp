@@ -207,10 +207,18 @@ private:
 } // namespace detail
 } // namespace prof
 
+// The site is constant data, initialised before any code runs (constinit says so in C++20;
+// earlier standards give the same constant initialisation to this literal initializer).
+#if defined(__cpp_constinit)
+#define PROF_DETAIL_CONSTINIT constinit
+#else
+#define PROF_DETAIL_CONSTINIT
+#endif
+
 #define PROF_DETAIL_CAT2(a, b) a##b
 #define PROF_DETAIL_CAT(a, b) PROF_DETAIL_CAT2(a, b)
 #define PROF_DETAIL_SITE(n, kind, label)                                                    \
-    static constinit prof_site PROF_DETAIL_CAT(prof_site_, n) {                             \
+    static PROF_DETAIL_CONSTINIT prof_site PROF_DETAIL_CAT(prof_site_, n) {                 \
         __FILE__, __PRETTY_FUNCTION__, label, __LINE__, kind, 0                             \
     }
 
