@@ -18,6 +18,7 @@
 #include <elfutils/libdwfl.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <type_traits>
@@ -37,6 +38,7 @@ struct Dw {
     decltype(&dwfl_module_addrinfo) addrinfo;
     decltype(&dwfl_module_getsrc) getsrc;
     decltype(&dwfl_lineinfo) lineinfo;
+    decltype(&dwfl_module_info) info;
     decltype(&dwfl_end) end;
     decltype(&dwfl_linux_proc_find_elf) find_elf;
     decltype(&dwfl_build_id_find_debuginfo) find_debuginfo;
@@ -56,7 +58,7 @@ PROF_NOINSTR const Dw* load_dw() {
     ok = sym(dw.begin, "dwfl_begin") && sym(dw.report_begin, "dwfl_report_begin") &&
          sym(dw.proc_report, "dwfl_linux_proc_report") && sym(dw.report_end, "dwfl_report_end") &&
          sym(dw.addrmodule, "dwfl_addrmodule") && sym(dw.addrinfo, "dwfl_module_addrinfo") &&
-         sym(dw.getsrc, "dwfl_module_getsrc") && sym(dw.lineinfo, "dwfl_lineinfo") &&
+         sym(dw.getsrc, "dwfl_module_getsrc") && sym(dw.lineinfo, "dwfl_lineinfo") && sym(dw.info, "dwfl_module_info") &&
          sym(dw.end, "dwfl_end") && sym(dw.find_elf, "dwfl_linux_proc_find_elf") &&
          sym(dw.find_debuginfo, "dwfl_build_id_find_debuginfo");
     return ok ? &dw : nullptr;
@@ -118,10 +120,22 @@ PROF_NOINSTR bool Symbolizer::resolve(uintptr_t address, SymbolInfo& out) {
         GElf_Off offset = 0;
         const char* symbol =
             m ? dw->addrinfo(m, address, &offset, &sym, nullptr, nullptr, nullptr) : nullptr;
+        // A module whose symbol tables (its own or its separate debug file's) do not cover the
+        // address: libbacktrace reads the same tables, so it is not asked (its first use would
+        // cost the parse of every loaded object's debugging information).
+        if (m && !(symbol && *symbol)) return false;
         if (symbol && *symbol) {
             out.name = demangle(symbol);
             // The object file's spelling only for a function's own entry, as dladdr gives it.
             if (offset == 0) out.symbol = symbol;
+            // A return address (a memory profiler's stack frame) in a library whose debugging
+            // information is a separate file (glibc's from libc6-dbg) is named without file and
+            // line: reading that file's line tables costs about 50 ms and 17 MB at exit for
+            // frames such as start_thread, whose source is not on the user's disk anyway.
+            const char *main_file = nullptr, *debug_file = nullptr;
+            dw->info(m, nullptr, nullptr, nullptr, nullptr, nullptr, &main_file, &debug_file);
+            bool separate = debug_file && (!main_file || strcmp(main_file, debug_file) != 0);
+            if (offset != 0 && separate) return true;
             if (Dwfl_Line* l = dw->getsrc(m, address)) {
                 int line = 0;
                 const char* file = dw->lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr);
