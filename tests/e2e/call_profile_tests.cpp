@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -74,6 +75,26 @@ TEST_CASE("fib(20): exact call counts, recursion shown as total/primitive") {
     CHECK(f.stats.cumtime <= fn(p, "main").stats.cumtime);
     check_nesting(p);
     CHECK_FALSE(p.traces.at(0).incomplete);
+}
+
+TEST_CASE("names at exit: from libdwfl, or from the fallback when libdw.so.1 cannot be loaded") {
+    analysis::Profile dw = profile_of({PROF_SAMPLE_FIB, "10"}, "names-dw.trace");
+    // A file that is not a shared object, first in the search path: dlopen("libdw.so.1") fails.
+    std::string dir = temp_path("no-libdw");
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/libdw.so.1") << "not a shared object\n";
+    analysis::Profile fallback =
+        profile_of({PROF_SAMPLE_FIB, "10"}, "names-nodw.trace", {{"LD_LIBRARY_PATH", dir}});
+    for (const char* name : {"main", "fib(int)"}) {
+        CAPTURE(name);
+        const auto &a = fn(dw, name), &b = fn(fallback, name);
+        CHECK(a.file.find("fib.cpp") != std::string::npos);
+        CHECK(a.line > 0);
+        CHECK(b.file == a.file);
+        CHECK(b.line == a.line);
+        CHECK(b.stats.ncalls == a.stats.ncalls);
+    }
+    CHECK(fn(dw, "fib(int)").symbol == "_Z3fibi"); // from the symbol table, not only dladdr's
 }
 
 TEST_CASE("four threads: exact counts merged and per thread") {
