@@ -286,12 +286,19 @@ PROF_NOINSTR bool grow_lines(ThreadState& s, uint32_t id) {
 
 PROF_NOINSTR void thread_end(void*) {
     ThreadState& s = prof_tls;
-    if (s.state != kActive) return;
+    // Whatever the state (a thread whose recording stopped on a full disk is still linked):
+    // the finish must not read this thread's memory once it is gone.
+    if (s.state == kNew) return;
+    uint8_t prev = s.state;
     s.state = kBusy;
     lock_global();
     live_unlink(s);
     bool collected = g_lines_collected;
     unlock_global();
+    if (prev != kActive) {
+        s.state = prev;
+        return;
+    }
     uint64_t now = now_ticks();
     if (!collected) flush_lines(s, now);
     if (ensure(s, now)) {
@@ -367,9 +374,6 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
         return;
     }
     write_thread_begin(s, now);
-    lock_global();
-    live_link(s);
-    unlock_global();
     if (g_key_ready.load(std::memory_order_acquire)) pthread_setspecific(g_thread_key, &s);
     // Once per process (a forked child keeps its parent's figures): the hooks' own cost.
     static std::atomic<bool> calibrated{false};
@@ -378,6 +382,11 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
         calibrate_overhead(s, figures, sizeof figures);
         if (figures[0]) record_overhead(figures);
     }
+    // Linked after the calibration, which saves and restores this whole state: links other
+    // threads made to this one meanwhile would be lost.
+    lock_global();
+    live_link(s);
+    unlock_global();
     s.state = kActive;
     errno = saved;
 }
@@ -388,6 +397,11 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
 // open frames are entered again at the fork time so that their exits still match.
 PROF_NOINSTR void thread_after_fork_child() {
     ThreadState& s = prof_tls;
+    // Only this thread exists in the child (the fork handler holds the global lock): the
+    // parent's other threads' line sums are not the child's, whatever this thread's state.
+    g_live = nullptr;
+    g_lines_collected = false;
+    s.live_prev = s.live_next = nullptr;
     if (s.state != kActive && s.state != kBusy) return;
     uint8_t prev = s.state;
     s.state = kBusy;
@@ -398,9 +412,6 @@ PROF_NOINSTR void thread_after_fork_child() {
     s.dropped = 0; // the unrecorded deep frames (overflow) are still on the child's stack
     // Written to the parent's trace before the fork; site ids restart in the child.
     if (s.site_cap) memset(s.sites, 0, size_t(s.site_cap) * sizeof(LineAgg));
-    // Only this thread exists in the child (the fork handler holds the global lock).
-    g_live = nullptr;
-    g_lines_collected = false;
     live_link(s);
     uint64_t now = now_ticks();
     open_stream(s, now);
@@ -433,7 +444,8 @@ PROF_NOINSTR void thread_flush_counters() {
     ThreadState& s = prof_tls;
     if (s.state != kActive) return;
     s.state = kBusy;
-    flush_lines(s, now_ticks());
+    // After the finish collected every thread's sums (a fork at exit), they are written.
+    if (!__atomic_load_n(&g_lines_collected, __ATOMIC_ACQUIRE)) flush_lines(s, now_ticks());
     if (!s.dropped) {
         s.state = kActive;
         return;

@@ -106,6 +106,51 @@ TEST_CASE("line sums of a thread still running at exit are in the trace") {
     CHECK(threads_with_rows == 1);
 }
 
+namespace {
+
+// Hits of the marked line `line` in a trace, 0 when it has no row.
+uint64_t hits_at(const std::string& trace, uint32_t line) {
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    for (const auto& t : analysis::line_tables(pb.build()))
+        for (const auto& r : t.rows)
+            if (r.line == line) return r.hits;
+    return 0;
+}
+
+} // namespace
+
+// The runtime's list of live threads (tests/programs/thread_registry.cpp), each case once a
+// crash or a hang at exit.
+TEST_CASE("threads that stopped recording on a full disk end before the finish: no crash") {
+    std::string trace = temp_path("registry-full.trace");
+    auto r = run({PROF_TEST_THREAD_REGISTRY, "full"}, {{"PROF_OUT", trace}});
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.find("event=trace_stopped") != std::string::npos);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    CHECK(pb.build().traces.at(0).incomplete);
+}
+
+TEST_CASE("a worker records first (the calibration), others are running at exit: all hits") {
+    std::string trace = temp_path("registry-late.trace");
+    // A hang at exit shows as the timeout's status 124.
+    auto r = run({"/usr/bin/timeout", "60", PROF_TEST_THREAD_REGISTRY, "late"},
+                 {{"PROF_OUT", trace}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(hits_at(trace, 40) == 500); // 2 threads ended, 3 collected at the finish
+}
+
+TEST_CASE("fork from a thread that recorded nothing: the child has only its own hits") {
+    std::string trace = temp_path("registry-fork.trace");
+    auto r = run({PROF_TEST_THREAD_REGISTRY, "fork"}, {{"PROF_OUT", trace}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::string child = trace + "." + r.out.substr(0, r.out.find('\n'));
+    CHECK(hits_at(trace, 51) == 777);
+    CHECK(hits_at(child, 91) == 5);
+    CHECK(hits_at(child, 51) == 0);
+}
+
 TEST_CASE("scopes nest inside instrumented functions: a consistent tree") {
     auto l = load({PROF_TEST_LINES_INSTRUMENTED}, "lines-instr.trace");
     const analysis::Profile& p = l->profile;
