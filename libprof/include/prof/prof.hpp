@@ -79,10 +79,23 @@ PROF_DETAIL_NOINSTR inline void commit(prof_chunk_writer& w) {
                      uint32_t(w.cursor - w.base - PROF_DETAIL_CHUNK_HEADER), __ATOMIC_RELEASE);
 }
 
-// Whether the thread may record a timed event inline now: active (not inside a hook that a
-// signal interrupted, not stopped) and with room left in its chunk.
-PROF_DETAIL_NOINSTR inline bool can_record(const prof_thread& t) {
-    return t.state == PROF_DETAIL_THREAD_ACTIVE && t.w.end - t.w.cursor >= PROF_DETAIL_RECORD_ROOM;
+// Claims the thread's chunk for an inline record: the thread must be active (not inside a
+// hook that a signal interrupted, not stopped), and it is marked busy before the room is
+// checked, so that a signal handler's records cannot fill the chunk between the check and the
+// write. end() hands the thread back.
+PROF_DETAIL_NOINSTR inline bool begin(prof_thread& t) {
+    if (t.state != PROF_DETAIL_THREAD_ACTIVE) return false;
+    t.state = PROF_DETAIL_THREAD_BUSY;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (__builtin_expect(t.w.end - t.w.cursor >= PROF_DETAIL_RECORD_ROOM, 1)) return true;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t.state = PROF_DETAIL_THREAD_ACTIVE;
+    return false;
+}
+
+PROF_DETAIL_NOINSTR inline void end(prof_thread& t) {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t.state = PROF_DETAIL_THREAD_ACTIVE;
 }
 
 extern "C" int prof_line_fast; // set by the runtime: TSC clock, no RSS sampling per line
@@ -151,12 +164,10 @@ class ScopeTimer {
 public:
     PROF_DETAIL_NOINSTR explicit ScopeTimer(prof_site* site) : site_(site), cfa_(stack_level()) {
         prof_thread& t = prof_tls;
-        unsigned id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
-        if (__builtin_expect(can_record(t) && id < t.site_cap && t.depth < t.max_depth, 1)) {
-            uint32_t index = t.sites[id].scope_index; // index + 1; 0 for id 0
-            if (__builtin_expect(index != 0, 1)) {
-                t.state = PROF_DETAIL_THREAD_BUSY; // a signal handler's events wait for us
-                __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        if (__builtin_expect(begin(t), 1)) {
+            unsigned id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
+            uint32_t index = id < t.site_cap ? t.sites[id].scope_index : 0; // index + 1
+            if (__builtin_expect(index != 0 && t.depth < t.max_depth, 1)) {
                 unsigned long long now = ticks();
                 t.frames[t.depth++] = prof_frame{reinterpret_cast<uintptr_t>(site),
                                                  PROF_DETAIL_SCOPE_MARK, cfa_};
@@ -166,33 +177,33 @@ public:
                 p = put_uleb(p, take_delta(t.w, now));
                 t.w.cursor = p;
                 commit(t.w);
-                __atomic_signal_fence(__ATOMIC_SEQ_CST);
-                t.state = PROF_DETAIL_THREAD_ACTIVE;
+                end(t);
                 return;
             }
+            end(t);
         }
         prof_scope_enter_at(site, cfa_);
     }
     PROF_DETAIL_NOINSTR ~ScopeTimer() {
         prof_thread& t = prof_tls;
-        if (__builtin_expect(can_record(t) && t.depth && !t.overflow, 1)) {
-            const prof_frame& f = t.frames[t.depth - 1];
-            if (__builtin_expect(f.fn == reinterpret_cast<uintptr_t>(site_) &&
-                                     f.site == PROF_DETAIL_SCOPE_MARK && f.cfa == cfa_,
-                                 1)) {
-                t.state = PROF_DETAIL_THREAD_BUSY;
-                __atomic_signal_fence(__ATOMIC_SEQ_CST);
-                unsigned long long now = ticks();
-                --t.depth;
-                uint8_t* p = t.w.cursor;
-                *p++ = PROF_DETAIL_TAG_EXIT;
-                p = put_uleb(p, take_delta(t.w, now));
-                t.w.cursor = p;
-                commit(t.w);
-                __atomic_signal_fence(__ATOMIC_SEQ_CST);
-                t.state = PROF_DETAIL_THREAD_ACTIVE;
-                return;
+        if (__builtin_expect(begin(t), 1)) {
+            if (__builtin_expect(t.depth && !t.overflow, 1)) {
+                const prof_frame& f = t.frames[t.depth - 1];
+                if (__builtin_expect(f.fn == reinterpret_cast<uintptr_t>(site_) &&
+                                         f.site == PROF_DETAIL_SCOPE_MARK && f.cfa == cfa_,
+                                     1)) {
+                    unsigned long long now = ticks();
+                    --t.depth;
+                    uint8_t* p = t.w.cursor;
+                    *p++ = PROF_DETAIL_TAG_EXIT;
+                    p = put_uleb(p, take_delta(t.w, now));
+                    t.w.cursor = p;
+                    commit(t.w);
+                    end(t);
+                    return;
+                }
             }
+            end(t);
         }
         prof_scope_exit_at(site_, cfa_); // not the innermost frame (longjmp, alloca), or no room
     }
