@@ -276,6 +276,21 @@ PROF_NOINSTR void collect_range(uintptr_t a, void* arg) {
 // DWARF reader, whose per-thread state, once built, outlives dlclose and would go stale for
 // objects loaded later, so it is only used at exit. Called without the global lock, with the
 // calling thread's hooks blocked.
+struct LoadedId {
+    uintptr_t base;
+    uint8_t id[64];
+    size_t len;
+    bool found;
+};
+
+PROF_NOINSTR int on_loaded_id(dl_phdr_info* info, size_t, void* arg) {
+    auto* q = static_cast<LoadedId*>(arg);
+    if (info->dlpi_addr != q->base || q->found) return 0;
+    build_id_of(info, q->id, q->len);
+    q->found = true;
+    return 1;
+}
+
 PROF_NOINSTR void name_functions_of(uintptr_t base, const char* name) {
     lock_global();
     Module* mod = nullptr;
@@ -284,6 +299,19 @@ PROF_NOINSTR void name_functions_of(uintptr_t base, const char* name) {
     if (mod && !mod->symbols_tried) {
         mod->symbols_tried = true;
         mod->symbols = symbol_index_build(mod->path);
+        // The file at the path may have been replaced since the object was loaded (a plugin
+        // rebuilt in place, then reloaded): its symbols would name another build's code.
+        LoadedId loaded{base, {}, 0, false};
+        if (mod->symbols) dl_iterate_phdr(on_loaded_id, &loaded);
+        uint8_t on_disk[64];
+        size_t disk_len = symbol_index_build_id(mod->symbols, on_disk);
+        if (loaded.len && (disk_len != loaded.len || memcmp(on_disk, loaded.id, disk_len) != 0)) {
+            char shown[256];
+            log(LogLevel::kDebug, "module_changed_on_disk", "path=\"%s\"",
+                log_safe(mod->path, shown, sizeof shown));
+            symbol_index_free(mod->symbols);
+            mod->symbols = nullptr;
+        }
     }
     const void* index = mod ? mod->symbols : nullptr;
     size_t bytes = (size_t(function_count()) + 3) * sizeof(uintptr_t);

@@ -152,6 +152,7 @@ void modules_after_fork(); // the child's trace needs its own module records
 void* symbol_index_build(const char* path);
 const char* symbol_index_lookup(const void* index, uint64_t vaddr);
 void symbol_index_free(void* index); // null is fine
+size_t symbol_index_build_id(const void* index, uint8_t* out); // 64-byte `out`; 0: none
 
 // Symbol table for every function seen, written at finish (symbols.cpp). Called without the
 // global lock (it takes it per record).

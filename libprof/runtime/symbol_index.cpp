@@ -120,6 +120,39 @@ PROF_NOINSTR void* symbol_index_build(const char* path) {
     return mem;
 }
 
+// The GNU build-id of the indexed file (from its note sections) into `out` (64 bytes); its
+// length, 0 when the file has none.
+PROF_NOINSTR size_t symbol_index_build_id(const void* index, uint8_t* out) {
+    if (!index) return 0;
+    auto* h = static_cast<const IndexHeader*>(index);
+    auto* base = static_cast<const uint8_t*>(h->file);
+    size_t size = h->file_size;
+    auto fits = [&](uint64_t off, uint64_t n) { return off <= size && n <= size - off; };
+    auto* eh = reinterpret_cast<const Elf64_Ehdr*>(base);
+    auto* sh = reinterpret_cast<const Elf64_Shdr*>(base + eh->e_shoff);
+    for (unsigned i = 0; i < eh->e_shnum; ++i) {
+        if (sh[i].sh_type != SHT_NOTE || !fits(sh[i].sh_offset, sh[i].sh_size)) continue;
+        const uint8_t* p = base + sh[i].sh_offset;
+        const uint8_t* end = p + sh[i].sh_size;
+        while (size_t(end - p) >= sizeof(Elf64_Nhdr)) {
+            auto* n = reinterpret_cast<const Elf64_Nhdr*>(p);
+            const uint8_t* name = p + sizeof(Elf64_Nhdr);
+            uint64_t name_len = (uint64_t(n->n_namesz) + 3) & ~3ull;
+            uint64_t desc_len = (uint64_t(n->n_descsz) + 3) & ~3ull;
+            if (name_len > uint64_t(end - name) || desc_len > uint64_t(end - name) - name_len)
+                break;
+            const uint8_t* desc = name + name_len;
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
+                !__builtin_memcmp(name, "GNU", 4) && n->n_descsz <= 64) {
+                __builtin_memcpy(out, desc, n->n_descsz);
+                return n->n_descsz;
+            }
+            p = desc + desc_len;
+        }
+    }
+    return 0;
+}
+
 // The name of the function symbol that starts at `vaddr` (an address as laid out in the
 // file), or null.
 PROF_NOINSTR const char* symbol_index_lookup(const void* index, uint64_t vaddr) {

@@ -420,6 +420,26 @@ std::vector<std::string> csv_row(const std::string& csv, const std::string& func
 // address: the hooks' per-thread tables still map those addresses to the first library's
 // functions. Copies of the libraries are loaded and deleted before the report, so the names
 // must come from the trace itself (named at dlclose, or at exit for the one still loaded).
+// A plugin rebuilt in place: the file at the library's path is another build when dlclose
+// names its functions. Those must not take the new file's names.
+TEST_CASE("dlclose of a library whose file was replaced: its functions keep no wrong names") {
+    std::string dir = temp_path("reload-replace");
+    std::filesystem::create_directories(dir);
+    std::string a = dir + "/plugin.so", trace = dir + "/replace.trace";
+    std::filesystem::copy_file(PROF_TEST_RELOAD_A, a);
+    auto r = run({PROF_TEST_RELOAD, a, PROF_TEST_RELOAD_B, "replace"}, {{"PROF_OUT", trace}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.out == "sum 33\n"); // alpha_work(x) = 6x + 5 for x = 0, 1, 2
+    analysis::Profile p = profile_file(trace);
+    uint64_t calls_in_plugin = 0;
+    for (const auto& f : p.functions) {
+        if (f.module != a) continue;
+        calls_in_plugin += f.stats.ncalls;
+        CHECK_MESSAGE(f.name.find("bravo") == std::string::npos, f.name);
+    }
+    CHECK(calls_in_plugin == 9); // alpha_work 3, alpha_step 6: named or shown by address
+}
+
 TEST_CASE("dlclose, then another library at the same address: each named and counted as its own") {
     for (std::string mode : {"keep", "close"}) {
         CAPTURE(mode);

@@ -2,10 +2,14 @@
 // alpha_work 3 times, dlcloses it, then dlopens LIB_B (bravo_work, bravo_step), which the loader
 // normally maps at the address LIB_A had, and calls bravo_work 5 times; `close` also dlcloses
 // LIB_B before exit. Prints whether the load address was reused and the sum of the results.
+// `reload LIB_A LIB_B replace`: calls alpha_work 3 times, then replaces the file LIB_A with a
+// copy of LIB_B (a plugin rebuilt in place) before dlclosing it, and exits.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
+#include <fstream>
+#include <string>
 #include <link.h>
 
 namespace {
@@ -35,7 +39,16 @@ int main(int argc, char** argv) {
     uintptr_t a_base = 0, b_base = 0;
     void *a = nullptr, *b = nullptr;
     int sum_a = run(argv[1], "alpha_work", 3, a_base, a);
-    if (sum_a < 0 || dlclose(a) != 0) return 1;
+    if (sum_a < 0) return 1;
+    if (!strcmp(argv[3], "replace")) {
+        std::string fresh = std::string(argv[1]) + ".new";
+        std::ifstream in(argv[2], std::ios::binary);
+        std::ofstream(fresh, std::ios::binary) << in.rdbuf();
+        if (std::rename(fresh.c_str(), argv[1]) != 0 || dlclose(a) != 0) return 1;
+        std::printf("sum %d\n", sum_a);
+        return 0;
+    }
+    if (dlclose(a) != 0) return 1;
     int sum_b = run(argv[2], "bravo_work", 5, b_base, b);
     if (sum_b < 0) return 1;
     if (!strcmp(argv[3], "close") && dlclose(b) != 0) return 1;
