@@ -82,7 +82,9 @@ PROF_NOINSTR int find_elf(Dwfl_Module* mod, void** userdata, const char* modname
 char* g_debuginfo_path = nullptr;
 const Dwfl_Callbacks g_callbacks = {find_elf, find_debuginfo, nullptr, &g_debuginfo_path};
 
+// Only C++ names are demangled: a C function named `f` or `Ss` is not `float` or `std::string`.
 PROF_NOINSTR std::string demangle(const char* symbol) {
+    if (strncmp(symbol, "_Z", 2) != 0) return symbol;
     int status = 0;
     char* d = abi::__cxa_demangle(symbol, nullptr, nullptr, &status);
     if (!d) return symbol;
