@@ -97,6 +97,16 @@ TEST_CASE("names at exit: from libdwfl, or from the fallback when libdw.so.1 can
     CHECK(fn(dw, "fib(int)").symbol == "_Z3fibi"); // from the symbol table, not only dladdr's
 }
 
+TEST_CASE("C functions named like C++ type codes keep their names") {
+    analysis::Profile p = profile_of({PROF_TEST_C_NAMES}, "c-names.trace");
+    for (const char* name : {"f", "i", "Ss"}) {
+        CAPTURE(name);
+        CHECK(fn(p, name).stats.ncalls == 3);
+    }
+    CHECK_FALSE(has_function(p, "float"));
+    CHECK_FALSE(has_function(p, "std::string"));
+}
+
 TEST_CASE("four threads: exact counts merged and per thread") {
     std::string trace = temp_path("threads.trace");
     test::RunResult r = run({PROF_SAMPLE_THREADS}, {{"PROF_OUT", trace}});
