@@ -40,6 +40,24 @@ uint64_t calls_of(const analysis::Profile& p, const std::string& name) {
     return 0;
 }
 
+// A crasher killed while running (`run` or `oom` mode): `trace` must hold at least the calls the
+// program reported complete, the last line of `out`. Returns that count and the trace's.
+std::pair<long, uint64_t> check_killed_crasher(const std::string& trace, const std::string& out) {
+    std::string text = test::slurp(out);
+    REQUIRE(!text.empty());
+    text.pop_back();
+    long printed =
+        std::stol(text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1));
+    REQUIRE(printed >= 1000);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    analysis::Profile p = pb.build();
+    CHECK(p.traces.at(0).incomplete);
+    CHECK(calls_of(p, "work(int)") >= uint64_t(printed)); // named from the binary on disk
+    CHECK(calls_of(p, "main") == 1);
+    return {printed, calls_of(p, "work(int)")};
+}
+
 } // namespace
 
 TEST_CASE("SIGKILL: every call completed before the kill is in the trace") {
@@ -66,21 +84,8 @@ TEST_CASE("SIGKILL: every call completed before the kill is in the trace") {
     int status = 0;
     waitpid(pid, &status, 0);
     REQUIRE(WIFSIGNALED(status));
-    // The last count the program printed: that many calls had completed.
-    std::string text = test::slurp(out);
-    REQUIRE(!text.empty());
-    text.pop_back();
-    long printed =
-        std::stol(text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1));
-    REQUIRE(printed >= 1000);
-
-    analysis::ProfileBuilder pb;
-    pb.add_trace(trace);
-    analysis::Profile p = pb.build();
-    CHECK(p.traces.at(0).incomplete);
-    CHECK(calls_of(p, "work(int)") >= uint64_t(printed)); // named from the binary on disk
-    CHECK(calls_of(p, "main") == 1);
-    MESSAGE("killed after ", printed, " printed calls; trace holds ", calls_of(p, "work(int)"));
+    auto [printed, held] = check_killed_crasher(trace, out);
+    MESSAGE("killed after ", printed, " printed calls; trace holds ", held);
 
     auto r = run({PROFREPORT, trace});
     CHECK(r.exit_code == 0);
@@ -125,19 +130,8 @@ TEST_CASE("an out-of-memory kill: every call completed before it is in the trace
     std::error_code ec;
     std::filesystem::remove(cg, ec);
     REQUIRE_MESSAGE(r.exit_code == 128 + SIGKILL, "exit ", r.exit_code, ": ", r.err);
-    std::string text = test::slurp(out);
-    REQUIRE(!text.empty());
-    text.pop_back();
-    long printed =
-        std::stol(text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1));
-    REQUIRE(printed >= 1000);
-    analysis::ProfileBuilder pb;
-    pb.add_trace(trace);
-    analysis::Profile p = pb.build();
-    CHECK(p.traces.at(0).incomplete);
-    CHECK(calls_of(p, "work(int)") >= uint64_t(printed));
-    CHECK(calls_of(p, "main") == 1);
-    MESSAGE("OOM-killed after ", printed, " printed calls; trace holds ", calls_of(p, "work(int)"));
+    auto [printed, held] = check_killed_crasher(trace, out);
+    MESSAGE("OOM-killed after ", printed, " printed calls; trace holds ", held);
 }
 
 TEST_CASE("SIGSEGV and abort(): exactly the completed calls, names from the binary") {
