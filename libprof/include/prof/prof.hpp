@@ -98,6 +98,13 @@ PROF_DETAIL_NOINSTR inline void end(prof_thread& t) {
     t.state = PROF_DETAIL_THREAD_ACTIVE;
 }
 
+// The records written up to `p` join the chunk, and the thread is handed back.
+PROF_DETAIL_NOINSTR inline void publish(prof_thread& t, uint8_t* p) {
+    t.w.cursor = p;
+    commit(t.w);
+    end(t);
+}
+
 extern "C" int prof_line_fast; // set by the runtime: TSC clock, no RSS sampling per line
 
 // Times one execution of a PROF_LINE statement: stopped right after the statement, or when
@@ -175,9 +182,7 @@ public:
                 *p++ = PROF_DETAIL_TAG_ENTER;
                 p = put_uleb(p, index - 1);
                 p = put_uleb(p, take_delta(t.w, now));
-                t.w.cursor = p;
-                commit(t.w);
-                end(t);
+                publish(t, p);
                 return;
             }
             end(t);
@@ -197,9 +202,7 @@ public:
                     uint8_t* p = t.w.cursor;
                     *p++ = PROF_DETAIL_TAG_EXIT;
                     p = put_uleb(p, take_delta(t.w, now));
-                    t.w.cursor = p;
-                    commit(t.w);
-                    end(t);
+                    publish(t, p);
                     return;
                 }
             }
