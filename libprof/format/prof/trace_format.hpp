@@ -24,7 +24,7 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 2; // 1.1: sites, line statistics; 1.2: module unloads
+inline constexpr uint16_t kMinor = 2; // 1.1: sites, line statistics; 1.2: unloads, pauses
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
 inline constexpr uint32_t kMinChunkSize = 64u << 10; // holds any process record
