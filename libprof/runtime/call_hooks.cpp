@@ -67,7 +67,7 @@ PROF_NOINSTR bool refill(ThreadState& s, uint64_t now) {
     return ok;
 }
 
-// A call event's refill. Opening a chunk (file space, mapping, faulting it in) takes tens to
+// The refill of an event (a call, a scope, an allocation). Opening a chunk (file space, mapping, faulting it in) takes tens to
 // hundreds of microseconds, inside whatever frame is open: the time is taken again after it,
 // and a Pause record tells compensating readers how much of the interval was ours.
 __attribute__((noinline)) PROF_NOINSTR bool refill_event(ThreadState& s, uint64_t& now) {
@@ -205,9 +205,9 @@ PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintp
     s.w.cursor = p;
 }
 
-PROF_NOINSTR bool ensure_bytes(ThreadState& s, uint64_t now, size_t n) {
+PROF_NOINSTR bool ensure_bytes(ThreadState& s, uint64_t& now, size_t n) {
     if (s.w.end - s.w.cursor >= ptrdiff_t(n)) return true;
-    return refill(s, now);
+    return refill_event(s, now);
 }
 
 // A LineStats record (format 1.1) of `a` at `site` for `stream` (0: the stream it is written

@@ -137,7 +137,7 @@ PROF_NOINSTR void write_sized(ThreadState& s, Tag tag, const uint8_t* payload, s
 
 // The stack id of the current allocation: 0 when the call profiler's shadow stack describes
 // it, else the id of the unwound stack (written to the stream the first time).
-__attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, uint64_t now) {
+__attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, uint64_t& now) {
     if (s.depth) return 0;
     uintptr_t pcs[kMaxFrames];
     uint32_t n = g_options.mem_unwind_dwarf ? unwind_frames(pcs) : walk_frames(s, pcs);
@@ -183,7 +183,7 @@ PROF_NOINSTR inline bool begin(ThreadState& s) {
     return true;
 }
 
-PROF_NOINSTR void maybe_sample_rss(ThreadState& s, uint64_t now) {
+PROF_NOINSTR void maybe_sample_rss(ThreadState& s, uint64_t& now) {
     if (now < s.next_rss_ticks || !g_options.mem_rss_interval_ms) return;
     s.next_rss_ticks = now + uint64_t(g_options.mem_rss_interval_ms) * ticks_per_ms();
     uint64_t rss = rss_bytes_now();

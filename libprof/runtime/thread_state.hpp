@@ -50,7 +50,8 @@ using Slot = ::prof_slot;
 // First event of a thread: set up its buffers and stream. Returns with state kActive or kOff.
 void thread_start(ThreadState& s);
 // Makes room for `n` bytes in the thread's chunk (opens the next one when needed).
-bool ensure_bytes(ThreadState& s, uint64_t now, size_t n);
+// `now` moves past the runtime's own time when a chunk is opened (a Pause record says how much).
+bool ensure_bytes(ThreadState& s, uint64_t& now, size_t n);
 PROF_NOINSTR inline uint8_t* put_sleb(uint8_t* p, int64_t v) {
     for (;;) {
         uint8_t b = uint8_t(v & 0x7f);
