@@ -242,6 +242,23 @@ TEST_CASE("every single flipped byte gives a result or a TraceError") {
     CHECK(errors > 0);
 }
 
+namespace {
+
+// The profile of the trace at `path` with overhead compensation, and without.
+std::pair<analysis::Profile, analysis::Profile> compensated_and_raw(const std::string& path) {
+    analysis::ProfileBuilder on, off;
+    on.add_trace(path);
+    off.set_compensation(false);
+    off.add_trace(path);
+    return {on.build(), off.build()};
+}
+
+analysis::Stats stats(const analysis::Profile& p, const char* name) {
+    return p.functions[p.match(name)[0]].stats;
+}
+
+} // namespace
+
 TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
     // main calls work 3 times; c_in = 10 ticks per call, c_out = 5 per call made.
     TraceBuilder b;
@@ -255,14 +272,7 @@ TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
     std::string path = test::temp_path("compensation.trace");
     b.save(path);
 
-    analysis::ProfileBuilder on, off;
-    on.add_trace(path);
-    off.set_compensation(false);
-    off.add_trace(path);
-    analysis::Profile p = on.build(), raw = off.build();
-    auto stats = [](const analysis::Profile& pr, const char* name) {
-        return pr.functions[pr.match(name)[0]].stats;
-    };
+    auto [p, raw] = compensated_and_raw(path);
     // Raw: work 3 x 100; main 380 total, 80 own.
     CHECK(stats(raw, "0x2000").tottime == doctest::Approx(300e-9));
     CHECK(stats(raw, "0x1000").tottime == doctest::Approx(80e-9));
@@ -288,14 +298,7 @@ TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happen
     std::string path = test::temp_path("pause.trace");
     b.save(path);
 
-    analysis::ProfileBuilder on, off;
-    on.add_trace(path);
-    off.set_compensation(false);
-    off.add_trace(path);
-    analysis::Profile p = on.build(), raw = off.build();
-    auto stats = [](const analysis::Profile& pr, const char* name) {
-        return pr.functions[pr.match(name)[0]].stats;
-    };
+    auto [p, raw] = compensated_and_raw(path);
     CHECK(stats(raw, "0x2000").tottime == doctest::Approx(200e-9));
     CHECK(stats(raw, "0x1000").tottime == doctest::Approx(200e-9));
     CHECK(stats(p, "0x2000").tottime == doctest::Approx(150e-9));
