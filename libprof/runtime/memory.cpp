@@ -135,6 +135,21 @@ PROF_NOINSTR void write_sized(ThreadState& s, Tag tag, const uint8_t* payload, s
     s.w.cursor = p + n;
 }
 
+// A sized record whose payload is under 128 bytes is encoded in place: tag, one length byte
+// (patched by close_small), payload. No staging buffer and no memcpy call on the allocation
+// path; ensure_bytes has already made the room.
+PROF_NOINSTR inline uint8_t* open_small(ThreadState& s, Tag tag) {
+    uint8_t* p = s.w.cursor;
+    p[0] = uint8_t(tag);
+    return p + 2;
+}
+
+PROF_NOINSTR inline void close_small(ThreadState& s, uint8_t* end) {
+    uint8_t* p = s.w.cursor;
+    p[1] = uint8_t(end - (p + 2)); // < 128: a one-byte uleb
+    s.w.cursor = end;
+}
+
 // The stack id of the current allocation: 0 when the call profiler's shadow stack describes
 // it, else the id of the unwound stack (written to the stream the first time).
 __attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, uint64_t& now) {
@@ -188,10 +203,10 @@ PROF_NOINSTR void maybe_sample_rss(ThreadState& s, uint64_t& now) {
     s.next_rss_ticks = now + uint64_t(g_options.mem_rss_interval_ms) * ticks_per_ms();
     uint64_t rss = rss_bytes_now();
     if (!rss || !ensure_bytes(s, now, 32)) return;
-    uint8_t payload[24], *q = payload;
+    uint8_t* q = open_small(s, Tag::kRss);
     q = put_uleb(q, take_delta(s.w, now));
     q = put_uleb(q, rss);
-    write_sized(s, Tag::kRss, payload, size_t(q - payload));
+    close_small(s, q);
     commit(s.w);
 }
 
@@ -212,13 +227,13 @@ PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_
     maybe_sample_rss(s, now);
     uint32_t stack = current_stack(s, now);
     if (ensure_bytes(s, now, 48)) {
-        uint8_t payload[40], *q = payload;
+        uint8_t* q = open_small(s, Tag::kAlloc);
         q = put_uleb(q, take_delta(s.w, now));
         q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
         q = put_uleb(q, size);
         q = put_uleb(q, stack);
         *q++ = uint8_t(kind);
-        write_sized(s, Tag::kAlloc, payload, size_t(q - payload));
+        close_small(s, q);
         commit(s.w);
     }
     errno = saved;
@@ -233,11 +248,11 @@ PROF_API void prof_mem_record_free(void* ptr, unsigned kind, size_t usable) {
     s.heap_bytes -= int64_t(usable);
     uint64_t now = now_ticks();
     if (ensure_bytes(s, now, 32)) {
-        uint8_t payload[24], *q = payload;
+        uint8_t* q = open_small(s, Tag::kFree);
         q = put_uleb(q, take_delta(s.w, now));
         q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
         *q++ = uint8_t(kind);
-        write_sized(s, Tag::kFree, payload, size_t(q - payload));
+        close_small(s, q);
         commit(s.w);
     }
     s.state = kActive;
@@ -254,13 +269,13 @@ PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t 
     maybe_sample_rss(s, now);
     uint32_t stack = current_stack(s, now);
     if (ensure_bytes(s, now, 56)) {
-        uint8_t payload[48], *q = payload;
+        uint8_t* q = open_small(s, Tag::kRealloc);
         q = put_uleb(q, take_delta(s.w, now));
         q = put_ptr(s, q, reinterpret_cast<uintptr_t>(old));
         q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
         q = put_uleb(q, size);
         q = put_uleb(q, stack);
-        write_sized(s, Tag::kRealloc, payload, size_t(q - payload));
+        close_small(s, q);
         commit(s.w);
     }
     errno = saved;
