@@ -75,6 +75,11 @@ void print_memory(std::FILE* out, const MemoryReport& m, const MemoryOptions& o)
                format_bytes(double(m.peak_heap)), m.peak_heap_time,
                m.peak_rss ? format_bytes(double(m.peak_rss)) : std::string("n/a"),
                format_bytes(double(m.leaked_bytes)), m.leaked_blocks);
+    if (m.late_events)
+        fmt::print(out, "note: {} records were older than records replayed before them (a writer "
+                        "that did not keep the format's order); peak and timeline may be off by "
+                        "their sizes\n",
+                   m.late_events);
     if (!m.mismatches.empty()) {
         fmt::print(out, "\nMISMATCHED ALLOCATION AND RELEASE\n");
         for (const Mismatch& mm : m.mismatches) {

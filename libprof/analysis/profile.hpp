@@ -112,6 +112,9 @@ struct MemoryReport {
     uint64_t peak_rss = 0;         // the largest resident set size seen
     uint64_t leaked_bytes = 0, leaked_blocks = 0;
     uint64_t unknown_frees = 0;    // frees of blocks allocated before tracing (or by untraced code)
+    // Records that came after newer ones had been replayed (a writer that broke the order the
+    // format promises); they were replayed late, so peak and timeline may be slightly off.
+    uint64_t late_events = 0;
     std::vector<MemorySite> sites;
     std::vector<Mismatch> mismatches;
     std::vector<std::pair<double, double>> heap_timeline; // (seconds, live bytes)

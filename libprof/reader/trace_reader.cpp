@@ -488,6 +488,7 @@ void TraceReader::read_chunks(EventSink* sink) {
         }
         ++chunks;
         if (cut) break;
+        if (sink) sink->on_chunk_done(ch.sync_ticks);
         // The file is read front to back: the pages of a chunk done with leave this process's
         // resident set (they stay in the page cache, and come back if read again), so that the
         // memory of a report does not grow with the trace.

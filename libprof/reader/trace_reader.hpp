@@ -163,6 +163,11 @@ public:
     // The runtime's own time inside the frame open now (format 1.2 Pause records).
     virtual void on_pause(uint32_t /*stream*/, uint64_t /*ticks*/) {}
     virtual void on_thread_end(uint32_t /*stream*/, uint64_t /*ticks*/) {}
+    // A chunk was read to its end; `sync_ticks` is the clock reading when it was opened. The
+    // writer assigns chunks their place in the file and reads that clock under one lock, and
+    // (from 1.2 on) times every memory record at or after the opening of its chunk: no memory
+    // record later in the file is older than `sync_ticks`. A sink may act on what is older.
+    virtual void on_chunk_done(uint64_t /*sync_ticks*/) {}
 };
 
 struct Cursor; // bounds-checked record decoder (trace_reader.cpp)

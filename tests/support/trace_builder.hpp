@@ -31,11 +31,13 @@ public:
 
     format::FileHeader& header() { return header_; }
 
-    // Starts a chunk of `stream` (0 = process); records appended go into it.
-    TraceBuilder& chunk(uint32_t stream, uint64_t base_ticks = 0) {
-        chunks_.push_back(Chunk{stream, seq_[stream]++, base_ticks, {}});
+    // Starts a chunk of `stream` (0 = process); records appended go into it. `sync_ticks`:
+    // the clock when the writer opened it (0: unknown).
+    TraceBuilder& chunk(uint32_t stream, uint64_t base_ticks = 0, uint64_t sync_ticks = 0) {
+        chunks_.push_back(Chunk{stream, seq_[stream]++, base_ticks, sync_ticks, {}});
         return *this;
     }
+    size_t chunk_bytes() const { return chunks_.back().data.size(); }
     TraceBuilder& u8(uint8_t v) { return bytes(&v, 1); }
     TraceBuilder& u32(uint32_t v) { return bytes(&v, 4); }
     TraceBuilder& u64(uint64_t v) { return bytes(&v, 8); }
@@ -52,6 +54,11 @@ public:
         return bytes(s.data(), s.size());
     }
     TraceBuilder& tag(format::Tag t) { return u8(uint8_t(t)); }
+    // A sized record (tag >= 0x40): tag, uleb length, payload.
+    TraceBuilder& sized(format::Tag t, const std::vector<uint8_t>& payload) {
+        tag(t).uleb(payload.size());
+        return bytes(payload.data(), payload.size());
+    }
 
     // Convenience records.
     TraceBuilder& function(uint64_t address) { return tag(format::Tag::kFunction).u64(address); }
@@ -77,6 +84,7 @@ public:
             h.used = uint32_t(c.data.size());
             h.tid = c.stream ? 1000 + c.stream : 0;
             h.base_ticks = c.base_ticks;
+            h.sync_ticks = c.sync_ticks;
             uint8_t* p = out.data() + format::kHeaderSize + i * chunk_size_;
             std::memcpy(p, &h, sizeof h);
             std::memcpy(p + sizeof h, c.data.data(), c.data.size());
@@ -93,7 +101,7 @@ public:
 private:
     struct Chunk {
         uint32_t stream, seq;
-        uint64_t base_ticks;
+        uint64_t base_ticks, sync_ticks;
         std::vector<uint8_t> data;
     };
     TraceBuilder& bytes(const void* p, size_t n) {
