@@ -8,6 +8,7 @@
 //    distinct stack is written once per thread as a Stack record and referred to by id.
 // Resident memory is sampled from the allocation path at most every PROF_MEM_RSS_INTERVAL.
 // Same hot-path contract as the call hooks: no lock and no allocation in the common case.
+#include "cfi_unwind.hpp"
 #include "thread_state.hpp"
 
 extern "C" int prof_line_rss_enabled, prof_line_fast;
@@ -78,15 +79,21 @@ __attribute__((noinline)) PROF_NOINSTR uint32_t walk_frames(ThreadState& s, uint
     return n;
 }
 
-// The DWARF unwinder (libgcc's _Unwind_Backtrace, reading .eh_frame): complete stacks through
-// code built without frame pointers, at a much higher cost per allocation.
+// The DWARF unwinder: complete stacks through code built without frame pointers, from the
+// unwind tables (.eh_frame). cfi_backtrace (cfi_unwind.cpp) caches each address's rule; the
+// frames it cannot describe (signal frames, CFA expressions) leave the whole stack to libgcc's
+// _Unwind_Backtrace, which re-reads the tables for every frame of every call. Both give the
+// same addresses, and skip the same allocator frames.
 struct UnwindState {
     uintptr_t* pcs;
     uint32_t n, skip;
+    uintptr_t top; // highest CFA seen: the outermost frame's when the walk got that far
 };
 
 PROF_NOINSTR _Unwind_Reason_Code unwind_one(_Unwind_Context* ctx, void* arg) {
     auto* st = static_cast<UnwindState*>(arg);
+    uintptr_t cfa = _Unwind_GetCFA(ctx);
+    if (cfa > st->top) st->top = cfa;
     uintptr_t ip = _Unwind_GetIP(ctx);
     if (!ip) return _URC_END_OF_STACK;
     if (st->skip) --st->skip;
@@ -94,10 +101,19 @@ PROF_NOINSTR _Unwind_Reason_Code unwind_one(_Unwind_Context* ctx, void* arg) {
     return st->n < kMaxFrames ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
 
-__attribute__((noinline)) PROF_NOINSTR uint32_t unwind_frames(uintptr_t* pcs) {
+__attribute__((noinline)) PROF_NOINSTR uint32_t unwind_frames(ThreadState& s, uintptr_t* pcs) {
     // Skipped: this function, current_stack, the prof_mem_record_* entry point, the interposer.
-    UnwindState st{pcs, 0, 4};
+    if (PROF_LIKELY(s.stack_top)) {
+        int n = cfi_backtrace(pcs, kMaxFrames, 4, s.stack_top);
+        if (PROF_LIKELY(n >= 0)) return uint32_t(n);
+    }
+    UnwindState st{pcs, 0, 4, 0};
     _Unwind_Backtrace(unwind_one, &st);
+    // The extent of the stack as libgcc walked it bounds this thread's cached walks (a thread's
+    // first allocation comes here; a later stack that reaches higher comes here too, and
+    // raises it). Not stack_top_of_thread: pthread_getattr_np allocates while it holds the
+    // thread's lock, and a thread whose first allocation is that one would deadlock.
+    if (st.top > s.stack_top) s.stack_top = st.top;
     return st.n;
 }
 
@@ -155,7 +171,7 @@ PROF_NOINSTR inline void close_small(ThreadState& s, uint8_t* end) {
 __attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, uint64_t& now) {
     if (s.depth) return 0;
     uintptr_t pcs[kMaxFrames];
-    uint32_t n = g_options.mem_unwind_dwarf ? unwind_frames(pcs) : walk_frames(s, pcs);
+    uint32_t n = g_options.mem_unwind_dwarf ? unwind_frames(s, pcs) : walk_frames(s, pcs);
     if (!n) return 0;
     uint64_t key = hash_frames(pcs, n);
     if ((s.stack_count + 1) * 2 > s.stack_mask + 1 && !grow_stacks(s)) return 0;

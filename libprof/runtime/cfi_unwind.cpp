@@ -1,0 +1,914 @@
+// The memory profiler's DWARF unwinder (PROF_MEM_UNWIND=dwarf, memory.cpp): x86-64 stacks from
+// .eh_frame, with the unwind rule of every code address cached process-wide.
+//
+// libgcc's _Unwind_Backtrace searches the FDE and runs the CIE and FDE programs for every frame
+// of every allocation (about 1.6 us for 7 frames). Nearly every frame of code built by GCC or
+// Clang reduces to three facts: the CFA is rsp or rbp plus a constant, the return address is
+// at CFA-8, and rbp is either unchanged or saved at CFA plus a constant. That fits in one
+// 64-bit word, computed once per address (the slow path: libgcc's _Unwind_Find_FDE, then our
+// own CFA program interpreter) and then found in an open-addressing table with a few loads.
+// Whatever does not reduce to it (signal frames, CFA expressions as in PLT stubs and realigned
+// frames, a saved rsp, unknown instructions) is "unsupported": the caller takes the whole stack
+// from _Unwind_Backtrace instead, so the stacks are always the ones libgcc gives. On top of
+// that, each thread keeps its last few walks step by step and replays them (see Memo): a
+// repeated stack then costs a compare per frame instead of a table lookup per frame.
+//
+// The table: lookups take no lock and write nothing. An entry is a key word (address | tag of
+// the generation) and a rule word; one writer at a time (a try-lock: a thread that finds it
+// taken just does not cache) stores the rule, then the key with release order. A key is
+// stored at most once per table between two clears and every clear follows a generation
+// change, so a reader that sees its key before and after reading the rule has that key's rule
+// (a seqlock whose sequence number is the key itself). A new generation (cfi_invalidate)
+// makes older entries stop matching, and the next insertion clears the table. Tables are
+// mapped with mmap, never with the application's allocator, and grow x4 up to kMaxBits; a
+// replaced table stays mapped (a reader may still be probing it) and is no longer written,
+// which costs at most a third of the final table.
+//
+// Unloading: a rule cached for code of an object that dlclose unloaded would describe
+// whatever is mapped at that address later. The runtime's dlclose wrapper is not on that path
+// when only libprofmem.so is preloaded (the C library comes before libprof.so in the global
+// scope, so a program's dlclose goes straight to it), so the cache watches the loader itself:
+// objects present when libprof.so starts are never unloaded, and a rule for any other address
+// is marked; a walk that uses a marked rule first compares glibc's unload count (dlpi_subs,
+// read with dl_iterate_phdr, about 20 ns) with the last one seen, and on a change starts a new
+// generation and walks again. Stacks entirely in the program's startup objects pay nothing.
+#include "cfi_unwind.hpp"
+
+#include "runtime.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <link.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+extern "C" {
+// libgcc's FDE search (unwind-dw2-fde.h, not installed; exported by libgcc_s since GCC 3.0):
+// the .eh_frame_hdr tables of the loaded objects, through dl_iterate_phdr, with its own cache
+// of the last objects found. `func` is the start of the function the FDE covers.
+struct dwarf_eh_bases {
+    void* tbase;
+    void* dbase;
+    void* func;
+};
+const void* _Unwind_Find_FDE(void* pc, dwarf_eh_bases* bases);
+}
+
+namespace prof::rt {
+namespace {
+
+// DWARF register numbers of the x86-64 psABI that the rules track.
+constexpr uint64_t kRegRbp = 6, kRegRsp = 7, kRegRa = 16;
+
+// The rule word. Bit 0 is always set (0 means "not found"); bits 1-2: the kind; bit 3: the CFA
+// is rbp + offset (else rsp + offset); bit 4: rbp is saved at CFA + rbp offset (else
+// unchanged); bit 5: the address is not in an object loaded at startup, so dlclose may unmap
+// it; bits 16-31: rbp offset (int16); bits 32-63: CFA offset (int32). The return address is
+// always at CFA-8.
+constexpr uint64_t kKindStep = 0;        // unwind to the caller
+constexpr uint64_t kKindLast = 1;        // the outermost frame (no return address, or no FDE)
+constexpr uint64_t kKindUnsupported = 2; // the cached rules cannot describe this frame
+constexpr uint64_t kCfaRbp = 1u << 3, kRbpSaved = 1u << 4, kMayUnload = 1u << 5;
+constexpr uint64_t kRuleLast = 1 | (kKindLast << 1);
+constexpr uint64_t kRuleUnsupported = 1 | (kKindUnsupported << 1);
+
+PROF_NOINSTR constexpr uint64_t rule_kind(uint64_t rule) { return (rule >> 1) & 3; }
+
+// ---- the cache -----------------------------------------------------------------------------
+struct Slot {
+    std::atomic<uint64_t> key; // address | generation tag; 0 = empty
+    std::atomic<uint64_t> rule;
+};
+
+struct Table {
+    uint64_t mask;  // slots - 1
+    uint32_t shift; // 64 - log2(slots): the hash's top bits index the table
+    uint32_t bits;
+    uint32_t gen; // generation the entries belong to (writer only)
+    uint32_t used;
+    Slot* slots; // right after this header, in the same mapping
+};
+
+constexpr uint32_t kFirstBits = 12; // 4096 slots, 64 KiB
+constexpr uint32_t kMaxBits = 20;   // 1 M slots, 16 MiB
+
+std::atomic<Table*> g_table{nullptr};
+std::atomic<uint32_t> g_generation{1};
+std::atomic<int> g_writer{0}; // pid of the process whose thread is inserting; 0 = free
+std::atomic<uint64_t> g_slow{0};
+
+// Keys carry 15 bits of the generation above the 48-bit address (bit 63 always set, so a key
+// is never 0): an entry of an earlier generation no longer matches.
+PROF_NOINSTR inline uint64_t key_tag(uint32_t gen) {
+    return uint64_t(0x8000u | (gen & 0x7fffu)) << 48;
+}
+
+PROF_NOINSTR inline uint64_t slot_of(const Table* t, uint64_t key) {
+    return (key * 0x9E3779B97F4A7C15ull) >> t->shift;
+}
+
+PROF_NOINSTR inline uint64_t find(const Table* t, uint64_t key) {
+    for (uint64_t i = slot_of(t, key);; i = (i + 1) & t->mask) {
+        const Slot& s = t->slots[i];
+        uint64_t k = s.key.load(std::memory_order_acquire);
+        if (k == key) {
+            uint64_t rule = s.rule.load(std::memory_order_acquire);
+            // Still our key after reading the rule: the rule is the one stored with it (see
+            // the top of the file). Otherwise the slot is being reused: a miss.
+            return s.key.load(std::memory_order_relaxed) == key ? rule : 0;
+        }
+        if (!k) return 0;
+    }
+}
+
+// One inserting thread at a time. A thread that finds the lock taken does not wait: its rule
+// is used uncached this once. The holder's pid lets a forked child take over a lock held by a
+// thread of its parent at the fork, which would otherwise never be released in the child.
+PROF_NOINSTR bool writer_lock() {
+    int me = getpid();
+    int holder = 0;
+    if (g_writer.compare_exchange_strong(holder, me, std::memory_order_acquire)) return true;
+    if (holder == me) return false;
+    return g_writer.compare_exchange_strong(holder, me, std::memory_order_acquire);
+}
+
+PROF_NOINSTR void writer_unlock() { g_writer.store(0, std::memory_order_release); }
+
+PROF_NOINSTR Table* map_table(uint32_t bits, uint32_t gen) {
+    size_t slots = size_t(1) << bits;
+    void* m = mmap(nullptr, sizeof(Table) + slots * sizeof(Slot), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    auto* t = static_cast<Table*>(m);
+    t->mask = slots - 1;
+    t->shift = 64 - bits;
+    t->bits = bits;
+    t->gen = gen;
+    t->used = 0;
+    t->slots = reinterpret_cast<Slot*>(t + 1);
+    return t;
+}
+
+// Writer only. The table is private until published, or the key is stored last with release
+// order, so a reader that sees the key sees the rule.
+PROF_NOINSTR void put(Table* t, uint64_t key, uint64_t rule) {
+    for (uint64_t i = slot_of(t, key);; i = (i + 1) & t->mask) {
+        Slot& s = t->slots[i];
+        uint64_t k = s.key.load(std::memory_order_relaxed);
+        if (k == key) return; // another thread's miss on the same address came first
+        if (k) continue;
+        s.rule.store(rule, std::memory_order_relaxed);
+        s.key.store(key, std::memory_order_release);
+        ++t->used;
+        return;
+    }
+}
+
+// Writer only: a table with room for one more entry of generation `gen`, or null.
+PROF_NOINSTR Table* table_for_insert(uint32_t gen) {
+    Table* t = g_table.load(std::memory_order_relaxed);
+    if (t && t->gen != gen) {
+        // Entries of an earlier generation: emptied before any new rule is stored (the fence
+        // orders these stores before the rule stores that follow; readers rely on it).
+        for (uint64_t i = 0; i <= t->mask; ++i) t->slots[i].key.store(0, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);
+        t->gen = gen;
+        t->used = 0;
+    }
+    if (t && (uint64_t(t->used) + 1) * 2 <= t->mask + 1) return t;
+    uint32_t bits = t ? t->bits + 2 : kFirstBits;
+    if (bits > kMaxBits) return nullptr; // full: further addresses are computed every time
+    Table* grown = map_table(bits, gen);
+    if (!grown) return nullptr;
+    for (uint64_t i = 0; t && i <= t->mask; ++i) {
+        uint64_t k = t->slots[i].key.load(std::memory_order_relaxed);
+        if (k) put(grown, k, t->slots[i].rule.load(std::memory_order_relaxed));
+    }
+    g_table.store(grown, std::memory_order_release);
+    return grown;
+}
+
+PROF_NOINSTR void insert(uint64_t key, uint32_t gen, uint64_t rule) {
+    if (!writer_lock()) return;
+    // A dlclose since the walk began: the rule may describe an object that is gone.
+    if (g_generation.load(std::memory_order_acquire) == gen)
+        if (Table* t = table_for_insert(gen)) put(t, key, rule);
+    writer_unlock();
+}
+
+// ---- objects that stay loaded ------------------------------------------------------------
+// glibc never unloads the objects loaded with the program (only those dlopen loaded can go),
+// so the address ranges of the objects present when libprof.so starts are permanent. The
+// memory profiler's libprof.so is always among them (libprofmem.so is preloaded and needs it).
+constexpr uint32_t kMaxStartupObjects = 256;
+
+struct Range {
+    uintptr_t start, end;
+};
+
+Range g_startup[kMaxStartupObjects];
+uint32_t g_startup_count;
+std::atomic<int> g_startup_state{0}; // 0: not taken, 1: being taken, 2: ready
+std::atomic<uint64_t> g_unloads_seen{0};
+
+PROF_NOINSTR int note_startup_object(dl_phdr_info* info, size_t, void*) {
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (unsigned i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD) continue;
+        uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+        if (start < lo) lo = start;
+        if (start + ph.p_memsz > hi) hi = start + ph.p_memsz;
+    }
+    if (lo < hi && g_startup_count < kMaxStartupObjects) g_startup[g_startup_count++] = {lo, hi};
+    return 0;
+}
+
+PROF_NOINSTR int read_unloads(dl_phdr_info* info, size_t size, void* arg) {
+    if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+        *static_cast<uint64_t*>(arg) = info->dlpi_subs;
+    return 1; // the counters are the same in every entry: the first one is enough
+}
+
+// Objects glibc has unloaded since the process started.
+PROF_NOINSTR uint64_t unload_count() {
+    uint64_t subs = 0;
+    dl_iterate_phdr(read_unloads, &subs);
+    return subs;
+}
+
+// At library start (and at the first unwind, should an allocation come before that): the
+// objects are all mapped before any constructor runs.
+__attribute__((constructor)) PROF_NOINSTR void take_startup_objects() {
+    int expected = 0;
+    if (!g_startup_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
+    g_unloads_seen.store(unload_count(), std::memory_order_relaxed);
+    dl_iterate_phdr(note_startup_object, nullptr);
+    g_startup_state.store(2, std::memory_order_release);
+}
+
+PROF_NOINSTR bool may_unload(uintptr_t address) {
+    if (g_startup_state.load(std::memory_order_acquire) != 2) return true;
+    for (uint32_t i = 0; i < g_startup_count; ++i)
+        if (address >= g_startup[i].start && address < g_startup[i].end) return false;
+    return true;
+}
+
+// True when the walk that began in generation `gen` must start again: an object was unloaded
+// since the last check (the cache then moves to a new generation), or another thread or
+// cfi_invalidate started one. The generation is bumped before the count is published, so a
+// thread that finds the count already seen also finds the new generation.
+PROF_NOINSTR bool cache_outdated(uint32_t gen) {
+    uint64_t unloads = unload_count();
+    if (unloads != g_unloads_seen.load(std::memory_order_acquire)) {
+        g_generation.fetch_add(1, std::memory_order_acq_rel);
+        g_unloads_seen.store(unloads, std::memory_order_release);
+    }
+    return g_generation.load(std::memory_order_acquire) != gen;
+}
+
+// ---- reading .eh_frame ---------------------------------------------------------------------
+// A bounded cursor: reading past `end` sets `ok` to false and yields zeros.
+struct Cursor {
+    const uint8_t* p;
+    const uint8_t* end;
+    bool ok;
+
+    PROF_NOINSTR uint8_t u8() {
+        if (p >= end) return fail();
+        return *p++;
+    }
+    PROF_NOINSTR uint64_t fixed(size_t n) { // little-endian, n <= 8
+        if (size_t(end - p) < n) return fail();
+        uint64_t v = 0;
+        __builtin_memcpy(&v, p, n);
+        p += n;
+        return v;
+    }
+    PROF_NOINSTR uint64_t uleb() {
+        uint64_t v = 0;
+        for (unsigned shift = 0;; shift += 7) {
+            uint8_t b = u8();
+            if (shift < 64) v |= uint64_t(b & 0x7f) << shift;
+            if (!(b & 0x80) || !ok) return v;
+        }
+    }
+    PROF_NOINSTR int64_t sleb() {
+        uint64_t v = 0;
+        unsigned shift = 0;
+        uint8_t b;
+        do {
+            b = u8();
+            if (shift < 64) v |= uint64_t(b & 0x7f) << shift;
+            shift += 7;
+        } while ((b & 0x80) && ok);
+        if (shift < 64 && (b & 0x40)) v |= ~uint64_t(0) << shift;
+        return int64_t(v);
+    }
+    PROF_NOINSTR void skip(uint64_t n) {
+        if (uint64_t(end - p) < n) fail();
+        else p += n;
+    }
+    PROF_NOINSTR uint8_t fail() {
+        ok = false;
+        p = end;
+        return 0;
+    }
+};
+
+// A pointer in a DW_EH_PE_* encoding, as libgcc's read_encoded_value_with_base reads it (the
+// base is added only to a non-zero value). Indirect and aligned encodings are not needed by
+// the instructions that use this: false.
+PROF_NOINSTR bool read_encoded(Cursor& c, uint8_t enc, const dwarf_eh_bases& b, uintptr_t& out) {
+    const uint8_t* field = c.p;
+    uint64_t v;
+    switch (enc & 0x0f) {
+    case 0x00: // absptr
+    case 0x04: // udata8
+    case 0x08: // signed absptr
+    case 0x0c: v = c.fixed(8); break; // sdata8
+    case 0x01: v = c.uleb(); break;
+    case 0x02: v = c.fixed(2); break;
+    case 0x03: v = c.fixed(4); break;
+    case 0x09: v = uint64_t(c.sleb()); break;
+    case 0x0a: v = uint64_t(int64_t(int16_t(c.fixed(2)))); break;
+    case 0x0b: v = uint64_t(int64_t(int32_t(c.fixed(4)))); break;
+    default: return false;
+    }
+    if (!c.ok || (enc & 0x80)) return false;
+    if (v) {
+        switch (enc & 0x70) {
+        case 0x00: break;
+        case 0x10: v += reinterpret_cast<uintptr_t>(field); break; // pcrel
+        case 0x20: v += reinterpret_cast<uintptr_t>(b.tbase); break;
+        case 0x30: v += reinterpret_cast<uintptr_t>(b.dbase); break;
+        case 0x40: v += reinterpret_cast<uintptr_t>(b.func); break;
+        default: return false;
+        }
+    }
+    out = uintptr_t(v);
+    return true;
+}
+
+// What the CFA program says about the registers the walk needs. kUnset is libgcc's
+// REG_UNSAVED: same_value, restore and no rule at all mean the caller's value is this frame's.
+enum : uint8_t { kUnset = 0, kUndefined, kAtCfa, kOther };
+
+struct RegRule {
+    uint8_t how;
+    int64_t offset; // kAtCfa: saved at CFA + offset
+};
+
+struct Row {
+    uint64_t cfa_reg;
+    int64_t cfa_offset;
+    bool cfa_set;
+    bool cfa_expression;
+    RegRule rbp, rsp, ra;
+};
+
+struct Cie {
+    uint64_t code_align;
+    int64_t data_align;
+    uint8_t fde_encoding;
+};
+
+PROF_NOINSTR RegRule* tracked(Row& row, uint64_t reg) {
+    switch (reg) {
+    case kRegRbp: return &row.rbp;
+    case kRegRsp: return &row.rsp;
+    case kRegRa: return &row.ra;
+    default: return nullptr; // rules of other registers do not change rsp, rbp or the pc
+    }
+}
+
+PROF_NOINSTR void set_rule(Row& row, uint64_t reg, uint8_t how, int64_t offset = 0) {
+    if (RegRule* r = tracked(row, reg)) *r = RegRule{how, offset};
+}
+
+constexpr uint32_t kMaxRemembered = 8;
+
+// Runs CFA instructions while the row's location is at or before `target`, as libgcc's
+// execute_cfa_program does (it stops once the location passes the return address - 1).
+// False for anything the cached rule cannot express or libgcc would reject.
+PROF_NOINSTR bool run_program(Cursor c, const Cie& cie, const dwarf_eh_bases& b, uintptr_t& loc,
+                              uintptr_t target, Row& row, Row* remembered, uint32_t& depth) {
+    while (c.p < c.end && loc <= target) {
+        uint8_t op = c.u8();
+        uint8_t low = op & 0x3f;
+        switch (op & 0xc0) {
+        case 0x40: loc += low * cie.code_align; continue; // DW_CFA_advance_loc
+        case 0x80: set_rule(row, low, kAtCfa, int64_t(c.uleb()) * cie.data_align); continue;
+        case 0xc0: set_rule(row, low, kUnset); continue; // DW_CFA_restore (libgcc: unsaved)
+        }
+        uint64_t reg;
+        switch (op) {
+        case 0x00: break; // nop
+        case 0x01: // set_loc
+            if (!read_encoded(c, cie.fde_encoding, b, loc)) return false;
+            break;
+        case 0x02: loc += c.fixed(1) * cie.code_align; break;
+        case 0x03: loc += c.fixed(2) * cie.code_align; break;
+        case 0x04: loc += c.fixed(4) * cie.code_align; break;
+        case 0x05: // offset_extended
+            reg = c.uleb();
+            set_rule(row, reg, kAtCfa, int64_t(c.uleb()) * cie.data_align);
+            break;
+        case 0x06: set_rule(row, c.uleb(), kUnset); break; // restore_extended
+        case 0x07: set_rule(row, c.uleb(), kUndefined); break;
+        case 0x08: set_rule(row, c.uleb(), kUnset); break; // same_value
+        case 0x09:                                         // register
+            reg = c.uleb();
+            c.uleb();
+            set_rule(row, reg, kOther);
+            break;
+        case 0x0a: // remember_state (libgcc saves the CFA rule too)
+            if (depth == kMaxRemembered) return false;
+            remembered[depth++] = row;
+            break;
+        case 0x0b: // restore_state
+            if (!depth) return false;
+            row = remembered[--depth];
+            break;
+        case 0x0c: // def_cfa
+            row.cfa_reg = c.uleb();
+            row.cfa_offset = int64_t(c.uleb());
+            row.cfa_set = true;
+            row.cfa_expression = false;
+            break;
+        case 0x0d: // def_cfa_register
+            row.cfa_reg = c.uleb();
+            row.cfa_set = true;
+            row.cfa_expression = false;
+            break;
+        case 0x0e: row.cfa_offset = int64_t(c.uleb()); break; // def_cfa_offset
+        case 0x0f:                                            // def_cfa_expression
+            c.skip(c.uleb());
+            row.cfa_set = true;
+            row.cfa_expression = true;
+            break;
+        case 0x10: // expression
+        case 0x16: // val_expression
+            reg = c.uleb();
+            c.skip(c.uleb());
+            set_rule(row, reg, kOther);
+            break;
+        case 0x11: // offset_extended_sf
+            reg = c.uleb();
+            set_rule(row, reg, kAtCfa, c.sleb() * cie.data_align);
+            break;
+        case 0x12: // def_cfa_sf
+            row.cfa_reg = c.uleb();
+            row.cfa_offset = c.sleb() * cie.data_align;
+            row.cfa_set = true;
+            row.cfa_expression = false;
+            break;
+        case 0x13: row.cfa_offset = c.sleb() * cie.data_align; break; // def_cfa_offset_sf
+        case 0x14:                                                   // val_offset
+            reg = c.uleb();
+            c.uleb();
+            set_rule(row, reg, kOther);
+            break;
+        case 0x15: // val_offset_sf
+            reg = c.uleb();
+            c.sleb();
+            set_rule(row, reg, kOther);
+            break;
+        case 0x2e: c.uleb(); break; // GNU_args_size: only landing pads need it
+        case 0x2f:                  // GNU_negative_offset_extended
+            reg = c.uleb();
+            set_rule(row, reg, kAtCfa, -int64_t(c.uleb()) * cie.data_align);
+            break;
+        default: return false; // window_save, vendor extensions: libgcc aborts on most
+        }
+    }
+    return c.ok;
+}
+
+PROF_NOINSTR uint32_t read_u32(const uint8_t* p) {
+    uint32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return v;
+}
+
+// The row of the FDE covering `at` (libgcc's uw_frame_state_for), reduced to a rule word.
+PROF_NOINSTR uint64_t rule_from_fde(const uint8_t* fde, const dwarf_eh_bases& b, uintptr_t at) {
+    uint32_t length = read_u32(fde);
+    if (length == 0 || length == 0xffffffffu) return kRuleUnsupported; // 64-bit DWARF
+    const uint8_t* fde_end = fde + 4 + length;
+    const uint8_t* cie = fde + 4 - read_u32(fde + 4); // CIE pointer: back from its own field
+    uint32_t cie_length = read_u32(cie);
+    if (cie_length == 0 || cie_length == 0xffffffffu) return kRuleUnsupported;
+    const uint8_t* cie_end = cie + 4 + cie_length;
+
+    // The CIE (libgcc's extract_cie_info).
+    Cursor c{cie + 8, cie_end, true}; // after the length and the CIE id
+    uint8_t version = c.u8();
+    auto* aug = reinterpret_cast<const char*>(c.p);
+    size_t aug_len = strnlen(aug, size_t(cie_end - c.p));
+    c.skip(aug_len + 1);
+    if (!c.ok || (aug[0] == 'e' && aug[1] == 'h')) return kRuleUnsupported; // g++ 2.x
+    if (version >= 4 && (c.u8() != 8 || c.u8() != 0)) return kRuleUnsupported;
+    Cie info{};
+    info.code_align = c.uleb();
+    info.data_align = c.sleb();
+    uint64_t ra_column = version == 1 ? c.u8() : c.uleb();
+    if (!c.ok || ra_column != kRegRa) return kRuleUnsupported;
+    bool saw_z = aug[0] == 'z';
+    const uint8_t* insns = nullptr; // with 'z': right after the augmentation data
+    if (saw_z) {
+        uint64_t n = c.uleb();
+        if (!c.ok || n > uint64_t(cie_end - c.p)) return kRuleUnsupported;
+        insns = c.p + n;
+    }
+    for (size_t i = saw_z ? 1 : 0; i < aug_len; ++i) {
+        switch (aug[i]) {
+        case 'L': c.u8(); break; // LSDA encoding
+        case 'R': info.fde_encoding = c.u8(); break;
+        case 'P': { // personality routine: skipped
+            uint8_t enc = c.u8();
+            uintptr_t ignored;
+            if (!read_encoded(c, enc & 0x7f, b, ignored)) return kRuleUnsupported;
+            break;
+        }
+        case 'B': break; // AArch64 pointer authentication key: nothing to read
+        default: return kRuleUnsupported; // 'S' (a signal frame) and unknown letters
+        }
+    }
+    if (!c.ok) return kRuleUnsupported;
+    if (!insns) insns = c.p;
+
+    // The FDE: initial location and range (skipped: _Unwind_Find_FDE gave the function's
+    // start), augmentation data, then its instructions.
+    Cursor f{fde + 8, fde_end, true};
+    uintptr_t ignored;
+    if (!read_encoded(f, info.fde_encoding, b, ignored) ||
+        !read_encoded(f, info.fde_encoding & 0x0f, b, ignored))
+        return kRuleUnsupported;
+    if (saw_z) f.skip(f.uleb());
+    if (!f.ok) return kRuleUnsupported;
+
+    Row row{};
+    Row remembered[kMaxRemembered];
+    uint32_t depth = 0;
+    uintptr_t loc = reinterpret_cast<uintptr_t>(b.func);
+    if (!run_program(Cursor{insns, cie_end, true}, info, b, loc, at, row, remembered, depth) ||
+        !run_program(f, info, b, loc, at, row, remembered, depth))
+        return kRuleUnsupported;
+
+    // The outermost frame (_start, clone3) says its return address is undefined: libgcc
+    // reports the frame, then stops.
+    if (row.ra.how == kUndefined) return kRuleLast;
+    if (!row.cfa_set || row.cfa_expression) return kRuleUnsupported;
+    if (row.cfa_reg != kRegRsp && row.cfa_reg != kRegRbp) return kRuleUnsupported;
+    if (row.cfa_offset != int64_t(int32_t(row.cfa_offset))) return kRuleUnsupported;
+    if (row.ra.how != kAtCfa || row.ra.offset != -8) return kRuleUnsupported;
+    if (row.rsp.how == kAtCfa || row.rsp.how == kOther) return kRuleUnsupported;
+    uint64_t rule = 1 | (kKindStep << 1) | (row.cfa_reg == kRegRbp ? kCfaRbp : 0) |
+                    (uint64_t(uint32_t(int32_t(row.cfa_offset))) << 32);
+    if (row.rbp.how == kOther) return kRuleUnsupported;
+    if (row.rbp.how == kAtCfa) {
+        if (row.rbp.offset != int64_t(int16_t(row.rbp.offset))) return kRuleUnsupported;
+        rule |= kRbpSaved | (uint64_t(uint16_t(int16_t(row.rbp.offset))) << 16);
+    }
+    return rule;
+}
+
+// No FDE covers the return address `ra`: libgcc reports the frame and stops, unless the code
+// there is the rt_sigreturn trampoline of a C library without unwind information for it (its
+// x86_64_fallback_frame_state). Those bytes are read only inside a loaded object's code;
+// anywhere else (generated code, a bad address) the stack is left to libgcc.
+struct CodeProbe {
+    uintptr_t pc;
+    bool mapped;
+};
+
+PROF_NOINSTR int probe_code(dl_phdr_info* info, size_t, void* arg) {
+    auto* probe = static_cast<CodeProbe*>(arg);
+    for (unsigned i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+        uintptr_t start = info->dlpi_addr + ph.p_vaddr, end = start + ph.p_memsz;
+        if (probe->pc >= start && probe->pc < end && end - probe->pc >= 9) {
+            probe->mapped = true;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+PROF_NOINSTR uint64_t rule_without_fde(uintptr_t ra) {
+    CodeProbe probe{ra, false};
+    if (!ra || (dl_iterate_phdr(probe_code, &probe), !probe.mapped)) return kRuleUnsupported;
+    auto* code = reinterpret_cast<const uint8_t*>(ra);
+    uint64_t rest;
+    __builtin_memcpy(&rest, code + 1, 8);
+    // mov $15, %rax; syscall
+    if (code[0] == 0x48 && rest == 0x050f0000000fc0c7ull) return kRuleUnsupported;
+    return kRuleLast;
+}
+
+// The slow path: the rule of the frame at `at` (the walk's own pc, or a return address - 1;
+// `ra` is that return address, or 0), computed and cached.
+__attribute__((noinline)) PROF_NOINSTR uint64_t miss(uintptr_t at, uintptr_t ra, uint64_t key,
+                                                     uint32_t gen) {
+    g_slow.fetch_add(1, std::memory_order_relaxed);
+    dwarf_eh_bases bases{};
+    const void* fde = _Unwind_Find_FDE(reinterpret_cast<void*>(at), &bases);
+    uint64_t rule = fde ? rule_from_fde(static_cast<const uint8_t*>(fde), bases, at)
+                        : rule_without_fde(ra);
+    if (g_startup_state.load(std::memory_order_acquire) == 0) take_startup_objects();
+    if (may_unload(at)) rule |= kMayUnload;
+    insert(key, gen, rule);
+    return rule;
+}
+
+// The registers of the frame the walk starts in.
+struct Start {
+    uintptr_t pc, sp, fp;
+};
+
+// This thread's recent walks, step by step. Allocations repeat their stacks, or at least the
+// allocator's frames and their innermost callers, and a repeated stack has the same layout
+// relative to the first frame's rsp. A replay reads each return address at its recorded
+// offset and compares it with the recorded one: the loads do not wait for each other and no
+// rule is looked up. By induction it gives exactly what the walk gives: frame i's rule is the
+// one recorded as long as its pc matched, its CFA is then at the recorded offset (checked for
+// an rbp-based CFA: rbp must hold the recorded offset too), and so is every slot it reads.
+// Where a walk parts from one recording, another recording with the same frames so far may
+// go on (malloc, operator new and realloc reach the recorder through different frames); else
+// the walk goes on the usual way, recorded in place of the least recently used recording.
+// Not reentrant: the runtime never unwinds on a thread that is already inside it.
+constexpr uint32_t kMemos = 4;
+constexpr uint32_t kMemoSteps = 24;
+
+struct MemoStep {
+    uint64_t rule;    // the frame's rule
+    uint64_t next_pc; // the return address read at its CFA - 8: the next frame's pc
+    int32_t ra_off;   // that slot's address - the first frame's rsp
+    int32_t fp_off;   // rbp-based CFA: the frame's rbp - the first frame's rsp
+};
+
+struct Memo {
+    uint32_t gen;    // generation of the rules
+    uint32_t count;  // steps recorded, from frame 0 (cfi_backtrace's own)
+    uintptr_t pc0;   // frame 0's pc
+    uint32_t reach;  // bytes above the first rsp that the recorded steps read
+    bool ends;       // frame `count` is the outermost one (kKindLast)
+    bool may_unload; // a recorded rule needs the unload check
+    MemoStep step[kMemoSteps];
+};
+
+// One page per thread, mapped at its first walk and unmapped when it exits.
+struct Memos {
+    uint8_t order[kMemos]; // indexes into `memo`, most recently used first
+    Memo memo[kMemos];
+};
+static_assert(sizeof(Memos) <= 4096);
+
+thread_local Memos* t_memos __attribute__((tls_model("initial-exec")));
+std::atomic<int> g_memo_key_state{0}; // 0: none, 1: being created, 2: ready, 3: failed
+pthread_key_t g_memo_key;
+
+PROF_NOINSTR void free_memos(void* p) {
+    munmap(p, 4096);
+    t_memos = nullptr;
+}
+
+// This thread's recordings, or null when they cannot be mapped (then walks are not replayed).
+PROF_NOINSTR Memos* thread_memos() {
+    if (PROF_LIKELY(t_memos)) return t_memos;
+    int state = g_memo_key_state.load(std::memory_order_acquire);
+    if (state == 0 && g_memo_key_state.compare_exchange_strong(state, 1)) {
+        // The key only unmaps a thread's page when the thread exits. glibc keeps the values
+        // of the first 32 keys in the thread descriptor; past those, pthread_setspecific
+        // allocates once per thread, which the runtime does not record (the thread is in it).
+        state = pthread_key_create(&g_memo_key, free_memos) == 0 ? 2 : 3;
+        g_memo_key_state.store(state, std::memory_order_release);
+    }
+    if (state != 2) return nullptr; // another thread is creating the key, or it failed
+    void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    auto* ms = static_cast<Memos*>(p); // zero-filled: no recordings (count 0)
+    for (uint32_t i = 0; i < kMemos; ++i) ms->order[i] = uint8_t(i);
+    pthread_setspecific(g_memo_key, ms);
+    t_memos = ms;
+    return ms;
+}
+
+PROF_NOINSTR inline void make_recent(Memos& ms, const Memo* m) {
+    auto index = uint8_t(m - ms.memo);
+    if (ms.order[0] == index) return;
+    uint32_t i = 0;
+    while (ms.order[i] != index) ++i;
+    for (; i > 0; --i) ms.order[i] = ms.order[i - 1];
+    ms.order[0] = index;
+}
+
+constexpr int kRestart = -2;
+
+// Where a rule saves the caller's rbp, for a frame whose CFA is `cfa`.
+PROF_NOINSTR inline uintptr_t rbp_slot(uintptr_t cfa, uint64_t rule) {
+    return cfa + uintptr_t(int64_t(int16_t(rule >> 16)));
+}
+
+// The walk's state at frame `frame`: its pc (already reported), rsp and rbp.
+struct Walk {
+    uintptr_t pc, sp, fp;
+    uint32_t frame, n, skip;
+    bool checked; // the unload count, once per walk
+};
+
+// Reports the pc of a new frame. False when the walk is over (a null return address, or
+// `max` addresses).
+PROF_NOINSTR inline bool report(Walk& w, uintptr_t* pcs, uint32_t max) {
+    if (!w.pc) return false; // after a frame whose return address is undefined
+    if (w.skip) {
+        --w.skip;
+        return true;
+    }
+    pcs[w.n++] = w.pc;
+    return w.n < max;
+}
+
+// A recording, not yet tried in this walk, with the same steps before frame `frame` as
+// `like` (whose steps so far were this walk's: the same pcs, and the same layout) and at
+// least one more step (or that ends at `frame`), and whose reads stay below `stack_top`.
+PROF_NOINSTR Memo* find_memo(Memos& ms, const Memo* like, uint32_t frame, uint32_t tried,
+                             uint32_t gen, const Start& start, uintptr_t stack_top) {
+    for (uint32_t k = 0; k < kMemos; ++k) {
+        Memo& m = ms.memo[ms.order[k]];
+        if ((tried >> ms.order[k]) & 1) continue;
+        if (m.gen != gen || m.pc0 != start.pc || m.reach > stack_top - start.sp) continue;
+        if (m.count < frame || (m.count == frame && !m.ends) || !m.count) continue;
+        uint32_t i = 0;
+        while (i < frame && m.step[i].next_pc == like->step[i].next_pc &&
+               m.step[i].ra_off == like->step[i].ra_off && m.step[i].fp_off == like->step[i].fp_off)
+            ++i;
+        if (i == frame) return &m;
+    }
+    return nullptr;
+}
+
+// Starts a recording of this walk in the least recently used slot other than `from`, whose
+// first `steps` steps are this walk's.
+PROF_NOINSTR Memo* fork_memo(Memos& ms, const Memo* from, uint32_t steps, uint32_t gen,
+                             uintptr_t pc0) {
+    Memo* m = &ms.memo[ms.order[kMemos - 1]];
+    if (m == from) m = &ms.memo[ms.order[kMemos - 2]];
+    m->gen = gen;
+    m->pc0 = pc0;
+    m->count = steps;
+    m->reach = 0;
+    m->ends = false;
+    m->may_unload = false;
+    for (uint32_t i = 0; i < steps; ++i) {
+        const MemoStep& s = from->step[i];
+        m->step[i] = s;
+        uint32_t end = uint32_t(s.ra_off) + 8;
+        if (s.rule & kRbpSaved) {
+            uint32_t slot_end = uint32_t(int64_t(s.ra_off) + 8 + int16_t(s.rule >> 16) + 8);
+            if (slot_end > end) end = slot_end;
+        }
+        if (end > m->reach) m->reach = end;
+        if (s.rule & kMayUnload) m->may_unload = true;
+    }
+    make_recent(ms, m);
+    return m;
+}
+
+// One walk with the cache of generation `gen` (see cfi_backtrace). kRestart: an unload was
+// noticed, the walk must be done again with the new generation.
+PROF_NOINSTR int walk(const Start& start, uintptr_t* pcs, uint32_t max, uint32_t skip,
+                      uintptr_t stack_top, uint32_t gen) {
+    Walk w{start.pc, start.sp, start.fp, 0, 0, skip, false};
+    Memos* ms = stack_top > start.sp ? thread_memos() : nullptr;
+    Memo* rec = nullptr; // the recording this walk extends: its steps so far are this walk's
+
+    // Replays, while a recording has this walk's frames.
+    uint32_t tried = 0;
+    Memo* m = ms ? find_memo(*ms, nullptr, 0, tried, gen, start, stack_top) : nullptr;
+    while (m) {
+        if (m->may_unload && !w.checked) {
+            w.checked = true;
+            if (cache_outdated(gen)) return kRestart;
+        }
+        bool parted = false;
+        for (; w.frame < m->count; ++w.frame) {
+            const MemoStep& st = m->step[w.frame];
+            if ((st.rule & kCfaRbp) && w.fp - start.sp != uintptr_t(intptr_t(st.fp_off))) {
+                parted = true; // another layout from here (alloca)
+                break;
+            }
+            uintptr_t cfa = start.sp + uintptr_t(intptr_t(st.ra_off)) + 8;
+            uintptr_t pc = *reinterpret_cast<const uintptr_t*>(cfa - 8);
+            if (PROF_UNLIKELY(pc != st.next_pc)) {
+                parted = true; // another caller from here
+                break;
+            }
+            if (st.rule & kRbpSaved)
+                w.fp = *reinterpret_cast<const uintptr_t*>(rbp_slot(cfa, st.rule));
+            w.sp = cfa;
+            w.pc = pc;
+            if (!report(w, pcs, max)) {
+                make_recent(*ms, m);
+                return int(w.n);
+            }
+        }
+        if (!parted) {
+            make_recent(*ms, m);
+            if (m->ends) return int(w.n);
+            rec = m; // frames beyond its last step are recorded in it
+            break;
+        }
+        tried |= 1u << uint32_t(m - ms->memo);
+        Memo* next = find_memo(*ms, m, w.frame, tried, gen, start, stack_top);
+        if (!next) rec = fork_memo(*ms, m, w.frame, gen, start.pc);
+        m = next;
+    }
+    if (ms && !rec && !w.frame) rec = fork_memo(*ms, nullptr, 0, gen, start.pc); // a new stack
+
+    const Table* table = g_table.load(std::memory_order_acquire);
+    uint64_t tag = key_tag(gen);
+    for (;; ++w.frame) {
+        // The row of a return address is looked up at address - 1: a call may be the last
+        // instruction of its function (a call to a noreturn function).
+        uintptr_t at = w.frame ? w.pc - 1 : w.pc;
+        if (at >> 48) break; // not a user-space code address: keys have no room for it
+        uint64_t key = at | tag;
+        uint64_t rule = table ? find(table, key) : 0;
+        if (PROF_UNLIKELY(!rule)) rule = miss(at, w.frame ? w.pc : 0, key, gen);
+        if (PROF_UNLIKELY(rule & kMayUnload) && !w.checked) {
+            w.checked = true;
+            if (cache_outdated(gen)) return kRestart;
+        }
+        uint64_t kind = rule_kind(rule);
+        if (kind == kKindLast) {
+            if (rec && rec->count == w.frame) rec->ends = true;
+            return int(w.n);
+        }
+        if (kind != kKindStep) break;
+        uintptr_t cfa = ((rule & kCfaRbp) ? w.fp : w.sp) + uintptr_t(int64_t(int32_t(rule >> 32)));
+        // The return address slot lies in the stack, above this frame's stack pointer: every
+        // step moves up, so the walk ends. Nothing below the first frame's rsp is read.
+        if ((cfa & 7) || cfa < w.sp + 8 || cfa > stack_top) break;
+        uintptr_t reach = cfa - start.sp;
+        uintptr_t fp = w.fp;
+        if (rule & kRbpSaved) {
+            uintptr_t slot = rbp_slot(cfa, rule);
+            if ((slot & 7) || slot < start.sp || slot + 8 > stack_top) break;
+            fp = *reinterpret_cast<const uintptr_t*>(slot);
+            if (slot + 8 - start.sp > reach) reach = slot + 8 - start.sp;
+        }
+        uintptr_t ra = *reinterpret_cast<const uintptr_t*>(cfa - 8);
+        // Recorded while the steps stay contiguous from frame 0 and the offsets fit.
+        uintptr_t fp_off = w.fp - start.sp;
+        if (rec && w.frame == rec->count && w.frame < kMemoSteps && reach <= 0x7fffffff &&
+            (!(rule & kCfaRbp) || fp_off == uintptr_t(intptr_t(int32_t(fp_off))))) {
+            rec->step[w.frame] = {rule, ra, int32_t(cfa - 8 - start.sp),
+                                  (rule & kCfaRbp) ? int32_t(fp_off) : 0};
+            rec->count = w.frame + 1;
+            if (reach > rec->reach) rec->reach = uint32_t(reach);
+            if (rule & kMayUnload) rec->may_unload = true;
+        }
+        w.sp = cfa;
+        w.fp = fp;
+        w.pc = ra;
+        if (!report(w, pcs, max)) return int(w.n);
+    }
+    // Unsupported: the caller asks libgcc, and this stack is not replayed.
+    if (rec) rec->count = 0;
+    return -1;
+}
+
+} // namespace
+
+// Kept out of line and never inlined: its own frame is the first one unwound (from the pc,
+// rsp and rbp read below, which the CFI row at that pc describes exactly: the library is
+// built with asynchronous unwind tables), so that the first address reported is the return
+// address into its caller, as with _Unwind_Backtrace.
+__attribute__((noinline)) PROF_NOINSTR int cfi_backtrace(uintptr_t* pcs, uint32_t max,
+                                                         uint32_t skip, uintptr_t stack_top) {
+    if (!max) return 0;
+    Start start;
+    // rbp first: the compiler may pick rbp for an output when this function saves it (then
+    // the row restores rbp from its slot and the value read here is not used). The pc is the
+    // address right after the lea, whose row describes the registers as read here.
+    asm volatile("mov %%rbp, %2\n\t"
+                 "mov %%rsp, %1\n\t"
+                 "lea 0(%%rip), %0"
+                 : "=r"(start.pc), "=r"(start.sp), "=r"(start.fp));
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        int n = walk(start, pcs, max, skip, stack_top,
+                     g_generation.load(std::memory_order_acquire));
+        if (n != kRestart) return n;
+    }
+    return -1; // objects keep being unloaded: libgcc's unwinder copes with that
+}
+
+PROF_NOINSTR void cfi_invalidate() { g_generation.fetch_add(1, std::memory_order_acq_rel); }
+
+PROF_NOINSTR uint64_t cfi_slow_lookups() { return g_slow.load(std::memory_order_relaxed); }
+
+} // namespace prof::rt
