@@ -43,18 +43,18 @@ PROF_NOINSTR uint64_t hash_frames(const uintptr_t* pcs, uint32_t n) {
     return h ? h : 1;
 }
 
+// The end of the calling thread's stack, for bounding frame-pointer walks. The main thread's
+// from __libc_stack_end. Another thread's from its descriptor: glibc places a thread's
+// descriptor (what pthread_self returns) at the top of the memory block of its stack, above
+// the static TLS, so every frame of the thread lies below it and the memory up to it is
+// mapped. Not pthread_getattr_np: it calls realloc while it holds the thread's lock, and a
+// thread whose first allocation is that realloc (Rust's threads ask for their attributes
+// when they start) would wait for itself. 0 (no stack recorded) when the guess does not hold.
 PROF_NOINSTR uintptr_t stack_top_of_thread() {
-    if (getpid() == gettid()) return reinterpret_cast<uintptr_t>(__libc_stack_end) + 4096;
-    pthread_attr_t attr;
-    uintptr_t top = 0;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-        void* addr = nullptr;
-        size_t size = 0;
-        if (pthread_attr_getstack(&attr, &addr, &size) == 0)
-            top = reinterpret_cast<uintptr_t>(addr) + size;
-        pthread_attr_destroy(&attr);
-    }
-    return top;
+    auto sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    uintptr_t top = getpid() == gettid() ? reinterpret_cast<uintptr_t>(__libc_stack_end) + 4096
+                                         : reinterpret_cast<uintptr_t>(pthread_self());
+    return top > sp && top - sp < (uintptr_t(1) << 30) ? top : 0;
 }
 
 // Return addresses along the frame-pointer chain, innermost first, skipping the allocator
@@ -62,7 +62,10 @@ PROF_NOINSTR uintptr_t stack_top_of_thread() {
 // frame of this thread's stack, so code built without frame pointers ends the walk early
 // instead of reading wild memory.
 __attribute__((noinline)) PROF_NOINSTR uint32_t walk_frames(ThreadState& s, uintptr_t* pcs) {
-    if (!s.stack_top) s.stack_top = stack_top_of_thread();
+    if (PROF_UNLIKELY(!s.stack_top)) {
+        uintptr_t top = stack_top_of_thread();
+        s.stack_top = top ? top : 1; // 1: not known, no frames (and no second try)
+    }
     auto fp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
     uintptr_t top = s.stack_top;
     // Skipped: current_stack, the prof_mem_record_* entry point and the interposer.

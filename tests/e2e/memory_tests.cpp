@@ -149,6 +149,25 @@ TEST_CASE("blocks freed by another thread are matched in time order, not file or
     CHECK(m.peak_heap < 100000 + 80 * 1024);
 }
 
+// pthread_getattr_np calls realloc while it holds the thread's lock: the profiler, recording
+// that realloc as the thread's first allocation, must not call it again (it used to, to find
+// the thread's stack, and the thread waited for itself). In both unwinding modes.
+TEST_CASE("a thread whose first allocation is inside pthread_getattr_np does not deadlock") {
+    for (const char* unwind : {"fp", "dwarf"}) {
+        CAPTURE(unwind);
+        std::string trace = temp_path(std::string("thread-attr-") + unwind + ".trace");
+        auto r = run({"/usr/bin/timeout", "60", PROFRUN, "--mem", "-q", "-o", trace, "--",
+                      PROF_TEST_THREAD_ATTR},
+                     {{"PROF_MEM_UNWIND", unwind}});
+        REQUIRE(r.exit_code == 0); // 124: timed out
+        CHECK(r.out.find("thread stack: ") == 0);
+        Totals t = sites_through(memory_of(trace), "worker");
+        CHECK(t.allocations >= 3);
+        CHECK(t.bytes >= 3000);
+        CHECK(t.bytes < 3000 + 1024); // the 3 x 1000 bytes, and pthread_getattr_np's own
+    }
+}
+
 TEST_CASE("a C program that allocates nothing shows no leak from the profiler's own libraries") {
     std::string trace = temp_path("true.trace");
     REQUIRE(run({PROFRUN, "--mem", "-q", "-o", trace, "--", "/bin/true"}).exit_code == 0);
