@@ -492,6 +492,14 @@ def heaptrack_depth(path):
     return calls, (weighted / total if total else float("nan"))
 
 
+def report_cost(name, cmd, trace, calls, runner):
+    """One timed run of a memory report tool on a kept trace: a note line."""
+    r = run(cmd, cwd=runner.rundir, err_log=runner.err_log)
+    return (f"{name} on that trace ({os.path.getsize(trace) / 2**20:.0f} MiB): {r.wall:.2f} s wall, "
+            f"{calls / r.cpu / 1e6:.1f} M allocator calls per CPU second, peak RSS "
+            f"{r.maxrss_kib / 1024:.1f} MiB")
+
+
 def check_alloc(runner, counts):
     """One kept run of each libprofmem config and of heaptrack: what the traces say (allocations,
     frees, mean frames per allocation) against the workload's own counts. Returns (text lines,
@@ -502,6 +510,9 @@ def check_alloc(runner, counts):
         runner.once(ALLOC, cfg, keep=True)
         trace = runner.output(ALLOC, cfg)
         doc = runner.profreport_json(trace, "--memory", "--limit", "1000000")
+        if cfg == "mem_fp":
+            lines.append(report_cost("profreport --memory", [runner.b.profreport, "--memory", trace],
+                                     trace, calls, runner))
         remove(trace)
         summ, sites = doc["summary"], doc["sites"]
         n = sum(x["allocations"] for x in sites)
@@ -516,6 +527,9 @@ def check_alloc(runner, counts):
                      + " < ".join(f["name"].replace("(anonymous namespace)::", "").split("(")[0][:28]
                                   for f in top["stack"]))
     runner.once(ALLOC, "heaptrack", keep=True)
+    if shutil.which("heaptrack_print"):
+        path = runner.output(ALLOC, "heaptrack")
+        lines.append(report_cost("heaptrack_print", ["heaptrack_print", "-f", path], path, calls, runner))
     ht = heaptrack_depth(runner.output(ALLOC, "heaptrack"))
     remove(runner.output(ALLOC, "heaptrack"))
     if ht:
