@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <queue>
+#include <tuple>
 #include <regex>
 #include <unordered_map>
 #include <unistd.h>
@@ -303,13 +305,21 @@ struct ProfileBuilder::Impl : reader::EventSink {
     // thread's order only and are decided as records arrive.
     struct MemoryEvent {
         uint64_t ticks;
+        uint64_t seq; // order of arrival: ties in time replay in file order
         uint64_t ptr;
         uint64_t size;   // allocations
         size_t site;     // allocations
         uint8_t op;      // 0 allocation, 1 free, 2 release by realloc
         uint8_t kind;    // AllocKind or FreeKind
     };
-    std::vector<MemoryEvent> memory_events;
+    // One queue per thread stream, in the thread's own (time) order: a replay merges them.
+    struct MemoryQueue {
+        std::vector<MemoryEvent> events;
+        size_t head = 0;
+    };
+    std::unordered_map<uint32_t, MemoryQueue> memory_queues;
+    size_t buffered = 0;
+    uint64_t arrivals = 0;
     uint64_t replayed_upto = 0; // every event older than this has been replayed
     // Writers before the 1.2 memory Pause records read an event's clock before opening its
     // chunk (a lock wait and an mmap earlier): the buffer keeps this margin behind the
@@ -380,23 +390,25 @@ struct ProfileBuilder::Impl : reader::EventSink {
         s.last_alloc = 0;
     }
 
-    void buffer_event(const MemoryEvent& e) {
+    void buffer_event(uint32_t stream, MemoryEvent e) {
         if (e.ticks < replayed_upto) ++memory.late_events;
-        memory_events.push_back(e);
+        e.seq = arrivals++;
+        memory_queues[stream].events.push_back(e);
+        ++buffered;
     }
 
     void on_alloc(uint32_t id, uint64_t ticks, uint64_t ptr, uint64_t size, uint32_t stack,
                   format::AllocKind kind) override {
         StreamResult& s = stream(id);
         size_t site = site_of(s, stack);
-        buffer_event(MemoryEvent{ticks, ptr, size, site, 0, uint8_t(kind)});
+        buffer_event(id, MemoryEvent{ticks, 0, ptr, size, site, 0, uint8_t(kind)});
         s.last_alloc = ptr;
         s.last_alloc_site = site;
     }
     void on_free(uint32_t id, uint64_t ticks, uint64_t ptr, format::FreeKind kind) override {
         StreamResult& s = stream(id);
         note_temporary_on_free(s, ptr, true);
-        buffer_event(MemoryEvent{ticks, ptr, 0, 0, 1, uint8_t(kind)});
+        buffer_event(id, MemoryEvent{ticks, 0, ptr, 0, 0, 1, uint8_t(kind)});
     }
     void on_realloc(uint32_t id, uint64_t ticks, uint64_t old_ptr, uint64_t ptr, uint64_t size,
                     uint32_t stack) override {
@@ -407,10 +419,10 @@ struct ProfileBuilder::Impl : reader::EventSink {
                 ++memory.sites[s.last_alloc_site].temporary;
                 ++memory.temporary;
             }
-            buffer_event(MemoryEvent{ticks, old_ptr, 0, 0, 2, 0});
+            buffer_event(id, MemoryEvent{ticks, 0, old_ptr, 0, 0, 2, 0});
         }
         size_t site = site_of(s, stack);
-        buffer_event(MemoryEvent{ticks, ptr, size, site, 0, uint8_t(format::AllocKind::kMalloc)});
+        buffer_event(id, MemoryEvent{ticks, 0, ptr, size, site, 0, uint8_t(format::AllocKind::kMalloc)});
         s.last_alloc = ptr;
         s.last_alloc_site = site;
     }
@@ -418,19 +430,28 @@ struct ProfileBuilder::Impl : reader::EventSink {
     // to kReplayBatch at least): each event is sorted a bounded number of times.
     size_t replay_at = kReplayBatch;
     void on_chunk_done(uint64_t sync_ticks) override {
-        if (memory_events.size() < replay_at || sync_ticks <= kReplayMargin) return;
+        if (buffered < replay_at || sync_ticks <= kReplayMargin) return;
         replay_memory(sync_ticks - kReplayMargin);
-        replay_at = std::max(kReplayBatch, 2 * memory_events.size());
+        replay_at = std::max(kReplayBatch, 2 * buffered);
     }
 
     // Replays the buffered events older than `upto` in time order against the live blocks
     // (ties in file order); the rest stay buffered.
     void replay_memory(uint64_t upto) {
-        std::stable_sort(memory_events.begin(), memory_events.end(),
-                         [](const MemoryEvent& a, const MemoryEvent& b) { return a.ticks < b.ticks; });
-        size_t done = 0;
-        for (; done < memory_events.size() && memory_events[done].ticks < upto; ++done) {
-            const MemoryEvent& e = memory_events[done];
+        // A k-way merge of the thread queues by (time, arrival).
+        using Head = std::tuple<uint64_t, uint64_t, MemoryQueue*>;
+        std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+        auto push = [&](MemoryQueue& q) {
+            if (q.head < q.events.size() && q.events[q.head].ticks < upto)
+                heads.emplace(q.events[q.head].ticks, q.events[q.head].seq, &q);
+        };
+        for (auto& [id, q] : memory_queues) push(q);
+        while (!heads.empty()) {
+            MemoryQueue& q = *std::get<2>(heads.top());
+            heads.pop();
+            const MemoryEvent e = q.events[q.head++];
+            --buffered;
+            push(q);
             memory.present = true;
             if (e.op == 0) {
                 ++memory.allocations;
@@ -460,7 +481,15 @@ struct ProfileBuilder::Impl : reader::EventSink {
             heap_change(e.ticks, -int64_t(b.size), b.site);
             live.erase(it);
         }
-        memory_events.erase(memory_events.begin(), memory_events.begin() + ptrdiff_t(done));
+        for (auto& [id, q] : memory_queues) {
+            if (q.head == q.events.size()) {
+                q.events.clear();
+                q.head = 0;
+            } else if (q.head > q.events.size() / 2) {
+                q.events.erase(q.events.begin(), q.events.begin() + ptrdiff_t(q.head));
+                q.head = 0;
+            }
+        }
         replayed_upto = std::max(replayed_upto, upto);
     }
 
@@ -479,7 +508,8 @@ struct ProfileBuilder::Impl : reader::EventSink {
     // End of one trace: leaks, the peak and its contributors, timelines.
     void finish_memory(const reader::TraceInfo& info) {
         replay_memory(UINT64_MAX);
-        memory_events.shrink_to_fit();
+        memory_queues.clear();
+        buffered = arrivals = 0;
         replayed_upto = 0;
         replay_at = kReplayBatch;
         double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
