@@ -108,8 +108,11 @@ struct ProfileBuilder::Impl : reader::EventSink {
     std::vector<reader::TraceInfo> traces;
     // Memory: sites are keyed by (trace, addresses innermost first); blocks live per trace.
     MemoryReport memory;
-    std::map<std::pair<size_t, std::vector<uint64_t>>, size_t> site_index;
-    std::vector<std::pair<size_t, std::vector<uint64_t>>> site_keys;
+    // A site: (trace, return addresses innermost first, the module of each address at the
+    // time when another object was also loaded at that address, else kNoModule).
+    using SiteKey = std::tuple<size_t, std::vector<uint64_t>, std::vector<size_t>>;
+    std::map<SiteKey, size_t> site_index;
+    std::vector<SiteKey> site_keys;
     std::unordered_map<uint64_t, LiveBlock> live;
     std::map<std::tuple<size_t, int, int>, size_t> mismatch_index;
     uint64_t trace_peak_rss = 0;
@@ -275,25 +278,36 @@ struct ProfileBuilder::Impl : reader::EventSink {
         for (uint32_t i = 0; i < frames && !s.stack.empty(); ++i) exit(s, ticks);
     }
     void on_thread_begin(uint32_t id, uint64_t ticks) override { stream(id).last_ticks = ticks; }
-    size_t site_of(StreamResult& s, uint32_t stack) {
-        std::vector<uint64_t> addresses;
+    size_t site_of(StreamResult& s, uint32_t stack, uint64_t ticks) {
         if (stack) {
             if (auto known = s.unwound_site.find(stack); known != s.unwound_site.end()) return known->second;
             auto it = s.unwound.find(stack);
-            if (it == s.unwound.end()) return site_of_addresses(std::move(addresses));
-            return s.unwound_site[stack] = site_of_addresses(std::vector<uint64_t>(it->second));
-        } else {
-            for (auto f = s.stack.rbegin(); f != s.stack.rend(); ++f)
-                addresses.push_back(s.functions[f->fn].address);
+            if (it == s.unwound.end()) return site_of_addresses({}, ticks);
+            bool timeless = true;
+            size_t site = site_of_addresses(std::vector<uint64_t>(it->second), ticks, &timeless);
+            if (timeless) s.unwound_site[stack] = site;
+            return site;
         }
-        return site_of_addresses(std::move(addresses));
+        std::vector<uint64_t> addresses;
+        for (auto f = s.stack.rbegin(); f != s.stack.rend(); ++f)
+            addresses.push_back(s.functions[f->fn].address);
+        return site_of_addresses(std::move(addresses), ticks);
     }
-    size_t site_of_addresses(std::vector<uint64_t> addresses) {
-        auto key = std::make_pair(trace_index, std::move(addresses));
+    // `timeless` is cleared when an address of the stack belonged to two objects (dlclose,
+    // then another dlopen at that address): the site then depends on the time.
+    size_t site_of_addresses(std::vector<uint64_t> addresses, uint64_t ticks, bool* timeless = nullptr) {
+        std::vector<size_t> modules;
+        for (size_t i = 0; i < addresses.size(); ++i) {
+            if (!reused(addresses[i])) continue;
+            modules.resize(addresses.size(), reader::kNoModule);
+            modules[i] = history->module_at(addresses[i], ticks);
+            if (timeless) *timeless = false;
+        }
+        SiteKey key{trace_index, std::move(addresses), std::move(modules)};
         auto [it, fresh] = site_index.try_emplace(key, memory.sites.size());
         if (fresh) {
             memory.sites.emplace_back();
-            site_keys.push_back(key);
+            site_keys.push_back(std::move(key));
         }
         return it->second;
     }
@@ -400,7 +414,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
     void on_alloc(uint32_t id, uint64_t ticks, uint64_t ptr, uint64_t size, uint32_t stack,
                   format::AllocKind kind) override {
         StreamResult& s = stream(id);
-        size_t site = site_of(s, stack);
+        size_t site = site_of(s, stack, ticks);
         buffer_event(id, MemoryEvent{ticks, 0, ptr, size, site, 0, uint8_t(kind)});
         s.last_alloc = ptr;
         s.last_alloc_site = site;
@@ -421,7 +435,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
             }
             buffer_event(id, MemoryEvent{ticks, 0, old_ptr, 0, 0, 2, 0});
         }
-        size_t site = site_of(s, stack);
+        size_t site = site_of(s, stack, ticks);
         buffer_event(id, MemoryEvent{ticks, 0, ptr, size, site, 0, uint8_t(format::AllocKind::kMalloc)});
         s.last_alloc = ptr;
         s.last_alloc_site = site;
@@ -641,11 +655,12 @@ void ProfileBuilder::add_trace(const std::string& path) {
     impl_->traces.push_back(info);
     // Name the frames of the memory sites found in this trace.
     for (size_t i = 0; i < impl_->site_keys.size(); ++i) {
-        auto& [trace, addresses] = impl_->site_keys[i];
+        auto& [trace, addresses, modules] = impl_->site_keys[i];
         MemorySite& site = impl_->memory.sites[i];
         if (trace != impl_->trace_index || !site.stack.empty()) continue;
-        for (uint64_t a : addresses) {
-            Function f = impl_->resolver.describe(impl_->traces[trace], a);
+        for (size_t k = 0; k < addresses.size(); ++k) {
+            size_t module = k < modules.size() ? modules[k] : reader::kNoModule;
+            Function f = impl_->resolver.describe(impl_->traces[trace], addresses[k], module);
             site.stack.push_back(MemoryFrame{f.name, f.file, f.module, f.line});
         }
     }

@@ -25,6 +25,7 @@ extern "C" void prof_mem_record_free(void* ptr, unsigned kind, size_t usable);
 extern "C" void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t old_usable,
                                         size_t usable);
 extern "C" void prof_mem_activate(void);
+extern "C" int prof_dlclose(void* handle);
 extern "C" int prof_heap_tracking; // some PROF_LINE exists: heap deltas per line are wanted
 
 namespace {
@@ -164,6 +165,12 @@ PROF_NOINSTR void* new_fallback(size_t n, bool nothrow) {
 }
 
 } // namespace
+
+// ---- dlclose ------------------------------------------------------------------------------------
+// Preloaded, this library comes before the C library in the search order and libprof.so (its
+// dependency) after it: the runtime's dlclose wrapper, which records an unloaded object's
+// names and its Unload record, would never see the program's calls. Forwarded to it here.
+PROF_EXPORT int dlclose(void* handle) { return prof_dlclose(handle); }
 
 // ---- C allocation functions -------------------------------------------------------------------
 

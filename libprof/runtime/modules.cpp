@@ -399,21 +399,44 @@ PROF_NOINSTR void for_each_function(void (*fn)(uintptr_t, void*), void* arg) {
 // ---- dlclose ---------------------------------------------------------------------------------
 // Exported from libprof.so, which comes before the C library in the search order of a program
 // linked with it (and of one run with the runtime preloaded), so the program's dlclose calls
-// arrive here. dlopen is not wrapped: the loader resolves a relative name against the runpath
-// of the object that calls dlopen, which a wrapper would change.
+// arrive here. A program run with only libprofmem.so preloaded loads libprof.so after the C
+// library: libprofmem.so then exports dlclose too, and calls prof_dlclose. dlopen is not
+// wrapped: the loader resolves a relative name against the runpath of the object that calls
+// dlopen, which a wrapper would change.
 using namespace prof::rt;
 
-extern "C" __attribute__((visibility("default"))) PROF_NOINSTR int dlclose(void* handle) {
-    using Dlclose = int (*)(void*);
-    static std::atomic<Dlclose> real_dlclose{nullptr};
-    Dlclose real = real_dlclose.load(std::memory_order_acquire);
-    if (!real) {
-        real = reinterpret_cast<Dlclose>(dlsym(RTLD_NEXT, "dlclose"));
-        if (!real) { // cannot happen with glibc: dlclose is in libc or libdl, after us
-            errno = ENOSYS;
-            return -1;
+namespace {
+
+using Dlclose = int (*)(void*);
+
+// The C library's dlclose (libdl's before glibc 2.34). Not dlsym(RTLD_NEXT): after libprof.so
+// in the search order there may be no dlclose at all when libprof.so came in as
+// libprofmem.so's dependency.
+PROF_NOINSTR Dlclose real_dlclose() {
+    static std::atomic<Dlclose> cached{nullptr};
+    Dlclose real = cached.load(std::memory_order_acquire);
+    if (real) return real;
+    for (const char* lib : {"libc.so.6", "libdl.so.2"}) {
+        if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD)) {
+            real = reinterpret_cast<Dlclose>(dlsym(h, "dlclose"));
+            if (real) {
+                real(h); // the reference RTLD_NOLOAD took
+                break;
+            }
         }
-        real_dlclose.store(real, std::memory_order_release);
+    }
+    if (!real) real = reinterpret_cast<Dlclose>(dlsym(RTLD_NEXT, "dlclose"));
+    if (real) cached.store(real, std::memory_order_release);
+    return real;
+}
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) PROF_NOINSTR int prof_dlclose(void* handle) {
+    Dlclose real = real_dlclose();
+    if (!real) { // cannot happen with glibc
+        errno = ENOSYS;
+        return -1;
     }
     if (!tracing_active()) return real(handle);
     int saved = errno;
@@ -441,4 +464,8 @@ extern "C" __attribute__((visibility("default"))) PROF_NOINSTR int dlclose(void*
     unblock_thread(prev);
     errno = saved;
     return rc;
+}
+
+extern "C" __attribute__((visibility("default"))) PROF_NOINSTR int dlclose(void* handle) {
+    return prof_dlclose(handle);
 }

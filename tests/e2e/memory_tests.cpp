@@ -168,6 +168,31 @@ TEST_CASE("a thread whose first allocation is inside pthread_getattr_np does not
     }
 }
 
+// An unmodified program dlopens liba (alpha_work leaks 3 x 300 bytes), dlcloses it, dlopens
+// libb at the same address (bravo_work leaks 5 x 500 bytes at the same code addresses). The
+// preloaded memory profiler has to see the dlclose (libprof.so's wrapper comes after the C
+// library in such a process) and the report has to name each stack by the object of its time.
+TEST_CASE("dlclose and another library at the same address: leaks named by the object of their time") {
+    for (const char* unwind : {"fp", "dwarf"}) {
+        CAPTURE(unwind);
+        std::string trace = temp_path(std::string("reload-mem-") + unwind + ".trace");
+        auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_RELOAD_PLAIN,
+                      PROF_TEST_RELOAD_MEM_A, PROF_TEST_RELOAD_MEM_B, "keep"},
+                     {{"PROF_MEM_UNWIND", unwind}});
+        REQUIRE(r.exit_code == 0);
+        if (r.out.find("reused 1") == std::string::npos)
+            MESSAGE("the loader did not map libb where liba was: " << r.out);
+        analysis::MemoryReport m = memory_of(trace);
+        Totals a = sites_through(m, "alpha_work"), b = sites_through(m, "bravo_work");
+        CHECK(a.allocations == 3);
+        CHECK(a.leaked_blocks == 3);
+        CHECK(a.leaked_bytes == 900);
+        CHECK(b.allocations == 5);
+        CHECK(b.leaked_blocks == 5);
+        CHECK(b.leaked_bytes == 2500);
+    }
+}
+
 TEST_CASE("a C program that allocates nothing shows no leak from the profiler's own libraries") {
     std::string trace = temp_path("true.trace");
     REQUIRE(run({PROFRUN, "--mem", "-q", "-o", trace, "--", "/bin/true"}).exit_code == 0);

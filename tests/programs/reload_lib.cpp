@@ -9,6 +9,8 @@
 #define RELOAD_CAT(a, b) RELOAD_CAT2(a, b)
 #define RELOAD_NAME(suffix) RELOAD_CAT(RELOAD_PREFIX, suffix)
 
+#include <cstdlib>
+
 // The factor is data, so that the code of the two libraries is the same byte for byte.
 static volatile int factor = RELOAD_FACTOR;
 
@@ -17,6 +19,11 @@ __attribute__((noinline)) int RELOAD_NAME(_step)(int x) {
     return x * factor + 1;
 }
 __attribute__((noinline)) int RELOAD_NAME(_work)(int x) {
+#ifdef RELOAD_ALLOC
+    // Leaks factor x 100 bytes per call: 300 for alpha, 500 for bravo.
+    void* volatile leak = malloc(size_t(factor) * 100);
+    (void)leak;
+#endif
     return RELOAD_NAME(_step)(x) + RELOAD_NAME(_step)(x + 1);
 }
 }
