@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <map>
 #include <queue>
@@ -104,6 +105,71 @@ struct LiveBlock {
     format::AllocKind kind;
 };
 
+// The blocks live at a point of the replay, by address: open addressing with linear probing
+// and backward-shift deletion (no tombstones), one allocation per growth instead of one node
+// per block. Address 0 marks an empty slot (a null result is never recorded).
+class LiveBlocks {
+public:
+    LiveBlock* find(uint64_t ptr) {
+        if (slots_.empty()) return nullptr;
+        for (size_t i = index(ptr);; i = (i + 1) & mask_) {
+            if (slots_[i].ptr == ptr) return &slots_[i].block;
+            if (!slots_[i].ptr) return nullptr;
+        }
+    }
+    void set(uint64_t ptr, const LiveBlock& b) {
+        if ((count_ + 1) * 4 > slots_.size() * 3) grow();
+        size_t i = index(ptr);
+        while (slots_[i].ptr && slots_[i].ptr != ptr) i = (i + 1) & mask_;
+        if (!slots_[i].ptr) ++count_;
+        slots_[i] = Slot{ptr, b};
+    }
+    void erase(const LiveBlock* b) {
+        size_t hole = size_t(reinterpret_cast<const Slot*>(reinterpret_cast<const char*>(b) -
+                                                           offsetof(Slot, block)) - slots_.data());
+        // Move back every later entry of the run that may sit at or before the hole.
+        for (size_t i = (hole + 1) & mask_; slots_[i].ptr; i = (i + 1) & mask_) {
+            size_t home = index(slots_[i].ptr);
+            if (((i - home) & mask_) >= ((i - hole) & mask_)) {
+                slots_[hole] = slots_[i];
+                hole = i;
+            }
+        }
+        slots_[hole].ptr = 0;
+        --count_;
+    }
+    template <typename F> void for_each(F&& f) const {
+        for (const Slot& s : slots_)
+            if (s.ptr) f(s.ptr, s.block);
+    }
+    void clear() {
+        slots_.clear();
+        slots_.shrink_to_fit();
+        mask_ = count_ = 0;
+        shift_ = 64;
+    }
+
+private:
+    struct Slot {
+        uint64_t ptr = 0;
+        LiveBlock block{};
+    };
+    // Fibonacci hashing: the product's top bits.
+    size_t index(uint64_t ptr) const { return size_t((ptr * 0x9E3779B97F4A7C15ull) >> shift_); }
+    void grow() {
+        std::vector<Slot> old = std::move(slots_);
+        slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
+        mask_ = slots_.size() - 1;
+        shift_ = 64 - unsigned(__builtin_ctzll(slots_.size()));
+        count_ = 0;
+        for (const Slot& s : old)
+            if (s.ptr) set(s.ptr, s.block);
+    }
+    std::vector<Slot> slots_;
+    size_t mask_ = 0, count_ = 0;
+    unsigned shift_ = 64;
+};
+
 struct ProfileBuilder::Impl : reader::EventSink {
     std::vector<reader::TraceInfo> traces;
     // Memory: sites are keyed by (trace, addresses innermost first); blocks live per trace.
@@ -113,7 +179,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
     using SiteKey = std::tuple<size_t, std::vector<uint64_t>, std::vector<size_t>>;
     std::map<SiteKey, size_t> site_index;
     std::vector<SiteKey> site_keys;
-    std::unordered_map<uint64_t, LiveBlock> live;
+    LiveBlocks live;
     std::map<std::tuple<size_t, int, int>, size_t> mismatch_index;
     uint64_t trace_peak_rss = 0;
     std::vector<std::unique_ptr<StreamResult>> streams;
@@ -473,17 +539,17 @@ struct ProfileBuilder::Impl : reader::EventSink {
                 MemorySite& ms = memory.sites[e.site];
                 ++ms.allocations;
                 ms.bytes += e.size;
-                live[e.ptr] = LiveBlock{e.size, e.site, format::AllocKind(e.kind)};
+                live.set(e.ptr, LiveBlock{e.size, e.site, format::AllocKind(e.kind)});
                 heap_change(e.ticks, int64_t(e.size), e.site);
                 continue;
             }
             if (e.op == 1) ++memory.frees;
-            auto it = live.find(e.ptr);
-            if (it == live.end()) {
+            const LiveBlock* found = live.find(e.ptr);
+            if (!found) {
                 if (e.op == 1) ++memory.unknown_frees;
                 continue;
             }
-            const LiveBlock& b = it->second;
+            const LiveBlock& b = *found;
             if (e.op == 1 && !matches(b.kind, format::FreeKind(e.kind))) {
                 auto key = std::make_tuple(b.site, int(b.kind), int(e.kind));
                 auto [mt, fresh] = mismatch_index.try_emplace(key, memory.mismatches.size());
@@ -493,7 +559,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
                 ++memory.mismatches[mt->second].count;
             }
             heap_change(e.ticks, -int64_t(b.size), b.site);
-            live.erase(it);
+            live.erase(found);
         }
         for (auto& [id, q] : memory_queues) {
             if (q.head == q.events.size()) {
@@ -529,12 +595,12 @@ struct ProfileBuilder::Impl : reader::EventSink {
         double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
         uint64_t t0 = info.header.start_ticks;
         auto secs = [&](uint64_t t) { return t > t0 ? (t - t0) / tps : 0.0; };
-        for (const auto& [ptr, b] : live) {
+        live.for_each([&](uint64_t, const LiveBlock& b) {
             memory.sites[b.site].leaked_bytes += b.size;
             ++memory.sites[b.site].leaked_blocks;
             memory.leaked_bytes += b.size;
             ++memory.leaked_blocks;
-        }
+        });
         live.clear();
         HeapReplay& h = heap;
         if (uint64_t(h.peak) > memory.peak_heap) {
