@@ -579,8 +579,10 @@ PROF_NOINSTR uint64_t rule_from_fde(const uint8_t* fde, const dwarf_eh_bases& b,
 // there is the rt_sigreturn trampoline of a C library without unwind information for it (its
 // x86_64_fallback_frame_state). Those bytes are read only inside a loaded object's code;
 // anywhere else (generated code, a bad address) the stack is left to libgcc.
+// Whether [pc, pc + bytes) lies in the code of a loaded object.
 struct CodeProbe {
     uintptr_t pc;
+    uintptr_t bytes;
     bool mapped;
 };
 
@@ -590,7 +592,7 @@ PROF_NOINSTR int probe_code(dl_phdr_info* info, size_t, void* arg) {
         const ElfW(Phdr)& ph = info->dlpi_phdr[i];
         if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
         uintptr_t start = info->dlpi_addr + ph.p_vaddr, end = start + ph.p_memsz;
-        if (probe->pc >= start && probe->pc < end && end - probe->pc >= 9) {
+        if (probe->pc >= start && probe->pc < end && end - probe->pc >= probe->bytes) {
             probe->mapped = true;
             return 1;
         }
@@ -599,7 +601,7 @@ PROF_NOINSTR int probe_code(dl_phdr_info* info, size_t, void* arg) {
 }
 
 PROF_NOINSTR uint64_t rule_without_fde(uintptr_t ra) {
-    CodeProbe probe{ra, false};
+    CodeProbe probe{ra, 9, false};
     if (!ra || (dl_iterate_phdr(probe_code, &probe), !probe.mapped)) return kRuleUnsupported;
     auto* code = reinterpret_cast<const uint8_t*>(ra);
     uint64_t rest;
@@ -616,6 +618,14 @@ __attribute__((noinline)) PROF_NOINSTR uint64_t miss(uintptr_t at, uintptr_t ra,
     g_slow.fetch_add(1, std::memory_order_relaxed);
     dwarf_eh_bases bases{};
     const void* fde = _Unwind_Find_FDE(reinterpret_cast<void*>(at), &bases);
+    if (fde) {
+        // An FDE for code outside every loaded object was registered at run time
+        // (__register_frame, as JIT compilers do): the code and its rules can change without a
+        // dlclose, which is all the cache watches. Such frames go to libgcc, uncached.
+        CodeProbe probe{at, 1, false};
+        dl_iterate_phdr(probe_code, &probe);
+        if (!probe.mapped) return kRuleUnsupported;
+    }
     uint64_t rule = fde ? rule_from_fde(static_cast<const uint8_t*>(fde), bases, at)
                         : rule_without_fde(ra);
     if (g_startup_state.load(std::memory_order_acquire) == 0) take_startup_objects();
@@ -672,8 +682,11 @@ std::atomic<int> g_memo_key_state{0}; // 0: none, 1: being created, 2: ready, 3:
 pthread_key_t g_memo_key;
 
 PROF_NOINSTR void free_memos(void* p) {
-    munmap(p, 4096);
+    // Forgotten before it is unmapped: a signal handler that allocates in between must not
+    // replay from the page.
     t_memos = nullptr;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    munmap(p, 4096);
 }
 
 // This thread's recordings, or null when they cannot be mapped (then walks are not replayed).
@@ -845,7 +858,12 @@ PROF_NOINSTR int walk(const Start& start, uintptr_t* pcs, uint32_t max, uint32_t
         }
         uint64_t kind = rule_kind(rule);
         if (kind == kKindLast) {
-            if (rec && rec->count == w.frame) rec->ends = true;
+            if (rec && rec->count == w.frame) {
+                rec->ends = true;
+                // A replay that ends here must check for unloads too: the outermost frame may
+                // be code that dlclose can remove (and another object replace).
+                if (rule & kMayUnload) rec->may_unload = true;
+            }
             return int(w.n);
         }
         if (kind != kKindStep) break;

@@ -349,6 +349,31 @@ TEST_CASE("cfi unwinder: rules cached for a library are not used once dlclose un
     if (in_a != in_b) MESSAGE("the second library was loaded elsewhere: no stale rule to avoid");
 }
 
+TEST_CASE("cfi unwinder: a walk that ended in an unloaded library is not replayed after it") {
+    // Library c has no unwind tables: walks end in it (the outermost frame, for libgcc too),
+    // and the thread records such a walk. Once c is unloaded and a with its tables takes its
+    // place, the same frames must not replay the old ending.
+    auto run = [](Library& lib) {
+        Capture c;
+        Callback cb{&c, 2};
+        lib.call(from_library, &cb);
+        return c;
+    };
+    for (int round = 0; round < 2; ++round) {
+        CAPTURE(round);
+        {
+            Library without_tables(CFI_TEST_LIB_C);
+            for (int rep = 0; rep < 2; ++rep) check_same(run(without_tables));
+        }
+        Library a(CFI_TEST_LIB_A);
+        for (int rep = 0; rep < 2; ++rep) {
+            Capture c = run(a);
+            check_same(c);
+            CHECK(address_in(c, a) != 0); // the walk went through a, to its callers
+        }
+    }
+}
+
 TEST_CASE("cfi unwinder: cfi_invalidate drops every cached rule") {
     for (int round = 0; round < 3; ++round) {
         CAPTURE(round);
