@@ -196,6 +196,14 @@ int from_library(void* arg) {
     return step(cb->depth, *cb->c);
 }
 
+// A capture two frames below the library's cfi_lib_call.
+Capture through(Library& lib) {
+    Capture c;
+    Callback cb{&c, 2};
+    lib.call(from_library, &cb);
+    return c;
+}
+
 // The return address into the test library's cfi_lib_call, among libgcc's addresses.
 uintptr_t address_in(const Capture& c, const Library& lib) {
     Dl_info own, info;
@@ -325,23 +333,17 @@ TEST_CASE("cfi unwinder: rules cached for a library are not used once dlclose un
     // The second library usually takes the first one's place, with the same code: the return
     // address into cfi_lib_call is then the same, but the frame is 2048 bytes instead of 256.
     // A stale rule would read the fill pattern as the return address.
-    auto run = [](Library& lib) {
-        Capture c;
-        Callback cb{&c, 2};
-        lib.call(from_library, &cb);
-        return c;
-    };
     uintptr_t in_a = 0, in_b = 0;
     for (int round = 0; round < 3; ++round) {
         CAPTURE(round);
         {
             Library a(CFI_TEST_LIB_A);
-            Capture c = run(a);
+            Capture c = through(a);
             check_same(c);
             in_a = address_in(c, a);
         }
         Library b(CFI_TEST_LIB_B); // no cfi_invalidate: the unload itself is noticed
-        Capture c = run(b);
+        Capture c = through(b);
         check_same(c);
         in_b = address_in(c, b);
         CHECK(in_b != 0);
@@ -353,21 +355,15 @@ TEST_CASE("cfi unwinder: a walk that ended in an unloaded library is not replaye
     // Library c has no unwind tables: walks end in it (the outermost frame, for libgcc too),
     // and the thread records such a walk. Once c is unloaded and a with its tables takes its
     // place, the same frames must not replay the old ending.
-    auto run = [](Library& lib) {
-        Capture c;
-        Callback cb{&c, 2};
-        lib.call(from_library, &cb);
-        return c;
-    };
     for (int round = 0; round < 2; ++round) {
         CAPTURE(round);
         {
             Library without_tables(CFI_TEST_LIB_C);
-            for (int rep = 0; rep < 2; ++rep) check_same(run(without_tables));
+            for (int rep = 0; rep < 2; ++rep) check_same(through(without_tables));
         }
         Library a(CFI_TEST_LIB_A);
         for (int rep = 0; rep < 2; ++rep) {
-            Capture c = run(a);
+            Capture c = through(a);
             check_same(c);
             CHECK(address_in(c, a) != 0); // the walk went through a, to its callers
         }
