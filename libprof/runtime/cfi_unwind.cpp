@@ -73,7 +73,9 @@ constexpr uint64_t kCfaRbp = 1u << 3, kRbpSaved = 1u << 4, kMayUnload = 1u << 5;
 constexpr uint64_t kRuleLast = 1 | (kKindLast << 1);
 constexpr uint64_t kRuleUnsupported = 1 | (kKindUnsupported << 1);
 
-PROF_NOINSTR constexpr uint64_t rule_kind(uint64_t rule) { return (rule >> 1) & 3; }
+PROF_NOINSTR constexpr uint64_t rule_kind(uint64_t rule) {
+    return (rule >> 1) & 3;
+}
 
 // ---- the cache -----------------------------------------------------------------------------
 struct Slot {
@@ -133,7 +135,9 @@ PROF_NOINSTR bool writer_lock() {
     return g_writer.compare_exchange_strong(holder, me, std::memory_order_acquire);
 }
 
-PROF_NOINSTR void writer_unlock() { g_writer.store(0, std::memory_order_release); }
+PROF_NOINSTR void writer_unlock() {
+    g_writer.store(0, std::memory_order_release);
+}
 
 PROF_NOINSTR Table* map_table(uint32_t bits, uint32_t gen) {
     size_t slots = size_t(1) << bits;
@@ -307,8 +311,10 @@ struct Cursor {
         return int64_t(v);
     }
     PROF_NOINSTR void skip(uint64_t n) {
-        if (uint64_t(end - p) < n) fail();
-        else p += n;
+        if (uint64_t(end - p) < n)
+            fail();
+        else
+            p += n;
     }
     PROF_NOINSTR uint8_t fail() {
         ok = false;
@@ -327,24 +333,49 @@ PROF_NOINSTR bool read_encoded(Cursor& c, uint8_t enc, const dwarf_eh_bases& b, 
     case 0x00: // absptr
     case 0x04: // udata8
     case 0x08: // signed absptr
-    case 0x0c: v = c.fixed(8); break; // sdata8
-    case 0x01: v = c.uleb(); break;
-    case 0x02: v = c.fixed(2); break;
-    case 0x03: v = c.fixed(4); break;
-    case 0x09: v = uint64_t(c.sleb()); break;
-    case 0x0a: v = uint64_t(int64_t(int16_t(c.fixed(2)))); break;
-    case 0x0b: v = uint64_t(int64_t(int32_t(c.fixed(4)))); break;
-    default: return false;
+    case 0x0c:
+        v = c.fixed(8);
+        break; // sdata8
+    case 0x01:
+        v = c.uleb();
+        break;
+    case 0x02:
+        v = c.fixed(2);
+        break;
+    case 0x03:
+        v = c.fixed(4);
+        break;
+    case 0x09:
+        v = uint64_t(c.sleb());
+        break;
+    case 0x0a:
+        v = uint64_t(int64_t(int16_t(c.fixed(2))));
+        break;
+    case 0x0b:
+        v = uint64_t(int64_t(int32_t(c.fixed(4))));
+        break;
+    default:
+        return false;
     }
     if (!c.ok || (enc & 0x80)) return false;
     if (v) {
         switch (enc & 0x70) {
-        case 0x00: break;
-        case 0x10: v += reinterpret_cast<uintptr_t>(field); break; // pcrel
-        case 0x20: v += reinterpret_cast<uintptr_t>(b.tbase); break;
-        case 0x30: v += reinterpret_cast<uintptr_t>(b.dbase); break;
-        case 0x40: v += reinterpret_cast<uintptr_t>(b.func); break;
-        default: return false;
+        case 0x00:
+            break;
+        case 0x10:
+            v += reinterpret_cast<uintptr_t>(field);
+            break; // pcrel
+        case 0x20:
+            v += reinterpret_cast<uintptr_t>(b.tbase);
+            break;
+        case 0x30:
+            v += reinterpret_cast<uintptr_t>(b.dbase);
+            break;
+        case 0x40:
+            v += reinterpret_cast<uintptr_t>(b.func);
+            break;
+        default:
+            return false;
         }
     }
     out = uintptr_t(v);
@@ -376,10 +407,14 @@ struct Cie {
 
 PROF_NOINSTR RegRule* tracked(Row& row, uint64_t reg) {
     switch (reg) {
-    case kRegRbp: return &row.rbp;
-    case kRegRsp: return &row.rsp;
-    case kRegRa: return &row.ra;
-    default: return nullptr; // rules of other registers do not change rsp, rbp or the pc
+    case kRegRbp:
+        return &row.rbp;
+    case kRegRsp:
+        return &row.rsp;
+    case kRegRa:
+        return &row.ra;
+    default:
+        return nullptr; // rules of other registers do not change rsp, rbp or the pc
     }
 }
 
@@ -398,27 +433,46 @@ PROF_NOINSTR bool run_program(Cursor c, const Cie& cie, const dwarf_eh_bases& b,
         uint8_t op = c.u8();
         uint8_t low = op & 0x3f;
         switch (op & 0xc0) {
-        case 0x40: loc += low * cie.code_align; continue; // DW_CFA_advance_loc
-        case 0x80: set_rule(row, low, kAtCfa, int64_t(c.uleb()) * cie.data_align); continue;
-        case 0xc0: set_rule(row, low, kUnset); continue; // DW_CFA_restore (libgcc: unsaved)
+        case 0x40:
+            loc += low * cie.code_align;
+            continue; // DW_CFA_advance_loc
+        case 0x80:
+            set_rule(row, low, kAtCfa, int64_t(c.uleb()) * cie.data_align);
+            continue;
+        case 0xc0:
+            set_rule(row, low, kUnset);
+            continue; // DW_CFA_restore (libgcc: unsaved)
         }
         uint64_t reg;
         switch (op) {
-        case 0x00: break; // nop
+        case 0x00:
+            break; // nop
         case 0x01: // set_loc
             if (!read_encoded(c, cie.fde_encoding, b, loc)) return false;
             break;
-        case 0x02: loc += c.fixed(1) * cie.code_align; break;
-        case 0x03: loc += c.fixed(2) * cie.code_align; break;
-        case 0x04: loc += c.fixed(4) * cie.code_align; break;
+        case 0x02:
+            loc += c.fixed(1) * cie.code_align;
+            break;
+        case 0x03:
+            loc += c.fixed(2) * cie.code_align;
+            break;
+        case 0x04:
+            loc += c.fixed(4) * cie.code_align;
+            break;
         case 0x05: // offset_extended
             reg = c.uleb();
             set_rule(row, reg, kAtCfa, int64_t(c.uleb()) * cie.data_align);
             break;
-        case 0x06: set_rule(row, c.uleb(), kUnset); break; // restore_extended
-        case 0x07: set_rule(row, c.uleb(), kUndefined); break;
-        case 0x08: set_rule(row, c.uleb(), kUnset); break; // same_value
-        case 0x09:                                         // register
+        case 0x06:
+            set_rule(row, c.uleb(), kUnset);
+            break; // restore_extended
+        case 0x07:
+            set_rule(row, c.uleb(), kUndefined);
+            break;
+        case 0x08:
+            set_rule(row, c.uleb(), kUnset);
+            break; // same_value
+        case 0x09: // register
             reg = c.uleb();
             c.uleb();
             set_rule(row, reg, kOther);
@@ -442,8 +496,10 @@ PROF_NOINSTR bool run_program(Cursor c, const Cie& cie, const dwarf_eh_bases& b,
             row.cfa_set = true;
             row.cfa_expression = false;
             break;
-        case 0x0e: row.cfa_offset = int64_t(c.uleb()); break; // def_cfa_offset
-        case 0x0f:                                            // def_cfa_expression
+        case 0x0e:
+            row.cfa_offset = int64_t(c.uleb());
+            break; // def_cfa_offset
+        case 0x0f: // def_cfa_expression
             c.skip(c.uleb());
             row.cfa_set = true;
             row.cfa_expression = true;
@@ -464,8 +520,10 @@ PROF_NOINSTR bool run_program(Cursor c, const Cie& cie, const dwarf_eh_bases& b,
             row.cfa_set = true;
             row.cfa_expression = false;
             break;
-        case 0x13: row.cfa_offset = c.sleb() * cie.data_align; break; // def_cfa_offset_sf
-        case 0x14:                                                   // val_offset
+        case 0x13:
+            row.cfa_offset = c.sleb() * cie.data_align;
+            break; // def_cfa_offset_sf
+        case 0x14: // val_offset
             reg = c.uleb();
             c.uleb();
             set_rule(row, reg, kOther);
@@ -475,12 +533,15 @@ PROF_NOINSTR bool run_program(Cursor c, const Cie& cie, const dwarf_eh_bases& b,
             c.sleb();
             set_rule(row, reg, kOther);
             break;
-        case 0x2e: c.uleb(); break; // GNU_args_size: only landing pads need it
-        case 0x2f:                  // GNU_negative_offset_extended
+        case 0x2e:
+            c.uleb();
+            break; // GNU_args_size: only landing pads need it
+        case 0x2f: // GNU_negative_offset_extended
             reg = c.uleb();
             set_rule(row, reg, kAtCfa, -int64_t(c.uleb()) * cie.data_align);
             break;
-        default: return false; // window_save, vendor extensions: libgcc aborts on most
+        default:
+            return false; // window_save, vendor extensions: libgcc aborts on most
         }
     }
     return c.ok;
@@ -524,16 +585,22 @@ PROF_NOINSTR uint64_t rule_from_fde(const uint8_t* fde, const dwarf_eh_bases& b,
     }
     for (size_t i = saw_z ? 1 : 0; i < aug_len; ++i) {
         switch (aug[i]) {
-        case 'L': c.u8(); break; // LSDA encoding
-        case 'R': info.fde_encoding = c.u8(); break;
+        case 'L':
+            c.u8();
+            break; // LSDA encoding
+        case 'R':
+            info.fde_encoding = c.u8();
+            break;
         case 'P': { // personality routine: skipped
             uint8_t enc = c.u8();
             uintptr_t ignored;
             if (!read_encoded(c, enc & 0x7f, b, ignored)) return kRuleUnsupported;
             break;
         }
-        case 'B': break; // AArch64 pointer authentication key: nothing to read
-        default: return kRuleUnsupported; // 'S' (a signal frame) and unknown letters
+        case 'B':
+            break; // AArch64 pointer authentication key: nothing to read
+        default:
+            return kRuleUnsupported; // 'S' (a signal frame) and unknown letters
         }
     }
     if (!c.ok) return kRuleUnsupported;
@@ -626,8 +693,8 @@ __attribute__((noinline)) PROF_NOINSTR uint64_t miss(uintptr_t at, uintptr_t ra,
         dl_iterate_phdr(probe_code, &probe);
         if (!probe.mapped) return kRuleUnsupported;
     }
-    uint64_t rule = fde ? rule_from_fde(static_cast<const uint8_t*>(fde), bases, at)
-                        : rule_without_fde(ra);
+    uint64_t rule =
+        fde ? rule_from_fde(static_cast<const uint8_t*>(fde), bases, at) : rule_without_fde(ra);
     if (g_startup_state.load(std::memory_order_acquire) == 0) take_startup_objects();
     if (may_unload(at)) rule |= kMayUnload;
     insert(key, gen, rule);
@@ -918,15 +985,19 @@ __attribute__((noinline)) PROF_NOINSTR int cfi_backtrace(uintptr_t* pcs, uint32_
                  "lea 0(%%rip), %0"
                  : "=r"(start.pc), "=r"(start.sp), "=r"(start.fp));
     for (int attempt = 0; attempt < 3; ++attempt) {
-        int n = walk(start, pcs, max, skip, stack_top,
-                     g_generation.load(std::memory_order_acquire));
+        int n =
+            walk(start, pcs, max, skip, stack_top, g_generation.load(std::memory_order_acquire));
         if (n != kRestart) return n;
     }
     return -1; // objects keep being unloaded: libgcc's unwinder copes with that
 }
 
-PROF_NOINSTR void cfi_invalidate() { g_generation.fetch_add(1, std::memory_order_acq_rel); }
+PROF_NOINSTR void cfi_invalidate() {
+    g_generation.fetch_add(1, std::memory_order_acq_rel);
+}
 
-PROF_NOINSTR uint64_t cfi_slow_lookups() { return g_slow.load(std::memory_order_relaxed); }
+PROF_NOINSTR uint64_t cfi_slow_lookups() {
+    return g_slow.load(std::memory_order_relaxed);
+}
 
 } // namespace prof::rt

@@ -98,8 +98,10 @@ _Unwind_Reason_Code gcc_one(_Unwind_Context* ctx, void* arg) {
     auto* st = static_cast<GccState*>(arg);
     uintptr_t ip = _Unwind_GetIP(ctx);
     if (!ip) return _URC_END_OF_STACK;
-    if (st->skip) --st->skip;
-    else st->c->gcc[st->c->n_gcc++] = ip;
+    if (st->skip)
+        --st->skip;
+    else
+        st->c->gcc[st->c->n_gcc++] = ip;
     return uint32_t(st->c->n_gcc) < st->c->max ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
 
@@ -155,10 +157,14 @@ __attribute__((noinline)) int step(int depth, Capture& c) {
         return 0;
     }
     switch (depth % 4) {
-    case 0: return small_frame(depth, c);
-    case 1: return big_frame(depth, c);
-    case 2: return alloca_frame(depth, c);
-    default: return many_registers(depth, c);
+    case 0:
+        return small_frame(depth, c);
+    case 1:
+        return big_frame(depth, c);
+    case 2:
+        return alloca_frame(depth, c);
+    default:
+        return many_registers(depth, c);
     }
 }
 
@@ -217,7 +223,9 @@ uintptr_t address_in(const Capture& c, const Library& lib) {
 int handler_depth = 0;
 Capture* handler_capture = nullptr;
 
-void on_signal(int) { step(handler_depth, *handler_capture); }
+void on_signal(int) {
+    step(handler_depth, *handler_capture);
+}
 
 } // namespace
 
