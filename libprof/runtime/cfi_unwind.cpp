@@ -229,6 +229,28 @@ PROF_NOINSTR int note_startup_object(dl_phdr_info* info, size_t, void*) {
     return 0;
 }
 
+// The code of the object whose _Unwind_Find_FDE the slow path calls (libgcc_s.so.1): see
+// walk_holding_unwinder.
+Range g_unwinder{0, 0};
+
+PROF_NOINSTR int note_unwinder(dl_phdr_info* info, size_t, void*) {
+    auto fn = reinterpret_cast<uintptr_t>(&_Unwind_Find_FDE);
+    for (unsigned i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+        uintptr_t start = info->dlpi_addr + ph.p_vaddr, end = start + ph.p_memsz;
+        if (fn >= start && fn < end) {
+            g_unwinder = {start, end};
+            return 1;
+        }
+    }
+    return 0;
+}
+
+PROF_NOINSTR inline bool in_unwinder(uintptr_t pc) {
+    return pc >= g_unwinder.start && pc < g_unwinder.end;
+}
+
 PROF_NOINSTR int read_unloads(dl_phdr_info* info, size_t size, void* arg) {
     if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
         *static_cast<uint64_t*>(arg) = info->dlpi_subs;
@@ -249,6 +271,7 @@ __attribute__((constructor)) PROF_NOINSTR void take_startup_objects() {
     if (!g_startup_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
     g_unloads_seen.store(unload_count(), std::memory_order_relaxed);
     dl_iterate_phdr(note_startup_object, nullptr);
+    dl_iterate_phdr(note_unwinder, nullptr);
     g_startup_state.store(2, std::memory_order_release);
 }
 
@@ -554,7 +577,11 @@ PROF_NOINSTR uint32_t read_u32(const uint8_t* p) {
 }
 
 // The row of the FDE covering `at` (libgcc's uw_frame_state_for), reduced to a rule word.
-PROF_NOINSTR uint64_t rule_from_fde(const uint8_t* fde, const dwarf_eh_bases& b, uintptr_t at) {
+// `check_range`: the FDE came from our own search (fde_from_hdr), which found the entry
+// before `at`; 0 when that FDE does not cover `at` (then no FDE does). Otherwise it came from
+// _Unwind_Find_FDE, which checked the range and gave the function's start in `b.func`.
+PROF_NOINSTR uint64_t rule_from_fde(const uint8_t* fde, dwarf_eh_bases b, uintptr_t at,
+                                    bool check_range = false) {
     uint32_t length = read_u32(fde);
     if (length == 0 || length == 0xffffffffu) return kRuleUnsupported; // 64-bit DWARF
     const uint8_t* fde_end = fde + 4 + length;
@@ -576,7 +603,7 @@ PROF_NOINSTR uint64_t rule_from_fde(const uint8_t* fde, const dwarf_eh_bases& b,
     info.data_align = c.sleb();
     uint64_t ra_column = version == 1 ? c.u8() : c.uleb();
     if (!c.ok || ra_column != kRegRa) return kRuleUnsupported;
-    bool saw_z = aug[0] == 'z';
+    bool saw_z = aug[0] == 'z', signal_frame = false;
     const uint8_t* insns = nullptr; // with 'z': right after the augmentation data
     if (saw_z) {
         uint64_t n = c.uleb();
@@ -599,20 +626,27 @@ PROF_NOINSTR uint64_t rule_from_fde(const uint8_t* fde, const dwarf_eh_bases& b,
         }
         case 'B':
             break; // AArch64 pointer authentication key: nothing to read
+        case 'S':
+            signal_frame = true;
+            break;
         default:
-            return kRuleUnsupported; // 'S' (a signal frame) and unknown letters
+            return kRuleUnsupported; // unknown letters
         }
     }
     if (!c.ok) return kRuleUnsupported;
     if (!insns) insns = c.p;
 
-    // The FDE: initial location and range (skipped: _Unwind_Find_FDE gave the function's
-    // start), augmentation data, then its instructions.
+    // The FDE: initial location and range, augmentation data, then its instructions.
     Cursor f{fde + 8, fde_end, true};
-    uintptr_t ignored;
-    if (!read_encoded(f, info.fde_encoding, b, ignored) ||
-        !read_encoded(f, info.fde_encoding & 0x0f, b, ignored))
+    uintptr_t pc_begin, range;
+    if (!read_encoded(f, info.fde_encoding, b, pc_begin) ||
+        !read_encoded(f, info.fde_encoding & 0x0f, b, range))
         return kRuleUnsupported;
+    if (check_range) {
+        if (at < pc_begin || at - pc_begin >= range) return 0;
+        b.func = reinterpret_cast<void*>(pc_begin);
+    }
+    if (signal_frame) return kRuleUnsupported;
     if (saw_z) f.skip(f.uleb());
     if (!f.ok) return kRuleUnsupported;
 
@@ -695,6 +729,88 @@ __attribute__((noinline)) PROF_NOINSTR uint64_t miss(uintptr_t at, uintptr_t ra,
     }
     uint64_t rule =
         fde ? rule_from_fde(static_cast<const uint8_t*>(fde), bases, at) : rule_without_fde(ra);
+    if (g_startup_state.load(std::memory_order_acquire) == 0) take_startup_objects();
+    if (may_unload(at)) rule |= kMayUnload;
+    insert(key, gen, rule);
+    return rule;
+}
+
+// ---- the slow path inside libgcc's unwinder ------------------------------------------------
+// libgcc's _Unwind_Find_FDE holds its object lock while it sorts the FDEs registered with
+// __register_frame (JIT compilers register their code that way), and allocates while it does
+// (init_object, at the first search after a registration). An allocation made there reaches
+// the walk with that lock held: _Unwind_Find_FDE or _Unwind_Backtrace would wait for it
+// forever. So a walk that has passed a frame of the unwinder's object finds FDEs itself, in
+// the binary search tables of the loaded objects' .eh_frame_hdr, and ends the stack where
+// those do not reach (code registered at run time, a frame the rules cannot describe)
+// instead of handing it to libgcc. The stack is then the one libgcc would give, up to there.
+struct HdrSearch {
+    uintptr_t pc;
+    const uint8_t* hdr;
+    size_t size;
+};
+
+PROF_NOINSTR int find_hdr(dl_phdr_info* info, size_t, void* arg) {
+    auto* s = static_cast<HdrSearch*>(arg);
+    bool inside = false;
+    const ElfW(Phdr)* eh = nullptr;
+    for (unsigned i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type == PT_GNU_EH_FRAME) eh = &ph;
+        uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+        if (ph.p_type == PT_LOAD && s->pc >= start && s->pc - start < ph.p_memsz) inside = true;
+    }
+    if (!inside) return 0;
+    if (eh) {
+        s->hdr = reinterpret_cast<const uint8_t*>(info->dlpi_addr + eh->p_vaddr);
+        s->size = eh->p_memsz;
+    }
+    return 1;
+}
+
+// The FDE whose entry in the .eh_frame_hdr table of the object containing `at` is the last one
+// at or before `at` (rule_from_fde checks that it covers `at`); null when the object has no
+// such table, or `at` is in no loaded object.
+PROF_NOINSTR const uint8_t* fde_from_hdr(uintptr_t at) {
+    HdrSearch s{at, nullptr, 0};
+    dl_iterate_phdr(find_hdr, &s);
+    if (!s.hdr || s.size < 12 || s.hdr[0] != 1) return nullptr;
+    // version, eh_frame_ptr encoding, fde_count encoding, table encoding; the table is sorted
+    // (initial location, FDE address) pairs, each a 4-byte offset from the header's start
+    // (DW_EH_PE_datarel | sdata4, what GNU ld, gold, lld and mold write).
+    uint8_t ptr_enc = s.hdr[1], count_enc = s.hdr[2], table_enc = s.hdr[3];
+    if (count_enc == 0xff || table_enc != 0x3b) return nullptr;
+    dwarf_eh_bases hb{nullptr, const_cast<uint8_t*>(s.hdr), nullptr};
+    Cursor c{s.hdr + 4, s.hdr + s.size, true};
+    uintptr_t eh_frame, count;
+    if (!read_encoded(c, ptr_enc, hb, eh_frame) || !read_encoded(c, count_enc, hb, count))
+        return nullptr;
+    if (!count || count > uintptr_t(s.hdr + s.size - c.p) / 8) return nullptr;
+    const uint8_t* table = c.p;
+    auto loc = [&](uintptr_t i) {
+        return uintptr_t(s.hdr) + int64_t(int32_t(read_u32(table + 8 * i)));
+    };
+    if (at < loc(0)) return nullptr;
+    uintptr_t lo = 0, hi = count; // loc(lo) <= at < loc(hi)
+    while (hi - lo > 1) {
+        uintptr_t mid = lo + (hi - lo) / 2;
+        if (loc(mid) <= at)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return s.hdr + int64_t(int32_t(read_u32(table + 8 * lo + 4)));
+}
+
+// miss() for a walk that may hold libgcc's lock: 0 when the rule is not known here (the walk
+// then ends).
+__attribute__((noinline)) PROF_NOINSTR uint64_t miss_holding_unwinder(uintptr_t at, uint64_t key,
+                                                                      uint32_t gen) {
+    g_slow.fetch_add(1, std::memory_order_relaxed);
+    const uint8_t* fde = fde_from_hdr(at);
+    if (!fde) return 0;
+    uint64_t rule = rule_from_fde(fde, dwarf_eh_bases{}, at, true);
+    if (!rule) return 0;
     if (g_startup_state.load(std::memory_order_acquire) == 0) take_startup_objects();
     if (may_unload(at)) rule |= kMayUnload;
     insert(key, gen, rule);
@@ -911,14 +1027,21 @@ PROF_NOINSTR int walk(const Start& start, uintptr_t* pcs, uint32_t max, uint32_t
 
     const Table* table = g_table.load(std::memory_order_acquire);
     uint64_t tag = key_tag(gen);
+    bool holding = false; // a frame of libgcc's unwinder is on the stack: it may hold its lock
+    for (uint32_t i = 0; i < w.n; ++i) holding |= in_unwinder(pcs[i]);
     for (;; ++w.frame) {
         // The row of a return address is looked up at address - 1: a call may be the last
         // instruction of its function (a call to a noreturn function).
         uintptr_t at = w.frame ? w.pc - 1 : w.pc;
         if (at >> 48) break; // not a user-space code address: keys have no room for it
+        holding |= in_unwinder(at);
         uint64_t key = at | tag;
         uint64_t rule = table ? find(table, key) : 0;
-        if (PROF_UNLIKELY(!rule)) rule = miss(at, w.frame ? w.pc : 0, key, gen);
+        if (PROF_UNLIKELY(!rule)) {
+            rule = holding ? miss_holding_unwinder(at, key, gen)
+                           : miss(at, w.frame ? w.pc : 0, key, gen);
+            if (!rule) break;
+        }
         if (PROF_UNLIKELY(rule & kMayUnload) && !w.checked) {
             w.checked = true;
             if (cache_outdated(gen)) return kRestart;
@@ -962,9 +1085,10 @@ PROF_NOINSTR int walk(const Start& start, uintptr_t* pcs, uint32_t max, uint32_t
         w.pc = ra;
         if (!report(w, pcs, max)) return int(w.n);
     }
-    // Unsupported: the caller asks libgcc, and this stack is not replayed.
+    // Unsupported: the caller asks libgcc, and this stack is not replayed. Inside libgcc's
+    // unwinder the stack ends here instead.
     if (rec) rec->count = 0;
-    return -1;
+    return holding ? int(w.n) : -1;
 }
 
 } // namespace
@@ -998,6 +1122,11 @@ PROF_NOINSTR void cfi_invalidate() {
 
 PROF_NOINSTR uint64_t cfi_slow_lookups() {
     return g_slow.load(std::memory_order_relaxed);
+}
+
+PROF_NOINSTR const void* cfi_fde_from_tables(uintptr_t pc) {
+    const uint8_t* fde = fde_from_hdr(pc);
+    return fde && rule_from_fde(fde, dwarf_eh_bases{}, pc, true) ? fde : nullptr;
 }
 
 } // namespace prof::rt

@@ -15,7 +15,10 @@ namespace prof::rt {
 // Returns the count, or -1 when a frame needs what the cached rules do not describe (signal
 // frames, CFA expressions as in PLT stubs, code without unwind information outside any loaded
 // object, a frame outside the stack bounds): the caller then asks _Unwind_Backtrace. Needs no
-// lock to read the cache and never allocates; a miss parses the unwind tables.
+// lock to read the cache and never allocates; a miss parses the unwind tables. A stack that
+// goes through libgcc's own unwinder (an allocation libgcc makes while it holds its lock) is
+// never left to libgcc: it ends at the first frame the cached rules and the .eh_frame_hdr
+// tables cannot describe, and the count is returned.
 int cfi_backtrace(uintptr_t* pcs, uint32_t max, uint32_t skip, uintptr_t stack_top);
 
 // Forgets every cached rule (they belong to the previous generation from now on). Unloaded
@@ -25,5 +28,9 @@ void cfi_invalidate();
 
 // Rules computed from the unwind tables so far (cache misses), for tests.
 uint64_t cfi_slow_lookups();
+
+// For tests: the FDE covering `pc` as the unwinder finds it without libgcc (in the
+// .eh_frame_hdr table of the loaded object containing `pc`), or null.
+const void* cfi_fde_from_tables(uintptr_t pc);
 
 } // namespace prof::rt

@@ -105,6 +105,10 @@ PROF_NOINSTR _Unwind_Reason_Code unwind_one(_Unwind_Context* ctx, void* arg) {
 }
 
 __attribute__((noinline)) PROF_NOINSTR uint32_t unwind_frames(ThreadState& s, uintptr_t* pcs) {
+    // The thread's stack bounds the cached walks: its top from the thread descriptor at first
+    // (not from libgcc's walk: the thread's first allocation may be one libgcc makes while it
+    // holds its unwinder's lock, see cfi_unwind.hpp), raised by libgcc's walks below.
+    if (PROF_UNLIKELY(!s.stack_top)) s.stack_top = stack_top_of_thread();
     // Skipped: this function, current_stack, the prof_mem_record_* entry point, the interposer.
     if (PROF_LIKELY(s.stack_top)) {
         int n = cfi_backtrace(pcs, kMaxFrames, 4, s.stack_top);
@@ -112,10 +116,6 @@ __attribute__((noinline)) PROF_NOINSTR uint32_t unwind_frames(ThreadState& s, ui
     }
     UnwindState st{pcs, 0, 4, 0};
     _Unwind_Backtrace(unwind_one, &st);
-    // The extent of the stack as libgcc walked it bounds this thread's cached walks (a thread's
-    // first allocation comes here; a later stack that reaches higher comes here too, and
-    // raises it). Not stack_top_of_thread: pthread_getattr_np allocates while it holds the
-    // thread's lock, and a thread whose first allocation is that one would deadlock.
     if (st.top > s.stack_top) s.stack_top = st.top;
     return st.n;
 }

@@ -168,6 +168,40 @@ TEST_CASE("a thread whose first allocation is inside pthread_getattr_np does not
     }
 }
 
+// A JIT registers its code's unwind tables with __register_frame; the program throws. At the
+// first search after a registration libgcc sorts the registered tables, and allocates for it
+// while it holds its unwinder's lock: the DWARF unwinder must not ask libgcc about that
+// allocation's stack (it waited for the lock forever), and still gives the whole stack.
+TEST_CASE("an allocation libgcc makes while it holds its unwinder's lock: no deadlock, whole stack") {
+    for (const char* unwind : {"fp", "dwarf"}) {
+        CAPTURE(unwind);
+        std::string trace = temp_path(std::string("jit-frames-") + unwind + ".trace");
+        auto r = run({"/usr/bin/timeout", "60", PROFRUN, "--mem", "-q", "-o", trace, "--",
+                      PROF_TEST_JIT_FRAMES},
+                     {{"PROF_MEM_UNWIND", unwind}});
+        REQUIRE(r.exit_code == 0); // 124: timed out
+        CHECK(r.out == "caught 3\n");
+        analysis::MemoryReport m = memory_of(trace);
+        Totals after = sites_through(m, "jit_after");
+        CHECK(after.allocations == 4);
+        CHECK(after.bytes == 2800);
+        if (std::string(unwind) != "dwarf") continue;
+        // libgcc's allocations inside its FDE search reach back to the throw.
+        Totals search = sites_through(m, "_Unwind_Find_FDE");
+        if (search.allocations == 0) MESSAGE("this libgcc does not allocate while it searches");
+        uint64_t complete = 0;
+        for (const auto& site : m.sites) {
+            bool in_search = false, from_throw = false;
+            for (const auto& f : site.stack) {
+                in_search |= f.name == "_Unwind_Find_FDE";
+                from_throw |= f.name.rfind("jit_throw(", 0) == 0;
+            }
+            if (in_search && from_throw) complete += site.allocations;
+        }
+        CHECK(complete == search.allocations);
+    }
+}
+
 // An unmodified program dlopens liba (alpha_work leaks 3 x 300 bytes), dlcloses it, dlopens
 // libb at the same address (bravo_work leaks 5 x 500 bytes at the same code addresses). The
 // preloaded memory profiler has to see the dlclose (libprof.so's wrapper comes after the C

@@ -44,6 +44,7 @@ extern "C" __attribute__((visibility("default"), noinline)) int cfi_lib_alloca(i
 #include <csignal>
 #include <cstring>
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <thread>
 #include <unistd.h>
@@ -376,6 +377,61 @@ TEST_CASE("cfi unwinder: a walk that ended in an unloaded library is not replaye
             CHECK(address_in(c, a) != 0); // the walk went through a, to its callers
         }
     }
+}
+
+// Inside libgcc's unwinder (an allocation libgcc makes while it holds its lock) the unwinder
+// finds FDEs itself, in the loaded objects' .eh_frame_hdr tables: the same FDE as libgcc's
+// _Unwind_Find_FDE for every code address of every loaded object, gaps included.
+extern "C" {
+struct dwarf_eh_bases { // libgcc's unwind-dw2-fde.h (not installed)
+    void* tbase;
+    void* dbase;
+    void* func;
+};
+const void* _Unwind_Find_FDE(void* pc, dwarf_eh_bases* bases);
+}
+
+namespace {
+struct CodeRange {
+    uintptr_t start, end;
+};
+
+int collect_code(dl_phdr_info* info, size_t, void* arg) {
+    auto* out = static_cast<std::vector<CodeRange>*>(arg);
+    for (unsigned i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+            out->push_back(
+                {info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
+    }
+    return 0;
+}
+} // namespace
+
+TEST_CASE("cfi unwinder: its own FDE search finds what _Unwind_Find_FDE finds") {
+    std::vector<CodeRange> code;
+    dl_iterate_phdr(collect_code, &code);
+    REQUIRE(code.size() >= 4); // this program, libstdc++, libgcc_s, libc at least
+    uint64_t compared = 0, found = 0, differ = 0;
+    for (const CodeRange& r : code) {
+        for (uintptr_t pc = r.start; pc < r.end; pc += 7) { // odd step: every alignment
+            dwarf_eh_bases bases{};
+            const void* theirs = _Unwind_Find_FDE(reinterpret_cast<void*>(pc), &bases);
+            const void* ours = prof::rt::cfi_fde_from_tables(pc);
+            ++compared;
+            found += theirs != nullptr;
+            if (ours != theirs && ++differ <= 5) {
+                Dl_info where{};
+                dladdr(reinterpret_cast<void*>(pc), &where);
+                MESSAGE(std::string(where.dli_fname ? where.dli_fname : "?")
+                        << "+0x" << std::hex << (pc - reinterpret_cast<uintptr_t>(where.dli_fbase))
+                        << ": libgcc " << theirs << ", ours " << ours);
+            }
+        }
+    }
+    CHECK(differ == 0);
+    CHECK(found > compared / 2);                             // most code has unwind information
+    CHECK(prof::rt::cfi_fde_from_tables(0x1000) == nullptr); // in no object
 }
 
 TEST_CASE("cfi unwinder: cfi_invalidate drops every cached rule") {
