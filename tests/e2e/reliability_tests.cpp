@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <thread>
 #include <tuple>
@@ -566,4 +567,46 @@ TEST_CASE("setuid programs ignore PROF_* and are not traced" * doctest::skip(kSa
     CHECK(!std::filesystem::exists(trace));
     CHECK(r.err.find("setuid or setgid program") != std::string::npos);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+// profrun moves an existing trace aside (or replaces it with --force), so -o naming anything
+// other than a regular file, a typo such as -o /tmp, must be refused before the program runs.
+TEST_CASE("profrun -o: a directory or a device is refused, never moved; an unwritable path fails early") {
+    std::string dir = temp_path("profrun-out-dir");
+    std::filesystem::create_directories(dir + "/inside");
+    for (bool force : {false, true}) {
+        CAPTURE(force);
+        std::vector<std::string> args{PROFRUN, "-o", dir};
+        if (force) args.push_back("--force");
+        args.insert(args.end(), {"--", PROF_TEST_FORKER});
+        auto r = run(args);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.empty()); // the program did not run
+        CHECK(r.err.find("is not a regular file") != std::string::npos);
+        CHECK(std::filesystem::is_directory(dir + "/inside"));
+        CHECK(!std::filesystem::exists(dir + ".old"));
+    }
+    std::string dev = temp_path("profrun-out-null");
+    REQUIRE(mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0);
+    auto r = run({PROFRUN, "-o", dev, "--", PROF_TEST_FORKER});
+    CHECK(r.exit_code == 2);
+    struct stat st{};
+    CHECK((stat(dev.c_str(), &st) == 0 && S_ISCHR(st.st_mode)));
+    auto missing = run({PROFRUN, "-o", dir + "/no/such/dir/x.trace", "--", PROF_TEST_FORKER});
+    CHECK(missing.exit_code == 2);
+    CHECK(missing.out.empty());
+    CHECK(missing.err.find("cannot write the trace to") != std::string::npos);
+    CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);
+}
+
+TEST_CASE("profrun names the traces a forked child wrote next to the one asked for") {
+    std::string trace = temp_path("profrun-forker.trace");
+    auto r = run({PROFRUN, "-o", trace, "--", PROF_TEST_FORKER});
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.find("trace written to " + trace) != std::string::npos);
+    size_t at = r.err.find("1 more from other processes of the run (fork or exec): " + trace + ".");
+    REQUIRE(at != std::string::npos);
+    std::string child = r.err.substr(at + r.err.substr(at).find(trace + "."));
+    child = child.substr(0, child.find('"'));
+    CHECK(std::filesystem::is_regular_file(child));
 }

@@ -3,11 +3,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <dirent.h>
 #include <string>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -26,7 +31,8 @@ killed by signal N).
 
 options:
   -o, --output FILE         trace file (default: COMMAND's name + .trace); an existing file
-                            is moved to FILE.old first, unless --force replaces it
+                            is moved to FILE.old first, unless --force replaces it (only a
+                            regular file: a directory or device there is an error)
   -f, --force               replace an existing FILE
       --mem                 also profile memory: load libprofmem.so (the allocation
                             interposer) into COMMAND; works on unmodified programs
@@ -60,7 +66,8 @@ bool exists(const std::string& p) {
 // A library of ours next to this profrun: installed (bin/../lib) or in the build tree.
 std::string find_runtime(const std::string& name = "libprof.so") {
     std::string dir = self_dir();
-    for (const char* rel : {"/../lib/", "/../lib64/", "/../lib/x86_64-linux-gnu/", "/../libprof/"}) {
+    for (const char* rel :
+         {"/../lib/", "/../lib64/", "/../lib/x86_64-linux-gnu/", "/../libprof/"}) {
         std::string p = dir + rel + name;
         if (exists(p)) {
             char real[4096];
@@ -74,6 +81,99 @@ std::string find_runtime(const std::string& name = "libprof.so") {
 std::string basename_of(const std::string& p) {
     size_t s = p.rfind('/');
     return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+std::string dirname_of(const std::string& p) {
+    size_t s = p.rfind('/');
+    if (s == std::string::npos) return ".";
+    return s == 0 ? "/" : p.substr(0, s);
+}
+
+// The program execvp would run, by PATH search for a bare name.
+std::string resolve_command(const std::string& cmd) {
+    if (cmd.find('/') != std::string::npos) return cmd;
+    const char* env_path = std::getenv("PATH");
+    std::string dirs = env_path ? env_path : "";
+    size_t pos = 0;
+    while (pos <= dirs.size()) {
+        size_t end = dirs.find(':', pos);
+        std::string dir =
+            dirs.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+        if (!dir.empty() && access((dir + "/" + cmd).c_str(), X_OK) == 0) return dir + "/" + cmd;
+        if (end == std::string::npos) break;
+        pos = end + 1;
+    }
+    return cmd;
+}
+
+// What the program file says about why it might not trace: read from its ELF headers and
+// dynamic string table area (a plain byte search for the library's soname is enough here).
+struct ProgramFacts {
+    bool elf = false, dynamic = false, uses_libprof = false;
+};
+
+ProgramFacts inspect_program(const std::string& path) {
+    ProgramFacts f;
+    FILE* in = std::fopen(path.c_str(), "rb");
+    if (!in) return f;
+    std::string data;
+    char buf[1 << 16];
+    size_t n;
+    while (data.size() < (64u << 20) && (n = std::fread(buf, 1, sizeof buf, in)) > 0)
+        data.append(buf, n);
+    std::fclose(in);
+    if (data.size() < 64 ||
+        data.compare(0, 4,
+                     "\x7f"
+                     "ELF") != 0 ||
+        data[4] != 2)
+        return f;
+    f.elf = true;
+    uint64_t phoff;
+    uint16_t phentsize, phnum;
+    std::memcpy(&phoff, data.data() + 32, 8);
+    std::memcpy(&phentsize, data.data() + 54, 2);
+    std::memcpy(&phnum, data.data() + 56, 2);
+    for (uint16_t k = 0; k < phnum; ++k) {
+        uint64_t at = phoff + uint64_t(k) * phentsize;
+        if (at + 4 > data.size()) break;
+        uint32_t type;
+        std::memcpy(&type, data.data() + at, 4);
+        if (type == 3) f.dynamic = true; // PT_INTERP
+    }
+    f.uses_libprof = data.find("libprof.so.") != std::string::npos;
+    return f;
+}
+
+// Traces the run's other processes wrote next to `output` (a forked child's
+// `<output>.<pid>`, an exec'd image's `<output>.<pid>[.<n>]`), newer than `since`.
+std::vector<std::string> other_traces(const std::string& output, time_t since) {
+    std::vector<std::string> found;
+    std::string dir = dirname_of(output), base = basename_of(output) + ".";
+    DIR* d = opendir(dir.c_str());
+    if (!d) return found;
+    while (dirent* e = readdir(d)) {
+        std::string name = e->d_name;
+        if (name.size() <= base.size() || name.compare(0, base.size(), base) != 0) continue;
+        std::string rest = name.substr(base.size());
+        if (rest.find_first_not_of("0123456789.") != std::string::npos || !std::isdigit(rest[0]))
+            continue;
+        std::string path =
+            dir == "." && output.find('/') == std::string::npos ? name : dir + "/" + name;
+        struct stat st;
+        if (lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_mtime >= since)
+            found.push_back(path);
+    }
+    closedir(d);
+    std::sort(found.begin(), found.end());
+    return found;
+}
+
+std::string list_some(const std::vector<std::string>& v, size_t shown = 4) {
+    std::string s;
+    for (size_t k = 0; k < v.size() && k < shown; ++k) s += (k ? ", " : "") + v[k];
+    if (v.size() > shown) s += fmt::format(" and {} more", v.size() - shown);
+    return s;
 }
 
 } // namespace
@@ -103,14 +203,22 @@ int main(int argc, char** argv) {
         } else if (a == "-V" || a == "--version") {
             fmt::print("profrun {}\n", PROF_VERSION_STRING);
             return 0;
-        } else if (a == "-o" || a == "--output") output = value("-o");
-        else if (a == "-f" || a == "--force") force = true;
-        else if (a == "--preload") preload = true;
-        else if (a == "--mem") mem = true;
-        else if (a == "-q" || a == "--quiet") quiet = true;
-        else if (a == "--exclude") setenv("PROF_EXCLUDE", value("--exclude"), 1);
-        else if (a == "--exclude-modules") setenv("PROF_EXCLUDE_MODULES", value("--exclude-modules"), 1);
-        else if (a == "--chunk-size") setenv("PROF_CHUNK_SIZE", value("--chunk-size"), 1);
+        } else if (a == "-o" || a == "--output")
+            output = value("-o");
+        else if (a == "-f" || a == "--force")
+            force = true;
+        else if (a == "--preload")
+            preload = true;
+        else if (a == "--mem")
+            mem = true;
+        else if (a == "-q" || a == "--quiet")
+            quiet = true;
+        else if (a == "--exclude")
+            setenv("PROF_EXCLUDE", value("--exclude"), 1);
+        else if (a == "--exclude-modules")
+            setenv("PROF_EXCLUDE_MODULES", value("--exclude-modules"), 1);
+        else if (a == "--chunk-size")
+            setenv("PROF_CHUNK_SIZE", value("--chunk-size"), 1);
         else if (a == "--log-format") {
             std::string f = value("--log-format");
             if (f != "text" && f != "json") {
@@ -129,28 +237,31 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (output.empty()) output = basename_of(argv[i]) + ".trace";
+    std::string program = resolve_command(argv[i]);
+    bool setuid_program = false;
     if (mem || preload) {
         // The dynamic loader ignores LD_PRELOAD for setuid/setgid programs.
-        std::string path = argv[i];
-        if (path.find('/') == std::string::npos) {
-            const char* env_path = std::getenv("PATH");
-            std::string dirs = env_path ? env_path : "";
-            size_t pos = 0;
-            while (pos <= dirs.size()) {
-                size_t end = dirs.find(':', pos);
-                std::string dir = dirs.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-                if (!dir.empty() && access((dir + "/" + path).c_str(), X_OK) == 0) {
-                    path = dir + "/" + path;
-                    break;
-                }
-                if (end == std::string::npos) break;
-                pos = end + 1;
-            }
-        }
         struct stat st;
-        if (stat(path.c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) && !quiet)
+        setuid_program = stat(program.c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID));
+        if (setuid_program && !quiet)
             log.warn(fmt::format("{} is setuid/setgid: the loader ignores LD_PRELOAD for it, so it "
-                                 "will not be profiled", argv[i]));
+                                 "will not be profiled",
+                                 argv[i]));
+    }
+
+    // Only a regular file is ever replaced or moved aside: -o naming a directory or a device
+    // (a typo such as -o /tmp) must not move it.
+    struct stat out_st;
+    if (stat(output.c_str(), &out_st) == 0 && !S_ISREG(out_st.st_mode)) {
+        log.error(fmt::format(
+            "{} exists and is not a regular file: choose another trace path with -o", output));
+        return 2;
+    }
+    std::string out_dir = dirname_of(output);
+    if (access(out_dir.c_str(), W_OK | X_OK) != 0) {
+        log.error(fmt::format("cannot write the trace to {}: {}: {}", output, out_dir,
+                              std::strerror(errno)));
+        return 2;
     }
 
     if (exists(output)) {
@@ -173,7 +284,8 @@ int main(int argc, char** argv) {
     }
     setenv("PROF_OUT", output.c_str(), 1);
     std::string preloads;
-    for (auto [wanted, name] : {std::pair{preload, "libprof.so"}, std::pair{mem, "libprofmem.so"}}) {
+    for (auto [wanted, name] :
+         {std::pair{preload, "libprof.so"}, std::pair{mem, "libprofmem.so"}}) {
         if (!wanted) continue;
         std::string lib = find_runtime(name);
         if (lib.empty()) {
@@ -188,6 +300,7 @@ int main(int argc, char** argv) {
         setenv("LD_PRELOAD", v.c_str(), 1);
     }
 
+    time_t started = std::time(nullptr);
     pid_t pid = fork();
     if (pid < 0) {
         log.error(fmt::format("cannot start {}: {}", argv[i], std::strerror(errno)));
@@ -202,19 +315,43 @@ int main(int argc, char** argv) {
     std::signal(SIGINT, SIG_IGN);
     std::signal(SIGQUIT, SIG_IGN);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (WIFSIGNALED(status) && !quiet)
         log.warn(fmt::format("{} was killed by signal {} ({}); its trace holds what it recorded "
-                             "until then", argv[i], WTERMSIG(status), strsignal(WTERMSIG(status))));
+                             "until then",
+                             argv[i], WTERMSIG(status), strsignal(WTERMSIG(status))));
     if (code == 127 && !exists(output)) return code;
-    if (!exists(output)) {
-        if (!quiet)
-            log.warn(fmt::format("{} wrote no trace: build it with -finstrument-functions and "
-                                 "link libprof (CMake: prof::instrument), or run it with "
-                                 "profrun --preload", argv[i]));
-    } else if (!quiet) {
+    if (quiet) return code;
+    std::vector<std::string> others = other_traces(output, started);
+    if (exists(output)) {
         log.info(fmt::format("trace written to {}; read it with: profreport {}", output, output));
+        if (!others.empty())
+            log.info(fmt::format("{} more from other processes of the run (fork or exec): {}",
+                                 others.size(), list_some(others)));
+        return code;
     }
+    if (!others.empty()) {
+        log.info(fmt::format("{} wrote no trace at {}; its processes wrote {}", argv[i], output,
+                             list_some(others)));
+        return code;
+    }
+    ProgramFacts facts = inspect_program(program);
+    if (setuid_program)
+        log.warn(fmt::format("{} wrote no trace: it is setuid/setgid (see above)", argv[i]));
+    else if (facts.elf && !facts.dynamic && (mem || preload))
+        log.warn(fmt::format("{} wrote no trace: it is statically linked, and the loader can only "
+                             "add libraries to dynamically linked programs",
+                             argv[i]));
+    else if (facts.uses_libprof || mem || preload)
+        log.warn(fmt::format("{} wrote no trace although it loads libprof: see its messages "
+                             "above (PROF_LOG=info shows more)",
+                             argv[i]));
+    else
+        log.warn(fmt::format("{} wrote no trace: build it with -finstrument-functions and "
+                             "link libprof (CMake: prof::instrument), or run it with "
+                             "profrun --preload or --mem",
+                             argv[i]));
     return code;
 }
