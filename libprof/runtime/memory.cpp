@@ -16,9 +16,9 @@ extern "C" int prof_line_rss_enabled, prof_line_fast;
 #include <cerrno>
 #include <cstring>
 #include <pthread.h>
-#include <unwind.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <unwind.h>
 
 extern "C" void* __libc_stack_end;
 
@@ -74,8 +74,10 @@ __attribute__((noinline)) PROF_NOINSTR uint32_t walk_frames(ThreadState& s, uint
         auto* frame = reinterpret_cast<uintptr_t*>(fp);
         uintptr_t next = frame[0], ret = frame[1];
         if (ret < 4096) break;
-        if (skip) --skip;
-        else pcs[n++] = ret;
+        if (skip)
+            --skip;
+        else
+            pcs[n++] = ret;
         if (next <= fp || next - fp > (1u << 20)) break;
         fp = next;
     }
@@ -99,8 +101,10 @@ PROF_NOINSTR _Unwind_Reason_Code unwind_one(_Unwind_Context* ctx, void* arg) {
     if (cfa > st->top) st->top = cfa;
     uintptr_t ip = _Unwind_GetIP(ctx);
     if (!ip) return _URC_END_OF_STACK;
-    if (st->skip) --st->skip;
-    else st->pcs[st->n++] = ip;
+    if (st->skip)
+        --st->skip;
+    else
+        st->pcs[st->n++] = ip;
     return st->n < kMaxFrames ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
 
@@ -124,8 +128,10 @@ PROF_NOINSTR bool grow_stacks(ThreadState& s) {
     uint32_t old = s.stack_mask ? s.stack_mask + 1 : 0;
     uint32_t size = old ? old * 2 : 4096;
     if (size > kMaxStacks) return false;
-    void* k = mmap(nullptr, size_t(size) * 8, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    void* v = mmap(nullptr, size_t(size) * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* k =
+        mmap(nullptr, size_t(size) * 8, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* v =
+        mmap(nullptr, size_t(size) * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (k == MAP_FAILED || v == MAP_FAILED) return false;
     auto* keys = static_cast<uint64_t*>(k);
     auto* ids = static_cast<uint32_t*>(v);
@@ -236,6 +242,8 @@ using namespace prof::rt;
 
 #define PROF_API extern "C" __attribute__((visibility("default"))) PROF_NOINSTR
 
+extern "C" int prof_heap_tracking; // sites.cpp
+
 // One allocation of `size` bytes at `ptr` (kind: format::AllocKind).
 PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_t usable) {
     ThreadState& s = prof_tls;
@@ -279,7 +287,7 @@ PROF_API void prof_mem_record_free(void* ptr, unsigned kind, size_t usable) {
 
 // realloc(old, size) returned `ptr` (old may be null, ptr null when it failed).
 PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t old_usable,
-                                     size_t usable) {
+                                      size_t usable) {
     ThreadState& s = prof_tls;
     if (!ptr || !begin(s)) return;
     s.heap_bytes += int64_t(usable) - int64_t(old_usable);
@@ -309,4 +317,11 @@ PROF_API void prof_mem_activate(void) {
 }
 
 // Usable heap bytes this thread allocated minus released, while the memory profiler runs.
-PROF_API long long prof_heap_bytes(void) { return prof_tls.heap_bytes; }
+// A marked line reads it when it starts: from then on the interposer measures usable sizes,
+// which it skips while no line wants them (the first line of the program would otherwise see
+// none of its own allocations).
+PROF_API long long prof_heap_bytes(void) {
+    if (PROF_UNLIKELY(!__atomic_load_n(&prof_heap_tracking, __ATOMIC_RELAXED)))
+        __atomic_store_n(&prof_heap_tracking, 1, __ATOMIC_RELAXED);
+    return prof_tls.heap_bytes;
+}

@@ -2,6 +2,7 @@
 // per site, leaks, temporaries, mismatches, fork, the application's own allocator, and one
 // trace with calls and allocations together.
 #include "analysis/memory_report.hpp"
+#include "analysis/lines.hpp"
 #include "analysis/profile.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
@@ -200,6 +201,31 @@ TEST_CASE("an allocation libgcc makes while it holds its unwinder's lock: no dea
         }
         CHECK(complete == search.allocations);
     }
+}
+
+// Under the memory profiler each marked line also records the growth of the thread's heap.
+// The interposer measures usable sizes only once some line wants them: the program's first
+// marked line (line 12, the 800,000,000-byte vector) must see its own allocation too.
+TEST_CASE("heap per line under profrun --mem: the first marked line counts its allocation") {
+    std::string trace = temp_path("memory-lines-mem.trace");
+    auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_SAMPLE_MEMORY_LINES});
+    REQUIRE(r.exit_code == 0);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    auto tables = analysis::line_tables(pb.build());
+    auto heap_of = [&](uint32_t line) {
+        for (const auto& t : tables)
+            for (const auto& row : t.rows)
+                if (row.line == line) return row.heap_increment;
+        FAIL("no row for line ", line);
+        return 0.0;
+    };
+    double grow = heap_of(12), small = heap_of(13), shrink = heap_of(15);
+    CHECK(grow >= 800000000.0); // the block's usable size: a few bytes more
+    CHECK(grow < 800000000.0 + 65536);
+    CHECK(small >= 8000000.0);
+    CHECK(small < 8000000.0 + 65536);
+    CHECK(shrink == -grow); // the same block released
 }
 
 // An unmodified program dlopens liba (alpha_work leaks 3 x 300 bytes), dlcloses it, dlopens
