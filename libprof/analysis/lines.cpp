@@ -71,9 +71,8 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
         }
         out.push_back(std::move(t));
     }
-    std::sort(out.begin(), out.end(), [](const LineTable& a, const LineTable& b) {
-        return a.total_time > b.total_time;
-    });
+    std::sort(out.begin(), out.end(),
+              [](const LineTable& a, const LineTable& b) { return a.total_time > b.total_time; });
     return out;
 }
 
@@ -90,7 +89,8 @@ bool read_source(const std::string& path, const std::vector<std::string>& dirs,
     for (const std::string& c : candidates) {
         // Paths come from the trace: regular files of a sane size only (no device, no FIFO).
         struct stat st;
-        if (stat(c.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t(64) << 20)) continue;
+        if (stat(c.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t(64) << 20))
+            continue;
         std::ifstream in(c);
         if (!in) continue;
         std::string l;
@@ -118,7 +118,8 @@ std::string short_name(const std::string& function) {
 
 // line_profiler shows the whole function: find its first line (the nearest line above the
 // first marked one that names it) and its closing brace.
-std::pair<uint32_t, uint32_t> function_span(const std::vector<std::string>& src, const LineTable& t) {
+std::pair<uint32_t, uint32_t> function_span(const std::vector<std::string>& src,
+                                            const LineTable& t) {
     uint32_t first = t.rows.front().line, last = t.rows.back().line;
     if (src.empty() || first == 0 || first > src.size()) return {first, last};
     std::string name = short_name(t.function);
@@ -130,6 +131,35 @@ std::pair<uint32_t, uint32_t> function_span(const std::vector<std::string>& src,
                 break;
             }
     if (last > src.size() || last - first > 5000) return {first, last}; // not this source
+    // The closing brace that balances the first opening one from the start line on (string
+    // and character literals and comments skipped): a one-line function ends on its line.
+    int depth = 0;
+    bool opened = false, block_comment = false;
+    for (uint32_t l = start; l <= src.size() && l - start < 5000; ++l) {
+        const std::string& s = src[l - 1];
+        for (size_t i = 0; i < s.size(); ++i) {
+            char c = s[i];
+            if (block_comment) {
+                if (c == '*' && i + 1 < s.size() && s[i + 1] == '/') block_comment = false, ++i;
+                continue;
+            }
+            if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') break;
+            if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
+                block_comment = true;
+                ++i;
+            } else if (c == '"' || c == '\'') {
+                for (++i; i < s.size() && s[i] != c; ++i)
+                    if (s[i] == '\\') ++i;
+            } else if (c == '{') {
+                ++depth;
+                opened = true;
+            } else if (c == '}' && opened && --depth == 0) {
+                if (l >= last) return {start, l};
+                l = uint32_t(src.size()); // closed before the last marked line: not the span
+                break;
+            }
+        }
+    }
     uint32_t end = std::min<uint32_t>(last, uint32_t(src.size()));
     size_t indent = indent_of(src[start - 1]);
     for (uint32_t l = end + 1; l <= src.size() && l - last < 500; ++l) {
@@ -143,8 +173,12 @@ std::pair<uint32_t, uint32_t> function_span(const std::vector<std::string>& src,
     return {start, std::max(end, last)};
 }
 
-std::string num(double v) { return fmt::format("{:.1f}", v); }
-std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0)); }
+std::string num(double v) {
+    return fmt::format("{:.1f}", v);
+}
+std::string mib(double bytes) {
+    return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0));
+}
 
 } // namespace
 
@@ -162,15 +196,15 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
                                 [](const LineRow& r) { return r.heap_increment != 0; });
         if (o.memory) {
             fmt::print(out, "Filename: {}\nFunction: {}\n\n", file, reader::printable(t.function));
-            std::string header = fmt::format("{:>6} {:>12} {:>12}  {}{:>11}   {}", "Line #", "Mem usage",
-                                             "Increment", heap ? fmt::format("{:>12}  ", "Heap incr.") : "",
-                                             "Occurrences", "Line Contents");
+            std::string header = fmt::format(
+                "{:>6} {:>12} {:>12}  {}{:>11}   {}", "Line #", "Mem usage", "Increment",
+                heap ? fmt::format("{:>12}  ", "Heap incr.") : "", "Occurrences", "Line Contents");
             fmt::print(out, "{}\n{}\n", header, std::string(header.size(), '='));
         } else {
             fmt::print(out, "Total time: {:g} s\nFile: {}\nFunction: {} at line {}\n\n",
                        t.total_time, file, reader::printable(t.function), start);
-            std::string header = fmt::format("{:>6} {:>9} {:>12} {:>8} {:>8}  {}", "Line #",
-                                             "Hits", "Time", "Per Hit", "% Time", "Line Contents");
+            std::string header = fmt::format("{:>6} {:>9} {:>12} {:>8} {:>8}  {}", "Line #", "Hits",
+                                             "Time", "Per Hit", "% Time", "Line Contents");
             fmt::print(out, "{}\n{}\n", header, std::string(header.size(), '='));
         }
         if (!have_source)
@@ -179,28 +213,36 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
         // be one function) only the marked lines.
         bool full = have_source && end <= src.size() && end - start <= 5000;
         std::vector<uint64_t> shown;
-        if (full) for (uint64_t l = start; l <= end; ++l) shown.push_back(l);
-        else for (const LineRow& r : t.rows) shown.push_back(r.line);
+        if (full)
+            for (uint64_t l = start; l <= end; ++l) shown.push_back(l);
+        else
+            for (const LineRow& r : t.rows) shown.push_back(r.line);
         for (uint64_t l : shown) {
             if (l == 0) continue;
             auto it = by_line.find(uint32_t(l));
             {
-                std::string text = have_source && l <= src.size() ? reader::printable(src[size_t(l - 1)]) : "";
+                std::string text =
+                    have_source && l <= src.size() ? reader::printable(src[size_t(l - 1)]) : "";
                 const LineRow* r = it == by_line.end() ? nullptr : it->second;
                 if (o.memory) {
                     std::string heap_col;
-                    if (heap) heap_col = fmt::format("{:>12}  ", r && r->rss_samples ? mib(r->heap_increment) : "");
+                    if (heap)
+                        heap_col = fmt::format("{:>12}  ",
+                                               r && r->rss_samples ? mib(r->heap_increment) : "");
                     if (r && r->rss_samples)
                         fmt::print(out, "{:>6} {:>12} {:>12}  {}{:>11}   {}\n", l, mib(r->rss_last),
                                    mib(r->rss_increment), heap_col, r->rss_samples, text);
-                    else fmt::print(out, "{:>6} {:>12} {:>12}  {}{:>11}   {}\n", l, "", "", heap_col, "", text);
+                    else
+                        fmt::print(out, "{:>6} {:>12} {:>12}  {}{:>11}   {}\n", l, "", "", heap_col,
+                                   "", text);
                 } else if (r) {
                     double time = r->time / o.unit;
                     double pct = t.total_time > 0 ? 100.0 * r->time / t.total_time : 0;
                     fmt::print(out, "{:>6} {:>9} {:>12} {:>8} {:>8}  {}\n", l, r->hits, num(time),
                                num(r->hits ? time / double(r->hits) : 0), num(pct), text);
                 } else {
-                    fmt::print(out, "{:>6} {:>9} {:>12} {:>8} {:>8}  {}\n", l, "", "", "", "", text);
+                    fmt::print(out, "{:>6} {:>9} {:>12} {:>8} {:>8}  {}\n", l, "", "", "", "",
+                               text);
                 }
             }
         }
@@ -213,14 +255,17 @@ void print_line_json(std::FILE* out, const std::vector<LineTable>& tables) {
     bool first = true;
     for (const LineTable& t : tables)
         for (const LineRow& r : t.rows) {
-            fmt::print(out, "{}\n    {{\"file\": \"{}\", \"line\": {}, \"function\": \"{}\", "
-                            "\"kind\": \"{}\", \"hits\": {}, \"time\": {:.9f}",
+            fmt::print(out,
+                       "{}\n    {{\"file\": \"{}\", \"line\": {}, \"function\": \"{}\", "
+                       "\"kind\": \"{}\", \"hits\": {}, \"time\": {:.9f}",
                        first ? "" : ",", json_escape(t.file), r.line, json_escape(t.function),
                        r.kind, r.hits, r.time);
             if (r.rss_samples)
-                fmt::print(out, ", \"mem_usage\": {:.0f}, \"increment\": {:.0f}, \"heap_increment\": {:.0f}, "
-                                "\"occurrences\": {}",
-                           r.rss_last, r.rss_increment, r.heap_increment, r.rss_samples);
+                fmt::print(
+                    out,
+                    ", \"mem_usage\": {:.0f}, \"increment\": {:.0f}, \"heap_increment\": {:.0f}, "
+                    "\"occurrences\": {}",
+                    r.rss_last, r.rss_increment, r.heap_increment, r.rss_samples);
             fmt::print(out, "}}");
             first = false;
         }

@@ -235,4 +235,11 @@ TEST_CASE("C regions: counts and nesting") {
     CHECK(find("inner")->stats.cumtime <= find("parse")->stats.cumtime);
     CHECK(find("parse")->stats.cumtime <= find("outer_loop")->stats.cumtime);
     CHECK(find("parse")->file.find("regions.c") != std::string::npos);
+    REQUIRE(find("tiny"));
+    CHECK(find("tiny")->stats.ncalls == 3);
+    // line_profiler's view of a function on one line is that line, not the code after it.
+    auto text = run({PROFREPORT, "--lines", "-m", "tiny", p.traces.at(0).path});
+    REQUIRE(text.exit_code == 0);
+    CHECK(text.out.find("static void tiny(void)") != std::string::npos);
+    CHECK(text.out.find("int main(void)") == std::string::npos);
 }
