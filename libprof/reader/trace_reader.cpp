@@ -513,8 +513,8 @@ void TraceReader::read_chunks(EventSink* sink) {
         info_.incomplete_reason =
             (h.flags & format::kFileFinished)
                 ? "the end record is missing (the file was cut short)"
-                : "the process did not finish the trace (killed, crashed or ended with _exit); "
-                  "times end at its last event";
+                : "the process did not finish the trace (still running, or it was killed, "
+                  "crashed or ended with _exit); times end at its last event";
     }
     for (auto& [s, t] : info_.threads)
         if (t.last_ticks > info_.end_ticks && !info_.finished) info_.end_ticks = t.last_ticks;
