@@ -3,6 +3,7 @@
 // seconds when a profile is built.
 #include "analysis/profile.hpp"
 
+#include "reader/dwarf_lines.hpp"
 #include "reader/elf_symbols.hpp"
 
 #include <fmt/format.h>
@@ -636,6 +637,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
 // Resolution of addresses to functions, per trace, with a cache of ELF files on disk.
 struct FunctionResolver::Impl {
     std::map<std::string, std::unique_ptr<reader::ElfSymbols>> elf_cache;
+    std::map<std::string, std::unique_ptr<reader::DwarfLines>> line_cache;
 
     Function describe(const reader::TraceInfo& info, uint64_t address, size_t module) {
         Function f;
@@ -676,6 +678,13 @@ struct FunctionResolver::Impl {
                     if (f.symbol.empty()) f.symbol = *sym;
                     if (f.name.empty()) f.name = reader::demangle(*sym);
                 }
+            // And the source position from the file's DWARF, as the runtime would have given.
+            if (elf->ok() && same_build && f.file.empty()) {
+                auto& lines = line_cache[m->path];
+                if (!lines) lines = std::make_unique<reader::DwarfLines>(m->path);
+                uint32_t line = 0;
+                if (lines->lookup(address - m->base, f.file, line)) f.line = line;
+            }
         }
         if (f.name.empty())
             f.name = m ? fmt::format("0x{:x}", address - m->base) : fmt::format("0x{:x}", address);

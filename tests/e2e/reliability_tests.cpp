@@ -56,6 +56,12 @@ std::pair<long, uint64_t> check_killed_crasher(const std::string& trace, const s
     CHECK(p.traces.at(0).incomplete);
     CHECK(calls_of(p, "work(int)") >= uint64_t(printed)); // named from the binary on disk
     CHECK(calls_of(p, "main") == 1);
+    // And placed from its DWARF line table: work is defined on line 14 of crasher.cpp.
+    for (const auto& f : p.functions)
+        if (f.name == "work(int)") {
+            CHECK(f.file.find("crasher.cpp") != std::string::npos);
+            CHECK(f.line == 14);
+        }
     return {printed, calls_of(p, "work(int)")};
 }
 

@@ -1,0 +1,29 @@
+// Source file and line of code addresses from an ELF file's DWARF line tables on disk: the
+// fallback that gives file:line to functions and stack frames of a trace whose process died
+// (SIGKILL, abort, _exit) before writing its symbol table. elfutils' libdwfl reads the tables
+// (the object's own, or a separate debug file found by build id), only when asked.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace prof::reader {
+
+class DwarfLines {
+  public:
+    explicit DwarfLines(const std::string& path);
+    ~DwarfLines();
+    DwarfLines(const DwarfLines&) = delete;
+    DwarfLines& operator=(const DwarfLines&) = delete;
+
+    // The source position of `vaddr` (an address as laid out in the file); false when the
+    // file has no line information for it.
+    bool lookup(uint64_t vaddr, std::string& file, uint32_t& line) const;
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace prof::reader
