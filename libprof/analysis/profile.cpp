@@ -619,6 +619,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
         std::sort(rss_ticks.begin(), rss_ticks.end());
         for (auto& [t, b] : rss_ticks) memory.rss_timeline.emplace_back(secs(t), double(b));
         rss_ticks.clear();
+        if (info.meta.count("memory_profiler")) memory.present = true; // even with no records
         if (auto it = info.meta.find("peak_rss"); it != info.meta.end())
             trace_peak_rss = std::max<uint64_t>(trace_peak_rss, std::strtoull(it->second.c_str(), nullptr, 10));
         if (memory.present) memory.peak_rss = std::max(memory.peak_rss, trace_peak_rss);

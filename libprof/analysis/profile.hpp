@@ -102,7 +102,7 @@ struct Mismatch {
 };
 
 struct MemoryReport {
-    bool present = false;          // the trace has memory records
+    bool present = false;          // the memory profiler ran (memory records, or its Meta key)
     uint64_t allocations = 0;      // calls to allocation functions
     uint64_t frees = 0;            // calls to release functions (non-null)
     uint64_t temporary = 0;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <dlfcn.h>
+#include <link.h>
 #include <new>
 
 #define PROF_NOINSTR __attribute__((no_instrument_function))
@@ -144,8 +145,80 @@ PROF_NOINSTR void* record(void* p, size_t n, AllocKind kind, bool outer) {
     return p;
 }
 
+// ---- the profiler's own libstdc++ ---------------------------------------------------------------
+// In a C program, libstdc++ is there only because libprof.so needs it, and its initializer,
+// which runs before this library's constructor, allocates the exception handling emergency
+// pool (about 71 KiB): the profiler's memory, which would otherwise be the largest site of
+// every C program's report (/bin/true: one 71 KiB allocation). Allocations libstdc++ makes
+// itself before the constructor are passed through unrecorded when no object of the program
+// needs libstdc++, and so are their releases.
+constinit bool g_started = false; // activate() ran: everything is recorded from then on
+
+struct CxxRuntime {
+    uintptr_t start = 0, end = 0; // libstdc++'s code
+    bool needed_by_program = false;
+};
+
+PROF_NOINSTR bool name_has(const char* name, const char* part) {
+    return name && std::strstr(name, part) != nullptr;
+}
+
+PROF_NOINSTR int note_cxx_runtime(dl_phdr_info* info, size_t, void* arg) {
+    auto* cxx = static_cast<CxxRuntime*>(arg);
+    bool ours = name_has(info->dlpi_name, "/libprof") ||
+                name_has(info->dlpi_name, "libboost_stacktrace"); // libprof.so's dependency
+    bool is_cxx = name_has(info->dlpi_name, "libstdc++.so");
+    for (unsigned i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        uintptr_t at = info->dlpi_addr + ph.p_vaddr;
+        if (is_cxx && ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
+            cxx->start = at;
+            cxx->end = at + ph.p_memsz;
+        }
+        if (ours || is_cxx || ph.p_type != PT_DYNAMIC) continue;
+        // The loader has relocated the string table's address in place (not the vDSO's).
+        const auto* dyn = reinterpret_cast<const ElfW(Dyn)*>(at);
+        uintptr_t strtab = 0;
+        for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d)
+            if (d->d_tag == DT_STRTAB) strtab = d->d_un.d_ptr;
+        if (strtab && strtab < info->dlpi_addr) strtab += info->dlpi_addr;
+        for (const ElfW(Dyn)* d = dyn; strtab && d->d_tag != DT_NULL; ++d)
+            if (d->d_tag == DT_NEEDED &&
+                name_has(reinterpret_cast<const char*>(strtab + d->d_un.d_val), "libstdc++.so"))
+                cxx->needed_by_program = true;
+    }
+    return 0;
+}
+
+constinit void* g_own_blocks[8]{}; // passed through: their release is not recorded either
+constinit int g_own_count = 0;
+
+// Whether the block `p` that `caller` just allocated is the profiler's own (see above).
+PROF_NOINSTR bool profiler_block(void* p, void* caller) {
+    static constinit int state = 0; // 0: not known yet, 1: libstdc++ is ours, 2: it is not
+    static constinit CxxRuntime cxx{};
+    if (state == 0) {
+        dl_iterate_phdr(note_cxx_runtime, &cxx);
+        state = cxx.start && !cxx.needed_by_program ? 1 : 2;
+    }
+    auto at = reinterpret_cast<uintptr_t>(caller);
+    if (state != 1 || at < cxx.start || at >= cxx.end || g_own_count == 8) return false;
+    g_own_blocks[g_own_count++] = p;
+    return true;
+}
+
+PROF_NOINSTR bool release_of_profiler_block(void* p) {
+    for (int i = 0; i < g_own_count; ++i)
+        if (g_own_blocks[i] == p) {
+            g_own_blocks[i] = g_own_blocks[--g_own_count];
+            return true;
+        }
+    return false;
+}
+
 __attribute__((constructor)) PROF_NOINSTR void activate() {
     resolve();
+    g_started = true;
     prof_mem_activate();
 }
 
@@ -177,7 +250,10 @@ PROF_EXPORT int dlclose(void* handle) { return prof_dlclose(handle); }
 PROF_EXPORT void* malloc(size_t n) {
     if (!ready()) return arena_alloc(n);
     Outermost o;
-    return record(real.malloc(n), n, AllocKind::kMalloc, o.outer);
+    void* p = real.malloc(n);
+    if (__builtin_expect(!g_started, 0) && p && profiler_block(p, __builtin_return_address(0)))
+        return p;
+    return record(p, n, AllocKind::kMalloc, o.outer);
 }
 
 PROF_EXPORT void* calloc(size_t count, size_t size) {
@@ -194,7 +270,8 @@ PROF_EXPORT void free(void* p) {
     if (!p || in_arena(p)) return;
     if (!ready()) return;
     Outermost o;
-    if (o.outer) prof_mem_record_free(p, unsigned(FreeKind::kFree), usable(p));
+    if (o.outer && !(__builtin_expect(g_own_count != 0, 0) && release_of_profiler_block(p)))
+        prof_mem_record_free(p, unsigned(FreeKind::kFree), usable(p));
     real.free(p);
 }
 

@@ -520,6 +520,8 @@ PROF_NOINSTR void runtime_finish() {
     if (g_options.symbols && !stopped_early) write_symbols();
     lock_global();
     if (peak_rss_len) write_meta("peak_rss", peak_rss, size_t(peak_rss_len));
+    // Says the memory profiler ran, for a program that allocated nothing (no memory records).
+    if (g_memory_active) write_meta("memory_profiler", "1", 1);
     uint8_t rec[64], *p = rec;
     *p++ = uint8_t(format::Tag::kEnd);
     p = put_u64(p, end_ticks);
