@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <string_view>
 
@@ -21,6 +22,11 @@ std::string format_bytes(double b) {
 }
 
 namespace {
+
+// "1 call", "2 calls".
+std::string count(uint64_t n, const char* one, const char* many) {
+    return fmt::format("{} {}", n, n == 1 ? one : many);
+}
 
 std::string frame_text(const MemoryFrame& f, bool full_paths) {
     std::string file = f.file;
@@ -56,7 +62,9 @@ void section(std::FILE* out, const MemoryReport& m, const MemoryOptions& o, cons
         fmt::print(out, "  {}\n", line(m.sites[idx[k]]));
         print_stack(out, m.sites[idx[k]], o);
     }
-    if (idx.size() > o.limit) fmt::print(out, "  ... and {} more sites\n", idx.size() - o.limit);
+    if (idx.size() > o.limit)
+        fmt::print(out, "  ... and {} more {}\n", idx.size() - o.limit,
+                   idx.size() - o.limit == 1 ? "site" : "sites");
 }
 
 } // namespace
@@ -69,12 +77,15 @@ void print_memory(std::FILE* out, const MemoryReport& m, const MemoryOptions& o)
     }
     fmt::print(out, "calls to allocation functions: {} ({} temporary)\n", m.allocations, m.temporary);
     fmt::print(out, "calls to release functions: {}{}\n", m.frees,
-               m.unknown_frees ? fmt::format(" ({} of blocks allocated before tracing)", m.unknown_frees) : "");
+               m.unknown_frees
+                   ? fmt::format(" ({} of {} allocated before tracing)", m.unknown_frees,
+                                 m.unknown_frees == 1 ? "a block" : "blocks")
+                   : "");
     fmt::print(out, "bytes allocated: {}\n", format_bytes(double(m.bytes_allocated)));
-    fmt::print(out, "peak heap: {} at {:.3f} s   peak RSS: {}   leaked: {} in {} blocks\n",
+    fmt::print(out, "peak heap: {} at {:.3f} s   peak RSS: {}   leaked: {} in {}\n",
                format_bytes(double(m.peak_heap)), m.peak_heap_time,
                m.peak_rss ? format_bytes(double(m.peak_rss)) : std::string("n/a"),
-               format_bytes(double(m.leaked_bytes)), m.leaked_blocks);
+               format_bytes(double(m.leaked_bytes)), count(m.leaked_blocks, "block", "blocks"));
     if (m.late_events)
         fmt::print(out, "note: {} records were older than records replayed before them (a writer "
                         "that did not keep the format's order); peak and timeline may be off by "
@@ -88,22 +99,31 @@ void print_memory(std::FILE* out, const MemoryReport& m, const MemoryOptions& o)
             print_stack(out, m.sites[mm.site], o);
         }
     }
-    section(out, m, o, "MOST CALLS TO ALLOCATION FUNCTIONS", [](const MemorySite& s) { return s.allocations; },
-            [](const MemorySite& s) {
-                return fmt::format("{} calls, {} allocated", s.allocations, format_bytes(double(s.bytes)));
-            });
-    section(out, m, o, "PEAK MEMORY CONSUMERS", [](const MemorySite& s) { return s.peak_bytes; },
-            [](const MemorySite& s) {
-                return fmt::format("{} live at the peak ({} calls)", format_bytes(double(s.peak_bytes)), s.allocations);
-            });
-    section(out, m, o, "MEMORY LEAKED", [](const MemorySite& s) { return s.leaked_bytes; },
-            [](const MemorySite& s) {
-                return fmt::format("{} leaked in {} blocks", format_bytes(double(s.leaked_bytes)), s.leaked_blocks);
-            });
-    section(out, m, o, "MOST TEMPORARY ALLOCATIONS", [](const MemorySite& s) { return s.temporary; },
-            [](const MemorySite& s) {
-                return fmt::format("{} temporary of {} calls", s.temporary, s.allocations);
-            });
+    section(
+        out, m, o, "MOST CALLS TO ALLOCATION FUNCTIONS",
+        [](const MemorySite& s) { return s.allocations; },
+        [](const MemorySite& s) {
+            return fmt::format("{}, {} allocated", count(s.allocations, "call", "calls"),
+                               format_bytes(double(s.bytes)));
+        });
+    section(
+        out, m, o, "PEAK MEMORY CONSUMERS", [](const MemorySite& s) { return s.peak_bytes; },
+        [](const MemorySite& s) {
+            return fmt::format("{} live at the peak ({})", format_bytes(double(s.peak_bytes)),
+                               count(s.allocations, "call", "calls"));
+        });
+    section(
+        out, m, o, "MEMORY LEAKED", [](const MemorySite& s) { return s.leaked_bytes; },
+        [](const MemorySite& s) {
+            return fmt::format("{} leaked in {}", format_bytes(double(s.leaked_bytes)),
+                               count(s.leaked_blocks, "block", "blocks"));
+        });
+    section(
+        out, m, o, "MOST TEMPORARY ALLOCATIONS", [](const MemorySite& s) { return s.temporary; },
+        [](const MemorySite& s) {
+            return fmt::format("{} temporary of {}", s.temporary,
+                               count(s.allocations, "call", "calls"));
+        });
     fmt::print(out, "\n");
 }
 
@@ -153,14 +173,37 @@ std::string xml_escape(std::string_view s) {
 
 } // namespace
 
-// Heap and resident memory over time, as `mprof plot` draws it: one self-contained SVG.
+namespace {
+
+// A "nice" tick step (1, 2 or 5 times a power of ten) that cuts `span` into about `n` parts.
+double nice_step(double span, int n) {
+    double raw = span / n;
+    double mag = std::pow(10.0, std::floor(std::log10(raw)));
+    double f = raw / mag;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+}
+
+} // namespace
+
+// Heap and resident memory over time, as `mprof plot` draws it: one self-contained SVG. Ticks
+// fall on 1-2-5 steps (of seconds, and of the byte unit that fits the peak), the axes end on a
+// tick, and the legend sits above the plot area, clear of the curves.
 void write_memory_plot(std::FILE* out, const MemoryReport& m, const std::string& title) {
-    const double w = 900, h = 420, left = 80, right = 20, top = 40, bottom = 50;
+    const double w = 900, h = 440, left = 80, right = 40, top = 64, bottom = 50;
     double tmax = 0, ymax = 0;
     for (const auto& series : {&m.heap_timeline, &m.rss_timeline})
         for (const auto& [t, v] : *series) tmax = std::max(tmax, t), ymax = std::max(ymax, v);
     if (tmax <= 0) tmax = 1;
     if (ymax <= 0) ymax = 1;
+    const double tstep = nice_step(tmax, 5);
+    tmax = std::ceil(tmax / tstep - 1e-9) * tstep;
+    // Bytes in the binary unit of the peak (B, KiB, MiB, ...), stepped 1-2-5 in that unit.
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    double scale = 1;
+    while (ymax / scale >= 1024 && u < 4) scale *= 1024, ++u;
+    const double ystep = nice_step(ymax / scale, 5) * scale;
+    ymax = std::ceil(ymax / ystep - 1e-9) * ystep;
     auto x = [&](double t) { return left + (w - left - right) * t / tmax; };
     auto y = [&](double v) { return h - bottom - (h - top - bottom) * v / ymax; };
     fmt::print(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -168,20 +211,25 @@ void write_memory_plot(std::FILE* out, const MemoryReport& m, const std::string&
                     "viewBox=\"0 0 {} {}\" font-family=\"sans-serif\" font-size=\"12\">\n",
                w, h, w, h);
     fmt::print(out, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    fmt::print(out, "<text x=\"{}\" y=\"22\" font-size=\"15\">{}</text>\n", left, xml_escape(title));
-    // Axes with five ticks each.
+    fmt::print(out, "<text x=\"{}\" y=\"22\" font-size=\"15\">{}</text>\n", left,
+               xml_escape(title));
     fmt::print(out, "<g stroke=\"#444\"><line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\"/>"
                     "<line x1=\"{0}\" y1=\"{3}\" x2=\"{0}\" y2=\"{1}\"/></g>\n",
                left, h - bottom, w - right, top);
-    for (int i = 0; i <= 5; ++i) {
-        double t = tmax * i / 5, v = ymax * i / 5;
-        fmt::print(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{:.3g} s</text>\n", x(t), h - bottom + 18, t);
-        fmt::print(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 6, y(v) + 4,
-                   format_bytes(v));
-        fmt::print(out, "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#ddd\"/>\n", left, y(v), w - right, y(v));
+    for (int i = 0; i * tstep <= tmax * (1 + 1e-9); ++i) {
+        double t = i * tstep;
+        fmt::print(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{:g} s</text>\n", x(t),
+                   h - bottom + 18, t);
+    }
+    for (int i = 0; i * ystep <= ymax * (1 + 1e-9); ++i) {
+        double v = i * ystep;
+        fmt::print(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:g} {}</text>\n", left - 6,
+                   y(v) + 4, v / scale, units[u]);
+        fmt::print(out, "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#ddd\"/>\n", left,
+                   y(v), w - right, y(v));
     }
     auto polyline = [&](const std::vector<std::pair<double, double>>& pts, const char* color,
-                        const char* name, int row) {
+                        const char* name, int col) {
         if (pts.empty()) return;
         // Steps: a value holds until the next sample (nothing was measured in between).
         fmt::print(out, "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"", color);
@@ -190,9 +238,12 @@ void write_memory_plot(std::FILE* out, const MemoryReport& m, const std::string&
             fmt::print(out, "{:.1f},{:.1f} ", x(pts[i].first), y(pts[i].second));
         }
         fmt::print(out, "\"><title>{}</title></polyline>\n", name);
-        fmt::print(out, "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"3\" fill=\"{}\"/>"
-                        "<text x=\"{}\" y=\"{}\">{}</text>\n",
-                   w - right - 220, top + 8 + 16 * row, color, w - right - 202, top + 13 + 16 * row, name);
+        // The legend: one row above the plot area, under the title.
+        double lx = left + 220 * col;
+        fmt::print(out,
+                   "<g class=\"legend\"><rect x=\"{}\" y=\"{}\" width=\"12\" height=\"3\" "
+                   "fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text></g>\n",
+                   lx, top - 20, color, lx + 18, top - 15, name);
     };
     polyline(m.rss_timeline, "#d62728", "resident set size (RSS)", 0);
     polyline(m.heap_timeline, "#1f77b4", "heap (live blocks)", 1);

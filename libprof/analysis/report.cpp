@@ -83,9 +83,21 @@ std::string ncalls_text(const Stats& s) {
                                 : fmt::format("{}/{}", s.ncalls, s.pcalls);
 }
 
-std::string fixed(double v, int precision) {
-    return fmt::format("{:8.{}f}", v, precision);
+std::string fixed(double v, int precision, size_t width = 8) {
+    return fmt::format("{:{}.{}f}", v, width, precision);
 }
+
+// Widths of the ncalls and time columns: pstats' 9 and 8, or wider when a value needs it
+// (--precision 9, hours of time, billions of calls), so that values stay under their headers.
+struct Widths {
+    size_t ncalls = 9, time = 8;
+    void fit(const Stats& s, int precision, bool per_call) {
+        ncalls = std::max(ncalls, ncalls_text(s).size());
+        double widest = std::max(s.tottime, s.cumtime);
+        if (per_call) widest = std::max(widest, s.pcalls ? s.cumtime / double(s.pcalls) : 0);
+        time = std::max(time, fmt::format("{:.{}f}", widest, precision).size());
+    }
+};
 
 // Names in a trace come from the traced program: never let them reach the terminal raw.
 std::string shown_label(const Function& f, bool full_paths) {
@@ -103,15 +115,20 @@ void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
     std::vector<size_t> rows = selected(p, o);
     if (!o.filter.empty() || (o.limit && rows.size() < p.functions.size()))
         fmt::print(out, "   List reduced from {} to {} due to restriction\n", p.functions.size(), rows.size());
-    fmt::print(out, "\n   ncalls  tottime  percall  cumtime  percall filename:lineno(function)\n");
+    Widths w;
+    for (size_t i : rows) w.fit(p.functions[i].stats, o.precision, true);
+    fmt::print(out, "\n{:>{}} {:>{}} {:>{}} {:>{}} {:>{}} filename:lineno(function)\n", "ncalls",
+               w.ncalls, "tottime", w.time, "percall", w.time, "cumtime", w.time, "percall",
+               w.time);
     for (size_t i : rows) {
         const Function& f = p.functions[i];
         const Stats& s = f.stats;
         double per_tot = s.ncalls ? s.tottime / double(s.ncalls) : 0;
         double per_cum = s.pcalls ? s.cumtime / double(s.pcalls) : 0;
-        fmt::print(out, "{:>9} {} {} {} {} {}\n", ncalls_text(s), fixed(s.tottime, o.precision),
-                   fixed(per_tot, o.precision), fixed(s.cumtime, o.precision),
-                   fixed(per_cum, o.precision), shown_label(f, o.full_paths));
+        fmt::print(out, "{:>{}} {} {} {} {} {}\n", ncalls_text(s), w.ncalls,
+                   fixed(s.tottime, o.precision, w.time), fixed(per_tot, o.precision, w.time),
+                   fixed(s.cumtime, o.precision, w.time), fixed(per_cum, o.precision, w.time),
+                   shown_label(f, o.full_paths));
     }
     fmt::print(out, "\n");
 }
@@ -127,8 +144,14 @@ void print_callers(std::FILE* out, const Profile& p, const TableOptions& o, bool
     for (size_t i : rows) width = std::max(width, shown_label(p.functions[i], o.full_paths).size());
     width = std::max<size_t>(width, 24);
     const char* arrow = callees ? "->" : "<-";
+    Widths w;
+    w.ncalls = 10;
+    for (size_t i : rows)
+        for (const Edge& e : p.edges)
+            if ((callees ? e.caller : e.callee) == i) w.fit(e.stats, o.precision, false);
     fmt::print(out, "{:<{}}  {}\n", "Function", width + 3, callees ? "called..." : "was called by...");
-    fmt::print(out, "{:<{}}     ncalls  tottime  cumtime\n", "", width + 3);
+    fmt::print(out, "{:<{}} {:>{}} {:>{}} {:>{}}\n", "", width + 3, "ncalls", w.ncalls, "tottime",
+               w.time, "cumtime", w.time);
     for (size_t i : rows) {
         std::vector<const Edge*> links;
         for (const Edge& e : p.edges)
@@ -146,9 +169,10 @@ void print_callers(std::FILE* out, const Profile& p, const TableOptions& o, bool
             size_t other = callees ? e->callee : e->caller;
             std::string name = other == kRoot ? std::string("<thread start>")
                                               : shown_label(p.functions[other], o.full_paths);
-            fmt::print(out, "{:<{}} {} {:>10} {} {}  {}\n", first ? head : "", width, first ? arrow : "  ",
-                       ncalls_text(e->stats), fixed(e->stats.tottime, o.precision),
-                       fixed(e->stats.cumtime, o.precision), name);
+            fmt::print(out, "{:<{}} {} {:>{}} {} {}  {}\n", first ? head : "", width,
+                       first ? arrow : "  ", ncalls_text(e->stats), w.ncalls,
+                       fixed(e->stats.tottime, o.precision, w.time),
+                       fixed(e->stats.cumtime, o.precision, w.time), name);
             first = false;
         }
     }
@@ -235,6 +259,46 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
                         "\"events\": {}, \"dropped\": {}, \"abandoned_frames\": {}, \"seconds\": {:.9f}}}",
                    t ? "," : "", th.trace, th.stream, th.tid, json_escape(th.name), th.events,
                    th.dropped, th.abandoned, th.seconds);
+    }
+    fmt::print(out, "\n  ]\n}}\n");
+}
+
+void print_thread_documents(std::FILE* out, const std::vector<ThreadDocument>& docs,
+                            const std::string& format) {
+    if (format == "csv") {
+        bool header = false;
+        for (const ThreadDocument& d : docs) {
+            size_t at = 0;
+            for (bool first = true; at < d.text.size(); first = false) {
+                size_t nl = d.text.find('\n', at);
+                if (nl == std::string::npos) nl = d.text.size();
+                std::string_view line(d.text.data() + at, nl - at);
+                at = nl + 1;
+                if (first) { // each thread's document starts with the same header
+                    if (!header) fmt::print(out, "tid,{}\n", line);
+                    header = true;
+                } else {
+                    fmt::print(out, "{},{}\n", d.thread.tid, line);
+                }
+            }
+        }
+        return;
+    }
+    fmt::print(out, "{{\n  \"threads\": [");
+    for (size_t i = 0; i < docs.size(); ++i) {
+        const ThreadDocument& d = docs[i];
+        std::string_view body = d.text;
+        // The thread's own object without its braces: its fields follow the thread's.
+        size_t open = body.find('{'), close = body.rfind('}');
+        body = open == std::string_view::npos || close == std::string_view::npos || close < open
+                   ? std::string_view()
+                   : body.substr(open + 1, close - open - 1);
+        while (!body.empty() && (body.back() == '\n' || body.back() == ' ')) body.remove_suffix(1);
+        bool fields = body.find_first_not_of(" \n") != std::string_view::npos;
+        fmt::print(
+            out, "{}\n  {{\"tid\": {}, \"stream\": {}, \"trace\": {}, \"name\": \"{}\"{}{}\n  }}",
+            i ? "," : "", d.thread.tid, d.thread.stream, d.thread.trace, json_escape(d.thread.name),
+            fields ? "," : "", fields ? body : std::string_view());
     }
     fmt::print(out, "\n  ]\n}}\n");
 }

@@ -35,6 +35,16 @@ void print_csv(std::FILE* out, const Profile& p, const TableOptions& o);
 // JSON document: traces, totals, functions (name, symbol, module, file, line, ncalls,
 // primitive_calls, tottime, cumtime, ...), threads.
 void print_json(std::FILE* out, const Profile& p, const TableOptions& o);
+// Views rendered per thread (--threads), combined into one document. JSON: an object with a
+// `threads` array; each entry holds the thread's `tid`, `stream`, `trace` (index) and `name`,
+// then the fields of the thread's own document. CSV: the header once, with a leading `tid`
+// column, then every thread's rows. `text` is the document the view prints for one thread.
+struct ThreadDocument {
+    ThreadSummary thread;
+    std::string text;
+};
+void print_thread_documents(std::FILE* out, const std::vector<ThreadDocument>& docs,
+                            const std::string& format);
 // Notes about the data (incomplete trace, dropped events, ...), one line each, for stderr.
 std::vector<std::string> data_warnings(const Profile& p);
 

@@ -7,7 +7,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <regex>
 #include <string>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <vector>
 
 using prof::test::run;
 using prof::test::temp_path;
@@ -25,6 +30,42 @@ std::string fib_trace() {
 }
 
 size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream(path) << text;
+}
+
+// A copy of the fib trace whose header is fine but whose first chunk is garbage: only reading
+// it to the end finds out.
+std::string corrupt_trace() {
+    static const std::string path = [] {
+        std::string bytes = prof::test::slurp(fib_trace());
+        for (size_t i = 4200; i < 4600 && i < bytes.size(); ++i) bytes[i] = char(0xff);
+        std::string p = temp_path("cli-corrupt.trace");
+        write_file(p, bytes);
+        return p;
+    }();
+    return path;
+}
+
+// The files of a directory (temporary files left behind show up here).
+std::vector<std::string> files_in(const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// Runs profreport with writes limited to 512 bytes per file (RLIMIT_FSIZE; SIGXFSZ ignored, so
+// a write past it fails with EFBIG): its outputs fail, its short error line still gets out.
+prof::test::RunResult run_small_files(const std::vector<std::string>& args,
+                                      const std::string& stdout_to = "") {
+    std::string cmd = "trap '' XFSZ; ulimit -f 1; exec";
+    for (const std::string& a : args) cmd += " '" + a + "'";
+    if (!stdout_to.empty()) cmd += " > '" + stdout_to + "'";
+    return run({"/bin/sh", "-c", cmd});
+}
 
 } // namespace
 
@@ -160,4 +201,233 @@ TEST_CASE("progress on a terminal only") {
     // script(1) gives profreport a pseudo-terminal as standard error.
     auto tty = run({"/usr/bin/script", "-qc", std::string(PROFREPORT) + " " + trace + " > /dev/null", "/dev/null"});
     CHECK(tty.out.find("profreport: reading") != std::string::npos);
+}
+
+TEST_CASE("output files: a failed run never removes, truncates or half-writes them") {
+    const std::string dir = temp_path("outputs");
+    std::filesystem::create_directories(dir);
+    const std::string kept = dir + "/kept";
+    const std::string mem = temp_path("cli-mem.trace");
+    REQUIRE(run({PROFRUN, "--mem", "-q", "-f", "-o", mem, "--", PROF_SAMPLE_THREADS}).exit_code ==
+            0);
+
+    // An unreadable trace: the existing output stays as it was, for every way of naming one.
+    for (const std::string& trace : {temp_path("nope.trace"), corrupt_trace()})
+        for (std::vector<std::string> argv : {
+                 std::vector<std::string>{"--export", "chrome", "-o", kept},
+                 {"--export", "speedscope", "-o", kept},
+                 {"--export", "collapsed", "-o", kept},
+                 {"--flamegraph", kept},
+                 {"--html", kept},
+                 {"-o", kept},
+                 {"--tree", "-o", kept},
+             }) {
+            write_file(kept, "keep");
+            argv.insert(argv.begin(), PROFREPORT);
+            argv.push_back(trace);
+            auto r = run(argv);
+            CHECK_MESSAGE(r.exit_code == 1, argv[1]);
+            CHECK(lines(r.err) == 1);
+            CHECK_MESSAGE(prof::test::slurp(kept) == "keep", argv[1], " ", trace);
+            CHECK(files_in(dir) == std::vector<std::string>{"kept"});
+        }
+
+    // A write that fails: one line naming the file, exit 1, the old file intact, no temporary
+    // file left.
+    for (std::vector<std::string> argv : {
+             std::vector<std::string>{"--flamegraph", kept, fib_trace()},
+             {"--html", kept, fib_trace()},
+             {"--export", "chrome", "-o", kept, fib_trace()},
+             {"--format", "json", "-o", kept, fib_trace()},
+             {"--memory", "--flamegraph", kept, mem},
+             {"--memory", "--plot", kept, mem},
+         }) {
+        write_file(kept, "keep");
+        argv.insert(argv.begin(), PROFREPORT);
+        auto r = run_small_files(argv);
+        CHECK_MESSAGE(r.exit_code == 1, argv[1], " ", r.err);
+        CHECK(lines(r.err) == 1);
+        CHECK_MESSAGE(r.err.find("cannot write " + kept + ": File too large") != std::string::npos,
+                      r.err);
+        CHECK(prof::test::slurp(kept) == "keep");
+        CHECK(files_in(dir) == std::vector<std::string>{"kept"});
+    }
+    // Standard output that fails.
+    auto out = run_small_files({PROFREPORT, "--format", "json", fib_trace()}, dir + "/stdout");
+    CHECK(out.exit_code == 1);
+    CHECK(out.err.find("cannot write standard output: File too large") != std::string::npos);
+    std::filesystem::remove(dir + "/stdout");
+
+    // Success replaces the file, keeping its mode.
+    write_file(kept, "keep");
+    std::filesystem::permissions(kept, std::filesystem::perms(0640));
+    REQUIRE(run({PROFREPORT, "--flamegraph", kept, fib_trace()}).exit_code == 0);
+    CHECK(prof::test::slurp(kept).rfind("<?xml", 0) == 0);
+    CHECK(std::filesystem::status(kept).permissions() == std::filesystem::perms(0640));
+    CHECK(files_in(dir) == std::vector<std::string>{"kept"});
+
+    // A fifo is written in place and stays a fifo.
+    const std::string fifo = dir + "/fifo", got = dir + "/got";
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    auto piped = run({"/bin/sh", "-c",
+                      "cat '" + fifo + "' > '" + got + "' & '" + PROFREPORT + "' --flamegraph '" +
+                          fifo + "' '" + fib_trace() + "'; s=$?; wait; exit $s"});
+    CHECK_MESSAGE(piped.exit_code == 0, piped.err);
+    CHECK(std::filesystem::is_fifo(fifo));
+    CHECK(prof::test::slurp(got).find("</svg>") != std::string::npos);
+
+    // A device that is always full (made here, needs privileges): every output fails with one
+    // line naming it, and the node stays.
+    const std::string node = dir + "/full";
+    if (mknod(node.c_str(), S_IFCHR | 0600, makedev(1, 7)) != 0) {
+        MESSAGE("skipped the full-device half: mknod needs privileges");
+        return;
+    }
+    for (std::vector<std::string> argv : {
+             std::vector<std::string>{"--flamegraph", node, fib_trace()},
+             {"--html", node, fib_trace()},
+             {"-o", node, fib_trace()},
+             {"--export", "chrome", "-o", node, fib_trace()},
+             {"--export", "chrome", "-o", node, corrupt_trace()},
+             {"--memory", "--flamegraph", node, mem},
+             {"--memory", "--plot", node, mem},
+         }) {
+        argv.insert(argv.begin(), PROFREPORT);
+        auto r = run(argv);
+        CHECK_MESSAGE(r.exit_code == 1, argv[1]);
+        CHECK(lines(r.err) == 1);
+        if (argv.back() != corrupt_trace())
+            CHECK_MESSAGE(r.err.find("cannot write " + node + ": No space left on device") !=
+                              std::string::npos,
+                          r.err);
+        CHECK(std::filesystem::is_character_file(node));
+    }
+    auto full_stdout =
+        run({"/bin/sh", "-c", std::string(PROFREPORT) + " '" + fib_trace() + "' > '" + node + "'"});
+    CHECK(full_stdout.exit_code == 1);
+    CHECK(full_stdout.err.find("cannot write standard output: No space left on device") !=
+          std::string::npos);
+    CHECK(std::filesystem::is_character_file(node));
+}
+
+TEST_CASE("an output that is one of the traces is refused") {
+    std::string trace = temp_path("cli-self.trace");
+    std::filesystem::copy_file(fib_trace(), trace);
+    std::string link = temp_path("cli-self-link.trace");
+    std::filesystem::create_hard_link(trace, link);
+    const std::string before = prof::test::slurp(trace);
+    for (std::vector<std::string> argv : {
+             std::vector<std::string>{"-o", trace, trace},
+             {"-o", link, trace},
+             {"--flamegraph", link, trace},
+             {"--html", trace, trace},
+             {"--export", "chrome", "-o", link, trace},
+         }) {
+        argv.insert(argv.begin(), PROFREPORT);
+        auto r = run(argv);
+        CHECK_MESSAGE(r.exit_code == 2, argv[1], " ", argv[2]);
+        CHECK(lines(r.err) == 1);
+        CHECK(r.err.find("refusing to overwrite it") != std::string::npos);
+    }
+    CHECK(prof::test::slurp(trace) == before);
+    std::string svg = temp_path("cli-twice.svg");
+    auto twice = run({PROFREPORT, "--memory", "--plot", svg, "-o", svg, trace});
+    CHECK(twice.exit_code == 2);
+    CHECK(twice.err.find("-o and --plot name the same file") != std::string::npos);
+}
+
+TEST_CASE("options a report would ignore are refused; --limit 0 is no limit") {
+    std::string svg = temp_path("cli-ignored.svg");
+    for (std::vector<std::string> argv : {
+             std::vector<std::string>{"--memory", "--thread", "1"},
+             {"--memory", "--threads"},
+             {"--memory", "--match", "main"},
+             {"--memory", "--callers", "main"},
+             {"--memory", "--sort", "tottime"},
+             {"--memory", "--format", "csv"},
+             {"--plot", svg},
+             {"--lines", "--memory", "--plot", svg},
+             {"--unit", "1e-6"},
+             {"--lines", "--callers", "main"},
+             {"--export", "chrome", "--format", "csv"},
+             {"--flamegraph", svg, "--format", "csv"},
+             {"--flamegraph", svg, "-o", svg + ".2"},
+             {"--callers", "main", "--format", "json"},
+             {"--source-dir", "/"},
+         }) {
+        argv.insert(argv.begin(), PROFREPORT);
+        argv.push_back(fib_trace());
+        auto r = run(argv);
+        CHECK_MESSAGE(r.exit_code == 2, argv[1], " ", argv[2]);
+        CHECK_MESSAGE(lines(r.err) == 1, r.err);
+        CHECK(r.out.empty());
+    }
+    CHECK_FALSE(std::filesystem::exists(svg));
+    // A source directory that does not exist: a warning, the report all the same.
+    auto nodir = run({PROFREPORT, "--lines", "--source-dir", "/nonexistent-dir", fib_trace()});
+    CHECK(nodir.exit_code == 0);
+    CHECK(nodir.err.find("--source-dir /nonexistent-dir: not a directory") != std::string::npos);
+    // --limit 0: every row, as --help says.
+    CHECK(run({PROFREPORT, "--help"}).out.find("print at most N rows (0: no limit)") !=
+          std::string::npos);
+    auto all = run({PROFREPORT, "-n", "0", fib_trace()});
+    CHECK(all.exit_code == 0);
+    CHECK(all.out.find("(main)") != std::string::npos);
+    CHECK(all.out.find("(fib(int))") != std::string::npos);
+}
+
+TEST_CASE("--precision 9 keeps the columns under their headers") {
+    for (const char* precision : {"3", "9"}) {
+        auto r = run({PROFREPORT, "--precision", precision, fib_trace()});
+        REQUIRE(r.exit_code == 0);
+        std::istringstream in(r.out);
+        std::string line, header;
+        size_t rows = 0;
+        while (std::getline(in, line)) {
+            if (line.find("filename:lineno(function)") != std::string::npos)
+                header = line;
+            else if (!header.empty() && !line.empty()) {
+                ++rows;
+                // Each value ends where its header ends; the names start where theirs does.
+                CHECK_MESSAGE(line.find("fib.cpp:") == header.find("filename:"), line);
+                for (const char* col : {"ncalls", "tottime", "cumtime"}) {
+                    size_t end = header.find(col) + std::string(col).size();
+                    CHECK_MESSAGE(line[end - 1] != ' ', precision, ": ", line);
+                    CHECK_MESSAGE(line[end] == ' ', precision, ": ", line);
+                }
+            }
+        }
+        CHECK(rows == 2);
+    }
+}
+
+TEST_CASE("a trace that stopped before its threads ended: line counts were never written") {
+    std::string trace = temp_path("cli-lines.trace");
+    REQUIRE(run({PROF_TEST_LINES}, {{"PROF_OUT", trace}}).exit_code == 0);
+    auto whole = run({PROFREPORT, "--lines", trace});
+    CHECK(whole.out.find("Line #") != std::string::npos);
+    // Line counts are written when a thread ends: a copy of the first chunk only has none.
+    std::string full = prof::test::slurp(trace), cut = temp_path("cli-lines-cut.trace");
+    write_file(cut, full.substr(0, 4096 + 262144));
+    auto r = run({PROFREPORT, "--lines", cut});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("No marked lines") == std::string::npos);
+    CHECK(r.out.find("No line counts in this trace: they are written when each thread ends, and " +
+                     cut + " is incomplete") != std::string::npos);
+    // A finished trace without marks still says to mark code.
+    auto unmarked = run({PROFREPORT, "--lines", fib_trace()});
+    CHECK(unmarked.out.find("No marked lines in this trace: mark code with PROF_LINE") !=
+          std::string::npos);
+}
+
+TEST_CASE("a trace with allocations but no calls points to --memory") {
+    std::string trace = temp_path("cli-memonly.trace");
+    REQUIRE(
+        run({PROFRUN, "--mem", "-q", "-f", "-o", trace, "--", PROF_TEST_ALLOC_AMOUNT}).exit_code ==
+        0);
+    auto r = run({PROFREPORT, trace});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("0 function calls") != std::string::npos);
+    CHECK(r.out.find("see its allocations: profreport --memory.") != std::string::npos);
+    CHECK(run({PROFREPORT, fib_trace()}).out.find("profreport --memory") == std::string::npos);
 }

@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <regex>
 #include <sstream>
@@ -420,6 +422,95 @@ TEST_CASE("diff --memory: per-site deltas, exit status flips at --fail-above") {
     CHECK(none.err.find("no allocation data in the base trace") != std::string::npos);
     auto metric = run({PROFREPORT, "diff", "--memory", "--metric", "ncalls", ten, twelve});
     CHECK(metric.exit_code == 2);
+}
+
+TEST_CASE("diff --memory: a new site is new in every column; counts of one are singular") {
+    std::string ten = mem_trace("amount-10-b.trace", {PROF_TEST_ALLOC_AMOUNT, "10"});
+    std::string leak = mem_trace("amount-10-leak-b.trace", {PROF_TEST_ALLOC_AMOUNT, "10", "500"});
+    // keep() is new: its one block is allocated after grow()'s peak, so it has no bytes at the
+    // peak in either run, and is still new there, not "+0.0%".
+    auto d = run({PROFREPORT, "diff", "--memory", ten, leak});
+    REQUIRE_MESSAGE(d.exit_code == 0, d.err);
+    std::smatch m;
+    REQUIRE(std::regex_search(d.out, m, std::regex(R"([^\n]*keep\(unsigned long\)[^\n]*)")));
+    std::string row = m[0];
+    CHECK_MESSAGE(
+        std::regex_search(row,
+                          std::regex(R"(^ +- +1 +new +- +500 +new +- +0 +new +- +500 +new  keep)")),
+        row);
+    auto j = run({PROFREPORT, "diff", "--memory", "--format", "json", ten, leak});
+    REQUIRE(std::regex_search(j.out, m, std::regex(R"re(\{"stack": \["keep[^\n]*)re")));
+    row = m[0];
+    CHECK(row.find("\"peak\": {\"base\": 0, \"new\": 0, \"change_percent\": null}") !=
+          std::string::npos);
+
+    // The report of the leaking run: one call and one block are singular.
+    auto r = run({PROFREPORT, "--memory", leak});
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("  1 call, 500 B allocated\n") != std::string::npos);
+    CHECK(r.out.find("  500 B leaked in 1 block\n") != std::string::npos);
+    CHECK(r.out.find(" 1 calls") == std::string::npos);
+    CHECK(r.out.find(" 1 blocks") == std::string::npos);
+    size_t sites = site_count(leak);
+    REQUIRE(sites > 1);
+    auto cut = run({PROFREPORT, "--memory", "-n", std::to_string(sites - 1), leak});
+    CHECK(cut.out.find("  ... and 1 more site\n") != std::string::npos);
+    CHECK(cut.out.find("1 more sites") == std::string::npos);
+    auto all = run({PROFREPORT, "--memory", "-n", "0", leak}); // 0: no limit
+    CHECK(all.out.find("more site") == std::string::npos);
+}
+
+TEST_CASE("profreport --memory --plot: 1-2-5 ticks, legend above the curves, labels inside") {
+    std::string svg = temp_path("mv-plot.svg");
+    auto r = run({PROFREPORT, "--memory", "--plot", svg, threads_mem_trace()});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::string text = slurp(svg);
+    std::smatch m;
+    REQUIRE(std::regex_search(text, m, std::regex(R"re(<svg [^>]*width="(\d+)")re")));
+    const double width = std::stod(m[1]);
+    // A step is 1, 2 or 5 times a power of ten, and every tick a whole number of steps.
+    auto check_ticks = [](const std::vector<double>& v, const char* what) {
+        REQUIRE_MESSAGE(v.size() >= 3, what);
+        double step = v[1] - v[0];
+        CHECK(v[0] == 0);
+        double mag = std::pow(10.0, std::floor(std::log10(step) + 1e-9));
+        double f = step / mag;
+        CHECK_MESSAGE((std::abs(f - 1) < 1e-6 || std::abs(f - 2) < 1e-6 || std::abs(f - 5) < 1e-6),
+                      what, " step ", step);
+        for (size_t i = 0; i < v.size(); ++i)
+            CHECK_MESSAGE(std::abs(v[i] - double(i) * step) < step * 1e-6, what, " tick ", v[i]);
+    };
+    std::vector<double> times, bytes, time_x, grid_y;
+    std::regex tx(R"re(<text x="([\d.]+)" y="[\d.]+" text-anchor="middle">([\d.e+-]+) s</text>)re");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), tx); it != std::sregex_iterator();
+         ++it)
+        times.push_back(std::stod((*it)[2])), time_x.push_back(std::stod((*it)[1]));
+    std::regex ty(R"re(text-anchor="end">([\d.e+-]+) (B|KiB|MiB|GiB)</text>)re");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), ty); it != std::sregex_iterator();
+         ++it)
+        bytes.push_back(std::stod((*it)[1]));
+    check_ticks(times, "time");
+    check_ticks(bytes, "bytes");
+    // The last time label (centred on its tick) fits in the picture.
+    CHECK(time_x.back() + 30 <= width);
+    std::regex grid(
+        R"re(<line x1="[\d.]+" y1="([\d.]+)" x2="[\d.]+" y2="[\d.]+" stroke="#ddd"/>)re");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), grid);
+         it != std::sregex_iterator(); ++it)
+        grid_y.push_back(std::stod((*it)[1]));
+    REQUIRE(!grid_y.empty());
+    const double plot_top = *std::min_element(grid_y.begin(), grid_y.end());
+    // The legend's entries sit above the plot area.
+    std::regex legend(
+        R"re(<rect x="[\d.]+" y="([\d.]+)" width="12" height="3"[^>]*/><text x="[\d.]+" y="([\d.]+)">)re");
+    size_t entries = 0;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), legend);
+         it != std::sregex_iterator(); ++it) {
+        ++entries;
+        CHECK(std::stod((*it)[1]) + 3 < plot_top);
+        CHECK(std::stod((*it)[2]) < plot_top);
+    }
+    CHECK(entries == 2);
 }
 
 #ifdef PROF_SANITIZER_BUILD

@@ -12,10 +12,15 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <tuple>
 
 using prof::test::run;
 using prof::test::slurp;
@@ -391,6 +396,67 @@ TEST_CASE("diff: per-function deltas, exit status flips at --fail-above") {
     CHECK(lines(csv.out) == 3);
 }
 
+TEST_CASE("--threads --format json and csv: one document, each thread with its tid") {
+    auto info = run({PROFREPORT, "--info", threads_trace()});
+    REQUIRE(info.exit_code == 0);
+    const size_t nthreads = count(info.out, "\nthread:");
+    REQUIRE(nthreads > 1);
+    std::string lt = trace_of("views-threads-lines.trace", {PROF_TEST_LINES});
+    std::string python = which("python3");
+    // One JSON object: a `threads` array, each entry with its tid and the thread's own fields.
+    const std::string check = "import json,sys\n"
+                              "d = json.load(open(sys.argv[1]))\n"
+                              "t = d['threads']\n"
+                              "print(len(t), len({x['tid'] for x in t}), "
+                              "all(sys.argv[2] in x and x['tid'] > 0 for x in t))\n";
+    for (auto [trace, view, key, threads] :
+         {std::tuple{threads_trace(), "", "functions", nthreads},
+          std::tuple{lt, "--lines", "lines", size_t(3)}}) { // lines: main and two workers
+        std::vector<std::string> argv{PROFREPORT, "--threads", "--format", "json", trace};
+        if (*view) argv.insert(argv.begin() + 1, view);
+        auto r = run(argv);
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(r.out.rfind("{\n  \"threads\": [", 0) == 0);
+        CHECK(count(r.out, "\n}\n") == 1); // one document, ended once
+        if (python.empty()) {
+            MESSAGE("skipped parsing the JSON: no python3");
+            continue;
+        }
+        std::string file = temp_path(std::string("threads-") + key + ".json");
+        std::ofstream(file) << r.out;
+        auto parsed = run({python, "-c", check, file, key});
+        CHECK_MESSAGE(parsed.out ==
+                          std::to_string(threads) + " " + std::to_string(threads) + " True\n",
+                      parsed.out, parsed.err);
+    }
+    // Without --threads the single document keeps its shape.
+    auto single = run({PROFREPORT, "--format", "json", threads_trace()});
+    CHECK(single.out.rfind("{\n  \"traces\": [", 0) == 0);
+
+    // CSV: one header with a leading tid column, every row starting with a thread's tid.
+    auto csv = run({PROFREPORT, "--threads", "--format", "csv", threads_trace()});
+    REQUIRE(csv.exit_code == 0);
+    CHECK(csv.out.rfind("tid,ncalls,primitive_calls,tottime,", 0) == 0);
+    CHECK(count(csv.out, "ncalls,") == 1);
+    std::istringstream in(csv.out);
+    std::string line;
+    std::getline(in, line);
+    std::set<std::string> tids;
+    size_t rows = 0;
+    while (std::getline(in, line)) {
+        ++rows;
+        std::string tid = line.substr(0, line.find(','));
+        CHECK_MESSAGE(!tid.empty(), line);
+        CHECK_MESSAGE(tid.find_first_not_of("0123456789") == std::string::npos, line);
+        tids.insert(tid);
+    }
+    CHECK(rows > nthreads);
+    CHECK(tids.size() == nthreads);
+    auto lcsv = run({PROFREPORT, "--lines", "--threads", "--format", "csv", lt});
+    CHECK(lcsv.out.rfind("tid,file,function,line,kind,hits,", 0) == 0);
+    CHECK(count(lcsv.out, "file,function,") == 1);
+}
+
 TEST_CASE("--format csv for callers, callees and lines") {
     // The regexes match the full path: `\(fib` is the function, `fib` would match main too.
     auto callers = run({PROFREPORT, "--callers", "\\(fib", "--format", "csv", fib15()});
@@ -424,10 +490,18 @@ TEST_CASE("views: bad usage and unwritable outputs give one line and a non-zero 
     auto html = run({PROFREPORT, "--html", "/nonexistent-dir/x.html", fib15()});
     CHECK(html.exit_code == 1);
     CHECK(one_line(html));
-    if (std::filesystem::exists("/dev/full")) {
-        auto full = run({PROFREPORT, "--export", "chrome", "-o", "/dev/full", fib15()});
+    // A device that is always full, made here (never /dev/full itself): one line naming it,
+    // and the node stays.
+    std::string node = temp_path("views-full");
+    if (mknod(node.c_str(), S_IFCHR | 0600, makedev(1, 7)) == 0) {
+        auto full = run({PROFREPORT, "--export", "chrome", "-o", node, fib15()});
         CHECK(full.exit_code == 1);
-        CHECK(full.err.find("write error on /dev/full") != std::string::npos);
+        CHECK(one_line(full));
+        CHECK(full.err.find("cannot write " + node + ": No space left on device") !=
+              std::string::npos);
+        CHECK(std::filesystem::is_character_file(node));
+    } else {
+        MESSAGE("skipped the full-device check: mknod needs privileges");
     }
     // A missing trace leaves no half-written output behind.
     std::string partial = temp_path("partial.json");

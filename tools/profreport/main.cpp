@@ -9,17 +9,24 @@
 #include "analysis/views/replay.hpp"
 #include "analysis/views/timeline.hpp"
 #include "common/tool_log.hpp"
+#include "reader/trace_reader.hpp"
 
 #include <fmt/format.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <regex>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace {
@@ -36,7 +43,7 @@ options:
   -s, --sort KEY        order rows by KEY: cumtime (default), tottime, ncalls, pcalls, name,
                         file, line, nfl, stdname; pstats aliases work too (cumulative, time,
                         calls, filename, module)
-  -n, --limit N         print at most N rows
+  -n, --limit N         print at most N rows (0: no limit)
   -m, --match REGEX     only functions whose `path:line(function)` (full path) matches REGEX
       --lines           line_profiler's view: per function with PROF_LINE/PROF_SCOPE/
                         PROF_FUNCTION sites, hits and time per source line
@@ -44,15 +51,19 @@ options:
                         peak heap and RSS, leaks, temporaries, top sites with stacks
                         (--limit sites per section); with --lines, memory_profiler's
                         view (Mem usage, Increment, Occurrences per line)
-      --plot FILE       with --memory: draw heap and RSS over time into FILE (SVG)
+      --plot FILE       with --memory (without --lines): draw heap and RSS over time into
+                        FILE (SVG)
       --unit SECONDS    timer unit of --lines (default 1e-9)
       --source-dir DIR  also look for source files in DIR (repeatable)
       --callers REGEX   who called the matching functions (pstats print_callers)
       --callees REGEX   what the matching functions called (pstats print_callees)
-      --threads         one table per thread instead of one merged table
+      --threads         one table per thread instead of one merged table (JSON: one
+                        document with a `threads` array; CSV: one header and a `tid` column)
       --thread TID      only the thread with this kernel thread id
   -f, --format FORMAT   text (default), json or csv
-  -o, --output FILE     write the report to FILE instead of standard output
+  -o, --output FILE     write the report to FILE instead of standard output; FILE (like
+                        the files of --flamegraph, --html and --plot) is replaced only once
+                        the whole report was written, and never when it is one of the traces
       --no-compensation do not subtract the runtime's own cost per call and per marked line
                         (measured when the program started) from the times
       --full-paths      keep directories in file names
@@ -126,6 +137,7 @@ struct Args {
     std::string callers, callees, format = "text", output;
     std::optional<uint32_t> thread;
     bool threads = false, info = false, lines = false, memory = false, raw = false;
+    bool limit_given = false, sort_given = false, unit_given = false;
     std::string plot;
     analysis::LineOptions line;
     ViewArgs view; // views and exports
@@ -275,6 +287,74 @@ void check_view_args(Args& a) {
         throw UsageError{"--format json is not available for --tree and --export"};
 }
 
+// Options that the report given would silently ignore are refused, one line each.
+void check_report_args(const Args& a) {
+    const ViewArgs& v = a.view;
+    const bool view = v.active();
+    const bool memory_report = a.memory && !a.lines && !view; // the --memory text/JSON report
+    if (!a.plot.empty() && !memory_report)
+        throw UsageError{"--plot applies to --memory (not with --lines or a view)"};
+    if (a.unit_given && !a.lines) throw UsageError{"--unit applies to --lines"};
+    if (!a.line.source_dirs.empty() && !a.lines && v.html.empty())
+        throw UsageError{"--source-dir applies to --lines and --html"};
+    if (a.lines && (!a.callers.empty() || !a.callees.empty()))
+        throw UsageError{"--callers and --callees do not apply to --lines"};
+    if (memory_report) {
+        if (a.threads || a.thread)
+            throw UsageError{"allocation sites are per process: --threads and --thread do not "
+                             "apply to --memory (they do to --lines --memory)"};
+        if (!a.table.filter.empty())
+            throw UsageError{"--match does not apply to --memory (it does to --lines --memory)"};
+        if (!a.callers.empty() || !a.callees.empty())
+            throw UsageError{"--callers and --callees do not apply to --memory"};
+        if (a.sort_given)
+            throw UsageError{"--sort does not apply to --memory (each section has its order)"};
+        if (a.format == "csv") throw UsageError{"--memory prints text or --format json"};
+    }
+    if (a.info && (a.format != "text" || a.lines || a.memory || a.threads || a.thread ||
+                   !a.callers.empty() || !a.callees.empty()))
+        throw UsageError{"--info describes the trace as text and takes no other view"};
+    if (!view && a.format == "json" && (!a.callers.empty() || !a.callees.empty()))
+        throw UsageError{"--format json is not available for --callers and --callees"};
+    if (!view && a.format == "csv" && !a.callers.empty() && !a.callees.empty())
+        throw UsageError{"--format csv takes one of --callers and --callees at a time"};
+    if (a.format != "text" && (!v.flamegraph.empty() || !v.html.empty() || !v.exporter.empty()))
+        throw UsageError{"--format does not apply to --flamegraph, --html and --export (each "
+                         "has its own format)"};
+    if (!a.output.empty() && (!v.flamegraph.empty() || !v.html.empty()))
+        throw UsageError{"--flamegraph and --html take their file: -o does not apply"};
+}
+
+// An output that is one of the traces would destroy it; two outputs on one file, each other.
+void check_outputs(const Args& a) {
+    const std::pair<const char*, std::string> outs[] = {{"-o", a.output},
+                                                        {"--flamegraph", a.view.flamegraph},
+                                                        {"--html", a.view.html},
+                                                        {"--plot", a.plot}};
+    auto same = [](const struct stat& x, const struct stat& y) {
+        return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+    };
+    for (size_t i = 0; i < std::size(outs); ++i) {
+        const auto& [opt, path] = outs[i];
+        if (path.empty() || path == "-") continue;
+        struct stat so {};
+        bool exists = ::stat(path.c_str(), &so) == 0;
+        for (const std::string& t : a.traces) {
+            struct stat st {};
+            if (t == path || (exists && ::stat(t.c_str(), &st) == 0 && same(so, st)))
+                throw UsageError{
+                    fmt::format("{} {} is the trace {}: refusing to overwrite it", opt, path, t)};
+        }
+        for (size_t j = 0; j < i; ++j) {
+            const auto& [opt2, path2] = outs[j];
+            if (path2.empty() || path2 == "-") continue;
+            struct stat s2 {};
+            if (path2 == path || (exists && ::stat(path2.c_str(), &s2) == 0 && same(so, s2)))
+                throw UsageError{fmt::format("{} and {} name the same file", opt2, opt)};
+        }
+    }
+}
+
 Args parse(int argc, char** argv, tools::ToolLog& log) {
     Args a;
     bool only_files = false;
@@ -311,8 +391,10 @@ Args parse(int argc, char** argv, tools::ToolLog& log) {
                 throw UsageError{fmt::format("unknown sort key '{}' (expected cumtime, tottime, "
                                              "ncalls, pcalls, name, file, line, nfl or stdname)", k)};
             a.table.sort = *key;
+            a.sort_given = true;
         } else if (arg == "-n" || arg == "--limit") {
             a.table.limit = parse_number(arg, next());
+            a.limit_given = true;
         } else if (arg == "-m" || arg == "--match" || arg == "--filter") {
             a.table.filter = next();
         } else if (arg == "--callers") {
@@ -350,8 +432,13 @@ Args parse(int argc, char** argv, tools::ToolLog& log) {
             if (v.empty() || *end || !(u > 0) || u > 1e3)
                 throw UsageError{fmt::format("--unit expects seconds per unit such as 1e-6, got '{}'", v)};
             a.line.unit = u;
+            a.unit_given = true;
         } else if (arg == "--source-dir") {
             a.line.source_dirs.push_back(next());
+            struct stat st {};
+            if (::stat(a.line.source_dirs.back().c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+                log.warn(
+                    fmt::format("--source-dir {}: not a directory", a.line.source_dirs.back()));
         } else if (arg == "--info") {
             a.info = true;
         } else if (arg == "--log-format") {
@@ -365,6 +452,8 @@ Args parse(int argc, char** argv, tools::ToolLog& log) {
     }
     if (a.traces.empty()) throw UsageError{"no trace given (see profreport --help)"};
     check_view_args(a);
+    check_report_args(a);
+    check_outputs(a);
     for (const std::string* re : {&a.table.filter, &a.callers, &a.callees}) {
         try {
             if (!re->empty()) std::regex check(*re);
@@ -406,41 +495,227 @@ void print_info(std::FILE* out, const analysis::Profile& p) {
     }
 }
 
-// ---- views and exports: dispatch -----------------------------------------------------------
-// Output of a view: its own file (--flamegraph, --html), -o, or standard output.
-struct ViewOutput {
-    std::string path;
-    std::FILE* f = nullptr;
-    bool open(tools::ToolLog& log) {
-        if (path.empty() || path == "-") {
-            f = stdout;
+// "No marked lines" unless the counts were lost: they are written when each thread ends, so a
+// process that did not finish (killed, crashed) leaves none, marked code or not.
+std::string no_lines_text(const analysis::Profile& p) {
+    for (const reader::TraceInfo& t : p.traces)
+        if (!t.finished || t.incomplete)
+            return fmt::format(
+                "No line counts in this trace: they are written when each thread ends, and {} "
+                "is incomplete ({}).",
+                reader::printable(t.path), t.incomplete_reason);
+    return "No marked lines in this trace: mark code with PROF_LINE, PROF_SCOPE or "
+           "PROF_FUNCTION (see <prof/prof.hpp>).";
+}
+
+// Under an empty pstats table: where the data of a trace without function calls is.
+std::string no_calls_hint(const analysis::Profile& p, const analysis::ProfileBuilder& b) {
+    bool lines = false;
+    for (const reader::TraceInfo& t : p.traces) lines |= !t.lines.empty() || !t.sites.empty();
+    std::vector<std::string> where;
+    if (b.memory().present) where.push_back("its allocations: profreport --memory");
+    if (lines) where.push_back("its marked lines: profreport --lines");
+    if (where.empty()) return {};
+    return fmt::format("No function calls in this trace (no code built with "
+                       "-finstrument-functions ran); see {}.",
+                       where.size() == 1 ? where[0] : where[0] + "; " + where[1]);
+}
+
+// One view of one profile (a thread's, or all threads merged): the line tables, callers or
+// callees, or the pstats table, in the format asked for.
+void print_view(std::FILE* out, const Args& a, const analysis::Profile& p,
+                const std::string& title) {
+    analysis::TableOptions o = a.table;
+    o.title = title;
+    if (a.lines) {
+        if (!title.empty() && a.format == "text") fmt::print(out, "{}\n", reader::printable(title));
+        analysis::LineOptions lo = a.line;
+        // Relative source paths are tried against the directory the program ran in.
+        for (const reader::TraceInfo& t : p.traces)
+            if (auto cwd = t.meta.find("cwd"); cwd != t.meta.end())
+                lo.source_dirs.push_back(cwd->second);
+        auto tables = analysis::line_tables(p, a.table.filter);
+        if (a.format == "json")
+            analysis::print_line_json(out, tables);
+        else if (a.format == "csv")
+            analysis::views::print_lines_csv(out, tables);
+        else if (tables.empty())
+            fmt::print(out, "{}\n", no_lines_text(p));
+        else
+            analysis::print_line_tables(out, tables, lo);
+    } else if (!a.callers.empty() || !a.callees.empty()) {
+        if (!title.empty() && a.format != "csv") fmt::print(out, "{}\n", reader::printable(title));
+        if (!a.callers.empty()) {
+            o.filter = a.callers;
+            if (a.format == "csv")
+                analysis::views::print_callers_csv(out, p, o.filter, false);
+            else
+                analysis::print_callers(out, p, o, false);
+        }
+        if (!a.callees.empty()) {
+            o.filter = a.callees;
+            if (a.format == "csv")
+                analysis::views::print_callers_csv(out, p, o.filter, true);
+            else
+                analysis::print_callers(out, p, o, true);
+        }
+    } else if (a.format == "json") {
+        analysis::print_json(out, p, o);
+    } else if (a.format == "csv") {
+        analysis::print_csv(out, p, o);
+    } else {
+        analysis::print_table(out, p, o);
+    }
+}
+
+// ---- output files --------------------------------------------------------------------------
+// Where a report, view or plot goes: -o, --flamegraph, --html, --plot, or standard output ("" or
+// "-"). A regular file (or a new one) is written to a temporary file in its directory that is
+// renamed over it only once everything was written, so a failed run never truncates, removes or
+// half-writes a file it did not create. Anything else (a device, a fifo, a terminal) is written
+// in place and never removed. Every failure is one error line that names the path.
+class Output {
+  public:
+    explicit Output(std::string path) : path_(std::move(path)) {}
+    Output(const Output&) = delete;
+    Output& operator=(const Output&) = delete;
+    ~Output() { discard(); }
+
+    std::string name() const { return stdout_path() ? "standard output" : path_; }
+    std::FILE* file() const { return f_; }
+
+    bool open(const tools::ToolLog& log) {
+        if (stdout_path()) {
+            f_ = stdout;
             return true;
         }
-        f = std::fopen(path.c_str(), "w");
-        if (!f) log.error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-        return f != nullptr;
-    }
-    // Flushes and closes; one error line and false on a write error.
-    bool close(tools::ToolLog& log) {
-        if (!f) return true;
-        bool ok = std::fflush(f) == 0 && !std::ferror(f);
-        int err = errno;
-        if (f != stdout) ok = std::fclose(f) == 0 && ok;
-        f = nullptr;
-        if (!ok)
-            log.error(fmt::format("write error on {}: {}", path.empty() ? "standard output" : path,
-                                  std::strerror(err ? err : EIO)));
-        return ok;
-    }
-    void discard() { // after a failure: no half-written file left behind
-        if (f && f != stdout) {
-            std::fclose(f);
-            std::remove(path.c_str());
+        struct stat st {};
+        if (::stat(path_.c_str(), &st) == 0) {
+            if (S_ISDIR(st.st_mode)) return fail(log, EISDIR);
+            if (!S_ISREG(st.st_mode)) { // written in place: no O_TRUNC, no O_CREAT, never removed
+                int fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+                if (fd < 0) return fail(log, errno);
+                return wrap(log, fd);
+            }
+        } else if (errno != ENOENT) {
+            return fail(log, errno);
         }
-        f = nullptr;
+        // The file itself when the path is a symbolic link to one: the link stays.
+        target_ = path_;
+        if (char* real = ::realpath(path_.c_str(), nullptr)) {
+            target_ = real;
+            std::free(real);
+        }
+        std::string dir = ".", base = target_;
+        if (size_t slash = target_.rfind('/'); slash != std::string::npos) {
+            dir = slash ? target_.substr(0, slash) : "/";
+            base = target_.substr(slash + 1);
+        }
+        for (int attempt = 0; attempt < 100 && !f_; ++attempt) {
+            tmp_ = fmt::format("{}/.{}.{}-{}.tmp", dir, base, ::getpid(), attempt);
+            int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+            if (fd < 0) {
+                if (errno == EEXIST) continue;
+                int err = errno;
+                tmp_.clear();
+                return fail(log, err);
+            }
+            if (S_ISREG(st.st_mode)) (void)::fchmod(fd, st.st_mode & 07777); // keep its mode
+            if (!wrap(log, fd)) {
+                ::unlink(tmp_.c_str());
+                tmp_.clear();
+                return false;
+            }
+        }
+        if (!f_) return fail(log, EEXIST);
+        return true;
     }
+
+    // Flushes, closes and puts the file in place; false (and one error line) on a write error.
+    bool close(const tools::ToolLog& log) {
+        if (!f_) return true;
+        errno = 0;
+        bool ok = std::fflush(f_) == 0 && !std::ferror(f_);
+        int err = errno;
+        if (f_ != stdout) {
+            if (std::fclose(f_) != 0 && ok) ok = false, err = errno;
+        }
+        if (err_) err = err_; // the first failed write(2) says best what went wrong
+        f_ = nullptr;
+        if (ok && !tmp_.empty() && ::rename(tmp_.c_str(), target_.c_str()) != 0)
+            ok = false, err = errno;
+        if (ok) {
+            tmp_.clear();
+            return true;
+        }
+        discard();
+        return fail(log, err ? err : EIO);
+    }
+
+    // After a failure: the temporary file goes, the target is left as it was.
+    void discard() {
+        if (f_ && f_ != stdout) std::fclose(f_);
+        f_ = nullptr;
+        if (!tmp_.empty()) ::unlink(tmp_.c_str());
+        tmp_.clear();
+    }
+
+    // A write that threw (fmt reports a failed fwrite as std::system_error): whether it was
+    // this output's, reported with its name.
+    bool report_write_error(const tools::ToolLog& log, const std::system_error& e) {
+        if (!f_ || !std::ferror(f_)) return false;
+        discard();
+        fail(log, err_ ? err_ : e.code().value() ? e.code().value() : EIO);
+        return true;
+    }
+
+  private:
+    // The stream writes through these, to keep the errno of the first write that failed: stdio
+    // forgets it once its buffer is dropped.
+    static ssize_t write_fd(void* self, const char* buf, size_t n) {
+        auto* o = static_cast<Output*>(self);
+        size_t done = 0;
+        while (done < n) {
+            ssize_t w = ::write(o->fd_, buf + done, n - done);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) {
+                if (!o->err_) o->err_ = w < 0 ? errno : EIO;
+                return done ? ssize_t(done) : -1;
+            }
+            done += size_t(w);
+        }
+        return ssize_t(done);
+    }
+    static int close_fd(void* self) {
+        auto* o = static_cast<Output*>(self);
+        int r = ::close(o->fd_);
+        if (r != 0 && !o->err_) o->err_ = errno;
+        o->fd_ = -1;
+        return r;
+    }
+    bool wrap(const tools::ToolLog& log, int fd) {
+        fd_ = fd;
+        f_ = ::fopencookie(this, "w", cookie_io_functions_t{nullptr, write_fd, nullptr, close_fd});
+        if (f_) return true;
+        int err = errno;
+        ::close(fd);
+        fd_ = -1;
+        return fail(log, err);
+    }
+
+    bool stdout_path() const { return path_.empty() || path_ == "-"; }
+    bool fail(const tools::ToolLog& log, int err) {
+        log.error(fmt::format("cannot write {}: {}", name(), std::strerror(err)));
+        return false;
+    }
+
+    std::string path_, target_, tmp_;
+    std::FILE* f_ = nullptr;
+    int fd_ = -1;
+    int err_ = 0; // errno of the first failed write
 };
 
+// ---- views and exports: dispatch -----------------------------------------------------------
 // The one thread with kernel id `tid` among `list`, as `build` sees it.
 template <typename Build>
 std::optional<analysis::ThreadFilter> find_thread(const std::vector<analysis::ThreadFilter>& list,
@@ -453,16 +728,19 @@ std::optional<analysis::ThreadFilter> find_thread(const std::vector<analysis::Th
 int run_view(const Args& a, tools::ToolLog& log) {
     namespace views = analysis::views;
     const ViewArgs& v = a.view;
-    ViewOutput out{!v.flamegraph.empty() ? v.flamegraph : !v.html.empty() ? v.html : a.output};
+    Output out{!v.flamegraph.empty() ? v.flamegraph : !v.html.empty() ? v.html : a.output};
     try {
-        if (v.exporter == "chrome" || v.exporter == "speedscope") { // streamed: open first
+        if (v.exporter == "chrome" || v.exporter == "speedscope") {
+            // Streamed while the traces are read: their headers are checked before the output is
+            // opened, and a regular file is only replaced once the whole export was written.
+            for (const std::string& t : a.traces) reader::TraceReader check(t);
             if (!out.open(log)) return 1;
             views::TimelineOptions o = v.timeline;
             o.tid = a.thread.value_or(0);
             o.progress = true;
             views::TimelineResult r = v.exporter == "chrome"
-                                          ? views::write_chrome_trace(out.f, a.traces, o)
-                                          : views::write_speedscope(out.f, a.traces, o);
+                                          ? views::write_chrome_trace(out.file(), a.traces, o)
+                                          : views::write_speedscope(out.file(), a.traces, o);
             if (!out.close(log)) return 1;
             if (r.events > views::kTimelineWarnEvents || r.bytes > views::kTimelineWarnBytes)
                 log.warn(fmt::format("{} events in {:.0f} MB: browser viewers load a few million "
@@ -496,7 +774,7 @@ int run_view(const Args& a, tools::ToolLog& log) {
                     return 1;
                 }
                 if (!out.open(log)) return 1;
-                views::print_memory_diff(out.f, d, o, a.format);
+                views::print_memory_diff(out.file(), d, o, a.format);
                 if (!out.close(log)) return 1;
                 std::vector<std::string> failures = views::memory_diff_failures(d, o);
                 for (const std::string& f : failures) log.error("regression: " + f);
@@ -514,7 +792,7 @@ int run_view(const Args& a, tools::ToolLog& log) {
             o.min_width = v.min_width;
             o.title = v.title;
             if (!out.open(log)) return 1;
-            views::write_memory_flamegraph(out.f, builder.memory(),
+            views::write_memory_flamegraph(out.file(), builder.memory(),
                                            v.weight.value_or(views::MemoryWeight::kBytes),
                                            builder.build().traces, o);
             return out.close(log) ? 0 : 1;
@@ -531,7 +809,7 @@ int run_view(const Args& a, tools::ToolLog& log) {
             views::DiffResult d =
                 views::diff_profiles(base.build(), v.vs, next.build(), a.traces.size() - v.vs, o);
             if (!out.open(log)) return 1;
-            views::print_diff(out.f, d, o, a.format);
+            views::print_diff(out.file(), d, o, a.format);
             if (!out.close(log)) return 1;
             std::vector<std::string> failures = views::diff_failures(d, o);
             for (const std::string& f : failures) log.error("regression: " + f);
@@ -579,29 +857,28 @@ int run_view(const Args& a, tools::ToolLog& log) {
             auto lines = analysis::line_tables(p);
             ho.memory = &builder.memory(); // the memory section, when the trace has allocations
             if (!out.open(log)) return 1;
-            views::write_html(out.f, p, tree, lines, ho);
+            views::write_html(out.file(), p, tree, lines, ho);
             return out.close(log) ? 0 : 1;
         }
         if (!out.open(log)) return 1;
         if (v.tree) {
             views::TreeOptions o = v.tree_opts;
             o.csv = a.format == "csv";
-            views::print_tree(out.f, tree, o);
+            views::print_tree(out.file(), tree, o);
         } else if (!v.flamegraph.empty()) {
             views::FlameOptions o;
             o.icicle = v.icicle;
             o.min_width = v.min_width;
             o.title = v.title;
-            views::write_flamegraph(out.f, tree, o);
+            views::write_flamegraph(out.file(), tree, o);
         } else if (v.exporter == "collapsed") {
-            views::write_collapsed(out.f, tree);
+            views::write_collapsed(out.file(), tree);
         } else if (v.exporter == "callgrind") {
-            views::write_callgrind(out.f, tree);
+            views::write_callgrind(out.file(), tree);
         }
         return out.close(log) ? 0 : 1;
-    } catch (const reader::TraceError& e) {
-        out.discard();
-        log.error(e.what());
+    } catch (const std::system_error& e) {
+        if (!out.report_write_error(log, e)) log.error(e.what());
         return 1;
     } catch (const std::exception& e) {
         out.discard();
@@ -629,92 +906,79 @@ int run(int argc, char** argv) {
         log.error(e.what());
         return 1;
     }
-    std::FILE* out = stdout;
-    if (!a.output.empty()) {
-        out = std::fopen(a.output.c_str(), "w");
-        if (!out) {
-            log.error(fmt::format("cannot write {}: {}", a.output, std::strerror(errno)));
-            return 1;
-        }
-    }
     analysis::Profile merged = builder.build();
     for (const std::string& w : analysis::data_warnings(merged)) log.warn(w);
 
-    std::vector<std::pair<std::string, analysis::Profile>> views;
+    struct View {
+        std::string title;
+        analysis::Profile profile;
+    };
+    std::vector<View> views;
     if (a.threads || a.thread) {
         for (const analysis::ThreadFilter& f : builder.thread_list()) {
             analysis::Profile p = builder.build(f);
             const analysis::ThreadSummary& th = p.threads.front();
             if (a.thread && th.tid != *a.thread) continue;
-            views.emplace_back(fmt::format("Thread {} (tid {}{}{})", th.stream, th.tid,
-                                           th.name.empty() ? "" : ", ", th.name),
-                               std::move(p));
+            views.push_back({fmt::format("Thread {} (tid {}{}{})", th.stream, th.tid,
+                                         th.name.empty() ? "" : ", ", th.name),
+                             std::move(p)});
         }
         if (views.empty()) {
             log.error(fmt::format("no thread with tid {} in the trace", a.thread.value_or(0)));
             return 1;
         }
-    } else {
-        views.emplace_back("", std::move(merged));
     }
 
-    for (auto& [title, p] : views) {
-        analysis::TableOptions o = a.table;
-        o.title = title;
-        if (a.info) print_info(out, p);
-        else if (a.memory && !a.lines) {
+    // The traces are read: only now are the outputs opened.
+    Output out(a.output), plot(a.plot);
+    Output* writing = &plot;
+    try {
+        if (a.memory && !a.lines && !a.plot.empty()) {
+            if (!plot.open(log)) return 1;
+            analysis::write_memory_plot(plot.file(), builder.memory(),
+                                        "memory: " + a.traces.front());
+            if (!plot.close(log)) return 1;
+        }
+        writing = &out;
+        if (!out.open(log)) return 1;
+        std::FILE* f = out.file();
+        if (a.info) {
+            print_info(f, merged);
+        } else if (a.memory && !a.lines) {
             analysis::MemoryOptions mo;
-            if (a.table.limit) mo.limit = a.table.limit;
+            if (a.limit_given) mo.limit = a.table.limit ? a.table.limit : SIZE_MAX; // 0: all
             mo.full_paths = a.table.full_paths;
-            if (!a.plot.empty()) {
-                std::FILE* svg = std::fopen(a.plot.c_str(), "w");
-                if (!svg) {
-                    log.error(fmt::format("cannot write {}: {}", a.plot, std::strerror(errno)));
-                    return 1;
-                }
-                analysis::write_memory_plot(svg, builder.memory(), "memory: " + a.traces.front());
-                std::fclose(svg);
+            if (a.format == "json")
+                analysis::print_memory_json(f, builder.memory(), mo);
+            else
+                analysis::print_memory(f, builder.memory(), mo);
+        } else if (views.empty()) {
+            print_view(f, a, merged, "");
+            if (a.format == "text" && !a.lines && a.callers.empty() && a.callees.empty() &&
+                merged.total_calls == 0)
+                if (std::string hint = no_calls_hint(merged, builder); !hint.empty())
+                    fmt::print(f, "{}\n", hint);
+        } else if (a.threads && a.format != "text") { // one document for all threads
+            std::vector<analysis::ThreadDocument> docs;
+            for (const View& v : views) {
+                char* buf = nullptr;
+                size_t len = 0;
+                std::FILE* m = open_memstream(&buf, &len);
+                if (!m) throw std::runtime_error("out of memory");
+                print_view(m, a, v.profile, v.title);
+                std::fclose(m);
+                docs.push_back({v.profile.threads.front(), std::string(buf, len)});
+                std::free(buf);
             }
-            if (a.format == "json") analysis::print_memory_json(out, builder.memory(), mo);
-            else analysis::print_memory(out, builder.memory(), mo);
-            break;
-        } else if (a.lines) {
-            if (!o.title.empty() && a.format == "text") fmt::print(out, "{}\n", o.title);
-            analysis::LineOptions lo = a.line;
-            // Relative source paths are tried against the directory the program ran in.
-            for (const reader::TraceInfo& t : p.traces)
-                if (auto cwd = t.meta.find("cwd"); cwd != t.meta.end()) lo.source_dirs.push_back(cwd->second);
-            auto tables = analysis::line_tables(p, a.table.filter);
-            if (a.format == "json") analysis::print_line_json(out, tables);
-            else if (a.format == "csv") analysis::views::print_lines_csv(out, tables);
-            else if (tables.empty())
-                fmt::print(out, "No marked lines in this trace: mark code with PROF_LINE, "
-                                "PROF_SCOPE or PROF_FUNCTION (see <prof/prof.hpp>).\n");
-            else analysis::print_line_tables(out, tables, lo);
-        } else if (!a.callers.empty() || !a.callees.empty()) {
-            if (!o.title.empty() && a.format != "csv") fmt::print(out, "{}\n", o.title);
-            if (!a.callers.empty()) {
-                o.filter = a.callers;
-                if (a.format == "csv") analysis::views::print_callers_csv(out, p, o.filter, false);
-                else analysis::print_callers(out, p, o, false);
-            }
-            if (!a.callees.empty()) {
-                o.filter = a.callees;
-                if (a.format == "csv") analysis::views::print_callers_csv(out, p, o.filter, true);
-                else analysis::print_callers(out, p, o, true);
-            }
-        } else if (a.format == "json") analysis::print_json(out, p, o);
-        else if (a.format == "csv") analysis::print_csv(out, p, o);
-        else analysis::print_table(out, p, o);
-        if (a.info) break;
-    }
-    if (std::fflush(out) != 0 || std::ferror(out)) {
-        log.error(fmt::format("write error on {}: {}", a.output.empty() ? "standard output" : a.output,
-                              std::strerror(errno)));
+            analysis::print_thread_documents(f, docs, a.format);
+        } else {
+            for (const View& v : views) print_view(f, a, v.profile, v.title);
+        }
+        return out.close(log) ? 0 : 1;
+    } catch (const std::system_error& e) {
+        if (!writing->report_write_error(log, e)) log.error(e.what());
         return 1;
     }
-    if (out != stdout) std::fclose(out);
-    return 0;
 }
 
 } // namespace

@@ -66,6 +66,11 @@ std::string pct_text(double p, bool present) {
     return fmt::format("{:+.1f}%", p);
 }
 
+// A function the base did not have is new, whatever its numbers.
+double row_percent(const DiffRow& r, double base, double next) {
+    return r.in_base ? percent(base, next) : std::numeric_limits<double>::infinity();
+}
+
 } // namespace
 
 std::optional<DiffMetric> parse_diff_metric(const std::string& s) {
@@ -219,8 +224,9 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
             out, "{} {:>10} {:>10} {:>{}.{}f} {:>{}.{}f} {:>8} {:>{}.{}f} {:>{}.{}f} {:>8}  {}\n",
             r.regression ? "!" : " ", r.in_base ? fmt::format("{}", r.base.ncalls) : "-",
             r.in_new ? fmt::format("{}", r.next.ncalls) : "-", r.base.tottime, w, p, r.next.tottime,
-            w, p, pct_text(percent(r.base.tottime, r.next.tottime), r.in_new), r.base.cumtime, w, p,
-            r.next.cumtime, w, p, pct_text(percent(r.base.cumtime, r.next.cumtime), r.in_new),
+            w, p, pct_text(row_percent(r, r.base.tottime, r.next.tottime), r.in_new),
+            r.base.cumtime, w, p, r.next.cumtime, w, p,
+            pct_text(row_percent(r, r.base.cumtime, r.next.cumtime), r.in_new),
             reader::printable(fmt::format("{}:{}({})", r.file, r.line, r.name)));
     }
     fmt::print(out, "\n");
@@ -383,6 +389,15 @@ std::vector<std::string> memory_diff_failures(const MemoryDiffResult& d,
     return out;
 }
 
+namespace {
+// A site's change of measure `w`: a site the base did not have is new in every measure, even
+// one that is 0 in both (a block freed before the peak has no peak bytes anywhere).
+double site_percent(const MemoryDiffRow& r, MemoryWeight w) {
+    return r.in_base ? percent(r.base.get(w), r.next.get(w))
+                     : std::numeric_limits<double>::infinity();
+}
+} // namespace
+
 void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDiffOptions& o,
                        const std::string& format) {
     const MemoryWeight order = o.measure.value_or(MemoryWeight::kBytes);
@@ -399,7 +414,7 @@ void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDi
                        : !r.in_new ? "gone"
                                    : "both");
             for (MemoryWeight w : kMeasures) {
-                double b = r.base.get(w), n = r.next.get(w), p = percent(b, n);
+                double b = r.base.get(w), n = r.next.get(w), p = site_percent(r, w);
                 fmt::print(out, ",{},{},{}", amount(b), amount(n),
                            std::isinf(p) ? std::string() : fmt::format("{:.3f}", p));
             }
@@ -407,10 +422,11 @@ void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDi
         }
         return;
     }
-    auto measures_json = [&](const MemoryValues& b, const MemoryValues& n) {
+    auto measures_json = [&](const MemoryValues& b, const MemoryValues& n, bool is_new = false) {
         std::string s;
         for (MemoryWeight w : kMeasures) {
-            double p = percent(b.get(w), n.get(w));
+            double p =
+                is_new ? std::numeric_limits<double>::infinity() : percent(b.get(w), n.get(w));
             s += fmt::format("{}\"{}\": {{\"base\": {}, \"new\": {}, \"change_percent\": {}}}",
                              s.empty() ? "" : ", ", memory_weight_name(w), amount(b.get(w)),
                              amount(n.get(w)), std::isinf(p) ? "null" : fmt::format("{:.6f}", p));
@@ -443,7 +459,7 @@ void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDi
                        "{}\n    {{\"stack\": [{}], \"in_base\": {}, \"in_new\": {}, {}, "
                        "\"regressed\": {}}}",
                        i ? "," : "", stack, r.in_base ? "true" : "false",
-                       r.in_new ? "true" : "false", measures_json(r.base, r.next),
+                       r.in_new ? "true" : "false", measures_json(r.base, r.next, !r.in_base),
                        names(r.regressed));
         }
         fmt::print(out, "\n  ]\n}}\n");
@@ -480,7 +496,7 @@ void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDi
         for (MemoryWeight w : kMeasures) {
             double b = r.base.get(w), n = r.next.get(w);
             fmt::print(out, " {:>11} {:>11} {:>8}", r.in_base ? amount(b) : "-",
-                       r.in_new ? amount(n) : "-", pct_text(percent(b, n), r.in_new));
+                       r.in_new ? amount(n) : "-", pct_text(site_percent(r, w), r.in_new));
         }
         fmt::print(out, "  {}\n", reader::printable(site_text(r.stack, 6)));
     }
