@@ -447,6 +447,12 @@ PROF_NOINSTR void set_rule(Row& row, uint64_t reg, uint8_t how, int64_t offset =
 
 constexpr uint32_t kMaxRemembered = 8;
 
+// A factored offset times the data alignment, wrapping as libgcc's arithmetic does (a
+// malformed table must not be undefined behaviour; what does not fit is rejected later).
+PROF_NOINSTR int64_t scaled(int64_t v, int64_t align) {
+    return int64_t(uint64_t(v) * uint64_t(align));
+}
+
 // Runs CFA instructions while the row's location is at or before `target`, as libgcc's
 // execute_cfa_program does (it stops once the location passes the return address - 1).
 // False for anything the cached rule cannot express or libgcc would reject.
@@ -460,7 +466,7 @@ PROF_NOINSTR bool run_program(Cursor c, const Cie& cie, const dwarf_eh_bases& b,
             loc += low * cie.code_align;
             continue; // DW_CFA_advance_loc
         case 0x80:
-            set_rule(row, low, kAtCfa, int64_t(c.uleb()) * cie.data_align);
+            set_rule(row, low, kAtCfa, scaled(int64_t(c.uleb()), cie.data_align));
             continue;
         case 0xc0:
             set_rule(row, low, kUnset);
@@ -484,7 +490,7 @@ PROF_NOINSTR bool run_program(Cursor c, const Cie& cie, const dwarf_eh_bases& b,
             break;
         case 0x05: // offset_extended
             reg = c.uleb();
-            set_rule(row, reg, kAtCfa, int64_t(c.uleb()) * cie.data_align);
+            set_rule(row, reg, kAtCfa, scaled(int64_t(c.uleb()), cie.data_align));
             break;
         case 0x06:
             set_rule(row, c.uleb(), kUnset);
@@ -535,16 +541,16 @@ PROF_NOINSTR bool run_program(Cursor c, const Cie& cie, const dwarf_eh_bases& b,
             break;
         case 0x11: // offset_extended_sf
             reg = c.uleb();
-            set_rule(row, reg, kAtCfa, c.sleb() * cie.data_align);
+            set_rule(row, reg, kAtCfa, scaled(c.sleb(), cie.data_align));
             break;
         case 0x12: // def_cfa_sf
             row.cfa_reg = c.uleb();
-            row.cfa_offset = c.sleb() * cie.data_align;
+            row.cfa_offset = scaled(c.sleb(), cie.data_align);
             row.cfa_set = true;
             row.cfa_expression = false;
             break;
         case 0x13:
-            row.cfa_offset = c.sleb() * cie.data_align;
+            row.cfa_offset = scaled(c.sleb(), cie.data_align);
             break; // def_cfa_offset_sf
         case 0x14: // val_offset
             reg = c.uleb();
@@ -561,7 +567,7 @@ PROF_NOINSTR bool run_program(Cursor c, const Cie& cie, const dwarf_eh_bases& b,
             break; // GNU_args_size: only landing pads need it
         case 0x2f: // GNU_negative_offset_extended
             reg = c.uleb();
-            set_rule(row, reg, kAtCfa, -int64_t(c.uleb()) * cie.data_align);
+            set_rule(row, reg, kAtCfa, scaled(int64_t(0 - c.uleb()), cie.data_align));
             break;
         default:
             return false; // window_save, vendor extensions: libgcc aborts on most
@@ -582,12 +588,17 @@ PROF_NOINSTR uint32_t read_u32(const uint8_t* p) {
 // _Unwind_Find_FDE, which checked the range and gave the function's start in `b.func`.
 PROF_NOINSTR uint64_t rule_from_fde(const uint8_t* fde, dwarf_eh_bases b, uintptr_t at,
                                     bool check_range = false) {
+    // Lengths too short for the fields that follow, a CIE pointer of 0 (this is a CIE) or to
+    // something that is no CIE: a malformed table, left to libgcc (which then reports it).
     uint32_t length = read_u32(fde);
-    if (length == 0 || length == 0xffffffffu) return kRuleUnsupported; // 64-bit DWARF
+    if (length < 8 || length == 0xffffffffu) return kRuleUnsupported; // 0xffffffff: 64-bit DWARF
     const uint8_t* fde_end = fde + 4 + length;
-    const uint8_t* cie = fde + 4 - read_u32(fde + 4); // CIE pointer: back from its own field
+    uint32_t cie_pointer = read_u32(fde + 4);
+    if (cie_pointer == 0) return kRuleUnsupported;
+    const uint8_t* cie = fde + 4 - cie_pointer; // back from the pointer's own field
     uint32_t cie_length = read_u32(cie);
-    if (cie_length == 0 || cie_length == 0xffffffffu) return kRuleUnsupported;
+    if (cie_length < 6 || cie_length == 0xffffffffu || read_u32(cie + 4) != 0)
+        return kRuleUnsupported; // id, version and an empty augmentation at least; id 0
     const uint8_t* cie_end = cie + 4 + cie_length;
 
     // The CIE (libgcc's extract_cie_info).
