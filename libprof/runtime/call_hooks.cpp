@@ -318,6 +318,7 @@ PROF_NOINSTR void thread_end(void*) {
     if (s.frames) munmap(s.frames, size_t(s.max_depth) * sizeof(Frame));
     if (s.mask) munmap(s.table, size_t(s.mask + 1) * sizeof(Slot));
     if (s.site_cap) munmap(s.sites, size_t(s.site_cap) * sizeof(LineAgg));
+    forget_stacks(s, true);
     s.sites = nullptr;
     s.site_cap = 0;
     s.frames = nullptr;
@@ -412,6 +413,7 @@ PROF_NOINSTR void thread_after_fork_child() {
     s.dropped = 0; // the unrecorded deep frames (overflow) are still on the child's stack
     // Written to the parent's trace before the fork; site ids restart in the child.
     if (s.site_cap) memset(s.sites, 0, size_t(s.site_cap) * sizeof(LineAgg));
+    forget_stacks(s, false); // stacks are described again in the child's file
     live_link(s);
     uint64_t now = now_ticks();
     open_stream(s, now);

@@ -152,6 +152,27 @@ PROF_NOINSTR bool grow_stacks(ThreadState& s) {
     return true;
 }
 
+} // namespace
+
+// The thread's table of unwound stacks: forgotten in a fork child (its trace is a new file,
+// where every stack must be described again) and unmapped when the thread ends.
+PROF_NOINSTR void forget_stacks(ThreadState& s, bool release) {
+    if (!s.stack_mask) return;
+    size_t slots = size_t(s.stack_mask) + 1;
+    if (release) {
+        munmap(s.stack_keys, slots * 8);
+        munmap(s.stack_ids, slots * 4);
+        s.stack_keys = nullptr;
+        s.stack_ids = nullptr;
+        s.stack_mask = 0;
+    } else {
+        memset(s.stack_keys, 0, slots * 8);
+    }
+    s.stack_count = 0;
+}
+
+namespace {
+
 PROF_NOINSTR void write_sized(ThreadState& s, Tag tag, const uint8_t* payload, size_t n) {
     uint8_t* p = s.w.cursor;
     *p++ = uint8_t(tag);

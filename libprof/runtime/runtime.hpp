@@ -185,6 +185,8 @@ void thread_flush_counters(); // records the calling thread's drop count at proc
 void collect_running_lines(); // at the finish: line sums of the threads still running
 void thread_after_fork_child();
 void thread_off_after_fork(); // the child writes no trace: this thread records nothing more
+// The memory profiler's per-thread stack table (memory.cpp): reset (fork child) or unmapped.
+void forget_stacks(::prof_thread& s, bool release);
 // Blocks the calling thread's hooks (code the runtime calls that might be instrumented, such
 // as an application's operator new during symbolization) and restores them.
 uint8_t block_thread();

@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <sys/stat.h>
 #include <string>
 
 using namespace prof;
@@ -114,6 +115,44 @@ TEST_CASE("fork under the memory profiler: the child writes its own trace") {
     CHECK(sites_through(memory_of(child), "child_allocs()").allocations == 2);
     CHECK(sites_through(memory_of(child), "child_allocs()").bytes == 30);
     CHECK(sites_through(memory_of(trace), "child_allocs()").allocations == 0);
+}
+
+// The child's trace is a new file: a stack the parent's thread had already described must be
+// described again there (it was an empty stack in the child's report).
+TEST_CASE("fork: the child's allocations at the parent's call site keep their stack") {
+    for (const char* unwind : {"fp", "dwarf"}) {
+        CAPTURE(unwind);
+        std::string trace = temp_path(std::string("short-fork-") + unwind + ".trace");
+        auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_SHORT_LIVES, "fork"},
+                     {{"PROF_MEM_UNWIND", unwind}});
+        REQUIRE(r.exit_code == 0);
+        std::string child;
+        for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
+            if (e.path().string().rfind(trace + ".", 0) == 0) child = e.path().string();
+        REQUIRE(!child.empty());
+        CHECK(sites_through(memory_of(trace), "repeat_alloc").allocations == 3);
+        Totals in_child = sites_through(memory_of(child), "repeat_alloc");
+        CHECK(in_child.allocations == 3);
+        CHECK(in_child.bytes == 300);
+    }
+}
+
+// A thread's last chunk gives its unused pages back to the file system, and its memory
+// profiler tables are unmapped: 300 threads that allocate once each must not take 300
+// chunks (256 KiB each by default) of disk.
+TEST_CASE("short-lived threads: exact counts, and no whole chunk of disk per thread") {
+    std::string trace = temp_path("short-threads.trace");
+    auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_SHORT_LIVES, "threads", "300"});
+    REQUIRE(r.exit_code == 0);
+    Totals t = sites_through(memory_of(trace), "thread_alloc");
+    CHECK(t.allocations == 300);
+    CHECK(t.bytes == 30000);
+    CHECK(t.temporary == 300);
+    struct stat st {};
+    REQUIRE(stat(trace.c_str(), &st) == 0);
+    uint64_t on_disk = uint64_t(st.st_blocks) * 512;
+    CAPTURE(on_disk);
+    CHECK(on_disk < 300ull * 32 * 1024); // was 300 x 256 KiB
 }
 
 TEST_CASE("the application keeps its own allocator and malloc_usable_size works") {
