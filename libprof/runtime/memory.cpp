@@ -13,12 +13,16 @@
 
 extern "C" int prof_line_rss_enabled, prof_line_fast;
 
+#include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <link.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <unwind.h>
+#include <utility>
 
 extern "C" void* __libc_stack_end;
 
@@ -81,6 +85,99 @@ __attribute__((noinline)) PROF_NOINSTR uint32_t walk_frames(ThreadState& s, uint
         if (next <= fp || next - fp > (1u << 20)) break;
         fp = next;
     }
+    return n;
+}
+
+// ---- which return addresses are code ------------------------------------------------------
+// A frame-pointer walk through code built without frame pointers follows whatever rbp holds
+// there: a walk that stays inside the stack can still read "return addresses" that are text,
+// heap pointers or a stack canary (python3: 0x2e336e6f68747970, which is "python3."). A new
+// stack is therefore cut at its first address outside the code of the loaded objects. The
+// ranges are a snapshot, taken again when the loader's counts of loaded and unloaded objects
+// change; snapshots are immutable and never unmapped (a walk may still be reading an old one).
+struct CodeRange {
+    uintptr_t start, end;
+};
+
+struct CodeSnapshot {
+    uint64_t adds, subs;
+    uint32_t count;
+    CodeRange range[1]; // `count` entries, sorted by start
+};
+
+constexpr uint32_t kMaxCodeRanges = 8192;
+std::atomic<CodeSnapshot*> g_code{nullptr};
+std::atomic<bool> g_code_busy{false};
+
+struct LoaderCounts {
+    uint64_t adds = 0, subs = 0;
+};
+
+PROF_NOINSTR int read_loader_counts(dl_phdr_info* info, size_t size, void* arg) {
+    auto* c = static_cast<LoaderCounts*>(arg);
+    if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+        c->adds = info->dlpi_adds;
+        c->subs = info->dlpi_subs;
+    }
+    return 1; // the same in every entry
+}
+
+PROF_NOINSTR int collect_code(dl_phdr_info* info, size_t, void* arg) {
+    auto* snap = static_cast<CodeSnapshot*>(arg);
+    for (unsigned i = 0; i < info->dlpi_phnum && snap->count < kMaxCodeRanges; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+        uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+        snap->range[snap->count++] = {start, start + ph.p_memsz};
+    }
+    return 0;
+}
+
+// The current snapshot, taken again if objects were loaded or unloaded since; null when none
+// could be made (then nothing is cut).
+PROF_NOINSTR const CodeSnapshot* code_snapshot() {
+    LoaderCounts now;
+    dl_iterate_phdr(read_loader_counts, &now);
+    CodeSnapshot* cur = g_code.load(std::memory_order_acquire);
+    if (cur && cur->adds == now.adds && cur->subs == now.subs) return cur;
+    if (g_code_busy.exchange(true, std::memory_order_acquire)) return cur; // being taken
+    size_t bytes = sizeof(CodeSnapshot) + kMaxCodeRanges * sizeof(CodeRange);
+    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m != MAP_FAILED) {
+        auto* snap = static_cast<CodeSnapshot*>(m);
+        snap->adds = now.adds;
+        snap->subs = now.subs;
+        dl_iterate_phdr(collect_code, snap);
+        // Insertion sort: a few dozen objects, taken rarely.
+        for (uint32_t i = 1; i < snap->count; ++i)
+            for (uint32_t j = i; j && snap->range[j - 1].start > snap->range[j].start; --j)
+                std::swap(snap->range[j - 1], snap->range[j]);
+        g_code.store(snap, std::memory_order_release);
+        cur = snap;
+    }
+    g_code_busy.store(false, std::memory_order_release);
+    return cur;
+}
+
+PROF_NOINSTR bool in_code(const CodeSnapshot* c, uintptr_t pc) {
+    uint32_t lo = 0, hi = c->count; // the last range starting at or before pc
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (c->range[mid].start <= pc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo && pc < c->range[lo - 1].end;
+}
+
+// How many of the walked addresses, from the innermost, are return addresses into code.
+// A return address is the instruction after a call: pc - 1 must be code too.
+PROF_NOINSTR uint32_t code_prefix(const uintptr_t* pcs, uint32_t n) {
+    const CodeSnapshot* c = code_snapshot();
+    if (!c) return n;
+    for (uint32_t i = 0; i < n; ++i)
+        if (!in_code(c, pcs[i] - 1)) return i;
     return n;
 }
 
@@ -201,14 +298,32 @@ PROF_NOINSTR inline void close_small(ThreadState& s, uint8_t* end) {
 __attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, uint64_t& now) {
     if (s.depth) return 0;
     uintptr_t pcs[kMaxFrames];
-    uint32_t n = g_options.mem_unwind_dwarf ? unwind_frames(s, pcs) : walk_frames(s, pcs);
+    bool dwarf = g_options.mem_unwind_dwarf;
+    uint32_t n = dwarf ? unwind_frames(s, pcs) : walk_frames(s, pcs);
     if (!n) return 0;
     uint64_t key = hash_frames(pcs, n);
     if ((s.stack_count + 1) * 2 > s.stack_mask + 1 && !grow_stacks(s)) return 0;
-    uint32_t h = uint32_t(key) & s.stack_mask;
-    while (s.stack_keys[h]) {
-        if (s.stack_keys[h] == key) return s.stack_ids[h];
-        h = (h + 1) & s.stack_mask;
+    auto find = [&s](uint64_t k, uint32_t& slot) {
+        slot = uint32_t(k) & s.stack_mask;
+        while (s.stack_keys[slot]) {
+            if (s.stack_keys[slot] == k) return s.stack_ids[slot];
+            slot = (slot + 1) & s.stack_mask;
+        }
+        return 0u;
+    };
+    uint32_t h;
+    if (uint32_t known = find(key, h)) return known;
+    // A stack not seen before: a frame-pointer walk keeps only its frames in code (see
+    // code_prefix). A cut stack is known by its kept frames, not by the walk's (whose wrong
+    // addresses vary from call to call): it costs this check again each time.
+    if (!dwarf) {
+        uint32_t kept = code_prefix(pcs, n);
+        if (kept < n) {
+            if (!kept) return 0;
+            n = kept;
+            key = hash_frames(pcs, n);
+            if (uint32_t known = find(key, h)) return known;
+        }
     }
     uint32_t id = ++s.stack_count;
     s.stack_keys[h] = key;

@@ -155,6 +155,32 @@ TEST_CASE("short-lived threads: exact counts, and no whole chunk of disk per thr
     CHECK(on_disk < 300ull * 32 * 1024); // was 300 x 256 KiB
 }
 
+// Code built without frame pointers may leave anything in rbp: a frame-pointer walk must keep
+// only return addresses into code (it reported text, heap pointers and canaries as frames).
+TEST_CASE("frame-pointer stacks: a bogus frame (rbp pointing at data) is not reported") {
+#if defined(__x86_64__)
+    std::string trace = temp_path("bogus-frame.trace");
+    auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_SHORT_LIVES, "bogus"},
+                 {{"PROF_MEM_UNWIND", "fp"}});
+    REQUIRE(r.exit_code == 0);
+    analysis::MemoryReport m = memory_of(trace);
+    uint64_t found = 0;
+    for (const auto& site : m.sites) {
+        bool through = false;
+        for (const auto& f : site.stack) through |= f.name == "bogus_frame_alloc";
+        if (!through) continue;
+        found += site.allocations;
+        CHECK(site.bytes == 64);
+        for (const auto& f : site.stack) {
+            CAPTURE(f.name);
+            CHECK(!f.module.empty()); // every frame is in a loaded object
+            CHECK(f.name.find("0x2e336e6f68747970") == std::string::npos);
+        }
+    }
+    CHECK(found == 1);
+#endif
+}
+
 TEST_CASE("the application keeps its own allocator and malloc_usable_size works") {
     auto plain = run({PROF_TEST_OWN_ALLOCATOR});
     auto traced = run({PROFRUN, "--mem", "-q", "-o", temp_path("own.trace"), "--", PROF_TEST_OWN_ALLOCATOR});
