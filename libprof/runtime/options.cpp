@@ -30,8 +30,8 @@ PROF_NOINSTR bool parse_bool(const char* name, const char* v, bool fallback) {
     if (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
         return false;
     char shown[80];
-    log(LogLevel::kWarn, "bad_option", "name=%s value=\"%s\" expected=bool", name,
-        log_safe(v, shown, sizeof shown));
+    log(LogLevel::kWarn, "bad_option", "name=%s value=\"%s\" expected=bool using=%d", name,
+        log_safe(v, shown, sizeof shown), int(fallback));
     return fallback;
 }
 
@@ -77,7 +77,7 @@ PROF_NOINSTR void read_options() {
         if (!strcmp(v, "json")) o.log_json = true;
         else if (strcmp(v, "text"))
             log(LogLevel::kWarn, "bad_option", "name=PROF_LOG_FORMAT value=\"%s\" "
-                "expected=text|json", log_safe(v, shown, sizeof shown));
+                "expected=text|json using=text", log_safe(v, shown, sizeof shown));
     }
     if (const char* v = env("PROF_LOG")) {
         if (!strcmp(v, "quiet")) o.log_level = LogLevel::kQuiet;
@@ -86,7 +86,7 @@ PROF_NOINSTR void read_options() {
         else if (!strcmp(v, "info")) o.log_level = LogLevel::kInfo;
         else if (!strcmp(v, "debug")) o.log_level = LogLevel::kDebug;
         else log(LogLevel::kWarn, "bad_option", "name=PROF_LOG value=\"%s\" "
-                 "expected=quiet|error|warn|info|debug", log_safe(v, shown, sizeof shown));
+                 "expected=quiet|error|warn|info|debug using=warn", log_safe(v, shown, sizeof shown));
     }
     if (const char* v = env("PROF_OUT"); v && *v) {
         if (strlen(v) >= sizeof o.out - 32)
@@ -141,7 +141,7 @@ PROF_NOINSTR void read_options() {
             copy(o.clock, sizeof o.clock, v);
         else
             log(LogLevel::kWarn, "bad_option", "name=PROF_CLOCK value=\"%s\" "
-                "expected=auto|tsc|monotonic", log_safe(v, shown, sizeof shown));
+                "expected=auto|tsc|monotonic using=auto", log_safe(v, shown, sizeof shown));
     }
     if (const char* v = env("PROF_EXCLUDE")) copy(o.exclude, sizeof o.exclude, v);
     if (const char* v = env("PROF_EXCLUDE_MODULES"))
