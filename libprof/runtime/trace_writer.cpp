@@ -115,6 +115,8 @@ PROF_NOINSTR bool reserve_file(uint64_t size) {
     return true;
 }
 
+void write_meta(const char* key, const char* value, size_t vlen);
+
 PROF_NOINSTR bool open_chunk_locked(ChunkWriter& w, uint64_t now) {
     if (!g.active) return false;
     struct stat st;
@@ -125,6 +127,15 @@ PROF_NOINSTR bool open_chunk_locked(ChunkWriter& w, uint64_t now) {
             log_safe(g.path, shown, sizeof shown));
         g.active = false;
         g.fd = -1;
+        // No finish can be written without the descriptor; the process stream's chunk is still
+        // mapped, so the reason goes there while it has room (readers then report why the
+        // trace ends early), with what a finish would have said about the memory profiler.
+        snprintf(g.stop_reason, sizeof g.stop_reason,
+                 "the program closed the trace file descriptor");
+        if (&w != &g.process) {
+            write_meta("stopped_early", g.stop_reason, strlen(g.stop_reason));
+            if (g_memory_active) write_meta("memory_profiler", "1", 1);
+        }
         return false;
     }
     uint64_t off = format::kHeaderSize + uint64_t(g.next_chunk) * g.chunk_size;
@@ -519,8 +530,26 @@ PROF_NOINSTR void runtime_finish() {
     // Also after tracing stopped early (a full disk): whatever still fits is written. Not if
     // the program closed our descriptor and reused its number for a file of its own.
     struct stat st;
-    if (g.fd >= 0 && (fstat(g.fd, &st) != 0 || st.st_dev != g.file_dev || st.st_ino != g.file_ino))
+    if (g.fd >= 0 &&
+        (fstat(g.fd, &st) != 0 || st.st_dev != g.file_dev || st.st_ino != g.file_ino)) {
         g.fd = -1;
+        if (g.started && !g.finished && g.active) {
+            char shown[256];
+            log(LogLevel::kError, "trace_stopped",
+                "path=\"%s\" reason=\"the program closed the trace file descriptor\" "
+                "hint=\"the trace ends at the program's last recorded event, without a symbol "
+                "table\"",
+                log_safe(g.path, shown, sizeof shown));
+            g.active = false;
+            // The process stream's chunk is still mapped: the reason goes there (see
+            // open_chunk_locked); the header's finished flag needs the descriptor.
+            snprintf(g.stop_reason, sizeof g.stop_reason,
+                     "the program closed the trace file descriptor");
+            write_meta("stopped_early", g.stop_reason, strlen(g.stop_reason));
+            if (peak_rss_len) write_meta("peak_rss", peak_rss, size_t(peak_rss_len));
+            if (g_memory_active) write_meta("memory_profiler", "1", 1);
+        }
+    }
     if (!g.started || g.finished || g.fd < 0) {
         unlock_global();
         unblock_thread(prev);

@@ -322,7 +322,18 @@ TEST_CASE("a program that closes every descriptor: tracing stops, its own file i
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     analysis::ProfileBuilder pb;
     pb.add_trace(trace); // the part recorded before the descriptor was closed
-    CHECK(calls_of(pb.build(), "work(int)") > 0);
+    analysis::Profile p = pb.build();
+    CHECK(calls_of(p, "work(int)") > 0);
+    // Why it ends early is in the trace (through the still mapped process chunk), and profrun
+    // does not present it as a finished trace.
+    CHECK(p.traces.at(0).incomplete);
+    CHECK(p.traces.at(0).incomplete_reason.find("closed the trace file descriptor") !=
+          std::string::npos);
+    std::string via_profrun = temp_path("closer-profrun.trace");
+    auto pr = run({PROFRUN, "-o", via_profrun, "--", PROF_TEST_CLOSER, own},
+                  {{"PROF_CHUNK_SIZE", "64K"}});
+    CHECK(pr.exit_code == 0);
+    CHECK(pr.err.find(via_profrun + " is not finished") != std::string::npos);
 }
 
 namespace {

@@ -1,6 +1,8 @@
 // profrun: runs a program with libprof's environment set and passes its exit status through.
 #include "common/tool_log.hpp"
 
+#include <prof/trace_format.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -169,6 +171,16 @@ std::vector<std::string> other_traces(const std::string& output, time_t since) {
     return found;
 }
 
+// Whether the runtime finished the trace at `path` (its header says so); true when the file
+// is not a trace header at all (the reader will say what it is).
+bool finished_trace(const std::string& path) {
+    prof::format::FileHeader h{};
+    FILE* in = std::fopen(path.c_str(), "rb");
+    bool read = in && std::fread(&h, 1, sizeof h, in) == sizeof h;
+    if (in) std::fclose(in);
+    return !read || !prof::format::header_magic_ok(h) || (h.flags & prof::format::kFileFinished);
+}
+
 std::string list_some(const std::vector<std::string>& v, size_t shown = 4) {
     std::string s;
     for (size_t k = 0; k < v.size() && k < shown; ++k) s += (k ? ", " : "") + v[k];
@@ -326,6 +338,11 @@ int main(int argc, char** argv) {
     if (quiet) return code;
     std::vector<std::string> others = other_traces(output, started);
     if (exists(output)) {
+        if (!WIFSIGNALED(status) && !finished_trace(output))
+            log.warn(fmt::format("{} is not finished: {} ended without its exit handlers (_exit, "
+                                 "exec) or recording stopped (see the messages above); it holds "
+                                 "what was recorded until then",
+                                 output, argv[i]));
         log.info(fmt::format("trace written to {}; read it with: profreport {}", output, output));
         if (!others.empty())
             log.info(fmt::format("{} more from other processes of the run (fork or exec): {}",
