@@ -55,6 +55,11 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
         if (f.kind == "marked function") function_time[key] += f.stats.cumtime;
     }
 
+    // The memory profiler measures the heap at every marked line, whether or not it changed.
+    bool heap = false;
+    for (const reader::TraceInfo& info : p.traces) heap |= info.meta.count("memory_profiler") > 0;
+    for (const auto& [key, rows] : groups)
+        for (const auto& [line, row] : rows) heap |= row.heap_increment != 0;
     std::vector<LineTable> out;
     std::regex re(match.empty() ? std::string(".") : match);
     for (auto& [key, rows] : groups) {
@@ -62,6 +67,7 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
         LineTable t;
         t.file = key.first;
         t.function = key.second;
+        t.heap = heap;
         for (auto& [line, row] : rows) t.rows.push_back(row);
         auto ft = function_time.find(key);
         if (ft != function_time.end()) {
@@ -192,8 +198,8 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
         std::map<uint32_t, const LineRow*> by_line;
         for (const LineRow& r : t.rows) by_line[r.line] = &r;
         std::string file = reader::printable(t.file);
-        bool heap = std::any_of(t.rows.begin(), t.rows.end(),
-                                [](const LineRow& r) { return r.heap_increment != 0; });
+        bool heap = t.heap || std::any_of(t.rows.begin(), t.rows.end(),
+                                          [](const LineRow& r) { return r.heap_increment != 0; });
         if (o.memory) {
             fmt::print(out, "Filename: {}\nFunction: {}\n\n", file, reader::printable(t.function));
             std::string header = fmt::format(

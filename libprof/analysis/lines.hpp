@@ -27,6 +27,9 @@ struct LineTable {
     std::string function; // display name of the enclosing function
     double total_time = 0; // the PROF_FUNCTION time when marked, else the sum of the rows
     std::vector<LineRow> rows; // by line
+    // Heap increments were recorded (the memory profiler ran, or some row has one): the heap
+    // column is shown even for a function whose rows are all 0.
+    bool heap = false;
 };
 
 // Tables for the threads `p` covers. `match` (a regex on "file:function", empty = all)

@@ -91,6 +91,9 @@ const char* free_name(format::FreeKind k) {
     }
 }
 
+// A realloc of a live block, in a mismatch key (FreeKind values start at 1).
+constexpr int kReallocRelease = 0;
+
 // Which release function matches an allocation function.
 bool matches(format::AllocKind a, format::FreeKind f) {
     switch (a) {
@@ -173,13 +176,22 @@ private:
 
 struct ProfileBuilder::Impl : reader::EventSink {
     std::vector<reader::TraceInfo> traces;
-    // Memory: sites are keyed by (trace, addresses innermost first); blocks live per trace.
+    // Memory: while reading, sites are keyed by (trace, addresses innermost first) in
+    // `raw_sites`; blocks live per trace. The report's sites are those with the same named
+    // frames merged: an object loaded again at another address (a plugin dlopened and
+    // dlclosed in a loop) gives new addresses to the same code.
     MemoryReport memory;
     // A site: (trace, return addresses innermost first, the module of each address at the
     // time when another object was also loaded at that address, else kNoModule).
     using SiteKey = std::tuple<size_t, std::vector<uint64_t>, std::vector<size_t>>;
     std::map<SiteKey, size_t> site_index;
     std::vector<SiteKey> site_keys;
+    std::vector<MemorySite> raw_sites;    // by SiteKey index; stacks stay empty
+    std::vector<Mismatch> raw_mismatches; // `site` indexes raw_sites
+    // What names a frame: function name, file, line, module path.
+    using FrameKey = std::tuple<std::string, std::string, uint32_t, std::string>;
+    std::map<std::vector<FrameKey>, size_t> merged_index; // named stack -> memory.sites index
+    std::vector<size_t> merged_of;                        // raw site -> memory.sites index
     LiveBlocks live;
     std::map<std::tuple<size_t, int, int>, size_t> mismatch_index;
     uint64_t trace_peak_rss = 0;
@@ -371,9 +383,9 @@ struct ProfileBuilder::Impl : reader::EventSink {
             if (timeless) *timeless = false;
         }
         SiteKey key{trace_index, std::move(addresses), std::move(modules)};
-        auto [it, fresh] = site_index.try_emplace(key, memory.sites.size());
+        auto [it, fresh] = site_index.try_emplace(key, raw_sites.size());
         if (fresh) {
-            memory.sites.emplace_back();
+            raw_sites.emplace_back();
             site_keys.push_back(std::move(key));
         }
         return it->second;
@@ -429,7 +441,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
     void heap_change(uint64_t ticks, int64_t delta, size_t site) {
         HeapReplay& h = heap;
         if (site >= h.pending.size()) {
-            size_t n = std::max(site + 1, memory.sites.size());
+            size_t n = std::max(site + 1, raw_sites.size());
             h.pending.resize(n, 0);
             h.at_peak.resize(n, 0);
             h.is_touched.resize(n, 0);
@@ -465,7 +477,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
 
     void note_temporary_on_free(StreamResult& s, uint64_t ptr, bool by_free) {
         if (by_free && s.last_alloc == ptr && ptr) {
-            ++memory.sites[s.last_alloc_site].temporary;
+            ++raw_sites[s.last_alloc_site].temporary;
             ++memory.temporary;
         }
         s.last_alloc = 0;
@@ -497,7 +509,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
         // As heaptrack counts it: the moved block was temporary if it was this thread's latest.
         if (old_ptr) {
             if (s.last_alloc == old_ptr) {
-                ++memory.sites[s.last_alloc_site].temporary;
+                ++raw_sites[s.last_alloc_site].temporary;
                 ++memory.temporary;
             }
             buffer_event(id, MemoryEvent{ticks, 0, old_ptr, 0, 0, 2, 0});
@@ -537,7 +549,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
             if (e.op == 0) {
                 ++memory.allocations;
                 memory.bytes_allocated += e.size;
-                MemorySite& ms = memory.sites[e.site];
+                MemorySite& ms = raw_sites[e.site];
                 ++ms.allocations;
                 ms.bytes += e.size;
                 live.set(e.ptr, LiveBlock{e.size, e.site, format::AllocKind(e.kind)});
@@ -551,13 +563,18 @@ struct ProfileBuilder::Impl : reader::EventSink {
                 continue;
             }
             const LiveBlock& b = *found;
-            if (e.op == 1 && !matches(b.kind, format::FreeKind(e.kind))) {
-                auto key = std::make_tuple(b.site, int(b.kind), int(e.kind));
-                auto [mt, fresh] = mismatch_index.try_emplace(key, memory.mismatches.size());
+            // realloc may only move what malloc and its kin allocated, not a new or new[] block.
+            bool realloc_of_new = e.op == 2 && (b.kind == format::AllocKind::kNew ||
+                                                b.kind == format::AllocKind::kNewArray);
+            if ((e.op == 1 && !matches(b.kind, format::FreeKind(e.kind))) || realloc_of_new) {
+                int release = e.op == 2 ? kReallocRelease : int(e.kind);
+                auto key = std::make_tuple(b.site, int(b.kind), release);
+                auto [mt, fresh] = mismatch_index.try_emplace(key, raw_mismatches.size());
                 if (fresh)
-                    memory.mismatches.push_back(
-                        Mismatch{alloc_name(b.kind), free_name(format::FreeKind(e.kind)), 0, b.site});
-                ++memory.mismatches[mt->second].count;
+                    raw_mismatches.push_back(Mismatch{
+                        alloc_name(b.kind),
+                        e.op == 2 ? "realloc" : free_name(format::FreeKind(e.kind)), 0, b.site});
+                ++raw_mismatches[mt->second].count;
             }
             heap_change(e.ticks, -int64_t(b.size), b.site);
             live.erase(found);
@@ -597,8 +614,8 @@ struct ProfileBuilder::Impl : reader::EventSink {
         uint64_t t0 = info.header.start_ticks;
         auto secs = [&](uint64_t t) { return t > t0 ? (t - t0) / tps : 0.0; };
         live.for_each([&](uint64_t, const LiveBlock& b) {
-            memory.sites[b.site].leaked_bytes += b.size;
-            ++memory.sites[b.site].leaked_blocks;
+            raw_sites[b.site].leaked_bytes += b.size;
+            ++raw_sites[b.site].leaked_blocks;
             memory.leaked_bytes += b.size;
             ++memory.leaked_blocks;
         });
@@ -607,9 +624,9 @@ struct ProfileBuilder::Impl : reader::EventSink {
         if (uint64_t(h.peak) > memory.peak_heap) {
             memory.peak_heap = uint64_t(h.peak);
             memory.peak_heap_time = secs(h.peak_ticks);
-            for (size_t i = 0; i < memory.sites.size(); ++i) {
+            for (size_t i = 0; i < raw_sites.size(); ++i) {
                 int64_t v = i < h.at_peak.size() ? h.at_peak[i] : 0;
-                memory.sites[i].peak_bytes = v > 0 ? uint64_t(v) : 0;
+                raw_sites[i].peak_bytes = v > 0 ? uint64_t(v) : 0;
             }
         }
         // Timelines: 2000 to 4000 points per trace, each an interval's maximum.
@@ -624,6 +641,57 @@ struct ProfileBuilder::Impl : reader::EventSink {
             trace_peak_rss = std::max<uint64_t>(trace_peak_rss, std::strtoull(it->second.c_str(), nullptr, 10));
         if (memory.present) memory.peak_rss = std::max(memory.peak_rss, trace_peak_rss);
         trace_peak_rss = 0;
+    }
+
+    // Names the frames of the raw sites not named yet (those of the trace just read) and
+    // rebuilds the report's sites and mismatches: raw sites whose frames all name the same
+    // function, file, line and module are one site, with their counts summed (the bytes of
+    // each at the peak too, so the sum is the merged site's).
+    void merge_sites() {
+        merged_of.resize(raw_sites.size(), SIZE_MAX);
+        for (size_t i = 0; i < raw_sites.size(); ++i) {
+            if (merged_of[i] != SIZE_MAX) continue;
+            auto& [trace, addresses, modules] = site_keys[i];
+            std::vector<MemoryFrame> stack;
+            std::vector<FrameKey> key;
+            for (size_t k = 0; k < addresses.size(); ++k) {
+                size_t module = k < modules.size() ? modules[k] : reader::kNoModule;
+                Function f = resolver.describe(traces[trace], addresses[k], module);
+                key.emplace_back(f.name, f.file, f.line, f.module);
+                stack.push_back(MemoryFrame{f.name, f.file, f.module, f.line});
+            }
+            auto [it, fresh] = merged_index.try_emplace(std::move(key), memory.sites.size());
+            if (fresh) {
+                memory.sites.emplace_back();
+                memory.sites.back().stack = std::move(stack);
+            }
+            merged_of[i] = it->second;
+        }
+        for (MemorySite& m : memory.sites) {
+            std::vector<MemoryFrame> stack = std::move(m.stack);
+            m = MemorySite{};
+            m.stack = std::move(stack);
+        }
+        for (size_t i = 0; i < raw_sites.size(); ++i) {
+            const MemorySite& r = raw_sites[i];
+            MemorySite& m = memory.sites[merged_of[i]];
+            m.allocations += r.allocations;
+            m.bytes += r.bytes;
+            m.temporary += r.temporary;
+            m.peak_bytes += r.peak_bytes;
+            m.leaked_bytes += r.leaked_bytes;
+            m.leaked_blocks += r.leaked_blocks;
+        }
+        memory.mismatches.clear();
+        std::map<std::tuple<size_t, std::string, std::string>, size_t> by_site;
+        for (const Mismatch& r : raw_mismatches) {
+            size_t site = merged_of[r.site];
+            auto [it, fresh] = by_site.try_emplace({site, r.allocated_with, r.freed_with},
+                                                   memory.mismatches.size());
+            if (fresh)
+                memory.mismatches.push_back(Mismatch{r.allocated_with, r.freed_with, 0, site});
+            memory.mismatches[it->second].count += r.count;
+        }
     }
 
     void on_thread_end(uint32_t id, uint64_t ticks) override {
@@ -679,12 +747,19 @@ struct FunctionResolver::Impl {
                     if (f.symbol.empty()) f.symbol = *sym;
                     if (f.name.empty()) f.name = reader::demangle(*sym);
                 }
-            // And the source position from the file's DWARF, as the runtime would have given.
-            if (elf->ok() && same_build && f.file.empty()) {
+            // And the source position from the file's DWARF, as the runtime would have given;
+            // a function still unnamed (a local symbol of a stripped object) from the symbol
+            // table libdwfl finds, the separate debug file's included.
+            if (elf->ok() && same_build && (f.file.empty() || f.name.empty())) {
                 auto& lines = line_cache[m->path];
                 if (!lines) lines = std::make_unique<reader::DwarfLines>(m->path);
                 uint32_t line = 0;
-                if (lines->lookup(address - m->base, f.file, line)) f.line = line;
+                if (f.file.empty() && lines->lookup(address - m->base, f.file, line)) f.line = line;
+                std::string raw;
+                if (f.name.empty() && lines->function(address - m->base, raw)) {
+                    if (f.symbol.empty()) f.symbol = raw;
+                    f.name = reader::demangle(raw);
+                }
             }
         }
         if (f.name.empty())
@@ -729,17 +804,8 @@ void ProfileBuilder::add_trace(const std::string& path) {
     }
     impl_->finish_memory(info);
     impl_->traces.push_back(info);
-    // Name the frames of the memory sites found in this trace.
-    for (size_t i = 0; i < impl_->site_keys.size(); ++i) {
-        auto& [trace, addresses, modules] = impl_->site_keys[i];
-        MemorySite& site = impl_->memory.sites[i];
-        if (trace != impl_->trace_index || !site.stack.empty()) continue;
-        for (size_t k = 0; k < addresses.size(); ++k) {
-            size_t module = k < modules.size() ? modules[k] : reader::kNoModule;
-            Function f = impl_->resolver.describe(impl_->traces[trace], addresses[k], module);
-            site.stack.push_back(MemoryFrame{f.name, f.file, f.module, f.line});
-        }
-    }
+    // Name the frames of the memory sites found in this trace, and merge alike stacks.
+    impl_->merge_sites();
 }
 
 const MemoryReport& ProfileBuilder::memory() const { return impl_->memory; }

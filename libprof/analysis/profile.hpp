@@ -96,7 +96,9 @@ struct MemorySite {
 };
 
 struct Mismatch {
-    std::string allocated_with, freed_with; // "malloc"/"new"/"new[]", "free"/"delete"/"delete[]"
+    // "malloc"/"new"/"new[]"/"aligned_alloc"; "free"/"delete"/"delete[]", or "realloc" (of a new
+    // or new[] block)
+    std::string allocated_with, freed_with;
     uint64_t count = 0;
     size_t site = 0; // where the block was allocated
 };
@@ -115,7 +117,7 @@ struct MemoryReport {
     // Records that came after newer ones had been replayed (a writer that broke the order the
     // format promises); they were replayed late, so peak and timeline may be slightly off.
     uint64_t late_events = 0;
-    std::vector<MemorySite> sites;
+    std::vector<MemorySite> sites; // one per stack of named frames (name, file, line, module)
     std::vector<Mismatch> mismatches;
     std::vector<std::pair<double, double>> heap_timeline; // (seconds, live bytes)
     std::vector<std::pair<double, double>> rss_timeline;  // (seconds, resident bytes)

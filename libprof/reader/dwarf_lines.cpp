@@ -53,4 +53,19 @@ bool DwarfLines::lookup(uint64_t vaddr, std::string& file, uint32_t& line) const
     return true;
 }
 
+bool DwarfLines::function(uint64_t vaddr, std::string& symbol) const {
+    if (!impl_->module) return false;
+    GElf_Off offset = 0;
+    GElf_Sym sym;
+    const char* name = dwfl_module_addrinfo(impl_->module, vaddr + impl_->bias, &offset, &sym,
+                                            nullptr, nullptr, nullptr);
+    // Only a function that contains the address: libdwfl also answers with the nearest
+    // sizeless symbol below it, which names some other code.
+    int type = GELF_ST_TYPE(sym.st_info);
+    if (!name || !*name || (type != STT_FUNC && type != STT_GNU_IFUNC) || offset >= sym.st_size)
+        return false;
+    symbol = name;
+    return true;
+}
+
 } // namespace prof::reader

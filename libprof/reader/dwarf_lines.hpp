@@ -1,6 +1,7 @@
-// Source file and line of code addresses from an ELF file's DWARF line tables on disk: the
-// fallback that gives file:line to functions and stack frames of a trace whose process died
-// (SIGKILL, abort, _exit) before writing its symbol table. elfutils' libdwfl reads the tables
+// Source file and line of code addresses from an ELF file's DWARF line tables on disk, and the
+// function symbol from its (or its debug file's) symbol table: the fallback that gives names
+// and file:line to functions and stack frames of a trace whose process died (SIGKILL, abort,
+// _exit) before writing its symbol table. elfutils' libdwfl reads the tables
 // (the object's own, or a separate debug file found by build id), only when asked.
 #pragma once
 
@@ -20,6 +21,11 @@ class DwarfLines {
     // The source position of `vaddr` (an address as laid out in the file); false when the
     // file has no line information for it.
     bool lookup(uint64_t vaddr, std::string& file, uint32_t& line) const;
+    // The function symbol whose extent contains `vaddr`, from the symbol table libdwfl finds
+    // for the file: its own .symtab, else the separate debug file's (where the local symbols
+    // of a stripped library such as libc's __libc_start_call_main live), else .dynsym. The
+    // raw (mangled) name; false when no function symbol contains the address.
+    bool function(uint64_t vaddr, std::string& symbol) const;
 
   private:
     struct Impl;

@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <regex>
 #include <string>
 
 using namespace prof;
@@ -243,3 +244,49 @@ TEST_CASE("C regions: counts and nesting") {
     CHECK(text.out.find("static void tiny(void)") != std::string::npos);
     CHECK(text.out.find("int main(void)") == std::string::npos);
 }
+
+// The memory profiler measures the heap at every marked line: the heap column is shown for
+// every function, also one whose lines allocate nothing (all 0), and CSV has it as JSON does.
+#ifdef PROF_SANITIZER_BUILD
+TEST_CASE("profreport --lines --memory: the heap column for every function, and in CSV" *
+          doctest::skip(true)) { // libprofmem.so cannot run under a sanitizer
+}
+#else
+TEST_CASE("profreport --lines --memory: the heap column for every function, and in CSV") {
+    std::string trace = temp_path("heap-lines.trace");
+    auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_HEAP_LINES});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto text = run({PROFREPORT, "--lines", "--memory", trace});
+    REQUIRE(text.exit_code == 0);
+    const std::string header = "Line #    Mem usage    Increment    Heap incr.  Occurrences   "
+                               "Line Contents\n";
+    size_t no_heap = text.out.find("Function: no_heap()\n");
+    size_t some_heap = text.out.find("Function: some_heap()\n");
+    REQUIRE(no_heap != std::string::npos);
+    REQUIRE(some_heap != std::string::npos);
+    CHECK_MESSAGE(text.out.find(header, no_heap) == text.out.find("Line #", no_heap), text.out);
+    CHECK(text.out.find(header, some_heap) == text.out.find("Line #", some_heap));
+    CHECK(text.out.find("     0.0 MiB            1       PROF_LINE(sink = sink + 1);") !=
+          std::string::npos);
+
+    auto csv = run({PROFREPORT, "--lines", "--memory", "--format", "csv", trace});
+    REQUIRE(csv.exit_code == 0);
+    CHECK(csv.out.rfind("file,function,line,kind,hits,time,rss_samples,rss_increment,rss_last,"
+                        "heap_increment\n",
+                        0) == 0);
+    // The heap increment of the malloc(100000) line, as JSON has it.
+    auto json = run({PROFREPORT, "--lines", "--memory", "--format", "json", trace});
+    std::smatch m;
+    REQUIRE(std::regex_search(json.out, m,
+                              std::regex("\"line\": 17, \"function\": \"some_heap\\(\\)\"[^}]*"
+                                         "\"heap_increment\": (\\d+)")));
+    uint64_t heap = std::stoull(m[1]);
+    CHECK(heap >= 100000);
+    CHECK(heap < 100000 + 64);
+    CHECK(
+        std::regex_search(csv.out, std::regex(",some_heap\\(\\),17,line,1,[0-9.]+,1,-?\\d+,\\d+," +
+                                              std::to_string(heap) + "\n")));
+    CHECK(std::regex_search(csv.out,
+                            std::regex(",no_heap\\(\\),11,line,1,[0-9.]+,1,-?\\d+,\\d+,0\n")));
+}
+#endif

@@ -3,6 +3,7 @@
 // section (headless Chromium), heap and RSS counters in the Chrome export (parsed by Python's
 // json), and diff --memory with its CI gate. The browser checks are skipped, with a message,
 // when chromium is not installed.
+#include "analysis/profile.hpp"
 #include "support/browser.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
@@ -142,6 +143,13 @@ prof::test::RunResult check_counters(const std::vector<std::string>& args) {
     std::vector<std::string> argv{which("python3"), "-c", kCounterCheck};
     argv.insert(argv.end(), args.begin(), args.end());
     return run(argv);
+}
+
+// A mismatch of profreport --memory --format json, released with realloc.
+std::string fmt_mismatch(const std::string& allocated_with, uint64_t count, size_t site) {
+    return "{\"allocated_with\": \"" + allocated_with +
+           "\", \"freed_with\": \"realloc\", \"count\": " + std::to_string(count) +
+           ", \"site\": " + std::to_string(site) + "}";
 }
 
 uint64_t json_field(const std::string& json, const std::string& key) {
@@ -511,6 +519,128 @@ TEST_CASE("profreport --memory --plot: 1-2-5 ticks, legend above the curves, lab
         CHECK(std::stod((*it)[2]) < plot_top);
     }
     CHECK(entries == 2);
+}
+
+// A plugin dlopened, used and dlclosed 300 times: each load gives the same code (often at new
+// addresses) and must not give new sites. Two copies of the plugin are two objects: their
+// sites stay apart although their frames name the same function, file and line.
+TEST_CASE("a plugin loaded and closed in a loop: one site per stack, not one per load") {
+    std::string trace = mem_trace("plugin-loop.trace",
+                                  {PROF_TEST_PLUGIN_LOOP, "300", PROF_TEST_PLUGIN_LOOP_A});
+    prof::analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    const prof::analysis::MemoryReport& m = pb.memory();
+    std::vector<const prof::analysis::MemorySite*> plug;
+    for (const auto& s : m.sites)
+        if (!s.stack.empty() && s.stack[0].name == "plug_alloc") plug.push_back(&s);
+    REQUIRE(plug.size() == 2); // free(f(100)) and f(64): two lines of main
+    const auto* temp = plug[0]->leaked_blocks ? plug[1] : plug[0];
+    const auto* leak = plug[0]->leaked_blocks ? plug[0] : plug[1];
+    CHECK(temp->allocations == 300);
+    CHECK(temp->bytes == 30000);
+    CHECK(temp->temporary == 300);
+    CHECK(temp->leaked_blocks == 0);
+    CHECK(temp->peak_bytes == 0);
+    CHECK(leak->allocations == 300);
+    CHECK(leak->bytes == 19200);
+    CHECK(leak->temporary == 0);
+    CHECK(leak->leaked_blocks == 300);
+    CHECK(leak->leaked_bytes == 19200);
+    CHECK(leak->peak_bytes == 19200); // the 1 MiB block at the end puts the peak after all leaks
+    REQUIRE(leak->stack.size() >= 2);
+    CHECK(leak->stack[0].file.find("plugin_loop_lib.c") != std::string::npos);
+    CHECK(leak->stack[0].line == 5);
+    CHECK(leak->stack[1].name == "main");
+    CHECK(leak->stack[1].line == 23);
+    // The report: the biggest leak first, once.
+    auto text = run({PROFREPORT, "--memory", "-n", "1", trace});
+    REQUIRE(text.exit_code == 0);
+    CHECK_MESSAGE(text.out.find("MEMORY LEAKED\n  18.75 KiB leaked in 300 blocks\n"
+                                "      at plug_alloc (plugin_loop_lib.c:5)\n"
+                                "         main (plugin_loop.c:23)\n") != std::string::npos,
+                  text.out);
+    auto json = run({PROFREPORT, "--memory", "--format", "json", trace});
+    REQUIRE(json.exit_code == 0);
+    CHECK(count(json.out, "{\"stack\": [{\"name\": \"plug_alloc\"") == 2);
+    CHECK(count(json.out, "\"leaked_bytes\": 19200, \"leaked_blocks\": 300") == 1);
+
+    // Two copies loaded in turn: one leaking site per object, 150 loads each.
+    std::string two = mem_trace("plugin-two.trace",
+                                {PROF_TEST_PLUGIN_LOOP, "300", PROF_TEST_PLUGIN_LOOP_A,
+                                 PROF_TEST_PLUGIN_LOOP_B});
+    prof::analysis::ProfileBuilder pb2;
+    pb2.add_trace(two);
+    std::vector<std::string> modules;
+    for (const auto& s : pb2.memory().sites)
+        if (!s.stack.empty() && s.stack[0].name == "plug_alloc" && s.leaked_blocks) {
+            CHECK(s.leaked_blocks == 150);
+            CHECK(s.leaked_bytes == 9600);
+            CHECK(s.peak_bytes == 9600);
+            modules.push_back(s.stack[0].module);
+        }
+    REQUIRE(modules.size() == 2);
+    std::sort(modules.begin(), modules.end());
+    CHECK(modules[0] == PROF_TEST_PLUGIN_LOOP_A);
+    CHECK(modules[1] == PROF_TEST_PLUGIN_LOOP_B);
+}
+
+// realloc may move only blocks of malloc and its kin: a new[] or new block passed to it is a
+// mismatch, at the site that allocated it; the block realloc returns is then free's to free.
+TEST_CASE("realloc of a block allocated with new[] or new: a mismatch, in text and JSON") {
+    std::string trace = mem_trace("realloc-new.trace", {PROF_TEST_REALLOC_NEW});
+    prof::analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    const prof::analysis::MemoryReport& m = pb.memory();
+    REQUIRE(m.mismatches.size() == 2);
+    const auto& array = m.mismatches[0];
+    const auto& object = m.mismatches[1];
+    CHECK(array.allocated_with == "new[]");
+    CHECK(array.freed_with == "realloc");
+    CHECK(array.count == 3);
+    CHECK(m.sites.at(array.site).stack.at(0).name == "array_then_realloc()");
+    CHECK(object.allocated_with == "new");
+    CHECK(object.freed_with == "realloc");
+    CHECK(object.count == 1);
+    CHECK(m.sites.at(object.site).stack.at(0).name == "object_then_realloc()");
+    auto text = run({PROFREPORT, "--memory", trace});
+    REQUIRE(text.exit_code == 0);
+    CHECK_MESSAGE(text.out.find("MISMATCHED ALLOCATION AND RELEASE\n"
+                                "  3 blocks allocated with new[] and released with realloc\n"
+                                "      at array_then_realloc() (realloc_new.cpp:7)\n") !=
+                      std::string::npos,
+                  text.out);
+    CHECK(text.out.find("  1 block allocated with new and released with realloc\n"
+                        "      at object_then_realloc() (realloc_new.cpp:13)\n") !=
+          std::string::npos);
+    auto json = run({PROFREPORT, "--memory", "--format", "json", trace});
+    REQUIRE(json.exit_code == 0);
+    CHECK(json.out.find(fmt_mismatch("new[]", 3, array.site)) != std::string::npos);
+    CHECK(json.out.find(fmt_mismatch("new", 1, object.site)) != std::string::npos);
+    CHECK(count(json.out, "\"freed_with\": ") == 2);
+}
+
+// A process that ends with _exit leaves no symbol table: frames are named from the files on
+// disk. The static function is in no symbol table of the stripped binary, only in the
+// separate debug file that its .gnu_debuglink names (as libc's __libc_start_call_main).
+TEST_CASE("a trace of a process that ended with _exit: local functions named from the debug file") {
+    std::string trace = mem_trace("local-symbol.trace", {PROF_TEST_LOCAL_SYMBOL});
+    prof::analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    const prof::analysis::MemorySite* site = nullptr;
+    for (const auto& s : pb.memory().sites)
+        if (s.bytes == 4242) site = &s;
+    REQUIRE(site);
+    REQUIRE(site->stack.size() >= 2);
+    CHECK(site->stack[0].name == "hidden_alloc");
+    CHECK(site->stack[0].file.find("local_symbol.c") != std::string::npos);
+    CHECK(site->stack[0].line == 10);
+    CHECK(site->stack[1].name == "main");
+    CHECK(site->stack[1].line == 16);
+    auto text = run({PROFREPORT, "--memory", trace});
+    CHECK_MESSAGE(text.out.find("  4.14 KiB leaked in 1 block\n"
+                                "      at hidden_alloc (local_symbol.c:10)\n"
+                                "         main (local_symbol.c:16)\n") != std::string::npos,
+                  text.out);
 }
 
 #ifdef PROF_SANITIZER_BUILD

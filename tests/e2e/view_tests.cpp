@@ -471,7 +471,8 @@ TEST_CASE("--format csv for callers, callees and lines") {
     std::string lt = trace_of("views-lines.trace", {PROF_TEST_LINES});
     auto l = run({PROFREPORT, "--lines", "--format", "csv", lt});
     CHECK(l.exit_code == 0);
-    CHECK(l.out.rfind("file,function,line,kind,hits,time,rss_samples,rss_increment,rss_last\n",
+    CHECK(l.out.rfind("file,function,line,kind,hits,time,rss_samples,rss_increment,rss_last,"
+                      "heap_increment\n",
                       0) == 0);
     CHECK(lines(l.out) > 2);
 }

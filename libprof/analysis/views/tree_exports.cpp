@@ -209,12 +209,13 @@ void print_callers_csv(std::FILE* out, const Profile& p, const std::string& filt
 }
 
 void print_lines_csv(std::FILE* out, const std::vector<LineTable>& tables) {
-    fmt::print(out, "file,function,line,kind,hits,time,rss_samples,rss_increment,rss_last\n");
+    fmt::print(out, "file,function,line,kind,hits,time,rss_samples,rss_increment,rss_last,"
+                    "heap_increment\n");
     for (const LineTable& t : tables)
         for (const LineRow& r : t.rows)
-            fmt::print(out, "{},{},{},{},{},{:.9f},{},{:.0f},{:.0f}\n", csv_escape(t.file),
+            fmt::print(out, "{},{},{},{},{},{:.9f},{},{:.0f},{:.0f},{:.0f}\n", csv_escape(t.file),
                        csv_escape(t.function), r.line, r.kind, r.hits, r.time, r.rss_samples,
-                       r.rss_increment, r.rss_last);
+                       r.rss_increment, r.rss_last, r.heap_increment);
 }
 
 } // namespace prof::analysis::views
