@@ -182,6 +182,13 @@ TEST_CASE("-DPROF_DISABLE: same results, no profiler symbols referenced") {
     REQUIRE(nm.exit_code == 0);
     CHECK(nm.out.find("prof_") == std::string::npos);
     CHECK(nm.out.find("libprof") == std::string::npos);
+    // The C API too: regions compile out, and prof_is_tracing() answers 0 without the library.
+    auto c = run({PROF_TEST_REGIONS_DISABLED});
+    CHECK(c.exit_code == 0);
+    CHECK(c.out == "not tracing\n");
+    auto c_nm = run({"/usr/bin/nm", "-u", PROF_TEST_REGIONS_DISABLED});
+    REQUIRE(c_nm.exit_code == 0);
+    CHECK(c_nm.out.find("prof_") == std::string::npos);
 }
 
 TEST_CASE("profreport --lines: line_profiler's columns, and JSON fields") {

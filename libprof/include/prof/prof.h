@@ -27,15 +27,24 @@ typedef struct prof_site {
     unsigned id;          /* assigned by the runtime on first use */
 } prof_site;
 
+#if defined(PROF_DISABLE)
+/* Compiled out: nothing is traced, and no symbol of the library is referenced. */
+static inline int prof_is_tracing(void) { return 0; }
+static inline const char* prof_trace_path(void) { return 0; }
+#else
 /* Non-zero while this process records a trace. */
 int prof_is_tracing(void);
 
 /* Path of the trace file this process writes (after a fork, the child's own file), or NULL
  * when it writes none. The string stays valid until the process exits. */
 const char* prof_trace_path(void);
+#endif
 
 /* Regions and scopes: timed per activation, shown as functions in profreport's tables and
- * call tree. A region ends with prof_region_end() on the same thread, innermost first. */
+ * call tree. A region ends with prof_region_end() on the same thread, innermost first, in the
+ * function that began it: like a scope, a region still open when that function returns (in
+ * code built with -finstrument-functions) ends there, and a later prof_region_end() then ends
+ * the next region out. */
 void prof_region_begin(prof_site* site);
 void prof_region_end(void);
 void prof_scope_enter(prof_site* site);
