@@ -22,8 +22,11 @@
 #include "thread_state.hpp"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -817,3 +820,98 @@ PROF_API void prof_line_record_mem(prof_site* site, unsigned long long start,
 
 // Resident set size now, from /proc/self/statm (one pread on a descriptor kept open).
 PROF_API unsigned long long prof_rss_bytes(void) { return prof::rt::rss_bytes_now(); }
+
+// ---- longjmp ---------------------------------------------------------------------------------
+// A longjmp leaves every frame between it and its setjmp without an exit hook. The enter hook
+// notices such frames only when the next call's stack level is at or above theirs, and that
+// level depends on frame sizes: after a longjmp, a sibling call with a larger frame than the
+// abandoned ones looked nested in them (and scopes had no such check at all). libprof.so
+// therefore interposes longjmp and its variants: on glibc x86-64 they read the stack pointer
+// the jump restores from the jmp_buf (slot 6, mangled with the thread's pointer guard) and
+// close every open frame and scope below it (an Abandon record) before jumping. A target that
+// is not up this thread's stack (a jump to another stack, as coroutine libraries do) changes
+// nothing, and the enter hook's check remains for jumps this does not see.
+namespace prof::rt {
+namespace {
+
+using LongjmpFn = void (*)(struct __jmp_buf_tag*, int);
+LongjmpFn g_longjmp, g_underscore_longjmp, g_siglongjmp, g_longjmp_chk;
+
+// The C library's own function, from its handle: RTLD_NEXT would miss it when libprof.so comes
+// after the C library in the search order (a dependency of a preloaded libprofmem.so), and a
+// failed lookup allocates its error message.
+PROF_NOINSTR LongjmpFn real_jump(LongjmpFn& fn, const char* name) {
+    if (PROF_UNLIKELY(!fn)) {
+        static void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+        if (libc) fn = reinterpret_cast<LongjmpFn>(dlsym(libc, name));
+    }
+    return fn;
+}
+
+PROF_NOINSTR void close_frames_below(struct __jmp_buf_tag* env) {
+#if defined(__x86_64__) && defined(__GLIBC__)
+    ThreadState& s = prof_tls;
+    if (s.state != kActive || !s.depth) return; // inside a hook (a handler), off, or nothing open
+    uintptr_t mangled = uintptr_t(env->__jmpbuf[6]), guard;
+    __asm__("mov %%fs:0x30, %0" : "=r"(guard));
+    uintptr_t target = ((mangled >> 17) | (mangled << 47)) ^ guard;
+    auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    if (target <= here || target - here >= kSameStack) return;
+    s.state = kBusy;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    // Frames deeper than the recorded depth limit are below the recorded ones.
+    if (s.overflow && s.overflow_cfa < target) s.overflow = 0;
+    uint32_t n = 0;
+    while (n < s.depth && s.frames[s.depth - 1 - n].cfa < target) ++n;
+    uint64_t now = now_ticks();
+    if (n && ensure(s, now)) {
+        write_abandon(s, n, now);
+        commit(s.w);
+    }
+    s.state = kActive;
+#else
+    (void)env;
+#endif
+}
+
+} // namespace
+
+PROF_NOINSTR void resolve_longjmp() {
+    real_jump(g_longjmp, "longjmp");
+    real_jump(g_underscore_longjmp, "_longjmp");
+    real_jump(g_siglongjmp, "siglongjmp");
+    real_jump(g_longjmp_chk, "__longjmp_chk");
+}
+
+} // namespace prof::rt
+
+extern "C" void __longjmp_chk(struct __jmp_buf_tag* env, int val) __attribute__((noreturn));
+
+extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
+longjmp(struct __jmp_buf_tag env[1], int val) noexcept {
+    close_frames_below(env);
+    if (LongjmpFn real = real_jump(g_longjmp, "longjmp")) real(env, val);
+    abort(); // no C library to jump with
+}
+
+extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
+_longjmp(struct __jmp_buf_tag env[1], int val) noexcept {
+    close_frames_below(env);
+    if (LongjmpFn real = real_jump(g_underscore_longjmp, "_longjmp")) real(env, val);
+    abort(); // no C library to jump with
+}
+
+extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
+siglongjmp(struct __jmp_buf_tag env[1], int val) noexcept {
+    close_frames_below(env);
+    if (LongjmpFn real = real_jump(g_siglongjmp, "siglongjmp")) real(env, val);
+    abort(); // no C library to jump with
+}
+
+// What longjmp calls become with _FORTIFY_SOURCE.
+extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
+__longjmp_chk(struct __jmp_buf_tag* env, int val) {
+    close_frames_below(env);
+    if (LongjmpFn real = real_jump(g_longjmp_chk, "__longjmp_chk")) real(env, val);
+    abort(); // no C library to jump with
+}

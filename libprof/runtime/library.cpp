@@ -5,6 +5,7 @@
 
 namespace prof::rt {
 void create_thread_key();
+void resolve_longjmp(); // call_hooks.cpp: the real functions, before any signal handler needs them
 }
 
 // Priority 101: before constructors of default priority in this library and, since
@@ -13,6 +14,7 @@ __attribute__((constructor(101))) PROF_NOINSTR static void prof_library_start() 
     uint8_t prev = prof::rt::block_thread(); // the start path takes the global lock
     prof::rt::runtime_start();
     prof::rt::create_thread_key();
+    prof::rt::resolve_longjmp();
     prof::rt::unblock_thread(prev);
 }
 

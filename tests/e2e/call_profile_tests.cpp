@@ -177,6 +177,35 @@ TEST_CASE("exceptions and longjmp leave a balanced tree") {
     check_nesting(p);
 }
 
+// After a longjmp out of 5 deep() frames, runner() calls after(), whose frame is larger than
+// deep's: after() is runner's callee (it was nested in the frames the longjmp left, which then
+// held its 2 ms sleeps). The same with PROF_SCOPE marks instead of instrumentation.
+TEST_CASE("longjmp, then a sibling call with a larger frame: the left frames are closed") {
+    for (const char* program : {PROF_TEST_LONGJMP_SIBLINGS, PROF_TEST_LONGJMP_SCOPES}) {
+        CAPTURE(program);
+        bool scopes = std::string(program) == PROF_TEST_LONGJMP_SCOPES;
+        analysis::Profile p = profile_of({program}, scopes ? "lj-scopes.trace" : "lj.trace");
+        const std::string runner = scopes ? "runner" : "runner()";
+        const std::string deep = scopes ? "deep" : "deep(int)";
+        const std::string after = scopes ? "after" : "after(int)";
+        CHECK(fn(p, deep).stats.ncalls == 15);
+        CHECK(fn(p, after).stats.ncalls == 3);
+        size_t runner_index = SIZE_MAX, after_index = SIZE_MAX;
+        for (size_t i = 0; i < p.functions.size(); ++i) {
+            if (p.functions[i].name == runner) runner_index = i;
+            if (p.functions[i].name == after) after_index = i;
+        }
+        for (const analysis::Edge& e : p.edges)
+            if (e.callee == after_index) CHECK(e.caller == runner_index);
+        CHECK(fn(p, deep).stats.cumtime < 0.002); // none of the 3 x 2 ms sleeps
+        CHECK(fn(p, after).stats.cumtime >= 0.006);
+        uint64_t abandoned = 0;
+        for (const auto& t : p.threads) abandoned += t.abandoned;
+        CHECK(abandoned == 15);
+        check_nesting(p);
+    }
+}
+
 TEST_CASE("fork: parent and child each write their own complete trace") {
     std::string trace = temp_path("fork.trace");
     test::RunResult r = run({PROF_TEST_FORKER}, {{"PROF_OUT", trace}});
