@@ -1,5 +1,6 @@
 #include "reader/dwarf_lines.hpp"
 
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 
 namespace prof::reader {
@@ -21,6 +22,25 @@ struct DwarfLines::Impl {
     Dwfl* dwfl = nullptr;
     Dwfl_Module* module = nullptr;
     Dwarf_Addr bias = 0;
+    Dwarf_Die last_cu{}; // of the last lookup without .debug_aranges
+    bool have_last_cu = false;
+
+    // libdwfl finds an address's compilation unit through .debug_aranges, which Clang does not
+    // write: then the units are searched by their own address ranges (the last one found
+    // first: nearby addresses tend to share it).
+    Dwarf_Line* line_without_aranges(Dwarf_Addr addr) {
+        Dwarf_Addr cu_bias = 0;
+        if (have_last_cu && dwarf_haspc(&last_cu, addr - cu_bias) == 1)
+            return dwarf_getsrc_die(&last_cu, addr - cu_bias);
+        Dwarf_Die* cu = nullptr;
+        while ((cu = dwfl_module_nextcu(module, cu, &cu_bias)) != nullptr) {
+            if (dwarf_haspc(cu, addr - cu_bias) != 1) continue;
+            last_cu = *cu;
+            have_last_cu = cu_bias == 0;
+            return dwarf_getsrc_die(cu, addr - cu_bias);
+        }
+        return nullptr;
+    }
 };
 
 DwarfLines::DwarfLines(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -43,10 +63,14 @@ DwarfLines::~DwarfLines() {
 
 bool DwarfLines::lookup(uint64_t vaddr, std::string& file, uint32_t& line) const {
     if (!impl_->module) return false;
-    Dwfl_Line* l = dwfl_module_getsrc(impl_->module, vaddr + impl_->bias);
-    if (!l) return false;
     int n = 0;
-    const char* f = dwfl_lineinfo(l, nullptr, &n, nullptr, nullptr, nullptr);
+    const char* f = nullptr;
+    if (Dwfl_Line* l = dwfl_module_getsrc(impl_->module, vaddr + impl_->bias)) {
+        f = dwfl_lineinfo(l, nullptr, &n, nullptr, nullptr, nullptr);
+    } else if (Dwarf_Line* dl = impl_->line_without_aranges(vaddr + impl_->bias)) {
+        f = dwarf_linesrc(dl, nullptr, nullptr);
+        if (dwarf_lineno(dl, &n) != 0) n = 0;
+    }
     if (!f || n <= 0) return false;
     file = f;
     line = uint32_t(n);

@@ -15,6 +15,7 @@
 #include "runtime.hpp"
 
 #include <boost/stacktrace/frame.hpp>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 
 #include <cstdlib>
@@ -42,6 +43,12 @@ struct Dw {
     decltype(&dwfl_end) end;
     decltype(&dwfl_linux_proc_find_elf) find_elf;
     decltype(&dwfl_build_id_find_debuginfo) find_debuginfo;
+    // Line lookup without .debug_aranges (optional: null when missing).
+    decltype(&dwfl_module_nextcu) nextcu;
+    decltype(&dwarf_haspc) haspc;
+    decltype(&dwarf_getsrc_die) getsrc_die;
+    decltype(&dwarf_linesrc) linesrc;
+    decltype(&dwarf_lineno) lineno;
 };
 
 PROF_NOINSTR const Dw* load_dw() {
@@ -61,6 +68,10 @@ PROF_NOINSTR const Dw* load_dw() {
          sym(dw.getsrc, "dwfl_module_getsrc") && sym(dw.lineinfo, "dwfl_lineinfo") && sym(dw.info, "dwfl_module_info") &&
          sym(dw.end, "dwfl_end") && sym(dw.find_elf, "dwfl_linux_proc_find_elf") &&
          sym(dw.find_debuginfo, "dwfl_build_id_find_debuginfo");
+    if (!(sym(dw.nextcu, "dwfl_module_nextcu") && sym(dw.haspc, "dwarf_haspc") &&
+          sym(dw.getsrc_die, "dwarf_getsrc_die") && sym(dw.linesrc, "dwarf_linesrc") &&
+          sym(dw.lineno, "dwarf_lineno")))
+        dw.nextcu = nullptr;
     return ok ? &dw : nullptr;
 }
 
@@ -143,6 +154,23 @@ PROF_NOINSTR bool Symbolizer::resolve(uintptr_t address, SymbolInfo& out) {
                 const char* file = dw->lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr);
                 if (file) out.file = file;
                 out.line = line > 0 ? size_t(line) : 0;
+            } else if (dw->nextcu) {
+                // libdwfl finds an address's unit through .debug_aranges, which Clang does not
+                // write: then the units are searched by their own address ranges.
+                Dwarf_Addr bias = 0;
+                Dwarf_Die* cu = nullptr;
+                while ((cu = dw->nextcu(m, cu, &bias)) != nullptr) {
+                    if (dw->haspc(cu, address - bias) != 1) continue;
+                    if (Dwarf_Line* dl = dw->getsrc_die(cu, address - bias)) {
+                        int line = 0;
+                        const char* file = dw->linesrc(dl, nullptr, nullptr);
+                        if (file && dw->lineno(dl, &line) == 0 && line > 0) {
+                            out.file = file;
+                            out.line = size_t(line);
+                        }
+                    }
+                    break;
+                }
             }
             return true;
         }

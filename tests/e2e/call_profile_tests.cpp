@@ -107,6 +107,25 @@ TEST_CASE("C functions named like C++ type codes keep their names") {
     CHECK_FALSE(has_function(p, "std::string"));
 }
 
+// Clang writes no .debug_aranges, through which libdwfl finds an address's unit: functions
+// must still get file and line, from the symbol table written at exit and from the binary on
+// disk when there is none (PROF_SYMBOLS=0).
+TEST_CASE("a binary without .debug_aranges (as Clang builds them): file and line still found") {
+    for (const char* symbols : {"1", "0"}) {
+        CAPTURE(symbols);
+        analysis::Profile p = profile_of({PROF_TEST_C_NAMES_NOARANGES},
+                                         std::string("noaranges-") + symbols + ".trace",
+                                         {{"PROF_SYMBOLS", symbols}});
+        for (const char* name : {"f", "i", "Ss", "main"}) {
+            CAPTURE(name);
+            const analysis::Function& f = fn(p, name);
+            CHECK(f.stats.ncalls == (std::string(name) == "main" ? 1u : 3u));
+            CHECK(f.file.find("c_names.c") != std::string::npos);
+            CHECK(f.line > 0);
+        }
+    }
+}
+
 TEST_CASE("four threads: exact counts merged and per thread") {
     std::string trace = temp_path("threads.trace");
     test::RunResult r = run({PROF_SAMPLE_THREADS}, {{"PROF_OUT", trace}});
