@@ -33,6 +33,7 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
             LineRow& row = groups[{s.file, function_display_name(s.function)}][s.line];
             row.line = s.line;
             row.kind = "line";
+            if (row.mark.empty()) row.mark = "PROF_LINE(" + s.label + ")";
             row.hits += ls.hits;
             // Each hit measured the clock reads around the statement too (line_overhead).
             double ticks = std::max(0.0, double(ls.ticks) - info.line_overhead * double(ls.hits));
@@ -50,6 +51,10 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
         LineRow& row = groups[key][f.line];
         row.line = f.line;
         if (row.kind.empty() || row.kind == "line") row.kind = f.kind;
+        if (row.mark.empty())
+            row.mark = f.kind == "marked function" ? "PROF_FUNCTION()"
+                       : f.kind == "region"        ? "PROF_REGION_BEGIN(\"" + f.name + "\")"
+                                                   : "PROF_SCOPE(\"" + f.name + "\")";
         row.hits += f.stats.ncalls;
         row.time += f.stats.cumtime;
         if (f.kind == "marked function") function_time[key] += f.stats.cumtime;
@@ -230,6 +235,7 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
                 std::string text =
                     have_source && l <= src.size() ? reader::printable(src[size_t(l - 1)]) : "";
                 const LineRow* r = it == by_line.end() ? nullptr : it->second;
+                if (!have_source && r) text = reader::printable(r->mark); // as the trace has it
                 if (o.memory) {
                     std::string heap_col;
                     if (heap)

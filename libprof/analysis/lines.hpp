@@ -16,16 +16,18 @@ struct LineRow {
     double time = 0; // seconds
     // PROF_LINE_RSS / memory profiler: resident set size around the marked statement.
     uint64_t rss_samples = 0;
-    double rss_increment = 0; // bytes, summed over all hits
-    double rss_last = 0;      // bytes after the latest hit
+    double rss_increment = 0;  // bytes, summed over all hits
+    double rss_last = 0;       // bytes after the latest hit
     double heap_increment = 0; // usable heap bytes, summed over all hits (memory profiler)
-    std::string kind;         // "line", "scope", "marked function", "region"
+    std::string kind;          // "line", "scope", "marked function", "region"
+    std::string mark;          // the marking as written (PROF_LINE(statement), ...), from the
+                               // trace: shown when the source file cannot be read
 };
 
 struct LineTable {
-    std::string file;     // as recorded (the compiler's __FILE__)
-    std::string function; // display name of the enclosing function
-    double total_time = 0; // the PROF_FUNCTION time when marked, else the sum of the rows
+    std::string file;          // as recorded (the compiler's __FILE__)
+    std::string function;      // display name of the enclosing function
+    double total_time = 0;     // the PROF_FUNCTION time when marked, else the sum of the rows
     std::vector<LineRow> rows; // by line
     // Heap increments were recorded (the memory profiler ran, or some row has one): the heap
     // column is shown even for a function whose rows are all 0.
@@ -37,8 +39,8 @@ struct LineTable {
 std::vector<LineTable> line_tables(const Profile& p, const std::string& match = {});
 
 struct LineOptions {
-    double unit = 1e-9;    // seconds per timer unit
-    bool memory = false;   // memory_profiler's columns instead of line_profiler's
+    double unit = 1e-9;                   // seconds per timer unit
+    bool memory = false;                  // memory_profiler's columns instead of line_profiler's
     std::vector<std::string> source_dirs; // where to look for a source file not found as recorded
 };
 

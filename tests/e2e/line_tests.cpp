@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
+
 #include <regex>
 #include <string>
 
@@ -222,6 +224,26 @@ TEST_CASE("resident memory per line: the 100 M doubles sample") {
         CHECK_MESSAGE(json.out.find(key) != std::string::npos, key);
     auto text = run({PROFREPORT, "--lines", "--memory", l->profile.traces.at(0).path});
     CHECK(text.out.find("Line #    Mem usage    Increment  Occurrences   Line Contents") != std::string::npos);
+}
+
+// Without the source file, each marked line still shows what it marks, from the trace.
+TEST_CASE("profreport --lines without the source file: the marking as the trace has it") {
+    auto l = load({PROF_TEST_LINES}, "lines-nosource.trace");
+    auto tables = analysis::line_tables(l->profile, "branchy");
+    REQUIRE(!tables.empty());
+    for (auto& t : tables) t.file = "/nonexistent/dir/lines.cpp"; // as if moved away
+    std::FILE* out = std::tmpfile();
+    REQUIRE(out);
+    analysis::print_line_tables(out, tables, analysis::LineOptions{});
+    std::rewind(out);
+    std::string text;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, out)) > 0;) text.append(buf, n);
+    std::fclose(out);
+    CHECK(text.find("source file not found") != std::string::npos);
+    CHECK(text.find("PROF_LINE(s += i)") != std::string::npos);
+    CHECK(text.find("PROF_LINE(s ^= 1)") != std::string::npos);
+    CHECK(text.find("PROF_FUNCTION()") != std::string::npos);
 }
 
 TEST_CASE("C regions: counts and nesting") {
