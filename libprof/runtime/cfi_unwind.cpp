@@ -216,34 +216,23 @@ uint32_t g_startup_count;
 std::atomic<int> g_startup_state{0}; // 0: not taken, 1: being taken, 2: ready
 std::atomic<uint64_t> g_unloads_seen{0};
 
+// The code of the object whose _Unwind_Find_FDE the slow path calls (libgcc_s.so.1): see
+// miss_holding_unwinder.
+Range g_unwinder{0, 0};
+
+// One object loaded at start: its extent, and the unwinder's code if it holds it.
 PROF_NOINSTR int note_startup_object(dl_phdr_info* info, size_t, void*) {
+    auto unwinder = reinterpret_cast<uintptr_t>(&_Unwind_Find_FDE);
     uintptr_t lo = UINTPTR_MAX, hi = 0;
     for (unsigned i = 0; i < info->dlpi_phnum; ++i) {
         const ElfW(Phdr)& ph = info->dlpi_phdr[i];
         if (ph.p_type != PT_LOAD) continue;
-        uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+        uintptr_t start = info->dlpi_addr + ph.p_vaddr, end = start + ph.p_memsz;
         if (start < lo) lo = start;
-        if (start + ph.p_memsz > hi) hi = start + ph.p_memsz;
+        if (end > hi) hi = end;
+        if ((ph.p_flags & PF_X) && unwinder >= start && unwinder < end) g_unwinder = {start, end};
     }
     if (lo < hi && g_startup_count < kMaxStartupObjects) g_startup[g_startup_count++] = {lo, hi};
-    return 0;
-}
-
-// The code of the object whose _Unwind_Find_FDE the slow path calls (libgcc_s.so.1): see
-// walk_holding_unwinder.
-Range g_unwinder{0, 0};
-
-PROF_NOINSTR int note_unwinder(dl_phdr_info* info, size_t, void*) {
-    auto fn = reinterpret_cast<uintptr_t>(&_Unwind_Find_FDE);
-    for (unsigned i = 0; i < info->dlpi_phnum; ++i) {
-        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-        if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
-        uintptr_t start = info->dlpi_addr + ph.p_vaddr, end = start + ph.p_memsz;
-        if (fn >= start && fn < end) {
-            g_unwinder = {start, end};
-            return 1;
-        }
-    }
     return 0;
 }
 
@@ -271,7 +260,6 @@ __attribute__((constructor)) PROF_NOINSTR void take_startup_objects() {
     if (!g_startup_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
     g_unloads_seen.store(unload_count(), std::memory_order_relaxed);
     dl_iterate_phdr(note_startup_object, nullptr);
-    dl_iterate_phdr(note_unwinder, nullptr);
     g_startup_state.store(2, std::memory_order_release);
 }
 
