@@ -887,31 +887,35 @@ PROF_NOINSTR void resolve_longjmp() {
 
 extern "C" void __longjmp_chk(struct __jmp_buf_tag* env, int val) __attribute__((noreturn));
 
+namespace {
+
+// Every variant: close what the jump leaves, then make it with the C library's function.
+[[noreturn]] PROF_NOINSTR void jump(prof::rt::LongjmpFn& fn, const char* name,
+                                    struct __jmp_buf_tag* env, int val) {
+    prof::rt::close_frames_below(env);
+    if (prof::rt::LongjmpFn real = prof::rt::real_jump(fn, name)) real(env, val);
+    abort(); // no C library to jump with
+}
+
+} // namespace
+
 extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
 longjmp(struct __jmp_buf_tag env[1], int val) noexcept {
-    close_frames_below(env);
-    if (LongjmpFn real = real_jump(g_longjmp, "longjmp")) real(env, val);
-    abort(); // no C library to jump with
+    jump(g_longjmp, "longjmp", env, val);
 }
 
 extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
 _longjmp(struct __jmp_buf_tag env[1], int val) noexcept {
-    close_frames_below(env);
-    if (LongjmpFn real = real_jump(g_underscore_longjmp, "_longjmp")) real(env, val);
-    abort(); // no C library to jump with
+    jump(g_underscore_longjmp, "_longjmp", env, val);
 }
 
 extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
 siglongjmp(struct __jmp_buf_tag env[1], int val) noexcept {
-    close_frames_below(env);
-    if (LongjmpFn real = real_jump(g_siglongjmp, "siglongjmp")) real(env, val);
-    abort(); // no C library to jump with
+    jump(g_siglongjmp, "siglongjmp", env, val);
 }
 
 // What longjmp calls become with _FORTIFY_SOURCE.
 extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
 __longjmp_chk(struct __jmp_buf_tag* env, int val) {
-    close_frames_below(env);
-    if (LongjmpFn real = real_jump(g_longjmp_chk, "__longjmp_chk")) real(env, val);
-    abort(); // no C library to jump with
+    jump(g_longjmp_chk, "__longjmp_chk", env, val);
 }
