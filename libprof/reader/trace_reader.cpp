@@ -404,6 +404,26 @@ bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
             th.dropped += c.uleb();
             if (!c.ok) return fail(rec, "dropped record runs past its chunk");
             break;
+        case Tag::kScopeRun: { // sized (1.3): later minors may append fields
+            uint64_t n = c.uleb();
+            if (!c.ok || !c.has(n)) return fail(rec, "scope run record runs past its chunk");
+            Cursor m{c.p, c.p + n};
+            c.p += n;
+            ticks += m.uleb();
+            uint64_t fn = m.uleb();
+            uint64_t count = m.u64();
+            uint64_t total = m.u64();
+            if (!m.ok) return fail(rec, "malformed scope run record");
+            if (fn >= st.functions)
+                return fail(rec, fmt::format("scope run of undefined function {} in stream {}", fn,
+                                             stream));
+            if (count == 0) return fail(rec, "scope run of no activation");
+            th.events += 2 * count;
+            // Its activations ran until ticks + total at least (the end of a killed trace).
+            if (ticks + total > th.last_ticks) th.last_ticks = ticks + total;
+            if (sink) sink->on_scope_run(stream, uint32_t(fn), ticks, count, total);
+            break;
+        }
         default:
             if (uint8_t(tag) >= uint8_t(Tag::kFirstSized)) {
                 uint64_t n = c.uleb();

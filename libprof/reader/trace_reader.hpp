@@ -80,12 +80,12 @@ struct Thread {
     uint32_t stream = 0;
     uint32_t tid = 0;
     std::string name;
-    bool ended = false;        // a ThreadEnd record was read
-    uint64_t first_ticks = 0;  // earliest timestamp in the stream
-    uint64_t last_ticks = 0;   // latest timestamp in the stream
-    uint64_t events = 0;       // enter + exit records
-    uint64_t dropped = 0;      // events the runtime could not record
-    uint64_t abandoned = 0;    // frames closed without their exit (longjmp, ...)
+    bool ended = false;       // a ThreadEnd record was read
+    uint64_t first_ticks = 0; // earliest timestamp in the stream
+    uint64_t last_ticks = 0;  // latest timestamp in the stream
+    uint64_t events = 0;      // enter + exit records; two per activation of a scope run
+    uint64_t dropped = 0;     // events the runtime could not record
+    uint64_t abandoned = 0;   // frames closed without their exit (longjmp, ...)
 };
 
 struct TraceInfo {
@@ -150,6 +150,10 @@ public:
     virtual void on_enter(uint32_t stream, uint32_t fn, uint64_t ticks) = 0;
     virtual void on_enter_address(uint32_t stream, uint64_t address, uint64_t ticks) = 0;
     virtual void on_exit(uint32_t stream, uint64_t ticks) = 0;
+    // `count` activations of scope `fn`, leaves, one after the other from `ticks` on, that took
+    // `total` ticks together (format 1.3 ScopeRun).
+    virtual void on_scope_run(uint32_t stream, uint32_t fn, uint64_t ticks, uint64_t count,
+                              uint64_t total) = 0;
     virtual void on_abandon(uint32_t stream, uint32_t frames, uint64_t ticks) = 0;
     virtual void on_thread_begin(uint32_t /*stream*/, uint64_t /*ticks*/) {}
     // Memory profiler records (format 1.1). `stack` 0 = the thread's current call path.

@@ -18,12 +18,16 @@ using prof::test::TraceBuilder;
 namespace {
 
 struct CountingSink : reader::EventSink {
-    uint64_t functions = 0, enters = 0, exits = 0, abandoned = 0;
+    uint64_t functions = 0, enters = 0, exits = 0, abandoned = 0, runs = 0, run_calls = 0;
     void on_function(uint32_t, uint32_t, uint64_t) override { ++functions; }
     void on_enter(uint32_t, uint32_t, uint64_t) override { ++enters; }
     void on_enter_address(uint32_t, uint64_t, uint64_t) override { ++enters; }
     void on_exit(uint32_t, uint64_t) override { ++exits; }
     void on_abandon(uint32_t, uint32_t n, uint64_t) override { abandoned += n; }
+    void on_scope_run(uint32_t, uint32_t, uint64_t, uint64_t count, uint64_t) override {
+        ++runs;
+        run_calls += count;
+    }
 };
 
 // main (0x1000) calls work (0x2000) twice; each call lasts 100 ticks (= ns here).
@@ -283,6 +287,68 @@ TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
     CHECK(stats(p, "0x1000").tottime == doctest::Approx(55e-9));
     CHECK(stats(p, "0x1000").cumtime == doctest::Approx(325e-9));
     CHECK(p.total_time == doctest::Approx(325e-9)); // the sum of tottime equals main's cumtime
+}
+
+// A ScopeRun record (1.3): `count` leaf activations of `fn` from `dt` on, `ticks` together.
+std::vector<uint8_t> scope_run(uint64_t dt, uint64_t fn, uint64_t count, uint64_t ticks) {
+    std::vector<uint8_t> out;
+    for (uint64_t v : {dt, fn}) { // uleb, values below 128 here
+        REQUIRE(v < 128);
+        out.push_back(uint8_t(v));
+    }
+    for (uint64_t v : {count, ticks})
+        for (int i = 0; i < 8; ++i) out.push_back(uint8_t(v >> (8 * i)));
+    return out;
+}
+
+TEST_CASE("a scope run reads as the activations it stands for, compensation included") {
+    // The trace of the compensation test above, with work's three activations as one run: it
+    // starts at 20 and its activations took 300 ticks together; main exits at 380.
+    TraceBuilder b;
+    b.chunk(0).tag(format::Tag::kMeta).str("overhead_in_ticks").str("10.00");
+    b.tag(format::Tag::kMeta).str("overhead_out_ticks").str("5.00");
+    b.chunk(1, 0).function(0x1000).function(0x2000);
+    b.enter(0, 0).sized(format::Tag::kScopeRun, scope_run(20, 1, 3, 300)).exit(360);
+    b.chunk(0).end_record(380);
+    std::string path = test::temp_path("run.trace");
+    b.save(path);
+
+    CountingSink sink;
+    reader::TraceReader r(path);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(sink.runs == 1);
+    CHECK(sink.run_calls == 3);
+    CHECK(info.threads.at(1).events == 2 + 2 * 3);
+
+    auto [p, raw] = compensated_and_raw(path);
+    CHECK(stats(raw, "0x2000").ncalls == 3);
+    CHECK(stats(raw, "0x2000").tottime == doctest::Approx(300e-9));
+    CHECK(stats(raw, "0x1000").tottime == doctest::Approx(80e-9));
+    CHECK(stats(raw, "0x1000").cumtime == doctest::Approx(380e-9));
+    CHECK(stats(p, "0x2000").tottime == doctest::Approx(270e-9));
+    CHECK(stats(p, "0x2000").cumtime == doctest::Approx(270e-9));
+    CHECK(stats(p, "0x1000").tottime == doctest::Approx(55e-9));
+    CHECK(stats(p, "0x1000").cumtime == doctest::Approx(325e-9));
+    CHECK(p.total_calls == 4);
+}
+
+TEST_CASE("malformed scope runs are corruption") {
+    auto build = [](std::vector<uint8_t> payload) {
+        TraceBuilder b;
+        b.chunk(1, 0).function(0x1000);
+        b.sized(format::Tag::kScopeRun, payload);
+        b.chunk(0).end_record(100);
+        return b;
+    };
+    std::string path = test::temp_path("bad-run.trace");
+    build(scope_run(0, 1, 2, 10)).save(path); // function 1 is not defined
+    CHECK(error_of(path).find("scope run of undefined function 1") != std::string::npos);
+    build(scope_run(0, 0, 0, 10)).save(path);
+    CHECK(error_of(path).find("scope run of no activation") != std::string::npos);
+    std::vector<uint8_t> cut = scope_run(0, 0, 2, 10);
+    cut.resize(cut.size() - 3); // the ticks field cut short within its length
+    build(cut).save(path);
+    CHECK(error_of(path).find("malformed scope run record") != std::string::npos);
 }
 
 TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happened in") {

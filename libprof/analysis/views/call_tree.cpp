@@ -73,7 +73,7 @@ struct CallTreeBuilder::Impl : Replay {
             q.last_child_address = f.address;
             q.last_child_module = f.module;
         }
-        ++tree.nodes[node].calls;
+        tree.nodes[node].calls += f.count;
         f.user = node;
     }
 

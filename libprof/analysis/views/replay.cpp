@@ -77,11 +77,11 @@ uint64_t Replay::now(ReplayThread& t, uint64_t ticks) {
     return n;
 }
 
-void Replay::enter(ReplayThread& t, uint64_t address, uint64_t ticks) {
+void Replay::enter(ReplayThread& t, uint64_t address, uint64_t ticks, uint64_t count) {
     uint64_t n = now(t, ticks);
     size_t module =
         history_->reused(address) ? history_->module_at(address, ticks) : reader::kNoModule;
-    t.stack.push_back(ReplayFrame{address, module, n, 0});
+    t.stack.push_back(ReplayFrame{address, module, n, 0, count});
     opened(t);
 }
 
@@ -114,6 +114,13 @@ void Replay::on_exit(uint32_t stream, uint64_t ticks) {
         return;
     }
     pop(t, n);
+}
+
+void Replay::on_scope_run(uint32_t stream, uint32_t fn, uint64_t ticks, uint64_t count,
+                          uint64_t total) {
+    ReplayThread& t = thread(stream);
+    enter(t, fn < t.functions.size() ? t.functions[fn] : 0, ticks, count);
+    pop(t, now(t, ticks + total));
 }
 
 void Replay::on_abandon(uint32_t stream, uint32_t frames, uint64_t ticks) {

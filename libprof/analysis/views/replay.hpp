@@ -26,6 +26,9 @@ struct ReplayFrame {
     size_t module = reader::kNoModule;
     uint64_t enter_ns = 0; // since the trace's start
     uint64_t user = 0;     // for the derived view (a call-tree node, a flag)
+    // Activations the frame stands for: more than 1 for a scope run (format 1.3), which
+    // opens once at its first activation's start and closes after their summed time.
+    uint64_t count = 1;
 };
 
 struct ReplayThread {
@@ -65,13 +68,15 @@ class Replay : public reader::EventSink {
   private:
     ReplayThread& thread(uint32_t stream);
     uint64_t now(ReplayThread& t, uint64_t ticks);
-    void enter(ReplayThread& t, uint64_t address, uint64_t ticks);
+    void enter(ReplayThread& t, uint64_t address, uint64_t ticks, uint64_t count = 1);
     void pop(ReplayThread& t, uint64_t ns);
 
     void on_function(uint32_t stream, uint32_t fn, uint64_t address) override;
     void on_enter(uint32_t stream, uint32_t fn, uint64_t ticks) override;
     void on_enter_address(uint32_t stream, uint64_t address, uint64_t ticks) override;
     void on_exit(uint32_t stream, uint64_t ticks) override;
+    void on_scope_run(uint32_t stream, uint32_t fn, uint64_t ticks, uint64_t count,
+                      uint64_t total) override;
     void on_abandon(uint32_t stream, uint32_t frames, uint64_t ticks) override;
     void on_thread_begin(uint32_t stream, uint64_t ticks) override;
     void on_thread_end(uint32_t stream, uint64_t ticks) override;

@@ -114,10 +114,13 @@ class ChromeWriter : public TimelineBase {
         if (to.skip || !kept(fr.enter_ns, x)) return;
         uint64_t e = clip(fr.enter_ns), c = clip(x);
         const FrameInfo& fi = frames[frame(fr)];
+        // A scope run: its activations' summed time from the first one's start.
+        std::string args =
+            fr.count > 1 ? fmt::format(",\"args\":{{\"activations\":{}}}", fr.count) : "";
         write(fmt::format("{}\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":\"{}\",\"ts\":{},\"dur\":{},"
-                          "\"pid\":{},\"tid\":{}}}",
+                          "\"pid\":{},\"tid\":{}{}}}",
                           first ? "" : ",", fi.kind, fi.name, micros(e), micros(c - e),
-                          current().header.pid, to.tid ? to.tid : t.stream));
+                          current().header.pid, to.tid ? to.tid : t.stream, args));
         first = false;
         ++to.events;
         ++result.events;

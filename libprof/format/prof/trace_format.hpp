@@ -24,7 +24,8 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 2; // 1.1: sites, line statistics; 1.2: unloads, pauses
+inline constexpr uint16_t kMinor =
+    3; // 1.1: sites, line statistics; 1.2: unloads, pauses; 1.3: scope runs
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
 inline constexpr uint32_t kMinChunkSize = 64u << 10; // holds any process record
@@ -144,6 +145,13 @@ enum class Tag : uint8_t {
     // its own work (opening a chunk), inside the frame open at this point. Not timed.
     //   uleb ticks
     kPause = 0x48,
+    // 1.3, thread streams: `count` activations of scope `fn` (a function index, as in Enter),
+    // one after the other with no record between them, each a leaf (nothing recorded inside),
+    // at the depth of an Enter written here; together they took `ticks`. Timed by the first
+    // one's start. The writer adds to `count` and `ticks` in place while the record is the
+    // last of its chunk, so both are fixed-width.
+    //   uleb dt, uleb fn, u64 count, u64 ticks
+    kScopeRun = 0x49,
 };
 
 enum class AllocKind : uint8_t {
