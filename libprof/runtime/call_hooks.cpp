@@ -25,9 +25,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -64,15 +64,17 @@ PROF_NOINSTR void* map_anon(size_t bytes) {
 // this thread; frames already recorded stay valid.
 PROF_NOINSTR bool refill(ThreadState& s, uint64_t now) {
     int saved = errno;
+    forget_runs(s);
     bool ok = open_chunk(s.w, now);
     errno = saved;
     if (!ok) s.state = kOff;
     return ok;
 }
 
-// The refill of an event (a call, a scope, an allocation). Opening a chunk (file space, mapping, faulting it in) takes tens to
-// hundreds of microseconds, inside whatever frame is open: the time is taken again after it,
-// and a Pause record tells compensating readers how much of the interval was ours.
+// The refill of an event (a call, a scope, an allocation). Opening a chunk (file space, mapping,
+// faulting it in) takes tens to hundreds of microseconds, inside whatever frame is open: the time
+// is taken again after it, and a Pause record tells compensating readers how much of the interval
+// was ours.
 __attribute__((noinline)) PROF_NOINSTR bool refill_event(ThreadState& s, uint64_t& now) {
     if (!refill(s, now)) return false;
     uint64_t after = now_ticks();
@@ -208,6 +210,21 @@ PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintp
     s.w.cursor = p;
 }
 
+PROF_NOINSTR void settle(ThreadState& s) {
+    s.state = kBusy;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    // Room: the activation joined its run with at least PROF_DETAIL_RECORD_ROOM bytes left,
+    // and nothing has been written since.
+    uint8_t* p = s.w.cursor;
+    *p++ = uint8_t(Tag::kEnter);
+    p = put_uleb(p, s.run_key >> 32);
+    p = put_uleb(p, take_delta(s.w, s.defer_ticks));
+    s.w.cursor = p;
+    commit(s.w);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    s.state = kActive;
+}
+
 PROF_NOINSTR bool ensure_bytes(ThreadState& s, uint64_t& now, size_t n) {
     if (s.w.end - s.w.cursor >= ptrdiff_t(n)) return true;
     return refill_event(s, now);
@@ -292,6 +309,7 @@ PROF_NOINSTR void thread_end(void*) {
     // Whatever the state (a thread whose recording stopped on a full disk is still linked):
     // the finish must not read this thread's memory once it is gone.
     if (s.state == kNew) return;
+    if (s.state == kDeferred) settle(s);
     uint8_t prev = s.state;
     s.state = kBusy;
     lock_global();
@@ -406,10 +424,14 @@ PROF_NOINSTR void thread_after_fork_child() {
     g_live = nullptr;
     g_lines_collected = false;
     s.live_prev = s.live_next = nullptr;
+    // The fork handler settled a deferred activation in the parent; its frame is entered again
+    // below with the others.
+    if (s.state == kDeferred) s.state = kActive;
     if (s.state != kActive && s.state != kBusy) return;
     uint8_t prev = s.state;
     s.state = kBusy;
     if (s.w.base) munmap(s.w.base, s.w.end - s.w.base); // the parent's chunk: not ours
+    forget_runs(s);
     if (s.mask) memset(s.table, 0, size_t(s.mask + 1) * sizeof(Slot));
     s.used = 0;
     s.next_index = 0;
@@ -442,11 +464,13 @@ PROF_NOINSTR void thread_off_after_fork() {
     s.live_prev = s.live_next = nullptr;
     if (s.w.base) munmap(s.w.base, size_t(s.w.end - s.w.base)); // the parent's chunk
     s.w = ChunkWriter{};
+    forget_runs(s);
     s.state = kOff;
 }
 
 PROF_NOINSTR void thread_flush_counters() {
     ThreadState& s = prof_tls;
+    if (s.state == kDeferred) settle(s);
     if (s.state != kActive) return;
     s.state = kBusy;
     // After the finish collected every thread's sums (a fork at exit), they are written.
@@ -495,6 +519,7 @@ PROF_NOINSTR void collect_running_lines() {
 }
 
 PROF_NOINSTR uint8_t block_thread() {
+    if (prof_tls.state == kDeferred) settle(prof_tls);
     uint8_t prev = prof_tls.state;
     prof_tls.state = kBusy;
     return prev;
@@ -521,9 +546,13 @@ __cyg_profile_func_enter(void* fn, void* call_site) {
             ++s.dropped;
             return;
         }
-        if (s.state != kNew) return; // off
-        thread_start(s);
-        if (s.state != kActive) return;
+        if (s.state == kDeferred) {
+            settle(s);
+        } else {
+            if (s.state != kNew) return; // off
+            thread_start(s);
+            if (s.state != kActive) return;
+        }
     }
     s.state = kBusy;
     // No load of the writer's state may move above the guard: a signal handler could run in
@@ -599,7 +628,8 @@ __cyg_profile_func_exit(void* fn, void* call_site) {
     ThreadState& s = prof_tls;
     if (PROF_UNLIKELY(s.state != kActive)) {
         if (s.state == kBusy) ++s.dropped; // re-entry: not recorded
-        return;
+        if (s.state != kDeferred) return;
+        settle(s);
     }
     s.state = kBusy;
     std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -642,6 +672,7 @@ namespace {
 // PROF_SCOPE, PROF_FUNCTION and C regions: push a frame for the site and record its enter.
 PROF_NOINSTR inline void scope_enter(prof_site* site, uintptr_t cfa) {
     ThreadState& s = prof_tls;
+    if (s.state == kDeferred) settle(s);
     if (PROF_UNLIKELY(s.state != kActive)) {
         if (s.state != kNew) return;
         thread_start(s);
@@ -666,6 +697,7 @@ PROF_NOINSTR inline void scope_enter(prof_site* site, uintptr_t cfa) {
 
 PROF_NOINSTR inline void scope_exit(prof_site* site, uintptr_t cfa) {
     ThreadState& s = prof_tls;
+    if (s.state == kDeferred) settle(s);
     if (PROF_UNLIKELY(s.state != kActive)) return;
     s.state = kBusy;
     uint64_t now = now_ticks();
@@ -700,6 +732,7 @@ PROF_NOINSTR int read_rss_fd() {
 // The first hit of a site on a thread (or the thread's first event): out of line, so that the
 // common path of a PROF_LINE saves no registers. Returns the site's id, or 0 to skip the hit.
 __attribute__((noinline, cold)) PROF_NOINSTR uint32_t line_slow(ThreadState& s, prof_site* site) {
+    if (s.state == kDeferred) settle(s);
     if (s.state != kActive) {
         if (s.state != kNew) return 0;
         thread_start(s);
@@ -720,7 +753,7 @@ PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end,
                                   uint64_t rss_before, uint64_t rss_after, int64_t heap_delta) {
     ThreadState& s = prof_tls;
     uint32_t id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
-    if (PROF_UNLIKELY(s.state != kActive || !id || id >= s.site_cap)) {
+    if (PROF_UNLIKELY((s.state & 3) != kActive || !id || id >= s.site_cap)) {
         id = line_slow(s, site);
         if (!id) return;
     }
@@ -784,6 +817,7 @@ PROF_API void prof_region_begin(prof_site* site) {
 // Ends the innermost open region or scope of this thread.
 PROF_API void prof_region_end(void) {
     ThreadState& s = prof_tls;
+    if (s.state == kDeferred) settle(s);
     if (s.state != kActive) return;
     s.state = kBusy;
     uint64_t now = now_ticks();
@@ -851,6 +885,7 @@ PROF_NOINSTR LongjmpFn real_jump(LongjmpFn& fn, const char* name) {
 PROF_NOINSTR void close_frames_below(struct __jmp_buf_tag* env) {
 #if defined(__x86_64__) && defined(__GLIBC__)
     ThreadState& s = prof_tls;
+    if (s.state == kDeferred) settle(s);
     if (s.state != kActive || !s.depth) return; // inside a hook (a handler), off, or nothing open
     uintptr_t mangled = uintptr_t(env->__jmpbuf[6]), guard;
     __asm__("mov %%fs:0x30, %0" : "=r"(guard));

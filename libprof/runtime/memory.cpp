@@ -351,8 +351,12 @@ PROF_NOINSTR uint8_t* put_ptr(ThreadState& s, uint8_t* q, uintptr_t ptr) {
 // Common entry: the thread is ready and not already inside the runtime.
 PROF_NOINSTR inline bool begin(ThreadState& s) {
     if (PROF_UNLIKELY(s.state != kActive)) {
-        if (s.state != kNew) return false;
-        thread_start(s);
+        if (s.state == kDeferred)
+            settle(s);
+        else if (s.state != kNew)
+            return false;
+        else
+            thread_start(s);
         if (s.state != kActive) return false;
     }
     s.state = kBusy;

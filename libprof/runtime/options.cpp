@@ -70,6 +70,7 @@ PROF_NOINSTR void read_options() {
     o.symbols = true;
     o.mem_rss_interval_ms = 10;
     o.calibrate = true;
+    o.scope_runs = true;
     copy(o.clock, sizeof o.clock, "auto");
 
     // The log settings come first so that complaints about other options honour them.
@@ -106,6 +107,8 @@ PROF_NOINSTR void read_options() {
     if (const char* v = env("PROF_SYMBOLS")) o.symbols = parse_bool("PROF_SYMBOLS", v, true);
     if (const char* v = env("PROF_LINE_RSS")) o.line_rss = parse_bool("PROF_LINE_RSS", v, false);
     if (const char* v = env("PROF_CALIBRATE")) o.calibrate = parse_bool("PROF_CALIBRATE", v, true);
+    if (const char* v = env("PROF_SCOPE_RUNS"))
+        o.scope_runs = parse_bool("PROF_SCOPE_RUNS", v, true);
     if (const char* v = env("PROF_MEM_UNWIND")) {
         if (!strcmp(v, "dwarf")) o.mem_unwind_dwarf = true;
         else if (strcmp(v, "fp") != 0)

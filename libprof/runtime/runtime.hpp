@@ -57,23 +57,24 @@ PROF_NOINSTR inline uint64_t now_ticks() {
 enum class LogLevel : int { kQuiet = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
 
 struct Options {
-    char out[4096];          // PROF_OUT
-    bool out_given;          // PROF_OUT was set
-    bool disabled;           // PROF_DISABLE=1
-    bool force;              // PROF_FORCE=1: replace an existing file at PROF_OUT
-    uint32_t chunk_size;     // PROF_CHUNK_SIZE
-    uint32_t max_depth;      // PROF_MAX_DEPTH: shadow stack frames per thread
-    LogLevel log_level;      // PROF_LOG
-    bool log_json;           // PROF_LOG_FORMAT=json
-    bool symbols;            // PROF_SYMBOLS=0 skips the symbol table at exit
-    char exclude[1024];      // PROF_EXCLUDE: comma-separated globs on symbol names
-    char exclude_modules[1024]; // PROF_EXCLUDE_MODULES: comma-separated path substrings
-    char clock[16];          // PROF_CLOCK: tsc | monotonic
-    bool secure;             // setuid/setgid: tracing is off, the environment ignored
-    bool line_rss;           // PROF_LINE_RSS=1: PROF_LINE also samples the resident set size
-    bool calibrate;          // PROF_CALIBRATE=0 skips measuring the hooks' cost at start
+    char out[4096];               // PROF_OUT
+    bool out_given;               // PROF_OUT was set
+    bool disabled;                // PROF_DISABLE=1
+    bool force;                   // PROF_FORCE=1: replace an existing file at PROF_OUT
+    uint32_t chunk_size;          // PROF_CHUNK_SIZE
+    uint32_t max_depth;           // PROF_MAX_DEPTH: shadow stack frames per thread
+    LogLevel log_level;           // PROF_LOG
+    bool log_json;                // PROF_LOG_FORMAT=json
+    bool symbols;                 // PROF_SYMBOLS=0 skips the symbol table at exit
+    char exclude[1024];           // PROF_EXCLUDE: comma-separated globs on symbol names
+    char exclude_modules[1024];   // PROF_EXCLUDE_MODULES: comma-separated path substrings
+    char clock[16];               // PROF_CLOCK: tsc | monotonic
+    bool secure;                  // setuid/setgid: tracing is off, the environment ignored
+    bool line_rss;                // PROF_LINE_RSS=1: PROF_LINE also samples the resident set size
+    bool calibrate;               // PROF_CALIBRATE=0 skips measuring the hooks' cost at start
+    bool scope_runs;              // PROF_SCOPE_RUNS=0: every scope activation its own Enter/Exit
     uint32_t mem_rss_interval_ms; // PROF_MEM_RSS_INTERVAL: RSS samples from the allocation path
-    bool mem_unwind_dwarf;   // PROF_MEM_UNWIND=dwarf (default fp: frame pointers)
+    bool mem_unwind_dwarf;        // PROF_MEM_UNWIND=dwarf (default fp: frame pointers)
 };
 extern Options g_options;
 void read_options();
@@ -173,7 +174,7 @@ void add_dropped(uint64_t n); // events a thread could not record, for the End r
 uint64_t ticks_per_ms();      // clock rate so far (from the start and now)
 
 // ---- marked sites (sites.cpp) ---------------------------------------------------------------
-}
+} // namespace prof::rt
 struct prof_site;
 namespace prof::rt {
 uint32_t register_site(prof_site* site); // takes the global lock on first use of a site

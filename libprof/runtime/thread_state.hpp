@@ -16,7 +16,11 @@ constexpr uint32_t kInitialTable = 1024; // slots; grows x4 while more than half
 constexpr uint32_t kMaxTable = 1u << 22;
 constexpr uint32_t kExitSearch = 64; // frames searched for an exit whose CFA moved (alloca)
 
-enum : uint8_t { kNew = 0, kActive = 1, kBusy = 2, kOff = 3 };
+// kDeferred: active, and the innermost frame is a scope activation joining a run (format 1.3
+// ScopeRun, prof/prof.hpp) whose Enter record is not written yet. Whatever the thread records
+// next first settles it (writes that Enter); PROF_LINE's inline counters, which write no
+// record, take kDeferred as kActive (kDeferred & 3 == kActive).
+enum : uint8_t { kNew = 0, kActive = 1, kBusy = 2, kOff = 3, kDeferred = 5 };
 
 // The `site` of a frame opened by PROF_SCOPE/PROF_FUNCTION/a C region: never a return address.
 constexpr uintptr_t kScopeMark = 1;
@@ -28,6 +32,8 @@ using LineAgg = ::prof_site_counts;
 using ThreadState = ::prof_thread;
 
 static_assert(kActive == PROF_DETAIL_THREAD_ACTIVE && kBusy == PROF_DETAIL_THREAD_BUSY);
+static_assert(kDeferred == PROF_DETAIL_THREAD_DEFERRED && (kDeferred & 3) == kActive);
+static_assert(uint8_t(format::Tag::kScopeRun) == PROF_DETAIL_TAG_SCOPE_RUN);
 static_assert(kScopeMark == PROF_DETAIL_SCOPE_MARK);
 static_assert(uint8_t(format::Tag::kEnter) == PROF_DETAIL_TAG_ENTER);
 static_assert(uint8_t(format::Tag::kExit) == PROF_DETAIL_TAG_EXIT);
@@ -60,6 +66,17 @@ PROF_NOINSTR inline uint8_t* put_sleb(uint8_t* p, int64_t v) {
         *p++ = done ? b : uint8_t(b | 0x80);
         if (done) return p;
     }
+}
+
+// Writes the Enter record of the activation a kDeferred thread has open; the state is then
+// kActive. Called by every path of the runtime that finds the state kDeferred, before it
+// records anything.
+void settle(ThreadState& s);
+// Forgets the run and leaf positions of the thread's chunk (a new chunk may be mapped at the
+// same address).
+PROF_NOINSTR inline void forget_runs(ThreadState& s) {
+    s.run_end = nullptr;
+    s.leaf_end = nullptr;
 }
 
 // Set while this thread runs the calibration: its functions are not noted for the symbol table.

@@ -35,6 +35,8 @@ __attribute__((visibility("default"))) int prof_line_rss_enabled = 0;
 // The PROF_LINE fast path (rdtsc and the thread's counters inline) applies: the clock is the
 // TSC and no RSS is sampled per line.
 __attribute__((visibility("default"))) int prof_line_fast = 0;
+// Consecutive leaf activations of a scope join one ScopeRun record (PROF_SCOPE_RUNS, default on).
+__attribute__((visibility("default"))) int prof_scope_runs = 0;
 }
 
 namespace prof::rt {
@@ -488,6 +490,7 @@ PROF_NOINSTR void runtime_start() {
     prof_clock_is_tsc = g_use_tsc ? 1 : 0;
     prof_line_rss_enabled = prof_line_rss_enabled || g_options.line_rss ? 1 : 0;
     prof_line_fast = prof_clock_is_tsc && !prof_line_rss_enabled;
+    prof_scope_runs = g_options.scope_runs ? 1 : 0;
     g.chunk_size = g_options.chunk_size;
     if (g_options.out_given) snprintf(g.base_path, sizeof g.base_path, "%s", g_options.out);
     else snprintf(g.base_path, sizeof g.base_path, "prof.%d.trace", int(getpid()));

@@ -2,6 +2,7 @@
 // call profiler, PROF_DISABLE builds, JSON fields and resident memory per line.
 #include "analysis/lines.hpp"
 #include "analysis/profile.hpp"
+#include "reader/trace_reader.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
@@ -9,6 +10,8 @@
 
 #include <cstdio>
 
+#include <filesystem>
+#include <map>
 #include <regex>
 #include <string>
 
@@ -127,7 +130,9 @@ uint64_t hits_at(const std::string& trace, uint32_t line) {
 // crash or a hang at exit.
 TEST_CASE("threads that stopped recording on a full disk end before the finish: no crash") {
     std::string trace = temp_path("registry-full.trace");
-    auto r = run({PROF_TEST_THREAD_REGISTRY, "full"}, {{"PROF_OUT", trace}});
+    // Every activation of the threads' scope as its own records (no runs): they fill the file.
+    auto r =
+        run({PROF_TEST_THREAD_REGISTRY, "full"}, {{"PROF_OUT", trace}, {"PROF_SCOPE_RUNS", "0"}});
     CHECK_MESSAGE(r.exit_code == 0, r.err);
     CHECK(r.err.find("event=trace_stopped") != std::string::npos);
     analysis::ProfileBuilder pb;
@@ -319,3 +324,100 @@ TEST_CASE("profreport --lines --memory: the heap column for every function, and 
                             std::regex(",no_heap\\(\\),11,line,1,[0-9.]+,1,-?\\d+,\\d+,0\n")));
 }
 #endif
+
+// ---- scope runs (format 1.3) -------------------------------------------------------------------
+
+namespace {
+
+struct RecordCount : reader::EventSink {
+    uint64_t enters = 0, runs = 0, run_activations = 0;
+    void on_function(uint32_t, uint32_t, uint64_t) override {}
+    void on_enter(uint32_t, uint32_t, uint64_t) override { ++enters; }
+    void on_enter_address(uint32_t, uint64_t, uint64_t) override { ++enters; }
+    void on_exit(uint32_t, uint64_t) override {}
+    void on_abandon(uint32_t, uint32_t, uint64_t) override {}
+    void on_scope_run(uint32_t, uint32_t, uint64_t, uint64_t count, uint64_t) override {
+        ++runs;
+        run_activations += count;
+    }
+};
+
+RecordCount count_records(const std::string& trace) {
+    RecordCount c;
+    reader::TraceReader r(trace);
+    r.read(c);
+    return c;
+}
+
+uint64_t ncalls(const analysis::Profile& p, const std::string& name) {
+    for (const auto& f : p.functions)
+        if (f.name == name) return f.stats.ncalls;
+    return 0;
+}
+
+std::string child_trace_of(const std::string& trace) {
+    for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
+        if (e.path().string().rfind(trace + ".", 0) == 0) return e.path().string();
+    return "";
+}
+
+} // namespace
+
+TEST_CASE("scope runs: the same counts and tree as one record per activation, far fewer records") {
+    const char* sites[] = {"leaf",    "mixed",        "child",       "a",
+                           "b",       "with_line",    "thrown",      "nap",
+                           "forking", "helper(long)", "leaves(long)"};
+    const uint64_t expected[] = {140000, 1000, 100, 500, 500, 1000, 100, 5, 3, 100, 3};
+    std::map<std::string, std::unique_ptr<Loaded>> modes;
+    for (const char* runs : {"1", "0"}) {
+        std::string name = std::string("scope-runs-") + runs + ".trace";
+        std::filesystem::remove(temp_path(name));
+        auto l = load({PROF_TEST_SCOPE_RUNS}, name, {{"PROF_SCOPE_RUNS", runs}});
+        const analysis::Profile& p = l->profile;
+        for (size_t i = 0; i < std::size(sites); ++i)
+            CHECK_MESSAGE(ncalls(p, sites[i]) == expected[i], sites[i],
+                          " with PROF_SCOPE_RUNS=", runs);
+        // Callees never take longer than their callers, and the sites sit under theirs.
+        for (const analysis::Edge& e : p.edges) {
+            if (e.caller == analysis::kRoot || e.caller == e.callee) continue;
+            CHECK(e.stats.cumtime <= p.functions[e.caller].stats.cumtime + 1e-9);
+            const std::string& callee = p.functions[e.callee].name;
+            const std::string& caller = p.functions[e.caller].name;
+            if (callee == "leaf") CHECK(caller == "leaves(long)");
+            if (callee == "child" || callee == "helper(long)") CHECK(caller == "mixed");
+        }
+        for (const auto& f : p.functions) {
+            if (f.name != "nap") continue;
+            CHECK(f.stats.cumtime >= 0.050); // five sleeps of 10 ms
+            CHECK(f.stats.cumtime < 0.080);
+        }
+        // with_line's PROF_LINE counted inside the open runs.
+        auto tables = analysis::line_tables(p);
+        bool found = false;
+        for (const auto& t : tables)
+            for (const auto& r : t.rows)
+                if (r.kind == "line" && r.mark.find("s += i") != std::string::npos) {
+                    CHECK(r.hits == 1000);
+                    found = true;
+                }
+        CHECK(found);
+        // The child's trace: the activation open at fork(), closed in the child.
+        std::string child = child_trace_of(temp_path(name));
+        REQUIRE_MESSAGE(!child.empty(), "no child trace for ", name);
+        analysis::ProfileBuilder cb;
+        cb.add_trace(child);
+        analysis::Profile cp = cb.build();
+        CHECK(ncalls(cp, "forking") == 1);
+        CHECK(ncalls(cp, "leaf") == 0);
+        std::filesystem::remove(child);
+        modes[runs] = std::move(l);
+    }
+    RecordCount with = count_records(temp_path("scope-runs-1.trace"));
+    RecordCount without = count_records(temp_path("scope-runs-0.trace"));
+    CHECK(without.runs == 0);
+    CHECK(without.enters > 143000); // every activation, calls included
+    CHECK(with.runs > 0);
+    // The leaf loops are a few runs each: 140000 activations in the runs, not in Enter records.
+    CHECK(with.run_activations > 140000);
+    CHECK(with.enters < 5000);
+}

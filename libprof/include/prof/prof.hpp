@@ -135,8 +135,9 @@ public:
             unsigned long long end = __rdtsc();
             prof_thread& t = prof_tls;
             unsigned id = __atomic_load_n(&site_->id, __ATOMIC_RELAXED);
-            if (__builtin_expect(t.state == PROF_DETAIL_THREAD_ACTIVE && id && id < t.site_cap,
-                                 1)) {
+            // ACTIVE, or DEFERRED (a scope run is open: its Enter waits, counters are no record).
+            if (__builtin_expect(
+                    (t.state & 3) == PROF_DETAIL_THREAD_ACTIVE && id && id < t.site_cap, 1)) {
                 prof_site_counts& c = t.sites[id];
                 ++c.hits;
                 c.ticks += end > start_ ? end - start_ : 0;
@@ -164,9 +165,54 @@ private:
     long long heap_ = 0;
 };
 
-// Times the rest of the enclosing block: an Enter record now and an Exit record at the end of
-// the block, written inline into the thread's chunk when the common case allows (the site has a
-// function index in this thread's stream, the shadow stack and the chunk have room).
+extern "C" int prof_scope_runs; // set by the runtime: merge runs of leaf activations (1.3)
+
+PROF_DETAIL_NOINSTR inline uint64_t load_u64(const uint8_t* p) {
+    uint64_t v;
+    __builtin_memcpy(&v, p, 8);
+    return v;
+}
+PROF_DETAIL_NOINSTR inline void store_u64(uint8_t* p, uint64_t v) {
+    __builtin_memcpy(p, &v, 8);
+}
+
+// Turns the Enter/Exit pair of the latest leaf activation (the last records of the chunk) into
+// a ScopeRun record of one activation, which the next activations of the scope at the same
+// depth then join. The pair is first taken back out of `used`: a reader of a process killed
+// meanwhile sees the records before it, never a half-written run.
+PROF_DETAIL_NOINSTR inline void start_run(prof_thread& t) {
+    uint8_t* p = t.leaf_pos;
+    t.w.cursor = p;
+    commit(t.w);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    uint8_t body[16];
+    uint8_t* q = put_uleb(body, t.leaf_start - t.leaf_prev_ticks);
+    q = put_uleb(q, t.leaf_key >> 32);
+    size_t n = size_t(q - body);
+    *p++ = PROF_DETAIL_TAG_SCOPE_RUN;
+    *p++ = uint8_t(n + 16);
+    __builtin_memcpy(p, body, n);
+    p += n;
+    store_u64(p, 1);
+    store_u64(p + 8, t.leaf_ticks);
+    t.run_fields = p;
+    p += 16;
+    t.w.last_ticks = t.leaf_start;
+    t.run_end = p;
+    t.run_key = t.leaf_key;
+    t.leaf_end = nullptr;
+    t.w.cursor = p;
+    commit(t.w);
+}
+
+// Times the rest of the enclosing block. The common case is written inline: an Enter record
+// now and an Exit record at the end of the block, when the site has a function index in this
+// thread's stream and the shadow stack and the chunk have room. An activation that follows a
+// leaf activation of the same scope at the same depth, with no record between them, joins
+// their ScopeRun record instead (format 1.3): it is timed alone and its count and time are
+// added to the record in place, so a scope in a hot loop costs no trace bytes per hit. While
+// it is open the thread's state is DEFERRED: anything else the thread records first writes
+// its Enter record (the library settles it), and it then ends with an Exit like any other.
 class ScopeTimer {
 public:
     PROF_DETAIL_NOINSTR explicit ScopeTimer(prof_site* site) : site_(site), cfa_(stack_level()) {
@@ -176,12 +222,29 @@ public:
             uint32_t index = id < t.site_cap ? t.sites[id].scope_index : 0; // index + 1
             if (__builtin_expect(index != 0 && t.depth < t.max_depth, 1)) {
                 unsigned long long now = ticks();
-                t.frames[t.depth++] = prof_frame{reinterpret_cast<uintptr_t>(site),
-                                                 PROF_DETAIL_SCOPE_MARK, cfa_};
+                uint32_t parent = t.depth;
+                t.frames[t.depth++] =
+                    prof_frame{reinterpret_cast<uintptr_t>(site), PROF_DETAIL_SCOPE_MARK, cfa_};
                 uint8_t* p = t.w.cursor;
+                if (prof_scope_runs) {
+                    uint64_t key = uint64_t(index - 1) << 32 | parent;
+                    if (p == t.run_end && key == t.run_key) {
+                        join(t, now);
+                        return;
+                    }
+                    if (p == t.leaf_end && key == t.leaf_key) {
+                        start_run(t);
+                        join(t, now);
+                        return;
+                    }
+                    t.leaf_pos = p;
+                    t.leaf_prev_ticks = t.w.last_ticks;
+                    t.leaf_key = key | 0xffffffffu;
+                }
                 *p++ = PROF_DETAIL_TAG_ENTER;
                 p = put_uleb(p, index - 1);
                 p = put_uleb(p, take_delta(t.w, now));
+                t.leaf_end = p;
                 publish(t, p);
                 return;
             }
@@ -191,20 +254,41 @@ public:
     }
     PROF_DETAIL_NOINSTR ~ScopeTimer() {
         prof_thread& t = prof_tls;
-        if (__builtin_expect(begin(t), 1)) {
-            if (__builtin_expect(t.depth && !t.overflow, 1)) {
-                const prof_frame& f = t.frames[t.depth - 1];
-                if (__builtin_expect(f.fn == reinterpret_cast<uintptr_t>(site_) &&
-                                         f.site == PROF_DETAIL_SCOPE_MARK && f.cfa == cfa_,
-                                     1)) {
-                    unsigned long long now = ticks();
-                    --t.depth;
-                    uint8_t* p = t.w.cursor;
-                    *p++ = PROF_DETAIL_TAG_EXIT;
-                    p = put_uleb(p, take_delta(t.w, now));
-                    publish(t, p);
-                    return;
+        if (t.state == PROF_DETAIL_THREAD_DEFERRED) {
+            t.state = PROF_DETAIL_THREAD_BUSY;
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);
+            // Still the run's activation: a signal handler that recorded something between the
+            // state's load and the store above settled it (wrote its Enter, moving the cursor).
+            if (__builtin_expect(t.w.cursor == t.run_end && is_top(t), 1)) {
+                unsigned long long now = ticks();
+                --t.depth;
+                uint8_t* f = t.run_fields;
+                store_u64(f, load_u64(f) + 1);
+                store_u64(f + 8, load_u64(f + 8) + (now > t.defer_ticks ? now - t.defer_ticks : 0));
+                end(t);
+                return;
+            }
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);
+            // The library settles it first, if it still needs settling.
+            t.state =
+                t.w.cursor == t.run_end ? PROF_DETAIL_THREAD_DEFERRED : PROF_DETAIL_THREAD_ACTIVE;
+        } else if (__builtin_expect(begin(t), 1)) {
+            if (__builtin_expect(t.depth && !t.overflow && is_top(t), 1)) {
+                unsigned long long now = ticks();
+                --t.depth;
+                uint8_t* p = t.w.cursor;
+                // A leaf: its Enter is the last record (never true with PROF_SCOPE_RUNS=0).
+                bool leaf = p == t.leaf_end && uint32_t(t.leaf_key) == 0xffffffffu;
+                if (leaf) {
+                    t.leaf_start = t.w.last_ticks;
+                    t.leaf_ticks = now > t.leaf_start ? now - t.leaf_start : 0;
+                    t.leaf_key = (t.leaf_key & ~uint64_t(0xffffffffu)) | t.depth;
                 }
+                *p++ = PROF_DETAIL_TAG_EXIT;
+                p = put_uleb(p, take_delta(t.w, now));
+                if (leaf) t.leaf_end = p;
+                publish(t, p);
+                return;
             }
             end(t);
         }
@@ -213,7 +297,18 @@ public:
     ScopeTimer(const ScopeTimer&) = delete;
     ScopeTimer& operator=(const ScopeTimer&) = delete;
 
-private:
+  private:
+    PROF_DETAIL_NOINSTR bool is_top(const prof_thread& t) const {
+        const prof_frame& f = t.frames[t.depth - 1];
+        return f.fn == reinterpret_cast<uintptr_t>(site_) && f.site == PROF_DETAIL_SCOPE_MARK &&
+               f.cfa == cfa_;
+    }
+    PROF_DETAIL_NOINSTR static void join(prof_thread& t, unsigned long long now) {
+        t.defer_ticks = now;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t.state = PROF_DETAIL_THREAD_DEFERRED;
+    }
+
     prof_site* site_;
     uintptr_t cfa_;
 };

@@ -71,6 +71,18 @@ typedef struct prof_thread {
     uint64_t next_rss_ticks;
     int64_t heap_bytes; /* usable bytes allocated minus released by this thread */
     uint8_t state;      /* PROF_DETAIL_THREAD_ACTIVE while the fast paths may record */
+    /* Runs of scope activations (format 1.3 ScopeRun): consecutive leaf activations of one
+     * scope at one depth add to one record, updated in place in the chunk. */
+    uint8_t* run_end;         /* end of the run record that the next activation may join */
+    uint8_t* run_fields;      /* its count and ticks (u64 each, unaligned) */
+    uint64_t run_key;         /* its scope's function index << 32 | its activations' parent depth */
+    uint64_t defer_ticks;     /* start of the activation joining the run (state DEFERRED) */
+    uint8_t* leaf_pos;        /* the latest inline Enter record (then its Enter/Exit pair) */
+    uint8_t* leaf_end;        /* its end: while it is the last record, its scope is a leaf */
+    uint64_t leaf_key;        /* index << 32 | the pair's parent depth (~0: only the Enter yet) */
+    uint64_t leaf_prev_ticks; /* the time chain before that Enter */
+    uint64_t leaf_start;      /* the pair's Enter time */
+    uint64_t leaf_ticks;      /* the pair's duration */
     /* Threads with a stream, linked under the runtime's lock: the finish collects the line
      * sums of threads still running. */
     struct prof_thread* live_prev;
@@ -83,9 +95,11 @@ extern __thread prof_thread prof_tls __attribute__((tls_model("initial-exec")));
 /* The values the fast paths rely on; the runtime checks them against its own at compile time. */
 #define PROF_DETAIL_THREAD_ACTIVE 1
 #define PROF_DETAIL_THREAD_BUSY 2
+#define PROF_DETAIL_THREAD_DEFERRED 5 /* active, a scope activation joining a run is open */
 #define PROF_DETAIL_SCOPE_MARK 1
 #define PROF_DETAIL_TAG_ENTER 0x01
 #define PROF_DETAIL_TAG_EXIT 0x02
+#define PROF_DETAIL_TAG_SCOPE_RUN 0x49
 #define PROF_DETAIL_CHUNK_HEADER 64 /* bytes before a chunk's records */
 #define PROF_DETAIL_CHUNK_USED 16   /* offset of the chunk header's `used` (u32) */
 #define PROF_DETAIL_RECORD_ROOM 57  /* bytes a fast path needs left: three event records */

@@ -6,7 +6,8 @@
 //            thread-local: the "two cycle-counter reads" the overhead target is measured against
 //   V_LINE   PROF_LINE(statement); run with PROF_LINE_RSS=1 it also reads /proc/self/statm
 //            before and after every hit (two pread() system calls per hit)
-//   V_SCOPE  { PROF_SCOPE("step"); statement } - one enter and one exit event per hit
+//   V_SCOPE  { PROF_SCOPE("step"); statement } - the hits add up in one ScopeRun record;
+//            run with PROF_SCOPE_RUNS=0, one Enter and one Exit record per hit
 // Every variant is linked against libprof (-lprof, no -finstrument-functions) and calls
 // prof_is_tracing(), so all of them load the runtime and write a trace: the difference from
 // V_BARE is the per-hit cost alone, with the runtime's start-up and exit work cancelling out.
