@@ -363,7 +363,7 @@ std::string child_trace_of(const std::string& trace) {
 
 } // namespace
 
-TEST_CASE("scope runs: the same counts and tree as one record per activation, far fewer records") {
+TEST_CASE("scope runs (threads, fork, exceptions): the counts and tree of one record per activation") {
     const char* sites[] = {"leaf",    "mixed",        "child",       "a",
                            "b",       "with_line",    "thrown",      "nap",
                            "forking", "helper(long)", "leaves(long)"};
