@@ -36,7 +36,8 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
             if (row.mark.empty()) row.mark = "PROF_LINE(" + s.label + ")";
             row.hits += ls.hits;
             // Each hit measured the clock reads around the statement too (line_overhead).
-            double ticks = std::max(0.0, double(ls.ticks) - info.line_overhead * double(ls.hits));
+            double overhead = p.compensated ? info.line_overhead : 0;
+            double ticks = std::max(0.0, double(ls.ticks) - overhead * double(ls.hits));
             row.time += ticks / tps;
             row.rss_samples += ls.rss_samples;
             row.rss_increment += double(ls.rss_increment);

@@ -853,6 +853,7 @@ std::vector<ThreadFilter> ProfileBuilder::thread_list() const {
 Profile ProfileBuilder::build(const ThreadFilter& filter) const {
     Profile p;
     p.traces = impl_->traces;
+    p.compensated = impl_->compensate;
     // Functions merge across threads by address and across traces by what names them
     // (module, symbol, file, line).
     std::map<std::tuple<std::string, std::string, std::string, uint32_t>, size_t> by_label;

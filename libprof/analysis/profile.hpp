@@ -73,6 +73,7 @@ struct Profile {
     uint64_t total_calls = 0;
     uint64_t primitive_calls = 0;
     double total_time = 0; // sum of tottime, as cProfile's header
+    bool compensated = true; // the runtime's measured costs were subtracted (lines too)
 
     void recount();
     // Functions whose label `file:line(name)` contains a match of the ECMAScript regex.

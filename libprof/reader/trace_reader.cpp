@@ -648,6 +648,16 @@ void TraceReader::sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32
         info_.lines[{in_stream ? uint32_t(in_stream) : stream, site}].add(ls);
         return;
     }
+    case Tag::kLineCounts: { // 1.3
+        if (stream == 0) break; // the writer puts it in thread streams only
+        uint64_t site = c.u64();
+        LineStats ls;
+        ls.hits = c.u64();
+        ls.ticks = c.u64();
+        if (!c.ok) throw TraceError(info_.path, offset, "malformed line counts record");
+        info_.lines[{stream, site}].add(ls);
+        return;
+    }
     case Tag::kUnload: {
         if (stream != 0) break; // the writer puts it in the process stream only
         uint64_t ticks = c.u64();

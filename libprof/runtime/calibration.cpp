@@ -84,6 +84,7 @@ PROF_NOINSTR void calibrate_overhead(ThreadState& s, char* out, size_t cap) {
         s.w.cursor = s.w.base + sizeof(format::ChunkHeader);
         s.w.end = s.w.base + kScratch;
         s.w.last_ticks = now_ticks();
+        s.w.seq = UINT32_MAX; // no PROF_LINE counter record is in this chunk (prof/prof.hpp)
         s.table = static_cast<Slot*>(t);
         memset(s.table, 0, 1024 * sizeof(Slot));
         s.mask = 1023;

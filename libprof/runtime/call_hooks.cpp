@@ -749,6 +749,32 @@ __attribute__((noinline, cold)) PROF_NOINSTR uint32_t line_slow(ThreadState& s, 
     return ok ? id : 0;
 }
 
+// The thread's first hit of a PROF_LINE site in its current chunk: a LineCounts record of no
+// hit yet, whose counts the hits then add to in place (prof/prof.hpp). False when nothing can
+// be recorded.
+__attribute__((noinline)) PROF_NOINSTR bool new_line_counter(ThreadState& s, prof_site* site,
+                                                             LineAgg& a) {
+    if (s.state == kDeferred) settle(s); // the record goes after the activation's Enter
+    if (s.state != kActive) return false;
+    s.state = kBusy;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    uint64_t now = now_ticks();
+    if (!ensure_bytes(s, now, 32)) return false; // off for good when no chunk can be opened
+    uint8_t* p = s.w.cursor;
+    *p++ = uint8_t(Tag::kLineCounts);
+    *p++ = 24;
+    p = put_u64(p, reinterpret_cast<uintptr_t>(site));
+    a.counter = p;
+    p = put_u64(p, 0);
+    p = put_u64(p, 0);
+    s.w.cursor = p;
+    commit(s.w);
+    a.counter_seq = s.w.seq;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    s.state = kActive;
+    return true;
+}
+
 PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end, bool rss,
                                   uint64_t rss_before, uint64_t rss_after, int64_t heap_delta) {
     ThreadState& s = prof_tls;
@@ -758,9 +784,19 @@ PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end,
         if (!id) return;
     }
     LineAgg& a = s.sites[id];
+    uint64_t ticks = end > start ? end - start : 0;
+    if (!rss) {
+        if (a.counter_seq != s.w.seq && !new_line_counter(s, site, a)) return;
+        uint64_t counts[2];
+        memcpy(counts, a.counter, sizeof counts);
+        counts[0] += 1;
+        counts[1] += ticks;
+        memcpy(a.counter, counts, sizeof counts);
+        return;
+    }
     ++a.hits;
-    a.ticks += end > start ? end - start : 0;
-    if (rss) {
+    a.ticks += ticks;
+    {
         ++a.rss_samples;
         a.rss_increment += int64_t(rss_after) - int64_t(rss_before);
         a.rss_last = rss_after;

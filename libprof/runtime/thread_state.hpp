@@ -34,6 +34,7 @@ using ThreadState = ::prof_thread;
 static_assert(kActive == PROF_DETAIL_THREAD_ACTIVE && kBusy == PROF_DETAIL_THREAD_BUSY);
 static_assert(kDeferred == PROF_DETAIL_THREAD_DEFERRED && (kDeferred & 3) == kActive);
 static_assert(uint8_t(format::Tag::kScopeRun) == PROF_DETAIL_TAG_SCOPE_RUN);
+static_assert(uint8_t(format::Tag::kLineCounts) == PROF_DETAIL_TAG_LINE_COUNTS);
 static_assert(kScopeMark == PROF_DETAIL_SCOPE_MARK);
 static_assert(uint8_t(format::Tag::kEnter) == PROF_DETAIL_TAG_ENTER);
 static_assert(uint8_t(format::Tag::kExit) == PROF_DETAIL_TAG_EXIT);

@@ -410,19 +410,21 @@ TEST_CASE("--precision 9 keeps the columns under their headers") {
     }
 }
 
-TEST_CASE("a trace that stopped before its threads ended: line counts were never written") {
+TEST_CASE("a trace cut before its line records: no lines, and why there may be none") {
     std::string trace = temp_path("cli-lines.trace");
     REQUIRE(run({PROF_TEST_LINES}, {{"PROF_OUT", trace}}).exit_code == 0);
     auto whole = run({PROFREPORT, "--lines", trace});
     CHECK(whole.out.find("Line #") != std::string::npos);
-    // Line counts are written when a thread ends: a copy of the first chunk only has none.
+    // A copy of the first chunk only (the process stream's) has no line records: the report
+    // says the trace is incomplete, and which counts a trace holds only at thread end.
     std::string full = prof::test::slurp(trace), cut = temp_path("cli-lines-cut.trace");
     write_file(cut, full.substr(0, 4096 + 262144));
     auto r = run({PROFREPORT, "--lines", cut});
     CHECK(r.exit_code == 0);
-    CHECK(r.out.find("No marked lines") == std::string::npos);
-    CHECK(r.out.find("No line counts in this trace: they are written when each thread ends, and " +
-                     cut + " is incomplete") != std::string::npos);
+    CHECK(r.out.find("mark code with") == std::string::npos);
+    CHECK(r.out.find("No marked lines in this trace. " + cut + " is incomplete (") !=
+          std::string::npos);
+    CHECK(r.out.find("that sample the resident set size") != std::string::npos);
     // A finished trace without marks still says to mark code.
     auto unmarked = run({PROFREPORT, "--lines", fib_trace()});
     CHECK(unmarked.out.find("No marked lines in this trace: mark code with PROF_LINE") !=

@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <cstdio>
 
 #include <filesystem>
@@ -420,4 +421,39 @@ TEST_CASE("scope runs (threads, fork, exceptions): the counts and tree of one re
     // The leaf loops are a few runs each: 140000 activations in the runs, not in Enter records.
     CHECK(with.run_activations > 140000);
     CHECK(with.enters < 5000);
+}
+
+TEST_CASE("a killed process keeps its line counts and scope runs, exactly") {
+    std::string trace = temp_path("killed.trace");
+    std::filesystem::remove(trace);
+    test::RunResult r = run({PROF_TEST_KILLED}, {{"PROF_OUT", trace}});
+    REQUIRE_MESSAGE(r.exit_code == 128 + SIGKILL, r.err);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(trace);
+    analysis::Profile p = pb.build();
+    REQUIRE(p.traces.size() == 1);
+    CHECK(p.traces[0].incomplete); // no finish ran
+    auto tables = analysis::line_tables(p);
+    uint64_t main_hits = 0, worker_hits = 0;
+    double main_time = 0;
+    for (const auto& t : tables)
+        for (const auto& row : t.rows) {
+            if (row.mark.find("s = s + i") != std::string::npos) main_hits = row.hits, main_time = row.time;
+            if (row.mark.find("s = s + 2") != std::string::npos) worker_hits = row.hits;
+        }
+    CHECK(main_hits == 1000000);
+    CHECK(worker_hits == 5000);
+    CHECK(ncalls(p, "spin") == 1000);
+    // --no-compensation applies to lines too: the clock reads' measured cost stays in.
+    analysis::ProfileBuilder raw_pb;
+    raw_pb.set_compensation(false);
+    raw_pb.add_trace(trace);
+    double raw_time = 0;
+    for (const auto& t : analysis::line_tables(raw_pb.build()))
+        for (const auto& row : t.rows)
+            if (row.mark.find("s = s + i") != std::string::npos) raw_time = row.time;
+    const reader::TraceInfo& info = p.traces[0];
+    CHECK(info.line_overhead > 0);
+    CHECK(raw_time - main_time ==
+          doctest::Approx(1000000 * info.line_overhead / info.ticks_per_second).epsilon(0.01));
 }

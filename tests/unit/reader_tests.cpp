@@ -351,6 +351,48 @@ TEST_CASE("malformed scope runs are corruption") {
     CHECK(error_of(path).find("malformed scope run record") != std::string::npos);
 }
 
+// Little-endian u64s, and one uleb below 128 first when given.
+std::vector<uint8_t> payload_u64(std::initializer_list<uint64_t> values, int uleb = -1) {
+    std::vector<uint8_t> out;
+    if (uleb >= 0) out.push_back(uint8_t(uleb));
+    for (uint64_t v : values)
+        for (int i = 0; i < 8; ++i) out.push_back(uint8_t(v >> (8 * i)));
+    return out;
+}
+
+TEST_CASE("LineCounts records add up with LineStats per stream and site") {
+    TraceBuilder b;
+    b.chunk(1, 0);
+    // LineStats: stream 0 (this one), site 0x5000, 10 hits, 100 ticks, no RSS.
+    std::vector<uint8_t> stats = {0};
+    for (int i = 0; i < 8; ++i) stats.push_back(uint8_t(uint64_t(0x5000) >> (8 * i)));
+    for (uint8_t v : {10, 100, 0, 0, 0, 0}) stats.push_back(v);
+    b.sized(format::Tag::kLineStats, stats);
+    b.sized(format::Tag::kLineCounts, payload_u64({0x5000, 1000000, 3000000}));
+    b.sized(format::Tag::kLineCounts, payload_u64({0x5000, 5, 50}));
+    b.sized(format::Tag::kLineCounts, payload_u64({0x6000, 7, 70}));
+    b.chunk(2, 0);
+    b.sized(format::Tag::kLineCounts, payload_u64({0x5000, 1, 1}));
+    b.chunk(0).end_record(100);
+    std::string path = test::temp_path("line-counts.trace");
+    b.save(path);
+    CountingSink sink;
+    reader::TraceReader r(path);
+    const reader::TraceInfo& info = r.read(sink);
+    REQUIRE(info.lines.count({1, 0x5000}) == 1);
+    CHECK(info.lines.at({1, 0x5000}).hits == 1000015);
+    CHECK(info.lines.at({1, 0x5000}).ticks == 3000150);
+    CHECK(info.lines.at({1, 0x6000}).hits == 7);
+    CHECK(info.lines.at({2, 0x5000}).hits == 1);
+    CHECK(info.lines.at({2, 0x5000}).ticks == 1);
+
+    TraceBuilder bad;
+    bad.chunk(1, 0).sized(format::Tag::kLineCounts, payload_u64({0x5000, 1}));
+    bad.chunk(0).end_record(100);
+    bad.save(path);
+    CHECK(error_of(path).find("malformed line counts record") != std::string::npos);
+}
+
 TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happened in") {
     // main (0..400) calls work (100..300); the runtime opened a chunk for 50 ticks in work
     // (before its exit) and 30 ticks in main (before the enter of work).

@@ -840,7 +840,7 @@ def lines_notes(stats, recorded):
     out.append(f"PROF_LINE's trace is {fmt_int(line['extra_bytes'])} B larger than the bare run's at "
                f"{fmt_int(line['hits'])} hits and {fmt_int(rss['extra_bytes'])} B at "
                f"{fmt_int(rss['hits'])} (PROF_LINE_RSS): "
-               + ("a per-thread constant (the thread's first chunk and one LineStats record), not a "
+               + ("a per-thread constant (the thread's first chunk and one LineCounts or LineStats record), not a "
                   "per-hit cost" if constant else "it GROWS with the hits"))
     if recorded:
         out.append("time the trace itself attributes per hit (profreport --lines time / hits): "
@@ -1060,8 +1060,9 @@ LINE_FOOTNOTES = [
     "lines: extra ns/hit: median over reps of (t_cfg - t_bare) / hits, with the bare run of the "
     "same size and rep; x floor: median over reps of extra_cfg / extra_floor from the same rep; "
     f"the issue's target is PROF_LINE and PROF_SCOPE at most {LINE_TARGET}x the floor. bytes/hit: "
-    "(trace bytes - the bare run's) / hits: PROF_LINE sums hits per thread in the process (one "
-    "record per site at thread end); PROF_SCOPE adds each hit to one ScopeRun record of the "
+    "(trace bytes - the bare run's) / hits: PROF_LINE adds each hit in place to one LineCounts "
+    "record per site, thread and chunk (format 1.3; with PROF_LINE_RSS=1, sums in the process, "
+    "one LineStats record per site at thread end); PROF_SCOPE adds each hit to one ScopeRun record of the "
     "trace (consecutive activations with nothing recorded inside, format 1.3), and with "
     "PROF_SCOPE_RUNS=0 writes an Enter and an Exit record per hit, what an activation with "
     "records inside it always costs.",

@@ -495,15 +495,22 @@ void print_info(std::FILE* out, const analysis::Profile& p) {
     }
 }
 
-// "No marked lines" unless the counts were lost: they are written when each thread ends, so a
-// process that did not finish (killed, crashed) leaves none, marked code or not.
+// "No marked lines" unless the counts may have been lost: before format 1.3 they were written
+// when each thread ended, so a process that did not finish (killed, crashed) left none; since,
+// only the hits that sample the resident set size are.
 std::string no_lines_text(const analysis::Profile& p) {
-    for (const reader::TraceInfo& t : p.traces)
-        if (!t.finished || t.incomplete)
+    for (const reader::TraceInfo& t : p.traces) {
+        if (t.finished && !t.incomplete) continue;
+        if (t.header.major == 1 && t.header.minor < 3)
             return fmt::format(
                 "No line counts in this trace: they are written when each thread ends, and {} "
                 "is incomplete ({}).",
                 reader::printable(t.path), t.incomplete_reason);
+        return fmt::format("No marked lines in this trace. {} is incomplete ({}): the counts of "
+                           "lines that sample the resident set size (PROF_LINE_RSS=1, the "
+                           "memory profiler) are written when each thread ends.",
+                           reader::printable(t.path), t.incomplete_reason);
+    }
     return "No marked lines in this trace: mark code with PROF_LINE, PROF_SCOPE or "
            "PROF_FUNCTION (see <prof/prof.hpp>).";
 }

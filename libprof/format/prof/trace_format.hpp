@@ -152,6 +152,11 @@ enum class Tag : uint8_t {
     // last of its chunk, so both are fixed-width.
     //   uleb dt, uleb fn, u64 count, u64 ticks
     kScopeRun = 0x49,
+    // 1.3, thread streams: hits of PROF_LINE `site` in this stream and their ticks, to be added
+    // to its other LineCounts and LineStats records. The writer adds each hit in place while the
+    // record's chunk is the thread's current one, so both counts are fixed-width.
+    //   u64 site address, u64 hits, u64 ticks
+    kLineCounts = 0x4a,
 };
 
 enum class AllocKind : uint8_t {

@@ -10,8 +10,8 @@
 //   }
 //
 // PROF_LINE(statement) runs the statement in the enclosing scope (a declaration stays
-// visible after it) and adds its time to the line's hits, aggregated per thread in the
-// process. PROF_SCOPE(name) and PROF_FUNCTION() are timed per activation and appear in
+// visible after it) and adds its time to the line's hits, counted per thread in place in the
+// trace file. PROF_SCOPE(name) and PROF_FUNCTION() are timed per activation and appear in
 // profreport's function table and call tree. Each macro expands to several statements: after
 // an unbraced `if`/`for`, put it in braces. With -DPROF_DISABLE the macros compile to the
 // bare statement or to nothing. Link with prof::prof.
@@ -107,6 +107,17 @@ PROF_DETAIL_NOINSTR inline void publish(prof_thread& t, uint8_t* p) {
 
 extern "C" int prof_line_fast; // set by the runtime: TSC clock, no RSS sampling per line
 
+// Unaligned u64 fields of records updated in place in the chunk (LineCounts, ScopeRun).
+PROF_DETAIL_NOINSTR inline uint64_t load_u64(const uint8_t* p) {
+    uint64_t v;
+    __builtin_memcpy(&v, p, 8);
+    return v;
+}
+PROF_DETAIL_NOINSTR inline void store_u64(uint8_t* p, uint64_t v) {
+    __builtin_memcpy(p, &v, 8);
+}
+
+
 // Times one execution of a PROF_LINE statement: stopped right after the statement, or when
 // the statement leaves the block (return, break, an exception).
 class LineTimer {
@@ -129,18 +140,20 @@ public:
         if (!site_) return; // first: the destructor's call after stop() then costs nothing
 #if defined(__x86_64__)
         if (fast_) {
-            // The common case: add the hit to this thread's counters of the site. The library
-            // takes the thread's first hit of the site (id or table missing) and the hits of a
-            // thread that records nothing (stopped, or a vfork child sharing our memory).
+            // The common case: add the hit to the site's LineCounts record in the thread's
+            // current chunk, in place. The library takes the thread's first hit of the site in
+            // a chunk (it writes that record), and the hits of a thread that records nothing
+            // (stopped, or a vfork child sharing our memory).
             unsigned long long end = __rdtsc();
             prof_thread& t = prof_tls;
             unsigned id = __atomic_load_n(&site_->id, __ATOMIC_RELAXED);
-            // ACTIVE, or DEFERRED (a scope run is open: its Enter waits, counters are no record).
-            if (__builtin_expect(
-                    (t.state & 3) == PROF_DETAIL_THREAD_ACTIVE && id && id < t.site_cap, 1)) {
-                prof_site_counts& c = t.sites[id];
-                ++c.hits;
-                c.ticks += end > start_ ? end - start_ : 0;
+            // ACTIVE, or DEFERRED (a scope run is open: its Enter waits; this writes no record).
+            if (__builtin_expect((t.state & 3) == PROF_DETAIL_THREAD_ACTIVE && id &&
+                                     id < t.site_cap && t.sites[id].counter_seq == t.w.seq,
+                                 1)) {
+                uint8_t* f = t.sites[id].counter;
+                store_u64(f, load_u64(f) + 1);
+                store_u64(f + 8, load_u64(f + 8) + (end > start_ ? end - start_ : 0));
             } else {
                 prof_line_record(site_, start_, end);
             }
@@ -166,15 +179,6 @@ private:
 };
 
 extern "C" int prof_scope_runs; // set by the runtime: merge runs of leaf activations (1.3)
-
-PROF_DETAIL_NOINSTR inline uint64_t load_u64(const uint8_t* p) {
-    uint64_t v;
-    __builtin_memcpy(&v, p, 8);
-    return v;
-}
-PROF_DETAIL_NOINSTR inline void store_u64(uint8_t* p, uint64_t v) {
-    __builtin_memcpy(p, &v, 8);
-}
 
 // Turns the Enter/Exit pair of the latest leaf activation (the last records of the chunk) into
 // a ScopeRun record of one activation, which the next activations of the scope at the same

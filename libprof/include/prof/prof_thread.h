@@ -38,12 +38,17 @@ typedef struct prof_frame {
 
 /* What one thread's activity at one marked site adds up to, by site id. */
 typedef struct prof_site_counts {
-    uint64_t hits, ticks; /* PROF_LINE executions and their cycles */
+    uint64_t hits, ticks; /* PROF_LINE executions and their cycles, when not in `counter` */
     uint64_t rss_samples, rss_last;
     int64_t rss_increment;
     int64_t heap_increment; /* usable heap bytes, summed over the sampled hits */
     uint32_t scope_index;   /* a scope site: its stream-local function index + 1, 0 = none */
-    uint32_t reserved;
+    /* The site's LineCounts record (format 1.3) in the thread's current chunk: its hits and
+     * ticks fields (u64 each, unaligned), added to in place while `counter_seq` is the
+     * writer's `seq` (the chunk is still the thread's). A PROF_LINE hit then costs no record,
+     * and a process killed at any time keeps its counts. */
+    uint32_t counter_seq;
+    uint8_t* counter;
 } prof_site_counts;
 
 struct prof_slot; /* the runtime's function table (private) */
@@ -100,6 +105,7 @@ extern __thread prof_thread prof_tls __attribute__((tls_model("initial-exec")));
 #define PROF_DETAIL_TAG_ENTER 0x01
 #define PROF_DETAIL_TAG_EXIT 0x02
 #define PROF_DETAIL_TAG_SCOPE_RUN 0x49
+#define PROF_DETAIL_TAG_LINE_COUNTS 0x4a
 #define PROF_DETAIL_CHUNK_HEADER 64 /* bytes before a chunk's records */
 #define PROF_DETAIL_CHUNK_USED 16   /* offset of the chunk header's `used` (u32) */
 #define PROF_DETAIL_RECORD_ROOM 57  /* bytes a fast path needs left: three event records */
