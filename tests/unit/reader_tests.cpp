@@ -289,16 +289,22 @@ TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
     CHECK(p.total_time == doctest::Approx(325e-9)); // the sum of tottime equals main's cumtime
 }
 
-// A ScopeRun record (1.3): `count` leaf activations of `fn` from `dt` on, `ticks` together.
-std::vector<uint8_t> scope_run(uint64_t dt, uint64_t fn, uint64_t count, uint64_t ticks) {
+// A sized record's payload: `ulebs` (each below 128 here), then `u64s` little-endian.
+std::vector<uint8_t> payload(std::initializer_list<uint64_t> ulebs,
+                             std::initializer_list<uint64_t> u64s) {
     std::vector<uint8_t> out;
-    for (uint64_t v : {dt, fn}) { // uleb, values below 128 here
+    for (uint64_t v : ulebs) {
         REQUIRE(v < 128);
         out.push_back(uint8_t(v));
     }
-    for (uint64_t v : {count, ticks})
+    for (uint64_t v : u64s)
         for (int i = 0; i < 8; ++i) out.push_back(uint8_t(v >> (8 * i)));
     return out;
+}
+
+// A ScopeRun record (1.3): `count` leaf activations of `fn` from `dt` on, `ticks` together.
+std::vector<uint8_t> scope_run(uint64_t dt, uint64_t fn, uint64_t count, uint64_t ticks) {
+    return payload({dt, fn}, {count, ticks});
 }
 
 TEST_CASE("a scope run reads as the activations it stands for, compensation included") {
@@ -351,15 +357,6 @@ TEST_CASE("malformed scope runs are corruption") {
     CHECK(error_of(path).find("malformed scope run record") != std::string::npos);
 }
 
-// Little-endian u64s, and one uleb below 128 first when given.
-std::vector<uint8_t> payload_u64(std::initializer_list<uint64_t> values, int uleb = -1) {
-    std::vector<uint8_t> out;
-    if (uleb >= 0) out.push_back(uint8_t(uleb));
-    for (uint64_t v : values)
-        for (int i = 0; i < 8; ++i) out.push_back(uint8_t(v >> (8 * i)));
-    return out;
-}
-
 TEST_CASE("LineCounts records add up with LineStats per stream and site") {
     TraceBuilder b;
     b.chunk(1, 0);
@@ -368,11 +365,11 @@ TEST_CASE("LineCounts records add up with LineStats per stream and site") {
     for (int i = 0; i < 8; ++i) stats.push_back(uint8_t(uint64_t(0x5000) >> (8 * i)));
     for (uint8_t v : {10, 100, 0, 0, 0, 0}) stats.push_back(v);
     b.sized(format::Tag::kLineStats, stats);
-    b.sized(format::Tag::kLineCounts, payload_u64({0x5000, 1000000, 3000000}));
-    b.sized(format::Tag::kLineCounts, payload_u64({0x5000, 5, 50}));
-    b.sized(format::Tag::kLineCounts, payload_u64({0x6000, 7, 70}));
+    b.sized(format::Tag::kLineCounts, payload({}, {0x5000, 1000000, 3000000}));
+    b.sized(format::Tag::kLineCounts, payload({}, {0x5000, 5, 50}));
+    b.sized(format::Tag::kLineCounts, payload({}, {0x6000, 7, 70}));
     b.chunk(2, 0);
-    b.sized(format::Tag::kLineCounts, payload_u64({0x5000, 1, 1}));
+    b.sized(format::Tag::kLineCounts, payload({}, {0x5000, 1, 1}));
     b.chunk(0).end_record(100);
     std::string path = test::temp_path("line-counts.trace");
     b.save(path);
@@ -387,7 +384,7 @@ TEST_CASE("LineCounts records add up with LineStats per stream and site") {
     CHECK(info.lines.at({2, 0x5000}).ticks == 1);
 
     TraceBuilder bad;
-    bad.chunk(1, 0).sized(format::Tag::kLineCounts, payload_u64({0x5000, 1}));
+    bad.chunk(1, 0).sized(format::Tag::kLineCounts, payload({}, {0x5000, 1}));
     bad.chunk(0).end_record(100);
     bad.save(path);
     CHECK(error_of(path).find("malformed line counts record") != std::string::npos);
