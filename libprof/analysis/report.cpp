@@ -316,7 +316,10 @@ std::vector<std::string> data_warnings(const Profile& p) {
     }
     uint64_t dropped = 0;
     for (const ThreadSummary& th : p.threads) dropped += th.dropped;
-    if (dropped) out.push_back(fmt::format("{} events dropped by the runtime (limits reached)", dropped));
+    if (dropped)
+        out.push_back(fmt::format("{} events dropped by the runtime (PROF_MAX_DEPTH reached, or "
+                                  "signal handlers that interrupted its recording)",
+                                  dropped));
     return out;
 }
 

@@ -211,7 +211,12 @@ PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintp
 }
 
 PROF_NOINSTR void settle(ThreadState& s) {
-    s.state = kBusy;
+    // In one instruction: a signal handler that ran between the caller's look at the state and
+    // here has settled the activation already (and may have left a run of its own last).
+    uint8_t expected = kDeferred;
+    if (!__atomic_compare_exchange_n(&s.state, &expected, uint8_t(kBusy), false,
+                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     // Room: the activation joined its run with at least PROF_DETAIL_RECORD_ROOM bytes left,
     // and nothing has been written since.
@@ -431,6 +436,7 @@ PROF_NOINSTR void thread_after_fork_child() {
     uint8_t prev = s.state;
     s.state = kBusy;
     if (s.w.base) munmap(s.w.base, s.w.end - s.w.base); // the parent's chunk: not ours
+    unmap_retired(s.w);
     forget_runs(s);
     if (s.mask) memset(s.table, 0, size_t(s.mask + 1) * sizeof(Slot));
     s.used = 0;
@@ -463,6 +469,7 @@ PROF_NOINSTR void thread_off_after_fork() {
     g_live = nullptr;
     s.live_prev = s.live_next = nullptr;
     if (s.w.base) munmap(s.w.base, size_t(s.w.end - s.w.base)); // the parent's chunk
+    unmap_retired(s.w);
     s.w = ChunkWriter{};
     forget_runs(s);
     s.state = kOff;
@@ -674,6 +681,7 @@ PROF_NOINSTR inline void scope_enter(prof_site* site, uintptr_t cfa) {
     ThreadState& s = prof_tls;
     if (s.state == kDeferred) settle(s);
     if (PROF_UNLIKELY(s.state != kActive)) {
+        if (s.state == kBusy) ++s.dropped; // a signal handler interrupted the runtime
         if (s.state != kNew) return;
         thread_start(s);
         if (s.state != kActive) return;
@@ -698,7 +706,10 @@ PROF_NOINSTR inline void scope_enter(prof_site* site, uintptr_t cfa) {
 PROF_NOINSTR inline void scope_exit(prof_site* site, uintptr_t cfa) {
     ThreadState& s = prof_tls;
     if (s.state == kDeferred) settle(s);
-    if (PROF_UNLIKELY(s.state != kActive)) return;
+    if (PROF_UNLIKELY(s.state != kActive)) {
+        if (s.state == kBusy) ++s.dropped; // the exit of a scope entered while busy
+        return;
+    }
     s.state = kBusy;
     uint64_t now = now_ticks();
     if (PROF_UNLIKELY(!ensure(s, now))) return;

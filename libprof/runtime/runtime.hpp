@@ -98,6 +98,7 @@ using ChunkWriter = ::prof_chunk_writer;
 // stopped or the file cannot grow: the caller drops the event.
 bool open_chunk(ChunkWriter& w, uint64_t now);
 void close_chunk(ChunkWriter& w);
+void unmap_retired(ChunkWriter& w); // the stream's retired chunks that are still mapped
 
 PROF_NOINSTR inline void commit(ChunkWriter& w) {
     auto* h = reinterpret_cast<format::ChunkHeader*>(w.base);

@@ -427,8 +427,11 @@ PROF_NOINSTR bool open_chunk(ChunkWriter& w, uint64_t now) {
     lock_global();
     bool ok = open_chunk_locked(w, now);
     unlock_global();
-    // The retired chunk stays in the page cache; unmapping it only drops our view of it.
-    if (old) munmap(old, g.chunk_size);
+    // The retired chunk stays in the page cache; unmapping it only drops our view of it. The
+    // two last retired ones stay mapped (see prof_chunk_writer::retired).
+    if (w.retired[1]) munmap(w.retired[1], g.chunk_size);
+    w.retired[1] = w.retired[0];
+    w.retired[0] = old;
     if (!ok) w.base = w.cursor = w.end = nullptr;
     return ok;
 }
@@ -437,6 +440,13 @@ PROF_NOINSTR bool open_chunk(ChunkWriter& w, uint64_t now) {
 // the file, read as zeros; readers stop at `used`), so that a program that starts thousands of
 // short threads does not fill the disk with empty chunk tails. Through the mapping, not the
 // descriptor: the program may have closed our descriptor and reused its number.
+PROF_NOINSTR void unmap_retired(ChunkWriter& w) {
+    for (uint8_t*& r : w.retired) {
+        if (r) munmap(r, g.chunk_size);
+        r = nullptr;
+    }
+}
+
 PROF_NOINSTR void close_chunk(ChunkWriter& w) {
     if (w.base) {
         size_t used = size_t(w.cursor - w.base), page = size_t(sysconf(_SC_PAGESIZE));
@@ -444,6 +454,7 @@ PROF_NOINSTR void close_chunk(ChunkWriter& w) {
         if (keep < g.chunk_size) madvise(w.base + keep, g.chunk_size - keep, MADV_REMOVE);
         munmap(w.base, g.chunk_size);
     }
+    unmap_retired(w);
     w.base = w.cursor = w.end = nullptr;
 }
 

@@ -457,3 +457,31 @@ TEST_CASE("a killed process keeps its line counts and scope runs, exactly") {
     CHECK(raw_time - main_time ==
           doctest::Approx(1000000 * info.line_overhead / info.ticks_per_second).epsilon(0.01));
 }
+
+TEST_CASE("marked code interrupted by a signal handler that records: exact counts, no crash") {
+    for (const char* runs : {"1", "0"}) {
+        std::string trace = temp_path(std::string("signals-") + runs + ".trace");
+        std::filesystem::remove(trace);
+        test::RunResult r = run({PROF_TEST_SIGNALS, "4000000"},
+                                {{"PROF_OUT", trace}, {"PROF_CHUNK_SIZE", "65536"},
+                                 {"PROF_SCOPE_RUNS", runs}});
+        REQUIRE_MESSAGE(r.exit_code == 0, "PROF_SCOPE_RUNS=", runs, " stderr: ", r.err);
+        analysis::ProfileBuilder pb;
+        pb.add_trace(trace);
+        analysis::Profile p = pb.build();
+        CHECK(ncalls(p, "loop") == 4000000);
+        CHECK(ncalls(p, "inner") == 250000);
+        uint64_t main_hits = 0;
+        for (const auto& t : analysis::line_tables(p))
+            for (const auto& row : t.rows)
+                if (row.mark.find("g_sink + i") != std::string::npos) main_hits = row.hits;
+        CHECK(main_hits == 4000000);
+        // The handler's scopes never nest the loop's, nor the loop itself.
+        for (const analysis::Edge& e : p.edges) {
+            if (e.caller == analysis::kRoot) continue;
+            const std::string& callee = p.functions[e.callee].name;
+            if (callee == "loop") CHECK_MESSAGE(false, "loop called from ", p.functions[e.caller].name);
+            if (callee == "inner") CHECK(p.functions[e.caller].name == "loop");
+        }
+    }
+}

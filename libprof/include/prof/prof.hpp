@@ -261,9 +261,11 @@ public:
         if (t.state == PROF_DETAIL_THREAD_DEFERRED) {
             t.state = PROF_DETAIL_THREAD_BUSY;
             __atomic_signal_fence(__ATOMIC_SEQ_CST);
-            // Still the run's activation: a signal handler that recorded something between the
-            // state's load and the store above settled it (wrote its Enter, moving the cursor).
-            if (__builtin_expect(t.w.cursor == t.run_end && is_top(t), 1)) {
+            // Still this activation's run, nothing written since it joined: a signal handler
+            // that recorded something between the state's load and the store above settled it
+            // (wrote its Enter), and may have left a run of its own as the last record.
+            bool joined = t.w.cursor == joined_ && t.run_end == joined_ && t.w.seq == joined_seq_;
+            if (__builtin_expect(joined && is_top(t), 1)) {
                 unsigned long long now = ticks();
                 --t.depth;
                 uint8_t* f = t.run_fields;
@@ -274,8 +276,7 @@ public:
             }
             __atomic_signal_fence(__ATOMIC_SEQ_CST);
             // The library settles it first, if it still needs settling.
-            t.state =
-                t.w.cursor == t.run_end ? PROF_DETAIL_THREAD_DEFERRED : PROF_DETAIL_THREAD_ACTIVE;
+            t.state = joined ? PROF_DETAIL_THREAD_DEFERRED : PROF_DETAIL_THREAD_ACTIVE;
         } else if (__builtin_expect(begin(t), 1)) {
             if (__builtin_expect(t.depth && !t.overflow && is_top(t), 1)) {
                 unsigned long long now = ticks();
@@ -307,14 +308,18 @@ public:
         return f.fn == reinterpret_cast<uintptr_t>(site_) && f.site == PROF_DETAIL_SCOPE_MARK &&
                f.cfa == cfa_;
     }
-    PROF_DETAIL_NOINSTR static void join(prof_thread& t, unsigned long long now) {
+    PROF_DETAIL_NOINSTR void join(prof_thread& t, unsigned long long now) {
         t.defer_ticks = now;
+        joined_ = t.run_end;
+        joined_seq_ = t.w.seq;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         t.state = PROF_DETAIL_THREAD_DEFERRED;
     }
 
     prof_site* site_;
     uintptr_t cfa_;
+    uint8_t* joined_ = nullptr; // the run this activation joined (its end then), and its chunk
+    uint32_t joined_seq_ = 0;
 };
 
 } // namespace detail

@@ -23,6 +23,10 @@ typedef struct prof_chunk_writer {
     uint8_t* end;        /* one past the chunk */
     uint64_t last_ticks; /* time of the previous timed record (deltas are relative to it) */
     uint64_t last_ptr;   /* previous pointer of a memory record in this chunk (delta base) */
+    /* The two chunks this stream filled last, still mapped: an inline fast path that a signal
+     * handler interrupted between its check of `seq` and its in-place write (PROF_LINE's
+     * LineCounts) writes into a chunk that is retired but mapped, so its hit is counted there. */
+    uint8_t* retired[2];
     uint32_t stream;
     uint32_t seq;
     uint32_t tid;

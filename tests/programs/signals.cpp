@@ -1,0 +1,50 @@
+// Test program for marked code that a signal handler interrupts: a SIGALRM timer at a high
+// rate runs scopes and a marked line in its handler while the main thread runs a PROF_LINE
+// loop and a loop of scope runs with a nested scope every 16th iteration. Run it with small
+// chunks (PROF_CHUNK_SIZE=65536) so that the handler's records open new chunks. The main
+// loops' counts must be exact (the handler's own events may be dropped when it interrupts the
+// runtime): line `main` N hits, scope `loop` N, scope `inner` N / 16. Argument: N.
+#include <prof/prof.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <sys/time.h>
+
+volatile long g_sink;
+
+void on_alarm(int) {
+    for (int k = 0; k < 20; ++k) {
+        {
+            PROF_SCOPE("handler_a");
+            g_sink = g_sink + 1;
+        }
+        {
+            PROF_SCOPE("handler_b");
+            g_sink = g_sink + 1;
+        }
+    }
+    PROF_LINE(g_sink = g_sink + 2); // handler
+}
+
+int main(int argc, char** argv) {
+    long n = argc > 1 ? std::atol(argv[1]) : 4000000;
+    std::signal(SIGALRM, on_alarm);
+    itimerval every{{0, 20}, {0, 20}};
+    setitimer(ITIMER_REAL, &every, nullptr);
+    for (long i = 0; i < n; ++i) {
+        PROF_LINE(g_sink = g_sink + i); // main
+    }
+    for (long i = 0; i < n; ++i) {
+        PROF_SCOPE("loop");
+        g_sink = g_sink + i;
+        if ((i & 15) == 0) {
+            PROF_SCOPE("inner");
+            g_sink = g_sink + 1;
+        }
+    }
+    itimerval off{};
+    setitimer(ITIMER_REAL, &off, nullptr);
+    std::printf("signals done\n");
+    return 0;
+}
