@@ -3,6 +3,7 @@
 #include "analysis/lines.hpp"
 #include "analysis/profile.hpp"
 #include "reader/trace_reader.hpp"
+#include "support/approx.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
@@ -223,8 +224,8 @@ TEST_CASE("resident memory per line: the 100 M doubles sample") {
     const double mib = 1024.0 * 1024.0;
     const auto& grow = row(tables, 12), shrink = row(tables, 15);
     CHECK(grow.rss_samples == 1);
-    CHECK(grow.rss_increment / mib == doctest::Approx(763.0).epsilon(0.05));
-    CHECK(shrink.rss_increment / mib == doctest::Approx(-763.0).epsilon(0.05));
+    CHECK(grow.rss_increment / mib == prof::test::approx(763.0).epsilon(0.05));
+    CHECK(shrink.rss_increment / mib == prof::test::approx(-763.0).epsilon(0.05));
     auto json = run({PROFREPORT, "--lines", "--format", "json", l->profile.traces.at(0).path});
     for (const char* key : {"\"mem_usage\": ", "\"increment\": ", "\"occurrences\": 1"})
         CHECK_MESSAGE(json.out.find(key) != std::string::npos, key);
@@ -455,7 +456,7 @@ TEST_CASE("a killed process keeps its line counts and scope runs, exactly") {
     const reader::TraceInfo& info = p.traces[0];
     CHECK(info.line_overhead > 0);
     CHECK(raw_time - main_time ==
-          doctest::Approx(1000000 * info.line_overhead / info.ticks_per_second).epsilon(0.01));
+          prof::test::approx(1000000 * info.line_overhead / info.ticks_per_second).epsilon(0.01));
 }
 
 TEST_CASE("marked code interrupted by a signal handler that records: exact counts, no crash") {

@@ -2,6 +2,7 @@
 // (tests/views/check_views.py: json, xml.etree), callgrind by valgrind's callgrind_annotate,
 // the HTML report by headless Chromium. Those two are skipped, with a message, when the tool
 // is not installed (tools/quickstart.sh installs both).
+#include "support/approx.hpp"
 #include "support/browser.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
@@ -377,7 +378,7 @@ TEST_CASE("diff: per-function deltas, exit status flips at --fail-above") {
     auto j = run({PROFREPORT, "diff", "--metric", "ncalls", "--format", "json", fib15(), fib20()});
     REQUIRE(j.exit_code == 0);
     double change = json_number(j.out, "change_percent");
-    CHECK(change == doctest::Approx(100.0 * (21892 - 1974) / 1974).epsilon(1e-4));
+    CHECK(change == prof::test::approx(100.0 * (21892 - 1974) / 1974).epsilon(1e-4));
     auto under = run({PROFREPORT, "diff", "--metric", "ncalls", "--fail-above",
                       std::to_string(change - 1), fib15(), fib20()});
     CHECK(under.exit_code == 3);

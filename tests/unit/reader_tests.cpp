@@ -2,6 +2,7 @@
 // read that says it is partial — never a crash, a hang or a silently wrong result.
 #include "analysis/profile.hpp"
 #include "reader/trace_reader.hpp"
+#include "support/approx.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_builder.hpp"
 
@@ -65,7 +66,7 @@ TEST_CASE("a valid trace reads back with exact counts and times") {
     CHECK(sink.enters == 3);
     CHECK(sink.exits == 3);
     CHECK(info.symbols.at(0x2000).name == "work(int)");
-    CHECK(info.ticks_per_second == doctest::Approx(1e9));
+    CHECK(info.ticks_per_second == test::approx(1e9));
 
     analysis::ProfileBuilder pb;
     pb.add_trace(path);
@@ -76,13 +77,13 @@ TEST_CASE("a valid trace reads back with exact counts and times") {
     const analysis::Stats& ws = p.functions[work[0]].stats;
     CHECK(ws.ncalls == 2);
     CHECK(ws.pcalls == 2);
-    CHECK(ws.tottime == doctest::Approx(200e-9));
-    CHECK(ws.cumtime == doctest::Approx(200e-9));
+    CHECK(ws.tottime == test::approx(200e-9));
+    CHECK(ws.cumtime == test::approx(200e-9));
     const analysis::Stats& ms = p.functions[p.match("main")[0]].stats;
-    CHECK(ms.cumtime == doctest::Approx(300e-9));
-    CHECK(ms.tottime == doctest::Approx(100e-9));
+    CHECK(ms.cumtime == test::approx(300e-9));
+    CHECK(ms.tottime == test::approx(100e-9));
     CHECK(p.total_calls == 3);
-    CHECK(p.total_time == doctest::Approx(300e-9));
+    CHECK(p.total_time == test::approx(300e-9));
 }
 
 TEST_CASE("recursion: ncalls total/primitive, cumtime counted once") {
@@ -100,8 +101,8 @@ TEST_CASE("recursion: ncalls total/primitive, cumtime counted once") {
     const analysis::Stats& s = p.functions[0].stats;
     CHECK(s.ncalls == 3);
     CHECK(s.pcalls == 1);
-    CHECK(s.cumtime == doctest::Approx(50e-9));
-    CHECK(s.tottime == doctest::Approx(50e-9));
+    CHECK(s.cumtime == test::approx(50e-9));
+    CHECK(s.tottime == test::approx(50e-9));
 }
 
 TEST_CASE("abandoned frames close at the abandon time and the tree stays balanced") {
@@ -118,8 +119,8 @@ TEST_CASE("abandoned frames close at the abandon time and the tree stays balance
     analysis::Profile p = pb.build();
     const auto& fb = p.functions[p.match("0xb")[0]];
     const auto& fc = p.functions[p.match("0xc")[0]];
-    CHECK(fb.stats.cumtime == doctest::Approx(20e-9));
-    CHECK(fc.stats.cumtime == doctest::Approx(10e-9));
+    CHECK(fb.stats.cumtime == test::approx(20e-9));
+    CHECK(fc.stats.cumtime == test::approx(10e-9));
     // c's caller is a, not the abandoned b.
     size_t a = p.match("0xa")[0], c = p.match("0xc")[0];
     bool a_calls_c = false;
@@ -136,7 +137,7 @@ TEST_CASE("frames still open at the end are closed at the end time") {
     b.save(path);
     analysis::ProfileBuilder pb;
     pb.add_trace(path);
-    CHECK(pb.build().functions.at(0).stats.cumtime == doctest::Approx(100e-9));
+    CHECK(pb.build().functions.at(0).stats.cumtime == test::approx(100e-9));
 }
 
 TEST_CASE("clear errors for files that are not usable traces") {
@@ -279,14 +280,14 @@ TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
 
     auto [p, raw] = compensated_and_raw(path);
     // Raw: work 3 x 100; main 380 total, 80 own.
-    CHECK(stats(raw, "0x2000").tottime == doctest::Approx(300e-9));
-    CHECK(stats(raw, "0x1000").tottime == doctest::Approx(80e-9));
+    CHECK(stats(raw, "0x2000").tottime == test::approx(300e-9));
+    CHECK(stats(raw, "0x1000").tottime == test::approx(80e-9));
     // Compensated: work 3 x (100 - 10); main own 80 - 10 - 3 x 5; main total 380 - 10 - 3 x 15.
-    CHECK(stats(p, "0x2000").tottime == doctest::Approx(270e-9));
-    CHECK(stats(p, "0x2000").cumtime == doctest::Approx(270e-9));
-    CHECK(stats(p, "0x1000").tottime == doctest::Approx(55e-9));
-    CHECK(stats(p, "0x1000").cumtime == doctest::Approx(325e-9));
-    CHECK(p.total_time == doctest::Approx(325e-9)); // the sum of tottime equals main's cumtime
+    CHECK(stats(p, "0x2000").tottime == test::approx(270e-9));
+    CHECK(stats(p, "0x2000").cumtime == test::approx(270e-9));
+    CHECK(stats(p, "0x1000").tottime == test::approx(55e-9));
+    CHECK(stats(p, "0x1000").cumtime == test::approx(325e-9));
+    CHECK(p.total_time == test::approx(325e-9)); // the sum of tottime equals main's cumtime
 }
 
 // A sized record's payload: `ulebs` (each below 128 here), then `u64s` little-endian.
@@ -309,10 +310,13 @@ std::vector<uint8_t> scope_run(uint64_t dt, uint64_t fn, uint64_t count, uint64_
 
 TEST_CASE("a scope run reads as the activations it stands for, compensation included") {
     // The trace of the compensation test above, with work's three activations as one run: it
-    // starts at 20 and its activations took 300 ticks together; main exits at 380.
+    // starts at 20 and its activations took 300 ticks together; main exits at 380. A run's
+    // activations are timed by the macros' inline path: each is compensated by the cost of a
+    // pair of clock reads (line_overhead, 7 ticks), not by the hooks' overhead_in.
     TraceBuilder b;
     b.chunk(0).tag(format::Tag::kMeta).str("overhead_in_ticks").str("10.00");
     b.tag(format::Tag::kMeta).str("overhead_out_ticks").str("5.00");
+    b.tag(format::Tag::kMeta).str("line_overhead_ticks").str("7.00");
     b.chunk(1, 0).function(0x1000).function(0x2000);
     b.enter(0, 0).sized(format::Tag::kScopeRun, scope_run(20, 1, 3, 300)).exit(360);
     b.chunk(0).end_record(380);
@@ -327,14 +331,16 @@ TEST_CASE("a scope run reads as the activations it stands for, compensation incl
     CHECK(info.threads.at(1).events == 2 + 2 * 3);
 
     auto [p, raw] = compensated_and_raw(path);
+    // Raw: as the three Enter/Exit pairs of the compensation test.
     CHECK(stats(raw, "0x2000").ncalls == 3);
-    CHECK(stats(raw, "0x2000").tottime == doctest::Approx(300e-9));
-    CHECK(stats(raw, "0x1000").tottime == doctest::Approx(80e-9));
-    CHECK(stats(raw, "0x1000").cumtime == doctest::Approx(380e-9));
-    CHECK(stats(p, "0x2000").tottime == doctest::Approx(270e-9));
-    CHECK(stats(p, "0x2000").cumtime == doctest::Approx(270e-9));
-    CHECK(stats(p, "0x1000").tottime == doctest::Approx(55e-9));
-    CHECK(stats(p, "0x1000").cumtime == doctest::Approx(325e-9));
+    CHECK(stats(raw, "0x2000").tottime == test::approx(300e-9));
+    CHECK(stats(raw, "0x1000").tottime == test::approx(80e-9));
+    CHECK(stats(raw, "0x1000").cumtime == test::approx(380e-9));
+    // Compensated: work 300 - 3 x 7; main own 80 - 10 - 3 x 5, total 55 + 279.
+    CHECK(stats(p, "0x2000").tottime == test::approx(279e-9));
+    CHECK(stats(p, "0x2000").cumtime == test::approx(279e-9));
+    CHECK(stats(p, "0x1000").tottime == test::approx(55e-9));
+    CHECK(stats(p, "0x1000").cumtime == test::approx(334e-9));
     CHECK(p.total_calls == 4);
 }
 
@@ -405,13 +411,13 @@ TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happen
     b.save(path);
 
     auto [p, raw] = compensated_and_raw(path);
-    CHECK(stats(raw, "0x2000").tottime == doctest::Approx(200e-9));
-    CHECK(stats(raw, "0x1000").tottime == doctest::Approx(200e-9));
-    CHECK(stats(p, "0x2000").tottime == doctest::Approx(150e-9));
-    CHECK(stats(p, "0x1000").tottime == doctest::Approx(170e-9));
-    CHECK(stats(p, "0x1000").cumtime == doctest::Approx(320e-9));
+    CHECK(stats(raw, "0x2000").tottime == test::approx(200e-9));
+    CHECK(stats(raw, "0x1000").tottime == test::approx(200e-9));
+    CHECK(stats(p, "0x2000").tottime == test::approx(150e-9));
+    CHECK(stats(p, "0x1000").tottime == test::approx(170e-9));
+    CHECK(stats(p, "0x1000").cumtime == test::approx(320e-9));
     // Without compensation the times are the raw intervals.
-    CHECK(raw.total_time == doctest::Approx(400e-9));
+    CHECK(raw.total_time == test::approx(400e-9));
 }
 
 namespace {
