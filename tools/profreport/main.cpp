@@ -552,19 +552,14 @@ void print_view(std::FILE* out, const Args& a, const analysis::Profile& p,
             analysis::print_line_tables(out, tables, lo);
     } else if (!a.callers.empty() || !a.callees.empty()) {
         if (!title.empty() && a.format != "csv") fmt::print(out, "{}\n", reader::printable(title));
-        if (!a.callers.empty()) {
-            o.filter = a.callers;
+        for (bool callees : {false, true}) {
+            const std::string& filter = callees ? a.callees : a.callers;
+            if (filter.empty()) continue;
+            o.filter = filter;
             if (a.format == "csv")
-                analysis::views::print_callers_csv(out, p, o.filter, false);
+                analysis::views::print_callers_csv(out, p, o.filter, callees);
             else
-                analysis::print_callers(out, p, o, false);
-        }
-        if (!a.callees.empty()) {
-            o.filter = a.callees;
-            if (a.format == "csv")
-                analysis::views::print_callers_csv(out, p, o.filter, true);
-            else
-                analysis::print_callers(out, p, o, true);
+                analysis::print_callers(out, p, o, callees);
         }
     } else if (a.format == "json") {
         analysis::print_json(out, p, o);
