@@ -229,9 +229,7 @@ TEST_CASE("fork: parent and child each write their own complete trace") {
     std::string trace = temp_path("fork.trace");
     test::RunResult r = run({PROF_TEST_FORKER}, {{"PROF_OUT", trace}});
     REQUIRE(r.exit_code == 0);
-    std::string child;
-    for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
-        if (e.path().string().rfind(trace + ".", 0) == 0) child = e.path().string();
+    std::string child = test::child_trace(trace);
     REQUIRE_MESSAGE(!child.empty(), "no child trace next to ", trace);
 
     analysis::ProfileBuilder parent_pb, child_pb;

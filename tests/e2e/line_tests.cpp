@@ -13,7 +13,6 @@
 #include <cstdio>
 
 #include <filesystem>
-#include <map>
 #include <regex>
 #include <string>
 
@@ -357,12 +356,6 @@ uint64_t ncalls(const analysis::Profile& p, const std::string& name) {
     return 0;
 }
 
-std::string child_trace_of(const std::string& trace) {
-    for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
-        if (e.path().string().rfind(trace + ".", 0) == 0) return e.path().string();
-    return "";
-}
-
 } // namespace
 
 TEST_CASE("scope runs (threads, fork, exceptions): the counts and tree of one record per activation") {
@@ -370,7 +363,6 @@ TEST_CASE("scope runs (threads, fork, exceptions): the counts and tree of one re
                            "b",       "with_line",    "thrown",      "nap",
                            "forking", "helper(long)", "leaves(long)"};
     const uint64_t expected[] = {140000, 1000, 100, 500, 500, 1000, 100, 5, 3, 100, 3};
-    std::map<std::string, std::unique_ptr<Loaded>> modes;
     for (const char* runs : {"1", "0"}) {
         std::string name = std::string("scope-runs-") + runs + ".trace";
         std::filesystem::remove(temp_path(name));
@@ -404,7 +396,7 @@ TEST_CASE("scope runs (threads, fork, exceptions): the counts and tree of one re
                 }
         CHECK(found);
         // The child's trace: the activation open at fork(), closed in the child.
-        std::string child = child_trace_of(temp_path(name));
+        std::string child = test::child_trace(temp_path(name));
         REQUIRE_MESSAGE(!child.empty(), "no child trace for ", name);
         analysis::ProfileBuilder cb;
         cb.add_trace(child);
@@ -412,7 +404,6 @@ TEST_CASE("scope runs (threads, fork, exceptions): the counts and tree of one re
         CHECK(ncalls(cp, "forking") == 1);
         CHECK(ncalls(cp, "leaf") == 0);
         std::filesystem::remove(child);
-        modes[runs] = std::move(l);
     }
     RecordCount with = count_records(temp_path("scope-runs-1.trace"));
     RecordCount without = count_records(temp_path("scope-runs-0.trace"));

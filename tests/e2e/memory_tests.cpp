@@ -108,9 +108,7 @@ TEST_CASE("fork under the memory profiler: the child writes its own trace") {
     std::string trace = temp_path("alloc-fork.trace");
     auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_ALLOC_PATTERN, "fork"});
     REQUIRE(r.exit_code == 0);
-    std::string child;
-    for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
-        if (e.path().string().rfind(trace + ".", 0) == 0) child = e.path().string();
+    std::string child = test::child_trace(trace);
     REQUIRE(!child.empty());
     CHECK(sites_through(memory_of(child), "child_allocs()").allocations == 2);
     CHECK(sites_through(memory_of(child), "child_allocs()").bytes == 30);
@@ -126,9 +124,7 @@ TEST_CASE("fork: the child's allocations at the parent's call site keep their st
         auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_SHORT_LIVES, "fork"},
                      {{"PROF_MEM_UNWIND", unwind}});
         REQUIRE(r.exit_code == 0);
-        std::string child;
-        for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
-            if (e.path().string().rfind(trace + ".", 0) == 0) child = e.path().string();
+        std::string child = test::child_trace(trace);
         REQUIRE(!child.empty());
         CHECK(sites_through(memory_of(trace), "repeat_alloc").allocations == 3);
         Totals in_child = sites_through(memory_of(child), "repeat_alloc");

@@ -275,9 +275,7 @@ TEST_CASE("fork from a multi-threaded process") {
     std::string trace = temp_path("life-mtfork.trace");
     auto r = run({PROF_TEST_LIFE, "mtfork"}, {{"PROF_OUT", trace}});
     REQUIRE(r.exit_code == 0);
-    std::string child;
-    for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
-        if (e.path().string().rfind(trace + ".", 0) == 0) child = e.path().string();
+    std::string child = test::child_trace(trace);
     REQUIRE(!child.empty());
     analysis::ProfileBuilder pb;
     pb.add_trace(child);
@@ -338,13 +336,6 @@ TEST_CASE("a program that closes every descriptor: tracing stops, its own file i
 
 namespace {
 
-std::vector<std::string> traces_next_to(const std::string& trace) {
-    std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(test::temp_dir()))
-        if (e.path().string().rfind(trace + ".", 0) == 0) out.push_back(e.path().string());
-    return out;
-}
-
 analysis::Profile profile_file(const std::string& path) {
     analysis::ProfileBuilder pb;
     pb.add_trace(path);
@@ -357,7 +348,7 @@ TEST_CASE("execve: the new program image writes a trace of its own, linked by pi
     std::string trace = temp_path("exec.trace");
     auto r = run({PROF_TEST_SPAWNER, "exec"}, {{"PROF_OUT", trace}});
     REQUIRE(r.exit_code == 0);
-    auto others = traces_next_to(trace);
+    auto others = test::traces_next_to(trace);
     REQUIRE(others.size() == 1);
     analysis::Profile before = profile_file(trace), after = profile_file(others[0]);
     CHECK(calls_of(before, "before_exec()") == 1);
@@ -370,7 +361,7 @@ TEST_CASE("posix_spawn: the child writes its own trace") {
     std::string trace = temp_path("spawn.trace");
     auto r = run({PROF_TEST_SPAWNER, "spawn"}, {{"PROF_OUT", trace}});
     REQUIRE(r.exit_code == 0);
-    auto others = traces_next_to(trace);
+    auto others = test::traces_next_to(trace);
     REQUIRE(others.size() == 1);
     analysis::Profile child = profile_file(others[0]);
     CHECK(calls_of(child, "spawned(int)") == 3);
@@ -557,7 +548,7 @@ TEST_CASE("vfork: the child's calls stay out of the parent's trace, which stays 
         CHECK(report.out.find("\"ncalls\": 5") != std::string::npos);
         if (mode == "exec") { // the new image has a trace of its own
             uint64_t after = 0;
-            for (const std::string& other : traces_next_to(trace))
+            for (const std::string& other : test::traces_next_to(trace))
                 after += calls_of(profile_file(other), "after_exec(int)");
             CHECK(after == 1);
         }

@@ -42,6 +42,39 @@ TraceBuilder small_trace() {
     return b;
 }
 
+// A sized record's payload: `ulebs` (each below 128 here), then `u64s` little-endian.
+std::vector<uint8_t> payload(std::initializer_list<uint64_t> ulebs,
+                             std::initializer_list<uint64_t> u64s) {
+    std::vector<uint8_t> out;
+    for (uint64_t v : ulebs) {
+        REQUIRE(v < 128);
+        out.push_back(uint8_t(v));
+    }
+    for (uint64_t v : u64s)
+        for (int i = 0; i < 8; ++i) out.push_back(uint8_t(v >> (8 * i)));
+    return out;
+}
+
+// A ScopeRun record (1.3): `count` leaf activations of `fn` from `dt` on, `ticks` together.
+std::vector<uint8_t> scope_run(uint64_t dt, uint64_t fn, uint64_t count, uint64_t ticks) {
+    return payload({dt, fn}, {count, ticks});
+}
+
+// small_trace() with the records of format 1.3 in main's stream: a run of three scope
+// activations and the counts of a marked line.
+TraceBuilder small_trace_1_3() {
+    TraceBuilder b;
+    b.chunk(1, 1000).function(0x1000).function(0x2000).function(0x3000);
+    b.enter(0, 0).enter(1, 10).exit(100).enter(1, 50).exit(100);
+    b.sized(format::Tag::kScopeRun, scope_run(5, 2, 3, 30));
+    b.sized(format::Tag::kLineCounts, payload({}, {0x4000, 1000, 5000}));
+    b.exit(40);
+    b.tag(format::Tag::kThreadEnd).uleb(0);
+    b.chunk(0).symbol(0x1000, "main", "/src/app.cpp", 3).symbol(0x2000, "work(int)", "/src/app.cpp", 9);
+    b.end_record(1400);
+    return b;
+}
+
 std::string error_of(const std::string& path) {
     try {
         CountingSink sink;
@@ -197,55 +230,73 @@ TEST_CASE("records of a newer minor version are skipped by their length") {
     CHECK(info.minor_unknown_records == 1);
 }
 
+TEST_CASE("the 1.3 variant of the small trace reads back whole") {
+    std::string path = test::temp_path("small-1.3.trace");
+    small_trace_1_3().save(path);
+    CountingSink sink;
+    reader::TraceReader r(path);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(info.finished);
+    CHECK_FALSE(info.incomplete);
+    CHECK(sink.enters == 3);
+    CHECK(sink.exits == 3);
+    CHECK(sink.run_calls == 3);
+    CHECK(info.lines.at({1, 0x4000}).hits == 1000);
+}
+
 TEST_CASE("a trace cut at any byte reads partially or fails cleanly") {
-    auto full = small_trace().bytes();
-    // Bytes after the last record of the last chunk are padding: a cut there loses nothing.
-    format::ChunkHeader last{};
-    size_t last_at = full.size() - format::kMinChunkSize;
-    std::memcpy(&last, full.data() + last_at, sizeof last);
-    size_t data_end = last_at + sizeof last + last.used;
-    std::string path = test::temp_path("cut.trace");
-    size_t partial_reads = 0, errors = 0;
-    for (size_t n = 0; n < data_end; n += (n < 5000 ? 1 : 61)) {
-        TraceBuilder::save(path, std::vector<uint8_t>(full.begin(), full.begin() + long(n)));
-        CountingSink sink;
-        try {
-            reader::TraceReader r(path);
-            const reader::TraceInfo& info = r.read(sink);
-            CHECK_MESSAGE(info.incomplete, "cut at ", n, " read as complete");
-            CHECK(sink.exits <= sink.enters);
-            ++partial_reads;
-        } catch (const reader::TraceError& e) {
-            CHECK(std::string(e.what()).find(path) == 0);
-            ++errors;
+    for (const TraceBuilder& source : {small_trace(), small_trace_1_3()}) {
+        auto full = source.bytes();
+        // Bytes after the last record of the last chunk are padding: a cut there loses nothing.
+        format::ChunkHeader last{};
+        size_t last_at = full.size() - format::kMinChunkSize;
+        std::memcpy(&last, full.data() + last_at, sizeof last);
+        size_t data_end = last_at + sizeof last + last.used;
+        std::string path = test::temp_path("cut.trace");
+        size_t partial_reads = 0, errors = 0;
+        for (size_t n = 0; n < data_end; n += (n < 5000 ? 1 : 61)) {
+            TraceBuilder::save(path, std::vector<uint8_t>(full.begin(), full.begin() + long(n)));
+            CountingSink sink;
+            try {
+                reader::TraceReader r(path);
+                const reader::TraceInfo& info = r.read(sink);
+                CHECK_MESSAGE(info.incomplete, "cut at ", n, " read as complete");
+                CHECK(sink.exits <= sink.enters);
+                ++partial_reads;
+            } catch (const reader::TraceError& e) {
+                CHECK(std::string(e.what()).find(path) == 0);
+                ++errors;
+            }
         }
+        CHECK(partial_reads > 0);
+        CHECK(errors > 0);
     }
-    CHECK(partial_reads > 0);
-    CHECK(errors > 0);
 }
 
 TEST_CASE("every single flipped byte gives a result or a TraceError") {
-    auto full = small_trace().bytes();
-    std::string path = test::temp_path("flip.trace");
-    size_t errors = 0;
-    // The header, and each chunk's header and records (the rest of a chunk is padding).
-    std::vector<size_t> positions;
-    for (size_t i = 0; i < format::kHeaderSize; i += 13) positions.push_back(i);
-    for (size_t c = format::kHeaderSize; c < full.size(); c += format::kMinChunkSize)
-        for (size_t i = c; i < c + 256; ++i) positions.push_back(i);
-    for (size_t i : positions) {
-        auto bytes = full;
-        bytes[i] ^= 0xff;
-        TraceBuilder::save(path, bytes);
-        try {
-            analysis::ProfileBuilder pb;
-            pb.add_trace(path);
-            (void)pb.build();
-        } catch (const reader::TraceError&) {
-            ++errors;
+    for (const TraceBuilder& source : {small_trace(), small_trace_1_3()}) {
+        auto full = source.bytes();
+        std::string path = test::temp_path("flip.trace");
+        size_t errors = 0;
+        // The header, and each chunk's header and records (the rest of a chunk is padding).
+        std::vector<size_t> positions;
+        for (size_t i = 0; i < format::kHeaderSize; i += 13) positions.push_back(i);
+        for (size_t c = format::kHeaderSize; c < full.size(); c += format::kMinChunkSize)
+            for (size_t i = c; i < c + 256; ++i) positions.push_back(i);
+        for (size_t i : positions) {
+            auto bytes = full;
+            bytes[i] ^= 0xff;
+            TraceBuilder::save(path, bytes);
+            try {
+                analysis::ProfileBuilder pb;
+                pb.add_trace(path);
+                (void)pb.build();
+            } catch (const reader::TraceError&) {
+                ++errors;
+            }
         }
+        CHECK(errors > 0);
     }
-    CHECK(errors > 0);
 }
 
 namespace {
@@ -288,24 +339,6 @@ TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
     CHECK(stats(p, "0x1000").tottime == test::approx(55e-9));
     CHECK(stats(p, "0x1000").cumtime == test::approx(325e-9));
     CHECK(p.total_time == test::approx(325e-9)); // the sum of tottime equals main's cumtime
-}
-
-// A sized record's payload: `ulebs` (each below 128 here), then `u64s` little-endian.
-std::vector<uint8_t> payload(std::initializer_list<uint64_t> ulebs,
-                             std::initializer_list<uint64_t> u64s) {
-    std::vector<uint8_t> out;
-    for (uint64_t v : ulebs) {
-        REQUIRE(v < 128);
-        out.push_back(uint8_t(v));
-    }
-    for (uint64_t v : u64s)
-        for (int i = 0; i < 8; ++i) out.push_back(uint8_t(v >> (8 * i)));
-    return out;
-}
-
-// A ScopeRun record (1.3): `count` leaf activations of `fn` from `dt` on, `ticks` together.
-std::vector<uint8_t> scope_run(uint64_t dt, uint64_t fn, uint64_t count, uint64_t ticks) {
-    return payload({dt, fn}, {count, ticks});
 }
 
 TEST_CASE("a scope run reads as the activations it stands for, compensation included") {
