@@ -1,5 +1,6 @@
 // Trace reader: file header checks, the chunk walk and the record decoders.
 #include "reader/trace_reader.hpp"
+#include "reader/cursor.hpp"
 
 #include <fmt/format.h>
 
@@ -12,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 namespace prof::reader {
 
@@ -25,65 +27,6 @@ TraceError::TraceError(const std::string& path, uint64_t offset, const std::stri
 
 TraceError::TraceError(const std::string& path, const std::string& what)
     : std::runtime_error(fmt::format("{}: {}", path, what)) {}
-
-// Bounds-checked cursor over one chunk's records. `fail` reports whether running out of
-// bytes means corruption (a complete chunk) or just the end of a cut-short file.
-struct Cursor {
-    const uint8_t* p;
-    const uint8_t* end;
-    bool ok = true;
-
-    bool has(size_t n) const { return size_t(end - p) >= n; }
-    uint8_t u8() {
-        if (!has(1)) return ok = false, 0;
-        return *p++;
-    }
-    uint32_t u32() {
-        if (!has(4)) return ok = false, 0;
-        uint32_t v;
-        std::memcpy(&v, p, 4);
-        p += 4;
-        return v;
-    }
-    uint64_t u64() {
-        if (!has(8)) return ok = false, 0;
-        uint64_t v;
-        std::memcpy(&v, p, 8);
-        p += 8;
-        return v;
-    }
-    int64_t sleb() {
-        int64_t v = 0;
-        unsigned shift = 0;
-        for (; shift < 64; shift += 7) {
-            if (p == end) return ok = false, 0;
-            uint8_t b = *p++;
-            v |= int64_t(b & 0x7f) << shift;
-            if (!(b & 0x80)) {
-                if (shift + 7 < 64 && (b & 0x40)) v |= -(int64_t(1) << (shift + 7));
-                return v;
-            }
-        }
-        return ok = false, 0;
-    }
-    uint64_t uleb() {
-        uint64_t v = 0;
-        for (unsigned shift = 0; shift < 64; shift += 7) {
-            if (p == end) return ok = false, 0;
-            uint8_t b = *p++;
-            v |= uint64_t(b & 0x7f) << shift;
-            if (!(b & 0x80)) return v;
-        }
-        return ok = false, 0; // more than 10 bytes: not a valid uleb
-    }
-    std::string_view str() {
-        uint64_t n = uleb();
-        if (!ok || n > format::kMaxString || !has(n)) return ok = false, std::string_view{};
-        std::string_view s(reinterpret_cast<const char*>(p), n);
-        p += n;
-        return s;
-    }
-};
 
 namespace {
 
@@ -99,6 +42,7 @@ struct TraceReader::StreamState {
     uint32_t next_seq = 0;
     uint32_t functions = 0; // stream-local indices defined so far
     bool ended = false;
+    uint64_t blocks = 0; // packed files (1.4): blocks allocated so far
 };
 
 TraceReader::TraceReader(std::string path) {
@@ -141,7 +85,15 @@ TraceReader::TraceReader(std::string path) {
     if (h.clock_kind != uint32_t(format::ClockKind::kTsc) &&
         h.clock_kind != uint32_t(format::ClockKind::kMonotonic))
         throw TraceError(p, 24, fmt::format("unknown clock kind {}", h.clock_kind));
+    packed_ = (h.flags & format::kFilePacked) != 0;
+    if (packed_ && h.memory_time_shift > 32)
+        throw TraceError(p, 36,
+                         fmt::format("memory time shift {} is out of range", h.memory_time_shift));
     // `finished` waits for the End record: a finished header on a file cut short is not.
+}
+
+void TraceReader::ZstdFree::operator()(ZSTD_DCtx_s* d) const {
+    ZSTD_freeDCtx(d);
 }
 
 TraceReader::~TraceReader() {
@@ -425,6 +377,16 @@ bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
             break;
         }
         default:
+            if (format::is_packed_memory_tag(uint8_t(tag))) {
+                if (!packed_)
+                    return fail(rec, fmt::format("packed memory record 0x{:02x} in a file that "
+                                                 "is not packed",
+                                                 uint8_t(tag)));
+                if (!packed_memory_record(uint8_t(tag), c, st, stream, ticks, sink))
+                    return fail(rec, fmt::format("malformed packed memory record 0x{:02x}",
+                                                 uint8_t(tag)));
+                break;
+            }
             if (uint8_t(tag) >= uint8_t(Tag::kFirstSized)) {
                 uint64_t n = c.uleb();
                 if (!c.ok || !c.has(n)) return fail(rec, "sized record runs past its chunk");
@@ -459,19 +421,53 @@ void TraceReader::read_chunks(EventSink* sink) {
             break;
         }
         std::memcpy(&ch, data_ + off, sizeof ch);
-        if (ch.magic == 0) { // reserved by the writer but never used
+        if (ch.magic == 0 && !packed_) { // reserved by the writer but never used
             off += cs;
             continue;
         }
-        if (ch.magic != format::kChunkMagic)
+        if (ch.magic != (packed_ ? format::kPackedChunkMagic : format::kChunkMagic))
             throw TraceError(info_.path, off, fmt::format("bad chunk magic 0x{:08x}", ch.magic));
         if (ch.used > cs - sizeof ch)
             throw TraceError(info_.path, off + 16,
                              fmt::format("chunk claims {} bytes of records, more than fit in {}",
                                          ch.used, cs - sizeof ch));
-        bool cut = sizeof ch + ch.used > avail;
+        // A packed chunk is as long as its header and frame; a cut one cannot be unpacked.
+        const uint64_t stride = packed_ ? sizeof ch + uint64_t(ch.packed_size) : cs;
+        if (packed_) avail = std::min<uint64_t>(stride, size_ - off);
+        bool cut = packed_ ? stride > avail : sizeof ch + ch.used > avail;
         const uint8_t* p = data_ + off + sizeof ch;
         const uint8_t* end = data_ + off + std::min<uint64_t>(avail, sizeof ch + ch.used);
+        if (packed_ && cut) {
+            info_.incomplete = true;
+            info_.incomplete_reason = fmt::format(
+                "the file ends inside packed chunk {} at byte {} ({} of {} bytes present)", chunks,
+                size_, avail, stride);
+            break;
+        }
+        if (packed_) {
+            // The chunks' bytes are one zstd stream, flushed at the end of every chunk.
+            if (!unpack_) {
+                unpack_.reset(ZSTD_createDCtx());
+                if (!unpack_) throw TraceError(info_.path, "cannot create a zstd context");
+            }
+            unpacked_.resize(cs);
+            ZSTD_inBuffer src{p, ch.packed_size, 0};
+            ZSTD_outBuffer dst{unpacked_.data(), cs - sizeof ch, 0};
+            while (src.pos < src.size) {
+                size_t r = ZSTD_decompressStream(unpack_.get(), &dst, &src);
+                if (ZSTD_isError(r))
+                    throw TraceError(
+                        info_.path, off + sizeof ch,
+                        fmt::format("packed chunk does not unpack: {}", ZSTD_getErrorName(r)));
+                if (dst.pos == dst.size && src.pos < src.size) break;
+            }
+            if (dst.pos != ch.used || src.pos != src.size)
+                throw TraceError(info_.path, off + sizeof ch,
+                                 fmt::format("packed chunk unpacks to {}{} bytes, not {}", dst.pos,
+                                             src.pos < src.size ? " or more" : "", ch.used));
+            p = unpacked_.data();
+            end = p + dst.pos;
+        }
         if (cut) {
             info_.incomplete = true;
             info_.incomplete_reason = fmt::format(
@@ -512,8 +508,9 @@ void TraceReader::read_chunks(EventSink* sink) {
         // The file is read front to back: the pages of a chunk done with leave this process's
         // resident set (they stay in the page cache, and come back if read again), so that the
         // memory of a report does not grow with the trace.
-        madvise(const_cast<uint8_t*>(data_) + off, std::min<uint64_t>(cs, size_ - off), MADV_DONTNEED);
-        off += cs;
+        madvise(const_cast<uint8_t*>(data_) + off, std::min<uint64_t>(stride, size_ - off),
+                MADV_DONTNEED);
+        off += stride;
     }
     info_.chunks = chunks;
     // A finished writer recorded how many chunks it wrote: whole chunks cut off the end of a
@@ -610,6 +607,68 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
     default:
         return false;
     }
+}
+
+// The memory records of a packed file (1.4). Blocks get names of their own, never reused:
+// (stream << 40) | ordinal, and frees of blocks the trace did not allocate get names from
+// stream 0, which allocates nothing. The sink sees these names where a trace as written has
+// pointers; the analysis only compares them. False when the record is malformed.
+bool TraceReader::packed_memory_record(uint8_t tag, Cursor& c, StreamState& st, uint32_t stream,
+                                       uint64_t& ticks, EventSink* sink) {
+    constexpr unsigned kOrdinalBits = 40;
+    auto name = [](uint64_t s, uint64_t ordinal) { return (s << kOrdinalBits) | ordinal; };
+    auto unknown = [&] { return name(0, ++unknown_blocks_); };
+    ticks += c.uleb() << info_.header.memory_time_shift;
+    // A block of another stream, named by that stream's ordinal (whose records may come later
+    // in the file: the name is only compared, never looked up here).
+    auto remote = [&](uint64_t& ptr) {
+        uint64_t s = c.uleb();
+        uint64_t ordinal = c.uleb();
+        ptr = name(s, ordinal);
+        return s >= 1 && s <= UINT32_MAX && ordinal >= 1 && ordinal < (uint64_t(1) << kOrdinalBits);
+    };
+    uint64_t ptr = 0;
+    if (tag >= uint8_t(Tag::kMemAlloc) && tag < uint8_t(Tag::kMemFree)) {
+        uint64_t size = c.uleb();
+        uint64_t stack = c.uleb();
+        if (!c.ok || stack > UINT32_MAX) return false;
+        ++info_.memory_records;
+        ptr = name(stream, ++st.blocks);
+        auto kind = format::AllocKind(tag - uint8_t(Tag::kMemAlloc) + 1);
+        if (sink) sink->on_alloc(stream, ticks, ptr, size, uint32_t(stack), kind);
+        return true;
+    }
+    if (tag >= uint8_t(Tag::kMemFree) && tag < uint8_t(Tag::kMemRealloc)) {
+        bool ok;
+        auto kind = format::FreeKind((tag - uint8_t(Tag::kMemFree)) % 3 + 1);
+        if (tag < uint8_t(Tag::kMemFreeRemote)) {
+            uint64_t back = c.uleb();
+            ok = back <= st.blocks;
+            ptr = back ? name(stream, st.blocks - back + 1) : unknown();
+        } else {
+            ok = remote(ptr);
+        }
+        if (!c.ok || !ok) return false;
+        ++info_.memory_records;
+        if (sink) sink->on_free(stream, ticks, ptr, kind);
+        return true;
+    }
+    uint64_t old_ptr = 0;
+    bool ok = true;
+    if (tag == uint8_t(Tag::kMemRealloc)) {
+        uint64_t old = c.uleb();
+        ok = old <= st.blocks + 1;
+        old_ptr = old == 0 ? 0 : old == 1 ? unknown() : name(stream, st.blocks - (old - 1) + 1);
+    } else {
+        ok = remote(old_ptr);
+    }
+    uint64_t size = c.uleb();
+    uint64_t stack = c.uleb();
+    if (!c.ok || !ok || stack > UINT32_MAX) return false;
+    ++info_.memory_records;
+    ptr = name(stream, ++st.blocks);
+    if (sink) sink->on_realloc(stream, ticks, old_ptr, ptr, size, uint32_t(stack));
+    return true;
 }
 
 // Records with a length (format 1.1 and later). Fields past the ones known here are ignored,

@@ -10,11 +10,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+struct ZSTD_DCtx_s; // zstd's decompression context (packed files)
 
 namespace prof::reader {
 
@@ -174,7 +177,7 @@ public:
     virtual void on_chunk_done(uint64_t /*sync_ticks*/) {}
 };
 
-struct Cursor; // bounds-checked record decoder (trace_reader.cpp)
+struct Cursor; // bounds-checked record decoder (cursor.hpp)
 
 class TraceReader {
 public:
@@ -204,11 +207,21 @@ private:
     void sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32_t stream, uint64_t offset);
     bool memory_record(format::Tag tag, Cursor& m, uint32_t stream, uint64_t& ticks,
                        uint64_t& last_ptr, EventSink* sink);
+    bool packed_memory_record(uint8_t tag, Cursor& c, StreamState& st, uint32_t stream,
+                              uint64_t& ticks, EventSink* sink);
 
     TraceInfo info_;
     const uint8_t* data_ = nullptr;
     uint64_t size_ = 0;
     int fd_ = -1;
+    // 1.4 packed files: chunks are decompressed into `unpacked_` one at a time.
+    bool packed_ = false;
+    std::vector<uint8_t> unpacked_;
+    struct ZstdFree {
+        void operator()(ZSTD_DCtx_s* d) const;
+    };
+    std::unique_ptr<ZSTD_DCtx_s, ZstdFree> unpack_;
+    uint64_t unknown_blocks_ = 0; // names for frees of blocks the trace did not allocate
     // Clock sync pairs (ticks, monotonic ns) from chunk headers: derive the frequency of a
     // trace that has no End record.
     uint64_t first_sync_ticks_ = 0, first_sync_ns_ = 0, last_sync_ticks_ = 0, last_sync_ns_ = 0;

@@ -1,8 +1,11 @@
 // Reader: valid traces round-trip; damaged ones give a TraceError with an offset or a partial
 // read that says it is partial — never a crash, a hang or a silently wrong result.
+#include "analysis/memory_report.hpp"
 #include "analysis/profile.hpp"
+#include "reader/trace_packer.hpp"
 #include "reader/trace_reader.hpp"
 #include "support/approx.hpp"
+#include "support/run.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_builder.hpp"
 
@@ -654,4 +657,159 @@ TEST_CASE("memory records replayed in batches: frees before their allocations in
     CHECK(m.sites[0].peak_bytes == uint64_t(peak));
     CHECK(m.heap_timeline.size() >= 2000);
     CHECK(m.heap_timeline.size() <= 4001);
+}
+
+namespace {
+
+// The payload of a memory record: `fields` as uleb, or sleb where `signed_at` says so.
+std::vector<uint8_t> memory_payload(std::initializer_list<int64_t> fields,
+                                    std::initializer_list<size_t> signed_at = {}) {
+    std::vector<uint8_t> out;
+    size_t i = 0;
+    for (int64_t v : fields) {
+        bool is_signed = std::find(signed_at.begin(), signed_at.end(), i++) != signed_at.end();
+        uint64_t u = uint64_t(v);
+        for (;;) {
+            uint8_t b = u & 0x7f;
+            if (is_signed) {
+                v >>= 7;
+                bool done = (v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40));
+                out.push_back(done ? b : b | 0x80);
+                if (done) break;
+                u = uint64_t(v);
+            } else {
+                u >>= 7;
+                out.push_back(u ? b | 0x80 : b);
+                if (!u) break;
+            }
+        }
+    }
+    return out;
+}
+
+// Two threads, with every case of matching a release to its block: a temporary, a realloc, a
+// pointer the trace never allocated, a block freed by the other thread, and a pointer that
+// thread hands out again and the first thread frees (its own record of that pointer is stale).
+// Times in ns; pointer deltas restart in every chunk.
+TraceBuilder memory_trace() {
+    using format::Tag;
+    const int64_t p1 = 0x10000, p2 = 0x20000, p3 = 0x30000, unknown = 0xdead0;
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1000).enter(0, 0);
+    b.sized(Tag::kAlloc, memory_payload({10000, p1, 100, 0, 1}, {1}));      // t 10000
+    b.sized(Tag::kAlloc, memory_payload({10000, p2 - p1, 200, 0, 3}, {1})); // t 20000, new
+    b.sized(Tag::kFree, memory_payload({10000, 0, 2}, {1}));                // temporary
+    b.sized(Tag::kRealloc, memory_payload({10000, p1 - p2, p3 - p1, 300, 0}, {1, 2})); // t 40000
+    b.sized(Tag::kFree, memory_payload({5000, unknown - p3, 1}, {1}));                 // t 45000
+    b.chunk(2, 50000);
+    b.sized(Tag::kFree, memory_payload({10000, p3, 1}, {1}));        // t 60000
+    b.sized(Tag::kAlloc, memory_payload({5000, 0, 400, 0, 1}, {1})); // t 65000, p3
+    b.chunk(1, 70000);
+    b.sized(Tag::kAlloc, memory_payload({5000, p1, 500, 0, 1}, {1})); // t 75000, leaks
+    b.sized(Tag::kFree, memory_payload({5000, p3 - p1, 1}, {1}));     // t 80000
+    b.exit(10000);
+    b.chunk(0).symbol(0x1000, "main", "/src/app.cpp", 3);
+    b.end_record(100000);
+    return b;
+}
+
+std::string memory_json(const std::string& path) {
+    analysis::ProfileBuilder pb;
+    pb.add_trace(path);
+    char* text = nullptr;
+    size_t size = 0;
+    std::FILE* out = open_memstream(&text, &size);
+    analysis::print_memory_json(out, pb.memory(), {});
+    std::fclose(out);
+    std::string s(text, size);
+    std::free(text);
+    return s;
+}
+
+} // namespace
+
+TEST_CASE("packed traces: each release matched to its block, the same report") {
+    std::string raw = test::temp_path("memory.trace"), packed = raw + ".packed";
+    memory_trace().save(raw);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(raw);
+    analysis::MemoryReport m = pb.memory();
+    CHECK(m.allocations == 5);
+    CHECK(m.frees == 4);
+    CHECK(m.unknown_frees == 1);
+    CHECK(m.temporary == 1);
+    CHECK(m.peak_heap == 900);
+    CHECK(m.leaked_blocks == 1);
+    CHECK(m.leaked_bytes == 500);
+
+    reader::PackResult r = reader::pack_trace(raw, packed, {9, true});
+    CHECK(r.memory_records == 9);
+    CHECK(r.remote_frees == 2); // the realloc'd block, and the block of the reused pointer
+    CHECK(r.time_shift == 0);
+    CHECK(memory_json(packed) == memory_json(raw));
+
+    // Times to 2^11 ns here: every event above is a multiple of 5000 ns apart, so the order
+    // and with it the whole report but the peak's time are the same.
+    r = reader::pack_trace(raw, packed, {});
+    CHECK(r.time_shift == 11);
+    analysis::ProfileBuilder rounded;
+    rounded.add_trace(packed);
+    analysis::MemoryReport mr = rounded.memory();
+    CHECK(mr.allocations == 5);
+    CHECK(mr.frees == 4);
+    CHECK(mr.unknown_frees == 1);
+    CHECK(mr.temporary == 1);
+    CHECK(mr.peak_heap == 900);
+    CHECK(mr.leaked_bytes == 500);
+    CHECK(mr.peak_heap_time <= m.peak_heap_time);
+    CHECK(mr.peak_heap_time > m.peak_heap_time - 2048e-9);
+    // The call's times stay exact.
+    auto exact_calls = [](const std::string& path) {
+        analysis::ProfileBuilder b;
+        b.add_trace(path);
+        return b.build().functions.at(0).stats.cumtime;
+    };
+    CHECK(exact_calls(packed) == exact_calls(raw));
+}
+
+TEST_CASE("a packed trace cut at any byte or with any byte flipped: a partial read or an error") {
+    for (const TraceBuilder& source : {memory_trace(), small_trace_1_3()}) {
+        std::string raw = test::temp_path("pack-source.trace"), packed = raw + ".packed";
+        source.save(raw);
+        reader::pack_trace(raw, packed, {});
+        std::string text = test::slurp(packed);
+        std::vector<uint8_t> full(text.begin(), text.end());
+        std::string path = test::temp_path("pack-damaged.trace");
+        size_t partial_reads = 0, errors = 0;
+        for (size_t n = 0; n < full.size(); ++n) {
+            TraceBuilder::save(path, std::vector<uint8_t>(full.begin(), full.begin() + long(n)));
+            try {
+                analysis::ProfileBuilder pb;
+                pb.add_trace(path);
+                analysis::Profile p = pb.build();
+                CHECK_MESSAGE(p.traces.at(0).incomplete, "cut at ", n, " read as complete");
+                ++partial_reads;
+            } catch (const reader::TraceError& e) {
+                CHECK(std::string(e.what()).find(path) == 0);
+                ++errors;
+            }
+        }
+        CHECK(partial_reads > 0);
+        CHECK(errors > 0);
+        errors = 0;
+        for (size_t i = 0; i < full.size(); ++i) {
+            auto bytes = full;
+            bytes[i] ^= 0xff;
+            TraceBuilder::save(path, bytes);
+            try {
+                analysis::ProfileBuilder pb;
+                pb.add_trace(path);
+                (void)pb.build();
+                (void)pb.memory();
+            } catch (const reader::TraceError&) {
+                ++errors;
+            }
+        }
+        CHECK(errors > 0);
+    }
 }

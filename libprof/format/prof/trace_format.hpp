@@ -25,9 +25,13 @@ namespace prof::format {
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
 inline constexpr uint16_t kMinor =
-    3; // 1.1: sites, line statistics; 1.2: unloads, pauses; 1.3: scope runs
+    4; // 1.1: sites, line statistics; 1.2: unloads, pauses; 1.3: scope runs; 1.4: packed files
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
+// 1.4: a chunk of a packed file (kFilePacked): its records are one zstd frame of
+// ChunkHeader::packed_size bytes. A different magic, so that a reader older than 1.4 stops at
+// the first chunk of a packed file with "bad chunk magic" instead of misreading it.
+inline constexpr uint32_t kPackedChunkMagic = 0x5a4b4350; // "PCKZ" little-endian
 inline constexpr uint32_t kMinChunkSize = 64u << 10; // holds any process record
 inline constexpr uint32_t kMaxChunkSize = 64u << 20;
 
@@ -38,6 +42,11 @@ enum class ClockKind : uint32_t {
 
 // Flags in FileHeader::flags.
 inline constexpr uint32_t kFileFinished = 1u << 0; // the writer reached its normal end
+// 1.4: written by profpack from a finished trace. Chunks follow one another without padding
+// (each is a ChunkHeader and packed_size bytes), their records are zstd-compressed, and thread
+// streams hold the packed memory records (kMemInfo ... kMemReallocRemote) instead of Alloc,
+// Free and Realloc. Runtimes never write it: the file they map stays crash-safe.
+inline constexpr uint32_t kFilePacked = 1u << 1;
 
 struct FileHeader {
     char magic[8];
@@ -49,7 +58,7 @@ struct FileHeader {
     uint32_t clock_kind;  // ClockKind
     uint32_t pid;
     uint32_t ppid;
-    uint32_t reserved1;
+    uint32_t memory_time_shift; // 1.4, packed files: memory record deltas are in 2^shift ticks
     uint64_t ticks_per_second; // calibrated at start, refined at finish (0: readers derive it)
     uint64_t start_ticks;      // clock reading when the runtime started
     uint64_t start_mono_ns;    // CLOCK_MONOTONIC at the same moment
@@ -82,7 +91,8 @@ struct ChunkHeader {
     uint64_t base_ticks; // the first time delta in this chunk is relative to this
     uint64_t sync_ticks; // clock pair taken when the chunk was opened, used to derive the
     uint64_t sync_mono_ns; // tick frequency of a trace whose writer never finished
-    uint8_t reserved[16];
+    uint32_t packed_size;  // 1.4, packed files: bytes of the zstd frame after this header
+    uint8_t reserved[12];
 };
 static_assert(sizeof(ChunkHeader) == 64);
 
@@ -103,6 +113,20 @@ enum class Tag : uint8_t {
     kAbandon = 0x07,        // uleb count, uleb dt: the innermost `count` frames ended without
                             // their exit hook (longjmp, exceptions through uninstrumented code)
     kDropped = 0x08,        // uleb count: events not recorded (PROF_MAX_DEPTH), 2 per call
+    // 1.4, thread streams of packed files only (kFilePacked), in place of Alloc, Free and
+    // Realloc. A block is named by the stream that allocated it and its ordinal there (1, 2, ...
+    // in the order of that stream's MemAlloc and MemRealloc records); pointers are not kept.
+    // `dtq` is a time delta in units of 2^FileHeader::memory_time_shift ticks; the remainder is
+    // carried into the stream's next timed record, whose delta stays exact. The kind of an
+    // allocation or release is in the tag: kMemAlloc + AllocKind - 1, kMemFree + FreeKind - 1.
+    kMemAlloc = 0x10,         // 0x10-0x13: uleb dtq, uleb size, uleb stack (as in Alloc)
+    kMemFree = 0x14,          // 0x14-0x16: uleb dtq, uleb back: 1 = the stream's latest block,
+                              // 2 the one before, ...; 0 = no block of the trace
+    kMemFreeRemote = 0x17,    // 0x17-0x19: uleb dtq, uleb stream, uleb ordinal
+    kMemRealloc = 0x1a,       // uleb dtq, uleb old, uleb size, uleb stack: old 0 = null, 1 = no
+                              // block of the trace, back + 1 otherwise; the new block is the
+                              // stream's next
+    kMemReallocRemote = 0x1b, // uleb dtq, uleb stream, uleb ordinal, uleb size, uleb stack
     // Process stream.
     kMeta = 0x20,           // str key, str value
     kModule = 0x21,         // u64 ticks, u64 load_base, u64 start, u64 end, str path, str build_id
@@ -183,6 +207,11 @@ inline constexpr uint32_t kMaxString = 16384;
 inline constexpr uint32_t kMaxUleb = 10;
 // Largest thread-stream event record: kEnterAddress = 1 + 8 + 10.
 inline constexpr uint32_t kMaxEventRecord = 1 + 8 + kMaxUleb;
+
+// The packed memory records of 1.4, kMemAlloc (0x10) to kMemReallocRemote (0x1b).
+inline bool is_packed_memory_tag(uint8_t tag) {
+    return tag >= uint8_t(Tag::kMemAlloc) && tag <= uint8_t(Tag::kMemReallocRemote);
+}
 
 inline bool header_magic_ok(const FileHeader& h) {
     return std::memcmp(h.magic, kMagic, sizeof kMagic) == 0;

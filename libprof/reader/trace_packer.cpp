@@ -1,0 +1,537 @@
+// profpack: a finished trace rewritten in the packed form (format 1.4).
+//
+// Two passes. The first reads the trace through TraceReader and replays its allocations and
+// releases in time order, as the memory report does, to learn which block every release
+// releases. The second rewrites the file chunk by chunk: a release names its block by how far
+// back it lies among its own thread's allocations, which the second pass can follow thread by
+// thread from pointers alone; the first pass only has to hand over the exceptions, releases of
+// a block another thread allocated (or of a pointer reused meanwhile by another thread).
+#include "reader/trace_packer.hpp"
+#include "reader/cursor.hpp"
+#include "reader/trace_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <memory>
+#include <queue>
+#include <stdexcept>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <tuple>
+#include <unistd.h>
+#include <unordered_map>
+#include <vector>
+#include <zstd.h>
+
+namespace prof::reader {
+
+using format::ChunkHeader;
+using format::FileHeader;
+using format::Tag;
+
+namespace {
+
+constexpr unsigned kOrdinalBits = 40; // as the reader names blocks
+uint64_t block_name(uint64_t stream, uint64_t ordinal) {
+    return (stream << kOrdinalBits) | ordinal;
+}
+
+// What both passes know of one thread's allocations in its own order: how many blocks it has
+// allocated, how many releases it has made, and which of its own blocks each pointer was last
+// handed out for. A release is looked up here first; the first pass corrects the guesses that
+// are wrong.
+struct OwnBlocks {
+    uint64_t blocks = 0;
+    uint64_t releases = 0;
+    std::unordered_map<uint64_t, uint64_t> by_ptr; // pointer -> ordinal
+
+    uint64_t allocate(uint64_t ptr) {
+        by_ptr[ptr] = ++blocks;
+        return blocks;
+    }
+    // The ordinal this thread's own bookkeeping gives the block at `ptr` (0: none), forgotten.
+    uint64_t release(uint64_t ptr) {
+        ++releases;
+        auto it = by_ptr.find(ptr);
+        if (it == by_ptr.end()) return 0;
+        uint64_t ordinal = it->second;
+        by_ptr.erase(it);
+        return ordinal;
+    }
+};
+
+uint64_t release_key(uint32_t stream, uint64_t release) {
+    return (uint64_t(stream) << kOrdinalBits) | release;
+}
+
+// Pass 1: the releases whose block is not the one OwnBlocks guesses, with the true block
+// (block_name, 0 for none of the trace's blocks).
+class ReleaseMatcher : public EventSink {
+  public:
+    std::unordered_map<uint64_t, uint64_t> exceptions;
+
+    void on_function(uint32_t, uint32_t, uint64_t) override {}
+    void on_enter(uint32_t, uint32_t, uint64_t) override {}
+    void on_enter_address(uint32_t, uint64_t, uint64_t) override {}
+    void on_exit(uint32_t, uint64_t) override {}
+    void on_scope_run(uint32_t, uint32_t, uint64_t, uint64_t, uint64_t) override {}
+    void on_abandon(uint32_t, uint32_t, uint64_t) override {}
+
+    void on_alloc(uint32_t stream, uint64_t ticks, uint64_t ptr, uint64_t, uint32_t,
+                  format::AllocKind) override {
+        allocated(stream, ticks, ptr);
+    }
+    void on_free(uint32_t stream, uint64_t ticks, uint64_t ptr, format::FreeKind) override {
+        released(stream, ticks, ptr);
+    }
+    void on_realloc(uint32_t stream, uint64_t ticks, uint64_t old_ptr, uint64_t ptr, uint64_t,
+                    uint32_t) override {
+        if (old_ptr) released(stream, ticks, old_ptr);
+        allocated(stream, ticks, ptr);
+    }
+    // As the memory report: what is older than the chunk opened last, less a margin for the
+    // writers before 1.2, can be replayed.
+    void on_chunk_done(uint64_t sync_ticks) override {
+        if (buffered_ >= (1u << 16) && sync_ticks > kMargin) replay(sync_ticks - kMargin);
+    }
+    void finish() { replay(UINT64_MAX); }
+
+  private:
+    static constexpr uint64_t kMargin = uint64_t(1) << 24;
+    struct Event {
+        uint64_t ticks, seq, ptr;
+        uint64_t block; // allocations: block_name; releases: release_key
+        uint64_t guess; // releases: OwnBlocks' block_name (0: none)
+        bool allocation;
+    };
+    struct Queue {
+        std::vector<Event> events;
+        size_t head = 0;
+    };
+    std::unordered_map<uint32_t, OwnBlocks> own_;
+    std::unordered_map<uint32_t, Queue> queues_;
+    std::unordered_map<uint64_t, uint64_t> live_; // pointer -> block_name
+    uint64_t arrivals_ = 0, buffered_ = 0;
+
+    void allocated(uint32_t stream, uint64_t ticks, uint64_t ptr) {
+        uint64_t ordinal = own_[stream].allocate(ptr);
+        queues_[stream].events.push_back(
+            {ticks, arrivals_++, ptr, block_name(stream, ordinal), 0, true});
+        ++buffered_;
+    }
+    void released(uint32_t stream, uint64_t ticks, uint64_t ptr) {
+        OwnBlocks& own = own_[stream];
+        uint64_t ordinal = own.release(ptr);
+        queues_[stream].events.push_back({ticks, arrivals_++, ptr,
+                                          release_key(stream, own.releases),
+                                          ordinal ? block_name(stream, ordinal) : 0, false});
+        ++buffered_;
+    }
+    // A merge of the thread queues by (time, arrival), the memory report's order.
+    void replay(uint64_t upto) {
+        using Head = std::tuple<uint64_t, uint64_t, Queue*>;
+        std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+        auto push = [&](Queue& q) {
+            if (q.head < q.events.size() && q.events[q.head].ticks < upto)
+                heads.emplace(q.events[q.head].ticks, q.events[q.head].seq, &q);
+        };
+        for (auto& [id, q] : queues_) push(q);
+        while (!heads.empty()) {
+            Queue& q = *std::get<2>(heads.top());
+            heads.pop();
+            const Event e = q.events[q.head++];
+            --buffered_;
+            push(q);
+            if (e.allocation) {
+                live_[e.ptr] = e.block;
+                continue;
+            }
+            uint64_t truth = 0;
+            if (auto it = live_.find(e.ptr); it != live_.end()) {
+                truth = it->second;
+                live_.erase(it);
+            }
+            if (truth != e.guess) exceptions[e.block] = truth;
+        }
+        for (auto& [id, q] : queues_) {
+            q.events.erase(q.events.begin(), q.events.begin() + ptrdiff_t(q.head));
+            q.head = 0;
+        }
+    }
+};
+
+struct Output {
+    std::vector<uint8_t> b;
+    void u8(uint8_t v) { b.push_back(v); }
+    void uleb(uint64_t v) {
+        do {
+            uint8_t byte = v & 0x7f;
+            v >>= 7;
+            b.push_back(v ? byte | 0x80 : byte);
+        } while (v);
+    }
+    void bytes(const uint8_t* p, size_t n) { b.insert(b.end(), p, p + n); }
+};
+
+// Pass 2 state of one thread stream.
+struct StreamPacker {
+    OwnBlocks own;
+};
+
+class Packer {
+  public:
+    Packer(const std::string& path, unsigned shift,
+           std::unordered_map<uint64_t, uint64_t> exceptions)
+        : path_(path), shift_(shift), exceptions_(std::move(exceptions)) {}
+
+    PackResult result;
+
+    // The records of one thread chunk, rewritten into `out`.
+    void thread_chunk(uint32_t stream, const uint8_t* p, const uint8_t* end, uint64_t offset,
+                      Output& out) {
+        StreamPacker& sp = streams_[stream];
+        Cursor c{p, end};
+        uint64_t pending = 0; // ticks of memory records' deltas carried to the next timed record
+        uint64_t last_ptr = 0;
+        auto exact = [&](uint64_t dt) {
+            out.uleb(dt + pending);
+            pending = 0;
+        };
+        auto rounded = [&](uint64_t dt) {
+            uint64_t total = dt + pending;
+            uint64_t q = total >> shift_;
+            pending = total - (q << shift_);
+            out.uleb(q);
+        };
+        while (c.p < c.end) {
+            const uint8_t* rec = c.p;
+            auto tag = Tag(c.u8());
+            switch (tag) {
+            case Tag::kEnter: {
+                uint64_t fn = c.uleb();
+                uint64_t dt = c.uleb();
+                out.u8(uint8_t(tag));
+                out.uleb(fn);
+                exact(dt);
+                break;
+            }
+            case Tag::kExit:
+            case Tag::kThreadEnd:
+                out.u8(uint8_t(tag));
+                exact(c.uleb());
+                break;
+            case Tag::kThreadBegin: {
+                uint64_t dt = c.uleb();
+                const uint8_t* rest = c.p;
+                c.u32();
+                c.str();
+                out.u8(uint8_t(tag));
+                exact(dt);
+                out.bytes(rest, size_t(c.p - rest));
+                break;
+            }
+            case Tag::kEnterAddress: {
+                uint64_t address = c.u64();
+                uint64_t dt = c.uleb();
+                out.u8(uint8_t(tag));
+                out.bytes(reinterpret_cast<const uint8_t*>(&address), 8);
+                exact(dt);
+                break;
+            }
+            case Tag::kAbandon: {
+                uint64_t n = c.uleb();
+                uint64_t dt = c.uleb();
+                out.u8(uint8_t(tag));
+                out.uleb(n);
+                exact(dt);
+                break;
+            }
+            case Tag::kFunction:
+            case Tag::kDropped:
+                if (tag == Tag::kFunction)
+                    c.u64();
+                else
+                    c.uleb();
+                out.bytes(rec, size_t(c.p - rec));
+                break;
+            default: {
+                uint64_t n = c.uleb();
+                if (uint8_t(tag) < uint8_t(Tag::kFirstSized) || !c.ok || !c.has(n))
+                    throw TraceError(path_, offset + uint64_t(rec - p),
+                                     fmt::format("record 0x{:02x} cannot be packed", uint8_t(tag)));
+                Cursor m{c.p, c.p + n};
+                c.p += n;
+                if (tag == Tag::kAlloc || tag == Tag::kFree || tag == Tag::kRealloc) {
+                    memory(sp, stream, tag, m, last_ptr, rounded, out);
+                } else if (tag == Tag::kRss || tag == Tag::kScopeRun) {
+                    // Timed by their first field; the rest is kept as it is.
+                    uint64_t dt = m.uleb();
+                    Output payload;
+                    payload.uleb(dt + pending);
+                    pending = 0;
+                    payload.bytes(m.p, size_t(m.end - m.p));
+                    out.u8(uint8_t(tag));
+                    out.uleb(payload.b.size());
+                    out.bytes(payload.b.data(), payload.b.size());
+                } else {
+                    out.bytes(rec, size_t(c.p - rec));
+                }
+                break;
+            }
+            }
+            if (!c.ok)
+                throw TraceError(path_, offset + uint64_t(rec - p),
+                                 fmt::format("record 0x{:02x} runs past its chunk", uint8_t(tag)));
+        }
+    }
+
+  private:
+    std::string path_;
+    unsigned shift_;
+    std::unordered_map<uint64_t, uint64_t> exceptions_;
+    std::unordered_map<uint32_t, StreamPacker> streams_;
+
+    // The block a release in `stream` releases: block_name, 0 for none of the trace's.
+    uint64_t released_block(StreamPacker& sp, uint32_t stream, uint64_t ptr) {
+        uint64_t ordinal = sp.own.release(ptr);
+        auto it = exceptions_.find(release_key(stream, sp.own.releases));
+        if (it != exceptions_.end()) return it->second;
+        return ordinal ? block_name(stream, ordinal) : 0;
+    }
+
+    template <class Rounded>
+    void memory(StreamPacker& sp, uint32_t stream, Tag tag, Cursor& m, uint64_t& last_ptr,
+                Rounded& rounded, Output& out) {
+        const uint64_t own_mask = (uint64_t(1) << kOrdinalBits) - 1;
+        uint64_t dt = m.uleb();
+        // A release: its tag (`local`, or `remote` when another stream allocated the block) and
+        // the reference to the block; `extra` is added to a local back reference.
+        auto release = [&](uint64_t ptr, uint8_t local, uint8_t remote, uint64_t extra) {
+            uint64_t block = released_block(sp, stream, ptr);
+            if (block && (block >> kOrdinalBits) != stream) {
+                ++result.remote_frees;
+                out.u8(remote);
+                rounded(dt);
+                out.uleb(block >> kOrdinalBits);
+                out.uleb(block & own_mask);
+            } else {
+                out.u8(local);
+                rounded(dt);
+                out.uleb(block ? sp.own.blocks - (block & own_mask) + 1 + extra : extra ? 1 : 0);
+            }
+        };
+        if (tag == Tag::kAlloc) {
+            last_ptr += uint64_t(m.sleb());
+            uint64_t size = m.uleb();
+            uint64_t stack = m.uleb();
+            uint8_t kind = m.u8();
+            if (!m.ok || kind < 1 || kind > 4 || stack > UINT32_MAX) return; // ignored by readers
+            sp.own.allocate(last_ptr);
+            out.u8(uint8_t(uint8_t(Tag::kMemAlloc) + kind - 1));
+            rounded(dt);
+            out.uleb(size);
+            out.uleb(stack);
+        } else if (tag == Tag::kFree) {
+            last_ptr += uint64_t(m.sleb());
+            uint8_t kind = m.u8();
+            if (!m.ok || kind < 1 || kind > 3) return;
+            release(last_ptr, uint8_t(uint8_t(Tag::kMemFree) + kind - 1),
+                    uint8_t(uint8_t(Tag::kMemFreeRemote) + kind - 1), 0);
+        } else {
+            uint64_t old_ptr = last_ptr += uint64_t(m.sleb());
+            uint64_t ptr = last_ptr += uint64_t(m.sleb());
+            uint64_t size = m.uleb();
+            uint64_t stack = m.uleb();
+            if (!m.ok || stack > UINT32_MAX) return;
+            if (old_ptr) {
+                release(old_ptr, uint8_t(Tag::kMemRealloc), uint8_t(Tag::kMemReallocRemote), 1);
+            } else {
+                out.u8(uint8_t(Tag::kMemRealloc));
+                rounded(dt);
+                out.uleb(0);
+            }
+            out.uleb(size);
+            out.uleb(stack);
+            sp.own.allocate(ptr);
+        }
+        ++result.memory_records;
+    }
+};
+
+struct Mapping {
+    int fd = -1;
+    const uint8_t* data = nullptr;
+    uint64_t size = 0;
+    ~Mapping() {
+        if (data) munmap(const_cast<uint8_t*>(data), size);
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+// The packed file under a temporary name next to `out`, renamed over `out` once written.
+class PackedFile {
+  public:
+    // `mode`: the input's permissions (the runtime creates traces 0600: they name files and
+    // functions of the program).
+    PackedFile(const std::string& out, mode_t mode) : out_(out), tmp_(out + ".packing") {
+        fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd_ < 0)
+            throw std::runtime_error(
+                fmt::format("{}: cannot write: {}", out, std::strerror(errno)));
+        fchmod(fd_, mode & 0777);
+    }
+    ~PackedFile() {
+        if (fd_ >= 0) {
+            ::close(fd_);
+            ::unlink(tmp_.c_str());
+        }
+    }
+    void write(const void* p, size_t n) {
+        auto* b = static_cast<const uint8_t*>(p);
+        while (n) {
+            ssize_t w = ::write(fd_, b, n);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) fail("cannot write");
+            b += w, n -= size_t(w), written_ += uint64_t(w);
+        }
+    }
+    void rewrite_header(const FileHeader& h) {
+        if (pwrite(fd_, &h, sizeof h, 0) != ssize_t(sizeof h)) fail("cannot write");
+    }
+    uint64_t commit() {
+        if (::close(fd_) != 0) {
+            fd_ = -1;
+            ::unlink(tmp_.c_str());
+            throw std::runtime_error(
+                fmt::format("{}: cannot write: {}", out_, std::strerror(errno)));
+        }
+        fd_ = -1;
+        if (::rename(tmp_.c_str(), out_.c_str()) != 0) {
+            int e = errno;
+            ::unlink(tmp_.c_str());
+            throw std::runtime_error(fmt::format("{}: cannot write: {}", out_, std::strerror(e)));
+        }
+        return written_;
+    }
+
+  private:
+    std::string out_, tmp_;
+    int fd_ = -1;
+    uint64_t written_ = 0;
+    [[noreturn]] void fail(const char* what) {
+        throw std::runtime_error(fmt::format("{}: {}: {}", out_, what, std::strerror(errno)));
+    }
+};
+
+} // namespace
+
+PackResult pack_trace(const std::string& in, const std::string& out, const PackOptions& options) {
+    // Pass 1, which also checks the whole trace: corruption throws here, before any output.
+    ReleaseMatcher matcher;
+    uint64_t ticks_per_second = 0;
+    {
+        TraceReader reader(in);
+        if (reader.info().header.flags & format::kFilePacked)
+            throw TraceError(in, "already packed");
+        const TraceInfo& info = reader.read(matcher);
+        if (info.incomplete)
+            throw TraceError(in,
+                             "incomplete (" + info.incomplete_reason +
+                                 "); profpack packs finished traces only, keep this one as it is");
+        ticks_per_second = uint64_t(info.ticks_per_second);
+    }
+    matcher.finish();
+
+    // Memory record times are kept to the largest power of two of ticks not above 4 us: what
+    // a memory timeline shows, and a quarter of the bytes of the times to the tick.
+    unsigned shift = 0;
+    if (!options.exact_times && ticks_per_second >= 500000)
+        shift = unsigned(std::floor(std::log2(double(ticks_per_second) * 4e-6)));
+
+    Mapping map;
+    map.fd = ::open(in.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (map.fd < 0 || fstat(map.fd, &st) != 0)
+        throw TraceError(in, fmt::format("cannot open: {}", std::strerror(errno)));
+    map.size = uint64_t(st.st_size);
+    void* m = mmap(nullptr, map.size, PROT_READ, MAP_PRIVATE, map.fd, 0);
+    if (m == MAP_FAILED) throw TraceError(in, fmt::format("cannot map: {}", std::strerror(errno)));
+    map.data = static_cast<const uint8_t*>(m);
+    madvise(m, map.size, MADV_SEQUENTIAL);
+
+    FileHeader h;
+    std::memcpy(&h, map.data, sizeof h);
+    const uint64_t cs = h.chunk_size;
+    Packer packer(in, shift, std::move(matcher.exceptions));
+    PackedFile file(out, st.st_mode);
+    file.write(&h, sizeof h); // rewritten at the end
+
+    ZSTD_CCtx* cctx = ZSTD_createCCtx();
+    if (!cctx) throw std::runtime_error("cannot create a zstd context");
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, options.level);
+    std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx_owner(cctx, ZSTD_freeCCtx);
+    std::vector<uint8_t> frame(ZSTD_compressBound(cs));
+    Output records;
+    uint32_t chunks = 0;
+    for (uint64_t off = h.header_size; off + sizeof(ChunkHeader) <= map.size; off += cs) {
+        ChunkHeader ch;
+        std::memcpy(&ch, map.data + off, sizeof ch);
+        if (ch.magic == 0) continue;
+        const uint8_t* p = map.data + off + sizeof ch;
+        records.b.clear();
+        if (ch.kind == uint16_t(format::StreamKind::kThread))
+            packer.thread_chunk(ch.stream, p, p + ch.used, off + sizeof ch, records);
+        else
+            records.bytes(p, ch.used);
+        if (records.b.size() > cs - sizeof ch)
+            throw TraceError(in, off,
+                             fmt::format("chunk grows to {} bytes when packed, more than "
+                                         "fit in {}",
+                                         records.b.size(), cs - sizeof ch));
+        // One zstd stream through the whole file, flushed at the end of every chunk: each
+        // chunk's bytes are complete blocks, and the chunks share one history, which packs a
+        // few times better than a frame per chunk.
+        ZSTD_inBuffer src{records.b.data(), records.b.size(), 0};
+        ZSTD_outBuffer dst{frame.data(), frame.size(), 0};
+        size_t left;
+        do {
+            left = ZSTD_compressStream2(cctx, &dst, &src, ZSTD_e_flush);
+            if (ZSTD_isError(left))
+                throw std::runtime_error(fmt::format("zstd: {}", ZSTD_getErrorName(left)));
+            if (left && dst.pos == dst.size) {
+                frame.resize(frame.size() * 2);
+                dst.dst = frame.data();
+                dst.size = frame.size();
+            }
+        } while (left);
+        size_t n = dst.pos;
+        ch.magic = format::kPackedChunkMagic;
+        ch.used = uint32_t(records.b.size());
+        ch.packed_size = uint32_t(n);
+        file.write(&ch, sizeof ch);
+        file.write(frame.data(), n);
+        ++chunks;
+        madvise(const_cast<uint8_t*>(map.data) + off, std::min<uint64_t>(cs, map.size - off),
+                MADV_DONTNEED);
+    }
+    h.minor = format::kMinor;
+    h.flags |= format::kFilePacked;
+    h.memory_time_shift = shift;
+    h.chunk_count = chunks;
+    file.rewrite_header(h);
+
+    PackResult r = packer.result;
+    r.bytes_in = map.size;
+    r.chunks = chunks;
+    r.time_shift = shift;
+    r.bytes_out = file.commit();
+    return r;
+}
+
+} // namespace prof::reader

@@ -1,0 +1,31 @@
+// profpack's rewrite of a finished trace into the packed form of format 1.4 (docs/trace-format.md,
+// section 13): the chunks of the file one after the other, each zstd-compressed, and in the
+// thread streams the memory records as references to blocks instead of pointers, with their
+// times rounded down to a power-of-two number of ticks (at most 4 us). Every other record keeps its
+// meaning and its exact time. heaptrack's interpret step does the same kind of work after a run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace prof::reader {
+
+struct PackOptions {
+    int level = 9;            // zstd compression level
+    bool exact_times = false; // keep memory record times to the tick (memory_time_shift 0)
+};
+
+struct PackResult {
+    uint64_t bytes_in = 0, bytes_out = 0;
+    uint64_t chunks = 0;
+    uint64_t memory_records = 0; // Alloc, Free, Realloc records rewritten
+    uint64_t remote_frees = 0;   // of them, releases of a block another thread allocated
+    unsigned time_shift = 0;     // memory record times are in units of 2^time_shift ticks
+};
+
+// Packs the finished trace `in` into `out` (which may be `in`: the file is replaced once the
+// packed one is complete). Throws TraceError for an input that is not a complete trace, and
+// std::runtime_error when the output cannot be written (nothing is left behind then).
+PackResult pack_trace(const std::string& in, const std::string& out, const PackOptions& options);
+
+} // namespace prof::reader

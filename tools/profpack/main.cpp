@@ -1,0 +1,122 @@
+// profpack: rewrites finished traces in the packed form (format 1.4), which profreport reads
+// like any other.
+#include "common/tool_log.hpp"
+#include "reader/trace_packer.hpp"
+#include "reader/trace_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: profpack [options] TRACE...
+
+Rewrites each finished trace in the packed form: its chunks compressed with zstd, and the
+memory profiler's records as references to blocks (no pointers) with times kept to the
+largest power of two of clock ticks not above 4 us. Calls, scopes and lines keep their exact
+times; profreport reads the same from the packed file, except that allocations and releases
+happen up to 4 us earlier (which can move the peak heap of a multi-threaded program by the
+blocks of that moment). A trace whose process did not finish is left as it
+is (its crash-safe form is the record of what happened). profrun --mem packs its trace.
+
+options:
+  -o, --output FILE     write the packed trace to FILE (one TRACE only); default: replace
+                        TRACE once the packed file is complete
+  -l, --level N         zstd level, 1 (fastest) to 19 (smallest); default 9
+      --exact-times     keep the times of memory records to the clock tick
+  -q, --quiet           no message per trace
+      --log-format F    text (default) or json for messages on standard error
+  -h, --help            show this help
+  -V, --version         show the version
+)";
+
+std::string mib(uint64_t bytes) {
+    return fmt::format("{:.2f} MiB", double(bytes) / (1 << 20));
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    prof::tools::ToolLog log("profpack");
+    std::string output;
+    std::vector<std::string> traces;
+    prof::reader::PackOptions options;
+    bool quiet = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                log.error(fmt::format("option {} needs a value", a));
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "-h" || a == "--help") {
+            std::fputs(kUsage, stdout);
+            return 0;
+        } else if (a == "-V" || a == "--version") {
+            fmt::print("profpack {}\n", PROF_VERSION_STRING);
+            return 0;
+        } else if (a == "-o" || a == "--output") {
+            output = value();
+        } else if (a == "-l" || a == "--level") {
+            std::string v = value();
+            char* end = nullptr;
+            long level = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || *end || level < 1 || level > 19) {
+                log.error(fmt::format("--level wants a number from 1 to 19, not '{}'", v));
+                return 2;
+            }
+            options.level = int(level);
+        } else if (a == "--exact-times") {
+            options.exact_times = true;
+        } else if (a == "-q" || a == "--quiet") {
+            quiet = true;
+        } else if (a == "--log-format") {
+            std::string f = value();
+            if (f != "text" && f != "json") {
+                log.error(fmt::format("unknown log format '{}' (expected text or json)", f));
+                return 2;
+            }
+            log.json = f == "json";
+        } else if (a == "--") {
+            for (++i; i < argc; ++i) traces.emplace_back(argv[i]);
+        } else if (!a.empty() && a[0] == '-') {
+            log.error(fmt::format("unknown option '{}' (see profpack --help)", a));
+            return 2;
+        } else {
+            traces.push_back(a);
+        }
+    }
+    if (traces.empty()) {
+        log.error("no trace given (see profpack --help)");
+        return 2;
+    }
+    if (!output.empty() && traces.size() > 1) {
+        log.error("--output takes one trace only");
+        return 2;
+    }
+    int status = 0;
+    for (const std::string& trace : traces) {
+        const std::string& out = output.empty() ? trace : output;
+        try {
+            prof::reader::PackResult r = prof::reader::pack_trace(trace, out, options);
+            if (!quiet)
+                log.info(fmt::format(
+                    "{}: {} -> {} ({:.1f}x smaller), {} memory records ({} releases of another "
+                    "thread's block), {} chunks, memory times in units of 2^{} ticks",
+                    out, mib(r.bytes_in), mib(r.bytes_out),
+                    r.bytes_out ? double(r.bytes_in) / double(r.bytes_out) : 0.0, r.memory_records,
+                    r.remote_frees, r.chunks, r.time_shift));
+        } catch (const std::exception& e) {
+            log.error(e.what());
+            status = 1;
+        }
+    }
+    return status;
+}
