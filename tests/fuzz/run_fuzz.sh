@@ -58,7 +58,7 @@ record seed "$(bin fuzz_seed_program)"
 memrun() { # NAME COMMAND...
     local name=$1
     shift
-    if ! "$(bin profrun)" --mem -q -f -o "$seeds/$name.trace" -- "$@" >/dev/null 2>"$work/$name.log"; then
+    if ! "$(bin profrun)" --mem --no-pack -q -f -o "$seeds/$name.trace" -- "$@" >/dev/null 2>"$work/$name.log"; then
         echo "run_fuzz: memory seed $name failed (see $work/$name.log); going on without it" >&2
         rm -f "$seeds/$name.trace"
     fi
@@ -67,6 +67,11 @@ memrun mem-seed "$(bin fuzz_seed_program)"
 memrun mem-threads "$(bin threads)"
 rm -rf "$stage"
 unset LD_LIBRARY_PATH PROF_CHUNK_SIZE PROF_LOG
+# Packed copies (profpack, format 1.4): zstd chunks and the packed memory records.
+for name in mem-seed seed; do
+    [[ -f $seeds/$name.trace ]] && "$build/tools/profpack" -q -o "$seeds/$name-packed.trace" \
+        "$seeds/$name.trace" 2>>"$work/profpack.log"
+done
 # A trace cut short (a killed process): the reader reads it partially.
 if [[ -f $seeds/seed.trace ]]; then
     size=$(stat -c %s "$seeds/seed.trace")

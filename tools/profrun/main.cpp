@@ -1,5 +1,6 @@
 // profrun: runs a program with libprof's environment set and passes its exit status through.
 #include "common/tool_log.hpp"
+#include "reader/trace_packer.hpp"
 
 #include <prof/trace_format.hpp>
 
@@ -38,6 +39,9 @@ options:
   -f, --force               replace an existing FILE
       --mem                 also profile memory: load libprofmem.so (the allocation
                             interposer) into COMMAND; works on unmodified programs
+      --pack, --no-pack     after the run, pack each finished trace (profpack: several times
+                            smaller; memory times kept to 4 us), or keep it as written;
+                            default: pack with --mem
       --preload             load libprof.so into COMMAND with LD_PRELOAD
       --exclude GLOBS       do not record functions whose symbol matches one of the
                             comma-separated globs (PROF_EXCLUDE)
@@ -194,6 +198,7 @@ int main(int argc, char** argv) {
     prof::tools::ToolLog log("profrun");
     std::string output;
     bool force = false, preload = false, quiet = false, mem = false;
+    int pack = -1; // -1: with --mem
     int i = 1;
     auto value = [&](const char* opt) -> const char* {
         if (i + 1 >= argc) {
@@ -223,6 +228,8 @@ int main(int argc, char** argv) {
             preload = true;
         else if (a == "--mem")
             mem = true;
+        else if (a == "--pack" || a == "--no-pack")
+            pack = a == "--pack";
         else if (a == "-q" || a == "--quiet")
             quiet = true;
         else if (a == "--exclude")
@@ -335,8 +342,26 @@ int main(int argc, char** argv) {
                              "until then",
                              argv[i], WTERMSIG(status), strsignal(WTERMSIG(status))));
     if (code == 127 && !exists(output)) return code;
-    if (quiet) return code;
     std::vector<std::string> others = other_traces(output, started);
+    if (pack == 1 || (pack == -1 && mem)) {
+        // A trace the process did not finish stays as written: its crash-safe form is the
+        // record of what happened (profreport reads it; profpack refuses it).
+        std::vector<std::string> all = others;
+        if (exists(output)) all.insert(all.begin(), output);
+        for (const std::string& t : all) {
+            if (!finished_trace(t)) continue;
+            try {
+                prof::reader::PackResult r = prof::reader::pack_trace(t, t, {});
+                if (!quiet)
+                    log.info(fmt::format("packed {}: {:.2f} MiB -> {:.2f} MiB", t,
+                                         double(r.bytes_in) / (1 << 20),
+                                         double(r.bytes_out) / (1 << 20)));
+            } catch (const std::exception& e) {
+                log.warn(fmt::format("not packed, kept as written: {}", e.what()));
+            }
+        }
+    }
+    if (quiet) return code;
     if (exists(output)) {
         if (!WIFSIGNALED(status) && !finished_trace(output))
             log.warn(fmt::format("{} is not finished: {} ended without its exit handlers (_exit, "

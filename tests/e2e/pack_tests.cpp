@@ -1,0 +1,209 @@
+// profpack and profrun's packing: a packed trace reports what the trace as written reports
+// (to the byte with --exact-times; memory times to 4 us otherwise), and profpack's errors.
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+#include "support/trace_builder.hpp"
+
+#include <prof/trace_format.hpp>
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+using prof::test::run;
+using prof::test::slurp;
+using prof::test::temp_path;
+
+namespace {
+
+// profreport's output for `trace` with `options`, the trace's path replaced by TRACE; fails
+// the test on a non-zero exit.
+std::string report(const std::string& trace, std::vector<std::string> options) {
+    std::vector<std::string> argv{PROFREPORT, trace};
+    argv.insert(argv.end(), options.begin(), options.end());
+    auto r = run(argv);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::string out = r.out;
+    for (size_t at; (at = out.find(trace)) != std::string::npos;)
+        out.replace(at, trace.size(), "TRACE");
+    return out;
+}
+
+// The memory summary's fields other than the ones that depend on exact times.
+std::string summary_counts(const std::string& json) {
+    std::string out;
+    for (const char* field : {"allocations", "frees", "temporary_allocations", "bytes_allocated",
+                              "leaked_bytes", "leaked_blocks", "unknown_frees"}) {
+        std::smatch m;
+        std::regex re(std::string("\"") + field + "\": ([0-9]+)");
+        REQUIRE_MESSAGE(std::regex_search(json, m, re), field);
+        out += std::string(field) + "=" + m[1].str() + " ";
+    }
+    return out;
+}
+
+uint64_t peak_heap(const std::string& json) {
+    std::smatch m;
+    REQUIRE(std::regex_search(json, m, std::regex("\"peak_heap\": ([0-9]+)")));
+    return std::stoull(m[1].str());
+}
+
+// The "functions" array of a profile in JSON.
+std::string functions(const std::string& json) {
+    size_t from = json.find("\"functions\""), to = json.find("\"threads\"");
+    REQUIRE(from != std::string::npos);
+    REQUIRE(to != std::string::npos);
+    return json.substr(from, to - from);
+}
+
+uint64_t file_size(const std::string& path) {
+    return std::filesystem::file_size(path);
+}
+
+struct Program {
+    const char* name;
+    const char* path;
+};
+
+} // namespace
+
+#ifdef PROF_SANITIZER_BUILD
+TEST_SUITE_BEGIN("packed traces" * doctest::skip(true));
+#endif
+
+// Memory traces of programs with every allocation entry point from two threads, blocks freed
+// by another thread, calls and allocations in one trace, and heap per marked line.
+TEST_CASE("packed traces report what the traces as written report") {
+    for (Program p :
+         {Program{"alloc-pattern", PROF_TEST_ALLOC_PATTERN},
+          Program{"cross-thread", PROF_TEST_CROSS_THREAD}, Program{"naming", PROF_TEST_NAMING},
+          Program{"memory-lines", PROF_SAMPLE_MEMORY_LINES}}) {
+        CAPTURE(p.name);
+        std::string raw = temp_path(std::string(p.name) + "-raw.trace");
+        auto r = run({PROFRUN, "--mem", "--no-pack", "-q", "-o", raw, "--", p.path});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        std::string exact = raw + ".exact", rounded = raw + ".rounded";
+        auto pe = run({PROFPACK, "-q", "--exact-times", "-o", exact, raw});
+        REQUIRE_MESSAGE(pe.exit_code == 0, pe.err);
+        auto pr = run({PROFPACK, "-q", "-o", rounded, raw});
+        REQUIRE_MESSAGE(pr.exit_code == 0, pr.err);
+        CHECK(pr.err.empty());
+        CHECK(file_size(rounded) < file_size(raw) / 2);
+
+        // Times to the tick: every view reads the same.
+        for (std::vector<std::string> view :
+             {std::vector<std::string>{"--memory", "--format", "json"},
+              {"--sort", "cumtime", "--format", "json"},
+              {"--lines", "--format", "json"},
+              {"--memory", "--lines"},
+              {"--callers", "."}}) {
+            CAPTURE(view[0]);
+            CHECK(report(exact, view) == report(raw, view));
+        }
+        // Memory times to 4 us: the same counts and call profile (threads whose last record is
+        // an allocation end up to 4 us earlier); the peak of a multi-threaded program may move
+        // by the blocks of one such moment.
+        std::string raw_memory = report(raw, {"--memory", "--format", "json"});
+        std::string packed_memory = report(rounded, {"--memory", "--format", "json"});
+        CHECK(summary_counts(packed_memory) == summary_counts(raw_memory));
+        double peak = double(peak_heap(raw_memory));
+        CHECK(std::abs(double(peak_heap(packed_memory)) - peak) <= 0.01 * peak);
+        CHECK(functions(report(rounded, {"--sort", "cumtime", "--format", "json"})) ==
+              functions(report(raw, {"--sort", "cumtime", "--format", "json"})));
+    }
+}
+
+TEST_CASE("profrun --mem packs the trace; --no-pack keeps it as written") {
+    std::string packed = temp_path("pack-default.trace"), kept = temp_path("pack-kept.trace");
+    auto r = run({PROFRUN, "--mem", "-o", packed, "--", PROF_TEST_ALLOC_PATTERN});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.find("packed " + packed) != std::string::npos);
+    REQUIRE(run({PROFRUN, "--mem", "--no-pack", "-q", "-o", kept, "--", PROF_TEST_ALLOC_PATTERN})
+                .exit_code == 0);
+    auto flags = [](const std::string& path) {
+        prof::format::FileHeader h{};
+        std::string bytes = slurp(path);
+        REQUIRE(bytes.size() >= sizeof h);
+        std::memcpy(&h, bytes.data(), sizeof h);
+        return h.flags;
+    };
+    CHECK((flags(packed) & prof::format::kFilePacked) != 0);
+    CHECK((flags(kept) & prof::format::kFilePacked) == 0);
+    struct stat st;
+    REQUIRE(stat(packed.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600); // as the runtime created it
+    CHECK(summary_counts(report(packed, {"--memory", "--format", "json"})) ==
+          summary_counts(report(kept, {"--memory", "--format", "json"})));
+}
+
+#ifdef PROF_SANITIZER_BUILD
+TEST_SUITE_END();
+#endif
+
+TEST_CASE("profpack: unfinished, packed, damaged inputs and bad usage give one line, non-zero") {
+    std::string fib = temp_path("pack-fib.trace");
+    REQUIRE(run({PROF_SAMPLE_FIB, "12"}, {{"PROF_OUT", fib}}).exit_code == 0);
+    auto one_line = [](const prof::test::RunResult& r) {
+        return std::count(r.err.begin(), r.err.end(), '\n') == 1 &&
+               r.err.find("level=error") != std::string::npos;
+    };
+
+    // A call trace packs too, and reads the same.
+    std::string packed = fib + ".packed";
+    REQUIRE(run({PROFPACK, "-q", "-o", packed, fib}).exit_code == 0);
+    CHECK(report(packed, {"--format", "json"}) == report(fib, {"--format", "json"}));
+
+    auto again = run({PROFPACK, packed});
+    CHECK(again.exit_code == 1);
+    CHECK(one_line(again));
+    CHECK(again.err.find("already packed") != std::string::npos);
+
+    // A trace whose process did not finish stays as it is.
+    std::string unfinished = temp_path("pack-unfinished.trace");
+    std::string bytes = slurp(fib);
+    prof::format::FileHeader h;
+    std::memcpy(&h, bytes.data(), sizeof h);
+    h.flags &= ~prof::format::kFileFinished;
+    std::memcpy(bytes.data(), &h, sizeof h);
+    // Without its End record too: cut the file after the first chunk's records.
+    prof::test::TraceBuilder::save(
+        unfinished, std::vector<uint8_t>(bytes.begin(), bytes.begin() + 4096 + 65536));
+    auto r = run({PROFPACK, unfinished});
+    CHECK(r.exit_code == 1);
+    CHECK(one_line(r));
+    CHECK(r.err.find("incomplete") != std::string::npos);
+    CHECK(slurp(unfinished).size() == 4096 + 65536);
+
+    // A packed file cut short: profreport says so, or fails in one line; never a crash.
+    std::string packed_bytes = slurp(packed);
+    std::string cut = temp_path("pack-cut.trace");
+    for (size_t n :
+         {size_t(4096), size_t(4096 + 30), packed_bytes.size() / 2, packed_bytes.size() - 1}) {
+        CAPTURE(n);
+        prof::test::TraceBuilder::save(
+            cut, std::vector<uint8_t>(packed_bytes.begin(), packed_bytes.begin() + long(n)));
+        auto c = run({PROFREPORT, cut});
+        CHECK(c.exit_code < 128);
+        CHECK((c.exit_code != 0 ? one_line(c) : c.err.find("incomplete") != std::string::npos));
+    }
+
+    auto missing = run({PROFPACK, temp_path("no-such.trace")});
+    CHECK(missing.exit_code == 1);
+    CHECK(one_line(missing));
+    auto unwritable = run({PROFPACK, "-o", "/proc/no-such-dir/x.trace", fib});
+    CHECK(unwritable.exit_code == 1);
+    CHECK(one_line(unwritable));
+    CHECK(run({PROFPACK, "--frobnicate", fib}).exit_code == 2);
+    CHECK(run({PROFPACK, "--level", "40", fib}).exit_code == 2);
+    CHECK(run({PROFPACK}).exit_code == 2);
+    auto help = run({PROFPACK, "--help"});
+    CHECK(help.exit_code == 0);
+    CHECK(help.out.find("usage: profpack") == 0);
+    // The failed runs left the input as it was, and no temporary file.
+    CHECK(report(fib, {"--format", "json"}) == report(packed, {"--format", "json"}));
+    CHECK_FALSE(std::filesystem::exists(fib + ".packing"));
+}
