@@ -1,4 +1,4 @@
-// profpack: a finished trace rewritten in the packed form (format 1.4).
+// profpack: a finished trace rewritten in the packed form (format 2.0).
 //
 // Two passes. The first reads the trace through TraceReader and replays its allocations and
 // releases in time order, as the memory report does, to learn which block every release
@@ -520,7 +520,8 @@ PackResult pack_trace(const std::string& in, const std::string& out, const PackO
         madvise(const_cast<uint8_t*>(map.data) + off, std::min<uint64_t>(cs, map.size - off),
                 MADV_DONTNEED);
     }
-    h.minor = format::kMinor;
+    h.major = format::kPackedMajor;
+    h.minor = format::kPackedMinor;
     h.flags |= format::kFilePacked;
     h.memory_time_shift = shift;
     h.chunk_count = chunks;

@@ -42,7 +42,7 @@ struct TraceReader::StreamState {
     uint32_t next_seq = 0;
     uint32_t functions = 0; // stream-local indices defined so far
     bool ended = false;
-    uint64_t blocks = 0; // packed files (1.4): blocks allocated so far
+    uint64_t blocks = 0; // packed files (2.0): blocks allocated so far
 };
 
 TraceReader::TraceReader(std::string path) {
@@ -71,11 +71,11 @@ TraceReader::TraceReader(std::string path) {
     std::memcpy(&info_.header, data_, sizeof(FileHeader));
     const FileHeader& h = info_.header;
     if (!format::header_magic_ok(h)) throw TraceError(p, "not a libprof trace (bad magic)");
-    if (h.major != format::kMajor)
+    if (h.major != format::kMajor && h.major != format::kPackedMajor)
         throw TraceError(p, fmt::format("trace format version {}.{} is not supported: this "
-                                        "profreport reads version {}.x{}",
-                                        h.major, h.minor, format::kMajor,
-                                        h.major > format::kMajor ? "; upgrade libprof" : ""));
+                                        "profreport reads version {}.x (and {}.x, packed){}",
+                                        h.major, h.minor, format::kMajor, format::kPackedMajor,
+                                        h.major > format::kPackedMajor ? "; upgrade libprof" : ""));
     if (h.header_size != format::kHeaderSize)
         throw TraceError(p, 12, fmt::format("header size {} (expected {})", h.header_size,
                                            format::kHeaderSize));
@@ -85,7 +85,10 @@ TraceReader::TraceReader(std::string path) {
     if (h.clock_kind != uint32_t(format::ClockKind::kTsc) &&
         h.clock_kind != uint32_t(format::ClockKind::kMonotonic))
         throw TraceError(p, 24, fmt::format("unknown clock kind {}", h.clock_kind));
-    packed_ = (h.flags & format::kFilePacked) != 0;
+    packed_ = h.major == format::kPackedMajor;
+    if (packed_ != ((h.flags & format::kFilePacked) != 0))
+        throw TraceError(p, 20, fmt::format("a version {} file {} the packed flag", h.major,
+                                            packed_ ? "without" : "with"));
     if (packed_ && h.memory_time_shift > 32)
         throw TraceError(p, 36,
                          fmt::format("memory time shift {} is out of range", h.memory_time_shift));
@@ -609,7 +612,7 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
     }
 }
 
-// The memory records of a packed file (1.4). Blocks get names of their own, never reused:
+// The memory records of a packed file (2.0). Blocks get names of their own, never reused:
 // (stream << 40) | ordinal, and frees of blocks the trace did not allocate get names from
 // stream 0, which allocates nothing. The sink sees these names where a trace as written has
 // pointers; the analysis only compares them. False when the record is malformed.

@@ -214,7 +214,7 @@ private:
     const uint8_t* data_ = nullptr;
     uint64_t size_ = 0;
     int fd_ = -1;
-    // 1.4 packed files: chunks are decompressed into `unpacked_` one at a time.
+    // Packed files (2.0): chunks are decompressed into `unpacked_` one at a time.
     bool packed_ = false;
     std::vector<uint8_t> unpacked_;
     struct ZstdFree {

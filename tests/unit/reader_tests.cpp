@@ -189,13 +189,22 @@ TEST_CASE("clear errors for files that are not usable traces") {
     CHECK(error_of(text).find("not a libprof trace") != std::string::npos);
 
     TraceBuilder newer = small_trace();
-    newer.header().major = format::kMajor + 1;
+    newer.header().major = format::kPackedMajor + 1;
     newer.header().minor = 3;
     std::string newer_path = test::temp_path("newer.trace");
     newer.save(newer_path);
     std::string msg = error_of(newer_path);
-    CHECK(msg.find("version 2.3") != std::string::npos);
-    CHECK(msg.find("reads version 1.x") != std::string::npos);
+    CHECK(msg.find("version 3.3") != std::string::npos);
+    CHECK(msg.find("reads version 1.x (and 2.x, packed); upgrade libprof") != std::string::npos);
+    // Version 2 is the packed form: its flag and its major go together.
+    TraceBuilder unflagged = small_trace();
+    unflagged.header().major = format::kPackedMajor;
+    unflagged.save(newer_path);
+    CHECK(error_of(newer_path).find("a version 2 file without the packed flag") != std::string::npos);
+    TraceBuilder flagged = small_trace();
+    flagged.header().flags |= format::kFilePacked;
+    flagged.save(newer_path);
+    CHECK(error_of(newer_path).find("a version 1 file with the packed flag") != std::string::npos);
 }
 
 TEST_CASE("a chunk length larger than the chunk is corruption with its offset") {

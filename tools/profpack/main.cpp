@@ -1,4 +1,4 @@
-// profpack: rewrites finished traces in the packed form (format 1.4), which profreport reads
+// profpack: rewrites finished traces in the packed form (format 2.0), which profreport reads
 // like any other.
 #include "common/tool_log.hpp"
 #include "reader/trace_packer.hpp"

@@ -471,8 +471,14 @@ void print_info(std::FILE* out, const analysis::Profile& p) {
             return it == t.meta.end() ? std::string("?") : reader::printable(it->second);
         };
         fmt::print(out, "trace:     {}\n", reader::printable(t.path));
-        fmt::print(out, "format:    {}.{}  ({} bytes, {} chunks of {} KiB)\n", t.header.major,
-                   t.header.minor, t.bytes, t.chunks, t.header.chunk_size / 1024);
+        if (t.header.flags & format::kFilePacked)
+            fmt::print(out, "format:    {}.{} packed ({} bytes, {} chunks of up to {} KiB; memory "
+                            "times in units of 2^{} ticks)\n",
+                       t.header.major, t.header.minor, t.bytes, t.chunks,
+                       t.header.chunk_size / 1024, t.header.memory_time_shift);
+        else
+            fmt::print(out, "format:    {}.{}  ({} bytes, {} chunks of {} KiB)\n", t.header.major,
+                       t.header.minor, t.bytes, t.chunks, t.header.chunk_size / 1024);
         fmt::print(out, "process:   pid {} (parent {})  {}\n", t.header.pid, t.header.ppid, meta("cmdline"));
         fmt::print(out, "clock:     {} at {:.6f} GHz\n",
                    t.header.clock_kind == uint32_t(format::ClockKind::kTsc) ? "tsc" : "monotonic",

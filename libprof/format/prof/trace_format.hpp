@@ -25,12 +25,16 @@ namespace prof::format {
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
 inline constexpr uint16_t kMinor =
-    4; // 1.1: sites, line statistics; 1.2: unloads, pauses; 1.3: scope runs; 1.4: packed files
+    3; // 1.1: sites, line statistics; 1.2: unloads, pauses; 1.3: scope runs
+// Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
+// writes: another chunk layout and thread records below kFirstSized, so a major version, which
+// readers of 1.x refuse by name. Its records are those of 1.3 plus the packed memory records.
+inline constexpr uint16_t kPackedMajor = 2;
+inline constexpr uint16_t kPackedMinor = 0;
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
-// 1.4: a chunk of a packed file (kFilePacked): its records are one zstd frame of
-// ChunkHeader::packed_size bytes. A different magic, so that a reader older than 1.4 stops at
-// the first chunk of a packed file with "bad chunk magic" instead of misreading it.
+// 2.0: a chunk of a packed file (kFilePacked): its records are ChunkHeader::packed_size bytes
+// of the file's zstd stream.
 inline constexpr uint32_t kPackedChunkMagic = 0x5a4b4350; // "PCKZ" little-endian
 inline constexpr uint32_t kMinChunkSize = 64u << 10; // holds any process record
 inline constexpr uint32_t kMaxChunkSize = 64u << 20;
@@ -42,7 +46,7 @@ enum class ClockKind : uint32_t {
 
 // Flags in FileHeader::flags.
 inline constexpr uint32_t kFileFinished = 1u << 0; // the writer reached its normal end
-// 1.4: written by profpack from a finished trace. Chunks follow one another without padding
+// 2.0: written by profpack from a finished trace. Chunks follow one another without padding
 // (each is a ChunkHeader and packed_size bytes), their records are zstd-compressed, and thread
 // streams hold the packed memory records (kMemInfo ... kMemReallocRemote) instead of Alloc,
 // Free and Realloc. Runtimes never write it: the file they map stays crash-safe.
@@ -58,7 +62,7 @@ struct FileHeader {
     uint32_t clock_kind;  // ClockKind
     uint32_t pid;
     uint32_t ppid;
-    uint32_t memory_time_shift; // 1.4, packed files: memory record deltas are in 2^shift ticks
+    uint32_t memory_time_shift; // 2.0: memory record deltas are in units of 2^shift ticks
     uint64_t ticks_per_second; // calibrated at start, refined at finish (0: readers derive it)
     uint64_t start_ticks;      // clock reading when the runtime started
     uint64_t start_mono_ns;    // CLOCK_MONOTONIC at the same moment
@@ -91,7 +95,7 @@ struct ChunkHeader {
     uint64_t base_ticks; // the first time delta in this chunk is relative to this
     uint64_t sync_ticks; // clock pair taken when the chunk was opened, used to derive the
     uint64_t sync_mono_ns; // tick frequency of a trace whose writer never finished
-    uint32_t packed_size;  // 1.4, packed files: bytes of the zstd frame after this header
+    uint32_t packed_size;  // 2.0: bytes of the zstd stream after this header
     uint8_t reserved[12];
 };
 static_assert(sizeof(ChunkHeader) == 64);
@@ -113,7 +117,7 @@ enum class Tag : uint8_t {
     kAbandon = 0x07,        // uleb count, uleb dt: the innermost `count` frames ended without
                             // their exit hook (longjmp, exceptions through uninstrumented code)
     kDropped = 0x08,        // uleb count: events not recorded (PROF_MAX_DEPTH), 2 per call
-    // 1.4, thread streams of packed files only (kFilePacked), in place of Alloc, Free and
+    // 2.0, thread streams of packed files only (kFilePacked), in place of Alloc, Free and
     // Realloc. A block is named by the stream that allocated it and its ordinal there (1, 2, ...
     // in the order of that stream's MemAlloc and MemRealloc records); pointers are not kept.
     // `dtq` is a time delta in units of 2^FileHeader::memory_time_shift ticks; the remainder is
@@ -208,7 +212,7 @@ inline constexpr uint32_t kMaxUleb = 10;
 // Largest thread-stream event record: kEnterAddress = 1 + 8 + 10.
 inline constexpr uint32_t kMaxEventRecord = 1 + 8 + kMaxUleb;
 
-// The packed memory records of 1.4, kMemAlloc (0x10) to kMemReallocRemote (0x1b).
+// The packed memory records of 2.0, kMemAlloc (0x10) to kMemReallocRemote (0x1b).
 inline bool is_packed_memory_tag(uint8_t tag) {
     return tag >= uint8_t(Tag::kMemAlloc) && tag <= uint8_t(Tag::kMemReallocRemote);
 }
