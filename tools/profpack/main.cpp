@@ -1,5 +1,6 @@
 // profpack: rewrites finished traces in the packed form (format 2.0), which profreport reads
 // like any other.
+#include "analysis/memory_report.hpp"
 #include "common/tool_log.hpp"
 #include "reader/trace_packer.hpp"
 #include "reader/trace_reader.hpp"
@@ -35,9 +36,7 @@ options:
   -V, --version         show the version
 )";
 
-std::string mib(uint64_t bytes) {
-    return fmt::format("{:.2f} MiB", double(bytes) / (1 << 20));
-}
+std::string bytes(uint64_t n) { return prof::analysis::format_bytes(double(n)); }
 
 } // namespace
 
@@ -106,13 +105,17 @@ int main(int argc, char** argv) {
         const std::string& out = output.empty() ? trace : output;
         try {
             prof::reader::PackResult r = prof::reader::pack_trace(trace, out, options);
-            if (!quiet)
-                log.info(fmt::format(
-                    "{}: {} -> {} ({:.1f}x smaller), {} memory records ({} releases of another "
-                    "thread's block), {} chunks, memory times in units of 2^{} ticks",
-                    out, mib(r.bytes_in), mib(r.bytes_out),
-                    r.bytes_out ? double(r.bytes_in) / double(r.bytes_out) : 0.0, r.memory_records,
-                    r.remote_frees, r.chunks, r.time_shift));
+            if (quiet) continue;
+            std::string memory =
+                r.memory_records
+                    ? fmt::format(", {} memory records ({} releases of another thread's block), "
+                                  "their times in units of 2^{} ticks",
+                                  r.memory_records, r.remote_frees, r.time_shift)
+                    : std::string();
+            log.info(fmt::format("{}: {} -> {} ({:.1f}x smaller), {} chunks{}", out,
+                                 bytes(r.bytes_in), bytes(r.bytes_out),
+                                 r.bytes_out ? double(r.bytes_in) / double(r.bytes_out) : 0.0,
+                                 r.chunks, memory));
         } catch (const std::exception& e) {
             log.error(e.what());
             status = 1;

@@ -1,5 +1,6 @@
 // profrun: runs a program with libprof's environment set and passes its exit status through.
 #include "common/tool_log.hpp"
+#include "analysis/memory_report.hpp"
 #include "reader/trace_packer.hpp"
 
 #include <prof/trace_format.hpp>
@@ -353,9 +354,9 @@ int main(int argc, char** argv) {
             try {
                 prof::reader::PackResult r = prof::reader::pack_trace(t, t, {});
                 if (!quiet)
-                    log.info(fmt::format("packed {}: {:.2f} MiB -> {:.2f} MiB", t,
-                                         double(r.bytes_in) / (1 << 20),
-                                         double(r.bytes_out) / (1 << 20)));
+                    log.info(fmt::format("packed {}: {} -> {} (profpack)", t,
+                                         prof::analysis::format_bytes(double(r.bytes_in)),
+                                         prof::analysis::format_bytes(double(r.bytes_out))));
             } catch (const std::exception& e) {
                 log.warn(fmt::format("not packed, kept as written: {}", e.what()));
             }
