@@ -213,11 +213,12 @@ class Packer {
             const uint8_t* rec = c.p;
             auto tag = Tag(c.u8());
             switch (tag) {
-            case Tag::kEnter: {
-                uint64_t fn = c.uleb();
+            case Tag::kEnter:     // uleb fn, uleb dt
+            case Tag::kAbandon: { // uleb count, uleb dt
+                uint64_t first = c.uleb();
                 uint64_t dt = c.uleb();
                 out.u8(uint8_t(tag));
-                out.uleb(fn);
+                out.uleb(first);
                 exact(dt);
                 break;
             }
@@ -241,14 +242,6 @@ class Packer {
                 uint64_t dt = c.uleb();
                 out.u8(uint8_t(tag));
                 out.bytes(reinterpret_cast<const uint8_t*>(&address), 8);
-                exact(dt);
-                break;
-            }
-            case Tag::kAbandon: {
-                uint64_t n = c.uleb();
-                uint64_t dt = c.uleb();
-                out.u8(uint8_t(tag));
-                out.uleb(n);
                 exact(dt);
                 break;
             }
