@@ -66,15 +66,66 @@ struct OwnBlocks {
     }
 };
 
-uint64_t release_key(uint32_t stream, uint64_t release) {
-    return (uint64_t(stream) << kOrdinalBits) | release;
-}
+// The releases whose block is not the one OwnBlocks guesses, per stream in the stream's order
+// (the order in which the first pass finds them and the second consumes them): a release of a
+// block another thread allocated, or of a pointer another thread reused meanwhile. Varints, a
+// few bytes each: a program whose threads free each other's blocks has one per release.
+class Exceptions {
+public:
+    // `release`: the stream's release number (OwnBlocks::releases), increasing per stream;
+    // `block`: block_name, 0 for none of the trace's blocks.
+    void add(uint32_t stream, uint64_t release, uint64_t block) {
+        Stream& st = streams_[stream];
+        put(st.bytes, release - st.last_added);
+        st.last_added = release;
+        put(st.bytes, block >> kOrdinalBits);
+        put(st.bytes, block & ((uint64_t(1) << kOrdinalBits) - 1));
+    }
+    // The block of release `release` of `stream` when it is an exception; called for every
+    // release of the stream in order.
+    bool take(uint32_t stream, uint64_t release, uint64_t& block) {
+        auto it = streams_.find(stream);
+        if (it == streams_.end()) return false;
+        Stream& st = it->second;
+        if (!st.next && st.read < st.bytes.size()) st.next = st.last_taken + get(st);
+        if (st.next != release) return false;
+        uint64_t s = get(st);
+        block = block_name(s, get(st));
+        st.last_taken = release;
+        st.next = 0;
+        return true;
+    }
+
+private:
+    struct Stream {
+        std::vector<uint8_t> bytes;
+        uint64_t last_added = 0, last_taken = 0, next = 0;
+        size_t read = 0;
+    };
+    std::unordered_map<uint32_t, Stream> streams_;
+    static void put(std::vector<uint8_t>& b, uint64_t v) {
+        do {
+            uint8_t byte = v & 0x7f;
+            v >>= 7;
+            b.push_back(v ? byte | 0x80 : byte);
+        } while (v);
+    }
+    static uint64_t get(Stream& st) {
+        uint64_t v = 0;
+        for (unsigned shift = 0; st.read < st.bytes.size(); shift += 7) {
+            uint8_t byte = st.bytes[st.read++];
+            v |= uint64_t(byte & 0x7f) << shift;
+            if (!(byte & 0x80)) break;
+        }
+        return v;
+    }
+};
 
 // Pass 1: the releases whose block is not the one OwnBlocks guesses, with the true block
 // (block_name, 0 for none of the trace's blocks).
 class ReleaseMatcher : public EventSink {
   public:
-    std::unordered_map<uint64_t, uint64_t> exceptions;
+    Exceptions exceptions;
 
     void on_function(uint32_t, uint32_t, uint64_t) override {}
     void on_enter(uint32_t, uint32_t, uint64_t) override {}
@@ -106,9 +157,10 @@ class ReleaseMatcher : public EventSink {
     static constexpr uint64_t kMargin = uint64_t(1) << 24;
     struct Event {
         uint64_t ticks, seq, ptr;
-        uint64_t block; // allocations: block_name; releases: release_key
+        uint64_t block; // allocations: block_name; releases: the stream's release number
         uint64_t guess; // releases: OwnBlocks' block_name (0: none)
         bool allocation;
+        uint32_t stream;
     };
     struct Queue {
         std::vector<Event> events;
@@ -122,15 +174,14 @@ class ReleaseMatcher : public EventSink {
     void allocated(uint32_t stream, uint64_t ticks, uint64_t ptr) {
         uint64_t ordinal = own_[stream].allocate(ptr);
         queues_[stream].events.push_back(
-            {ticks, arrivals_++, ptr, block_name(stream, ordinal), 0, true});
+            {ticks, arrivals_++, ptr, block_name(stream, ordinal), 0, true, stream});
         ++buffered_;
     }
     void released(uint32_t stream, uint64_t ticks, uint64_t ptr) {
         OwnBlocks& own = own_[stream];
         uint64_t ordinal = own.release(ptr);
-        queues_[stream].events.push_back({ticks, arrivals_++, ptr,
-                                          release_key(stream, own.releases),
-                                          ordinal ? block_name(stream, ordinal) : 0, false});
+        queues_[stream].events.push_back({ticks, arrivals_++, ptr, own.releases,
+                                          ordinal ? block_name(stream, ordinal) : 0, false, stream});
         ++buffered_;
     }
     // A merge of the thread queues by (time, arrival), the memory report's order.
@@ -157,7 +208,7 @@ class ReleaseMatcher : public EventSink {
                 truth = it->second;
                 live_.erase(it);
             }
-            if (truth != e.guess) exceptions[e.block] = truth;
+            if (truth != e.guess) exceptions.add(e.stream, e.block, truth);
         }
         for (auto& [id, q] : queues_) {
             q.events.erase(q.events.begin(), q.events.begin() + ptrdiff_t(q.head));
@@ -186,8 +237,7 @@ struct StreamPacker {
 
 class Packer {
   public:
-    Packer(const std::string& path, unsigned shift,
-           std::unordered_map<uint64_t, uint64_t> exceptions)
+    Packer(const std::string& path, unsigned shift, Exceptions exceptions)
         : path_(path), shift_(shift), exceptions_(std::move(exceptions)) {}
 
     PackResult result;
@@ -261,7 +311,7 @@ class Packer {
                 Cursor m{c.p, c.p + n};
                 c.p += n;
                 if (tag == Tag::kAlloc || tag == Tag::kFree || tag == Tag::kRealloc) {
-                    memory(sp, stream, tag, m, last_ptr, rounded, out);
+                    memory(sp, stream, tag, m, last_ptr, rounded, exact, out);
                 } else if (tag == Tag::kRss || tag == Tag::kScopeRun) {
                     // Timed by their first field; the rest is kept as it is.
                     uint64_t dt = m.uleb();
@@ -287,20 +337,20 @@ class Packer {
   private:
     std::string path_;
     unsigned shift_;
-    std::unordered_map<uint64_t, uint64_t> exceptions_;
+    Exceptions exceptions_;
     std::unordered_map<uint32_t, StreamPacker> streams_;
 
     // The block a release in `stream` releases: block_name, 0 for none of the trace's.
     uint64_t released_block(StreamPacker& sp, uint32_t stream, uint64_t ptr) {
         uint64_t ordinal = sp.own.release(ptr);
-        auto it = exceptions_.find(release_key(stream, sp.own.releases));
-        if (it != exceptions_.end()) return it->second;
+        uint64_t block;
+        if (exceptions_.take(stream, sp.own.releases, block)) return block;
         return ordinal ? block_name(stream, ordinal) : 0;
     }
 
-    template <class Rounded>
+    template <class Rounded, class Exact>
     void memory(StreamPacker& sp, uint32_t stream, Tag tag, Cursor& m, uint64_t& last_ptr,
-                Rounded& rounded, Output& out) {
+                Rounded& rounded, Exact& exact, Output& out) {
         const uint64_t own_mask = (uint64_t(1) << kOrdinalBits) - 1;
         uint64_t dt = m.uleb();
         // A release: its tag (`local`, or `remote` when another stream allocated the block) and
@@ -308,9 +358,11 @@ class Packer {
         auto release = [&](uint64_t ptr, uint8_t local, uint8_t remote, uint64_t extra) {
             uint64_t block = released_block(sp, stream, ptr);
             if (block && (block >> kOrdinalBits) != stream) {
+                // Timed to the tick: its block's allocation, in another stream, is older, and
+                // rounded down it stays older; rounded down too, this release could come first.
                 ++result.remote_frees;
                 out.u8(remote);
-                rounded(dt);
+                exact(dt);
                 out.uleb(block >> kOrdinalBits);
                 out.uleb(block & own_mask);
             } else {

@@ -621,7 +621,11 @@ bool TraceReader::packed_memory_record(uint8_t tag, Cursor& c, StreamState& st, 
     constexpr unsigned kOrdinalBits = 40;
     auto name = [](uint64_t s, uint64_t ordinal) { return (s << kOrdinalBits) | ordinal; };
     auto unknown = [&] { return name(0, ++unknown_blocks_); };
-    ticks += c.uleb() << info_.header.memory_time_shift;
+    // Releases of another stream's block are timed to the tick (their allocation must stay
+    // older); the others in units of 2^memory_time_shift ticks.
+    bool remote_release = (tag >= uint8_t(Tag::kMemFreeRemote) && tag < uint8_t(Tag::kMemRealloc)) ||
+                          tag == uint8_t(Tag::kMemReallocRemote);
+    ticks += c.uleb() << (remote_release ? 0 : info_.header.memory_time_shift);
     // A block of another stream, named by that stream's ordinal (whose records may come later
     // in the file: the name is only compared, never looked up here).
     auto remote = [&](uint64_t& ptr) {

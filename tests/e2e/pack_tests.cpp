@@ -77,11 +77,13 @@ TEST_SUITE_BEGIN("packed traces" * doctest::skip(true));
 #endif
 
 // Memory traces of programs with every allocation entry point from two threads, blocks freed
-// by another thread, calls and allocations in one trace, and heap per marked line.
+// by another thread (also within a microsecond of their allocation: handoff), calls and
+// allocations in one trace, and heap per marked line.
 TEST_CASE("packed traces report what the traces as written report") {
     for (Program p :
          {Program{"alloc-pattern", PROF_TEST_ALLOC_PATTERN},
-          Program{"cross-thread", PROF_TEST_CROSS_THREAD}, Program{"naming", PROF_TEST_NAMING},
+          Program{"cross-thread", PROF_TEST_CROSS_THREAD},
+                      Program{"handoff", PROF_TEST_HANDOFF}, Program{"naming", PROF_TEST_NAMING},
           Program{"memory-lines", PROF_SAMPLE_MEMORY_LINES}}) {
         CAPTURE(p.name);
         std::string raw = temp_path(std::string(p.name) + "-raw.trace");

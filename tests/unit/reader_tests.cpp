@@ -779,6 +779,30 @@ TEST_CASE("packed traces: each release matched to its block, the same report") {
     CHECK(exact_calls(packed) == exact_calls(raw));
 }
 
+TEST_CASE("packed traces: a release by another thread stays after its allocation") {
+    // Thread 1 allocates at 4099 ns, thread 2 frees the block at 4100 ns. With times in units
+    // of 2048 ns, each rounded down from its stream's previous record, the allocation would
+    // read 4096 and the release 2047 + 2048 = 4095: first, and of no block.
+    using format::Tag;
+    TraceBuilder b;
+    b.chunk(1, 0).sized(Tag::kAlloc, memory_payload({4099, 0x5000, 100, 0, 1}, {1}));
+    b.chunk(2, 2047).sized(Tag::kFree, memory_payload({2053, 0x5000, 1}, {1}));
+    b.chunk(0).end_record(10000);
+    std::string raw = test::temp_path("handoff.trace"), packed = raw + ".packed";
+    b.save(raw);
+    reader::PackResult r = reader::pack_trace(raw, packed, {});
+    CHECK(r.time_shift == 11);
+    CHECK(r.remote_frees == 1);
+    analysis::ProfileBuilder pb;
+    pb.add_trace(packed);
+    analysis::MemoryReport m = pb.memory();
+    CHECK(m.allocations == 1);
+    CHECK(m.frees == 1);
+    CHECK(m.unknown_frees == 0);
+    CHECK(m.leaked_blocks == 0);
+    CHECK(m.peak_heap == 100);
+}
+
 TEST_CASE("a packed trace cut at any byte or with any byte flipped: a partial read or an error") {
     for (const TraceBuilder& source : {memory_trace(), small_trace_1_3()}) {
         std::string raw = test::temp_path("pack-source.trace"), packed = raw + ".packed";

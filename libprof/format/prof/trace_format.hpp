@@ -126,11 +126,12 @@ enum class Tag : uint8_t {
     kMemAlloc = 0x10,         // 0x10-0x13: uleb dtq, uleb size, uleb stack (as in Alloc)
     kMemFree = 0x14,          // 0x14-0x16: uleb dtq, uleb back: 1 = the stream's latest block,
                               // 2 the one before, ...; 0 = no block of the trace
-    kMemFreeRemote = 0x17,    // 0x17-0x19: uleb dtq, uleb stream, uleb ordinal
+    kMemFreeRemote = 0x17,    // 0x17-0x19: uleb dt, uleb stream, uleb ordinal (dt in ticks:
+                              // rounded, it could come before its block's allocation)
     kMemRealloc = 0x1a,       // uleb dtq, uleb old, uleb size, uleb stack: old 0 = null, 1 = no
                               // block of the trace, back + 1 otherwise; the new block is the
                               // stream's next
-    kMemReallocRemote = 0x1b, // uleb dtq, uleb stream, uleb ordinal, uleb size, uleb stack
+    kMemReallocRemote = 0x1b, // uleb dt (ticks), uleb stream, uleb ordinal, uleb size, uleb stack
     // Process stream.
     kMeta = 0x20,           // str key, str value
     kModule = 0x21,         // u64 ticks, u64 load_base, u64 start, u64 end, str path, str build_id
