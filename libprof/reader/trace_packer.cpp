@@ -419,22 +419,40 @@ struct Mapping {
     }
 };
 
-// The packed file under a temporary name next to `out`, renamed over `out` once written.
+// The temporary file being written, for remove_partial_pack() (a signal handler's call).
+char g_partial[4096];
+
+// The packed file under a temporary name of its own next to `out` (another profpack may be
+// packing the same trace), made durable and renamed over `out` once written. `out` is the file a
+// symbolic link there points to, so that packing a link packs what it names.
 class PackedFile {
-  public:
-    // `mode`: the input's permissions (the runtime creates traces 0600: they name files and
-    // functions of the program).
-    PackedFile(const std::string& out, mode_t mode) : out_(out), tmp_(out + ".packing") {
-        fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+public:
+    // `like`: the input's status. The permissions are kept (the runtime creates traces 0600:
+    // they name files and functions of the program), and the owner when root packs a trace
+    // in place.
+    PackedFile(const std::string& out, const struct stat& like, bool in_place) : out_(out) {
+        struct stat st;
+        if (lstat(out.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+            char* target = realpath(out.c_str(), nullptr);
+            if (target) out_ = target;
+            std::free(target);
+        }
+        tmp_ = out_ + ".packing.XXXXXX";
+        fd_ = mkostemp(tmp_.data(), O_CLOEXEC);
         if (fd_ < 0)
             throw std::runtime_error(
                 fmt::format("{}: cannot write: {}", out, std::strerror(errno)));
-        fchmod(fd_, mode & 0777);
+        if (tmp_.size() < sizeof g_partial) std::memcpy(g_partial, tmp_.c_str(), tmp_.size() + 1);
+        fchmod(fd_, like.st_mode & 0777);
+        if (in_place && geteuid() == 0) {
+            // Should it fail, the packed trace is root's, which can still read it.
+            [[maybe_unused]] int ignored = fchown(fd_, like.st_uid, like.st_gid);
+        }
     }
     ~PackedFile() {
         if (fd_ >= 0) {
             ::close(fd_);
-            ::unlink(tmp_.c_str());
+            discard();
         }
     }
     void write(const void* p, size_t n) {
@@ -450,31 +468,43 @@ class PackedFile {
         if (pwrite(fd_, &h, sizeof h, 0) != ssize_t(sizeof h)) fail("cannot write");
     }
     uint64_t commit() {
-        if (::close(fd_) != 0) {
-            fd_ = -1;
-            ::unlink(tmp_.c_str());
-            throw std::runtime_error(
-                fmt::format("{}: cannot write: {}", out_, std::strerror(errno)));
-        }
+        // On disk before the rename: a crash of the machine leaves the trace as it was, not
+        // an empty file in its place.
+        if (fsync(fd_) != 0 && errno != EINVAL) fail("cannot write");
+        int closed = ::close(fd_);
         fd_ = -1;
-        if (::rename(tmp_.c_str(), out_.c_str()) != 0) {
+        if (closed != 0) {
             int e = errno;
-            ::unlink(tmp_.c_str());
+            discard();
             throw std::runtime_error(fmt::format("{}: cannot write: {}", out_, std::strerror(e)));
         }
+        if (::rename(tmp_.c_str(), out_.c_str()) != 0) {
+            int e = errno;
+            discard();
+            throw std::runtime_error(fmt::format("{}: cannot write: {}", out_, std::strerror(e)));
+        }
+        g_partial[0] = 0;
         return written_;
     }
 
-  private:
+private:
     std::string out_, tmp_;
     int fd_ = -1;
     uint64_t written_ = 0;
+    void discard() {
+        g_partial[0] = 0;
+        ::unlink(tmp_.c_str());
+    }
     [[noreturn]] void fail(const char* what) {
         throw std::runtime_error(fmt::format("{}: {}: {}", out_, what, std::strerror(errno)));
     }
 };
 
 } // namespace
+
+void remove_partial_pack() {
+    if (g_partial[0]) unlink(g_partial);
+}
 
 PackResult pack_trace(const std::string& in, const std::string& out, const PackOptions& options) {
     // Pass 1, which also checks the whole trace: corruption throws here, before any output.
@@ -486,9 +516,8 @@ PackResult pack_trace(const std::string& in, const std::string& out, const PackO
             throw TraceError(in, "already packed");
         const TraceInfo& info = reader.read(matcher);
         if (info.incomplete)
-            throw TraceError(in,
-                             "incomplete (" + info.incomplete_reason +
-                                 "); profpack packs finished traces only, keep this one as it is");
+            throw TraceError(in, "not packed, incomplete: " + info.incomplete_reason +
+                                     ". Only finished traces are packed; this one stays as it is");
         ticks_per_second = uint64_t(info.ticks_per_second);
     }
     matcher.finish();
@@ -514,7 +543,10 @@ PackResult pack_trace(const std::string& in, const std::string& out, const PackO
     std::memcpy(&h, map.data, sizeof h);
     const uint64_t cs = h.chunk_size;
     Packer packer(in, shift, std::move(matcher.exceptions));
-    PackedFile file(out, st.st_mode);
+    struct stat out_st;
+    bool in_place = stat(out.c_str(), &out_st) == 0 && out_st.st_dev == st.st_dev &&
+                    out_st.st_ino == st.st_ino;
+    PackedFile file(out, st, in_place);
     file.write(&h, sizeof h); // rewritten at the end
 
     ZSTD_CCtx* cctx = ZSTD_createCCtx();
@@ -576,6 +608,7 @@ PackResult pack_trace(const std::string& in, const std::string& out, const PackO
     r.bytes_in = map.size;
     r.chunks = chunks;
     r.time_shift = shift;
+    r.time_unit_seconds = ticks_per_second ? double(uint64_t(1) << shift) / double(ticks_per_second) : 0;
     r.bytes_out = file.commit();
     return r;
 }

@@ -21,11 +21,16 @@ struct PackResult {
     uint64_t memory_records = 0; // Alloc, Free, Realloc records rewritten
     uint64_t remote_frees = 0;   // of them, releases of a block another thread allocated
     unsigned time_shift = 0;     // memory record times are in units of 2^time_shift ticks
+    double time_unit_seconds = 0; // the same in seconds
 };
 
 // Packs the finished trace `in` into `out` (which may be `in`: the file is replaced once the
 // packed one is complete). Throws TraceError for an input that is not a complete trace, and
 // std::runtime_error when the output cannot be written (nothing is left behind then).
 PackResult pack_trace(const std::string& in, const std::string& out, const PackOptions& options);
+
+// Removes the packed file being written, if any: for a tool's handler of SIGINT and SIGTERM
+// (async-signal-safe; the input is never touched before the packed file is complete).
+void remove_partial_pack();
 
 } // namespace prof::reader

@@ -160,10 +160,31 @@ TEST_CASE("profpack: unfinished, packed, damaged inputs and bad usage give one l
     REQUIRE(run({PROFPACK, "-q", "-o", packed, fib}).exit_code == 0);
     CHECK(report(packed, {"--format", "json"}) == report(fib, {"--format", "json"}));
 
+    // Packed already: left alone in place (profpack *.trace), an error with -o (nothing
+    // written); an existing -o file is kept unless --force.
+    std::string before = slurp(packed);
     auto again = run({PROFPACK, packed});
-    CHECK(again.exit_code == 1);
-    CHECK(one_line(again));
-    CHECK(again.err.find("already packed") != std::string::npos);
+    CHECK(again.exit_code == 0);
+    CHECK(again.err.find("already packed, left as it is") != std::string::npos);
+    CHECK(slurp(packed) == before);
+    auto again_to = run({PROFPACK, "-o", temp_path("pack-again.trace"), packed});
+    CHECK(again_to.exit_code == 1);
+    CHECK(one_line(again_to));
+    CHECK_FALSE(std::filesystem::exists(temp_path("pack-again.trace")));
+    auto exists = run({PROFPACK, "-o", packed, fib});
+    CHECK(exists.exit_code == 1);
+    CHECK(one_line(exists));
+    CHECK(exists.err.find("--force") != std::string::npos);
+    CHECK(slurp(packed) == before);
+    CHECK(run({PROFPACK, "-q", "--force", "--output=" + packed, "--level=3", fib}).exit_code == 0);
+
+    // Packing a symbolic link in place packs the file it names; the link stays.
+    std::string target = temp_path("pack-target.trace"), link = temp_path("pack-link.trace");
+    std::filesystem::copy_file(fib, target);
+    std::filesystem::create_symlink(target, link);
+    REQUIRE(run({PROFPACK, "-q", link}).exit_code == 0);
+    CHECK(std::filesystem::is_symlink(link));
+    CHECK(report(target, {"--info"}).find("packed") != std::string::npos);
 
     // A trace whose process did not finish stays as it is.
     std::string unfinished = temp_path("pack-unfinished.trace");

@@ -7,27 +7,34 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <sys/stat.h>
 #include <vector>
 
 namespace {
 
 constexpr const char* kUsage = R"(usage: profpack [options] TRACE...
 
-Rewrites each finished trace in the packed form: its chunks compressed with zstd, and the
-memory profiler's records as references to blocks (no pointers) with times kept to the
-largest power of two of clock ticks not above 4 us. Calls, scopes and lines keep their exact
-times; profreport reads the same from the packed file, except that allocations and releases
-happen up to 4 us earlier (which can move the peak heap of a multi-threaded program by the
-blocks of that moment). A trace whose process did not finish is left as it
-is (its crash-safe form is the record of what happened). profrun --mem packs its trace.
+Rewrites each finished trace in the packed form (trace format 2.0): its chunks compressed
+with zstd, and the memory profiler's records as references to blocks (no pointers), their
+times kept to the largest power of two of clock ticks not above 4 us. Calls, scopes and lines
+keep their exact times, and profreport reads from the packed file what it read from the
+trace, except that allocations and releases of a block its own thread allocated happen up
+to 4 us earlier (the peak heap of a multi-threaded program can move by the blocks of such a
+moment). A trace whose process did not finish stays as it is (its crash-safe form is the
+record of what happened); a trace packed already is left alone. profrun --mem packs its
+traces itself.
 
 options:
-  -o, --output FILE     write the packed trace to FILE (one TRACE only); default: replace
-                        TRACE once the packed file is complete
+  -o, --output FILE     write the packed trace to FILE (one TRACE only) instead of replacing
+                        TRACE once the packed file is complete; an existing FILE is kept
+                        unless --force
+  -f, --force           replace an existing FILE
   -l, --level N         zstd level, 1 (fastest) to 19 (smallest); default 9
       --exact-times     keep the times of memory records to the clock tick
   -q, --quiet           no message per trace
@@ -38,6 +45,20 @@ options:
 
 std::string bytes(uint64_t n) { return prof::analysis::format_bytes(double(n)); }
 
+// Whether two paths name the same file.
+bool same_file(const std::string& a, const std::string& b) {
+    struct stat sa, sb;
+    return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+// Interrupted, profpack removes the packed file it was writing; the trace is untouched.
+void on_signal(int sig) {
+    prof::reader::remove_partial_pack();
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -45,10 +66,17 @@ int main(int argc, char** argv) {
     std::string output;
     std::vector<std::string> traces;
     prof::reader::PackOptions options;
-    bool quiet = false;
+    bool quiet = false, force = false;
     for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
+        std::string a = argv[i], inline_value;
+        bool has_inline = false;
+        if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) { // --option=value
+            inline_value = a.substr(a.find('=') + 1);
+            a = a.substr(0, a.find('='));
+            has_inline = true;
+        }
         auto value = [&]() -> std::string {
+            if (has_inline) return inline_value;
             if (i + 1 >= argc) {
                 log.error(fmt::format("option {} needs a value", a));
                 std::exit(2);
@@ -63,11 +91,14 @@ int main(int argc, char** argv) {
             return 0;
         } else if (a == "-o" || a == "--output") {
             output = value();
+        } else if (a == "-f" || a == "--force") {
+            force = true;
         } else if (a == "-l" || a == "--level") {
             std::string v = value();
             char* end = nullptr;
             long level = std::strtol(v.c_str(), &end, 10);
-            if (v.empty() || *end || level < 1 || level > 19) {
+            if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0])) || *end || level < 1 ||
+                level > 19) {
                 log.error(fmt::format("--level wants a number from 1 to 19, not '{}'", v));
                 return 2;
             }
@@ -86,7 +117,7 @@ int main(int argc, char** argv) {
         } else if (a == "--") {
             for (++i; i < argc; ++i) traces.emplace_back(argv[i]);
         } else if (!a.empty() && a[0] == '-') {
-            log.error(fmt::format("unknown option '{}' (see profpack --help)", a));
+            log.error(fmt::format("unknown option '{}' (see profpack --help)", argv[i]));
             return 2;
         } else {
             traces.push_back(a);
@@ -100,17 +131,30 @@ int main(int argc, char** argv) {
         log.error("--output takes one trace only");
         return 2;
     }
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_signal);
     int status = 0;
     for (const std::string& trace : traces) {
         const std::string& out = output.empty() ? trace : output;
         try {
+            {
+                prof::reader::TraceReader header(trace);
+                if (header.info().header.flags & prof::format::kFilePacked) {
+                    if (!output.empty())
+                        throw std::runtime_error(trace + ": already packed");
+                    if (!quiet) log.info(fmt::format("{}: already packed, left as it is", trace));
+                    continue;
+                }
+            }
+            struct stat st;
+            if (!output.empty() && !force && stat(out.c_str(), &st) == 0 && !same_file(out, trace))
+                throw std::runtime_error(out + ": exists (--force replaces it)");
             prof::reader::PackResult r = prof::reader::pack_trace(trace, out, options);
             if (quiet) continue;
             std::string memory =
                 r.memory_records
                     ? fmt::format(", {} memory records ({} releases of another thread's block), "
-                                  "their times in units of 2^{} ticks",
-                                  r.memory_records, r.remote_frees, r.time_shift)
+                                  "their times to {:.2f} us",
+                                  r.memory_records, r.remote_frees, r.time_unit_seconds * 1e6)
                     : std::string();
             log.info(fmt::format("{}: {} -> {} ({:.1f}x smaller), {} chunks{}", out,
                                  bytes(r.bytes_in), bytes(r.bytes_out),
