@@ -19,7 +19,7 @@ function(expect text pattern)
 endfunction()
 
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-foreach(f bin/profreport bin/profrun lib/libprof.so include/prof/version.h
+foreach(f bin/profreport bin/profrun bin/profpack lib/libprof.so include/prof/version.h
           include/prof/trace_format.hpp lib/cmake/prof/profConfig.cmake
           lib/pkgconfig/libprof.pc lib/pkgconfig/libprof-instrument.pc)
   if(NOT EXISTS ${prefix}/${f})
@@ -57,6 +57,10 @@ expect("${flags}" "-finstrument-functions")
 separate_arguments(flags UNIX_COMMAND "${flags}")
 run(c++ -O2 -g ${SOURCE_DIR}/tests/packaging/app/app.cpp -o ${WORK_DIR}/app_pc ${flags})
 run(${prefix}/bin/profrun -q -o ${WORK_DIR}/pc.trace -- ${WORK_DIR}/app_pc)
+run(${prefix}/bin/profreport ${WORK_DIR}/pc.trace)
+expect("${out}" " 10 [^\n]*\\(square\\(int\\)\\)")
+# The installed profpack packs it; the installed profreport reads the packed file the same.
+run(${prefix}/bin/profpack -q ${WORK_DIR}/pc.trace)
 run(${prefix}/bin/profreport ${WORK_DIR}/pc.trace)
 expect("${out}" " 10 [^\n]*\\(square\\(int\\)\\)")
 message(STATUS "packaging test passed")
