@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
-#include <map>
 #include <memory>
 #include <queue>
 #include <stdexcept>
@@ -38,6 +37,14 @@ using format::Tag;
 namespace {
 
 constexpr unsigned kOrdinalBits = 40; // as the reader names blocks
+
+void put_uleb(std::vector<uint8_t>& b, uint64_t v) {
+    do {
+        uint8_t byte = v & 0x7f;
+        v >>= 7;
+        b.push_back(v ? byte | 0x80 : byte);
+    } while (v);
+}
 uint64_t block_name(uint64_t stream, uint64_t ordinal) {
     return (stream << kOrdinalBits) | ordinal;
 }
@@ -103,13 +110,7 @@ private:
         size_t read = 0;
     };
     std::unordered_map<uint32_t, Stream> streams_;
-    static void put(std::vector<uint8_t>& b, uint64_t v) {
-        do {
-            uint8_t byte = v & 0x7f;
-            v >>= 7;
-            b.push_back(v ? byte | 0x80 : byte);
-        } while (v);
-    }
+    static void put(std::vector<uint8_t>& b, uint64_t v) { put_uleb(b, v); }
     static uint64_t get(Stream& st) {
         uint64_t v = 0;
         for (unsigned shift = 0; st.read < st.bytes.size(); shift += 7) {
@@ -220,20 +221,11 @@ class ReleaseMatcher : public EventSink {
 struct Output {
     std::vector<uint8_t> b;
     void u8(uint8_t v) { b.push_back(v); }
-    void uleb(uint64_t v) {
-        do {
-            uint8_t byte = v & 0x7f;
-            v >>= 7;
-            b.push_back(v ? byte | 0x80 : byte);
-        } while (v);
-    }
+    void uleb(uint64_t v) { put_uleb(b, v); }
     void bytes(const uint8_t* p, size_t n) { b.insert(b.end(), p, p + n); }
 };
 
-// Pass 2 state of one thread stream.
-struct StreamPacker {
-    OwnBlocks own;
-};
+
 
 class Packer {
   public:
@@ -245,7 +237,7 @@ class Packer {
     // The records of one thread chunk, rewritten into `out`.
     void thread_chunk(uint32_t stream, const uint8_t* p, const uint8_t* end, uint64_t offset,
                       Output& out) {
-        StreamPacker& sp = streams_[stream];
+        OwnBlocks& own = streams_[stream];
         Cursor c{p, end};
         uint64_t pending = 0; // ticks of memory records' deltas carried to the next timed record
         uint64_t last_ptr = 0;
@@ -311,7 +303,7 @@ class Packer {
                 Cursor m{c.p, c.p + n};
                 c.p += n;
                 if (tag == Tag::kAlloc || tag == Tag::kFree || tag == Tag::kRealloc) {
-                    memory(sp, stream, tag, m, last_ptr, rounded, exact, out);
+                    memory(own, stream, tag, m, last_ptr, rounded, exact, out);
                 } else if (tag == Tag::kRss || tag == Tag::kScopeRun) {
                     // Timed by their first field; the rest is kept as it is.
                     uint64_t dt = m.uleb();
@@ -338,25 +330,25 @@ class Packer {
     std::string path_;
     unsigned shift_;
     Exceptions exceptions_;
-    std::unordered_map<uint32_t, StreamPacker> streams_;
+    std::unordered_map<uint32_t, OwnBlocks> streams_; // pass 2's bookkeeping per stream
 
     // The block a release in `stream` releases: block_name, 0 for none of the trace's.
-    uint64_t released_block(StreamPacker& sp, uint32_t stream, uint64_t ptr) {
-        uint64_t ordinal = sp.own.release(ptr);
+    uint64_t released_block(OwnBlocks& own_blocks, uint32_t stream, uint64_t ptr) {
+        uint64_t ordinal = own_blocks.release(ptr);
         uint64_t block;
-        if (exceptions_.take(stream, sp.own.releases, block)) return block;
+        if (exceptions_.take(stream, own_blocks.releases, block)) return block;
         return ordinal ? block_name(stream, ordinal) : 0;
     }
 
     template <class Rounded, class Exact>
-    void memory(StreamPacker& sp, uint32_t stream, Tag tag, Cursor& m, uint64_t& last_ptr,
+    void memory(OwnBlocks& own_blocks, uint32_t stream, Tag tag, Cursor& m, uint64_t& last_ptr,
                 Rounded& rounded, Exact& exact, Output& out) {
         const uint64_t own_mask = (uint64_t(1) << kOrdinalBits) - 1;
         uint64_t dt = m.uleb();
         // A release: its tag (`local`, or `remote` when another stream allocated the block) and
         // the reference to the block; `extra` is added to a local back reference.
         auto release = [&](uint64_t ptr, uint8_t local, uint8_t remote, uint64_t extra) {
-            uint64_t block = released_block(sp, stream, ptr);
+            uint64_t block = released_block(own_blocks, stream, ptr);
             if (block && (block >> kOrdinalBits) != stream) {
                 // Timed to the tick: its block's allocation, in another stream, is older, and
                 // rounded down it stays older; rounded down too, this release could come first.
@@ -368,7 +360,7 @@ class Packer {
             } else {
                 out.u8(local);
                 rounded(dt);
-                out.uleb(block ? sp.own.blocks - (block & own_mask) + 1 + extra : extra ? 1 : 0);
+                out.uleb(block ? own_blocks.blocks - (block & own_mask) + 1 + extra : extra ? 1 : 0);
             }
         };
         if (tag == Tag::kAlloc) {
@@ -377,7 +369,7 @@ class Packer {
             uint64_t stack = m.uleb();
             uint8_t kind = m.u8();
             if (!m.ok || kind < 1 || kind > 4 || stack > UINT32_MAX) return; // ignored by readers
-            sp.own.allocate(last_ptr);
+            own_blocks.allocate(last_ptr);
             out.u8(uint8_t(uint8_t(Tag::kMemAlloc) + kind - 1));
             rounded(dt);
             out.uleb(size);
@@ -403,7 +395,7 @@ class Packer {
             }
             out.uleb(size);
             out.uleb(stack);
-            sp.own.allocate(ptr);
+            own_blocks.allocate(ptr);
         }
         ++result.memory_records;
     }
