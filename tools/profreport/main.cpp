@@ -473,9 +473,10 @@ void print_info(std::FILE* out, const analysis::Profile& p) {
         fmt::print(out, "trace:     {}\n", reader::printable(t.path));
         if (t.header.flags & format::kFilePacked)
             fmt::print(out, "format:    {}.{} packed ({} bytes, {} chunks of up to {} KiB; memory "
-                            "times in units of 2^{} ticks)\n",
+                            "times to {:.2f} us)\n",
                        t.header.major, t.header.minor, t.bytes, t.chunks,
-                       t.header.chunk_size / 1024, t.header.memory_time_shift);
+                       t.header.chunk_size / 1024,
+                       t.seconds(uint64_t(1) << t.header.memory_time_shift) * 1e6);
         else
             fmt::print(out, "format:    {}.{}  ({} bytes, {} chunks of {} KiB)\n", t.header.major,
                        t.header.minor, t.bytes, t.chunks, t.header.chunk_size / 1024);
