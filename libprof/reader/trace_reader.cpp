@@ -453,9 +453,11 @@ void TraceReader::read_chunks(EventSink* sink) {
                 unpack_.reset(ZSTD_createDCtx());
                 if (!unpack_) throw TraceError(info_.path, "cannot create a zstd context");
             }
+            // One byte more than a chunk's records: a chunk that fills its records exactly may
+            // still have input left that unpacks to nothing; one that unpacks to more is caught.
             unpacked_.resize(cs);
             ZSTD_inBuffer src{p, ch.packed_size, 0};
-            ZSTD_outBuffer dst{unpacked_.data(), cs - sizeof ch, 0};
+            ZSTD_outBuffer dst{unpacked_.data(), cs - sizeof ch + 1, 0};
             while (src.pos < src.size) {
                 size_t r = ZSTD_decompressStream(unpack_.get(), &dst, &src);
                 if (ZSTD_isError(r))

@@ -803,6 +803,24 @@ TEST_CASE("packed traces: a release by another thread stays after its allocation
     CHECK(m.peak_heap == 100);
 }
 
+TEST_CASE("packed traces: a chunk whose records fill it to the last byte") {
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1000);
+    for (int i = 0; i < 13092; ++i) b.enter(0, 1).exit(1);
+    b.enter(0, 1);
+    REQUIRE(b.chunk_bytes() == format::kMinChunkSize - sizeof(format::ChunkHeader));
+    b.chunk(0).end_record(100000);
+    std::string raw = test::temp_path("full-chunk.trace"), packed = raw + ".packed";
+    b.save(raw);
+    reader::pack_trace(raw, packed, {});
+    CountingSink sink;
+    reader::TraceReader r(packed);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK_FALSE(info.incomplete);
+    CHECK(sink.enters == 13093);
+    CHECK(sink.exits == 13092);
+}
+
 TEST_CASE("a packed trace cut at any byte or with any byte flipped: a partial read or an error") {
     for (const TraceBuilder& source : {memory_trace(), small_trace_1_3()}) {
         std::string raw = test::temp_path("pack-source.trace"), packed = raw + ".packed";
