@@ -280,8 +280,6 @@ struct Output {
     void bytes(const uint8_t* p, size_t n) { b.insert(b.end(), p, p + n); }
 };
 
-
-
 class Packer {
   public:
     Packer(const std::string& path, unsigned shift, Exceptions exceptions)
@@ -555,6 +553,10 @@ void remove_partial_pack() {
 
 PackResult pack_trace(const std::string& in, const std::string& out, const PackOptions& options) {
     // Pass 1, which also checks the whole trace: corruption throws here, before any output.
+    // Pass 2 must read the same file: another profpack may rename a packed one over `in`.
+    struct stat before;
+    if (stat(in.c_str(), &before) != 0)
+        throw TraceError(in, fmt::format("cannot open: {}", std::strerror(errno)));
     ReleaseMatcher matcher;
     uint64_t ticks_per_second = 0;
     {
@@ -569,8 +571,9 @@ PackResult pack_trace(const std::string& in, const std::string& out, const PackO
     }
     matcher.finish();
 
-    // Memory record times are kept to the largest power of two of ticks not above 4 us: what
-    // a memory timeline shows, and a quarter of the bytes of the times to the tick.
+    // Memory record times are kept to the largest power of two of ticks not above 4 us: finer
+    // than a memory timeline shows, and about half the bytes of times to the tick (2.0 against
+    // 4.1 B per allocator call on a producer/consumer program).
     unsigned shift = 0;
     if (!options.exact_times && ticks_per_second >= 500000)
         shift = unsigned(std::floor(std::log2(double(ticks_per_second) * 4e-6)));
@@ -580,6 +583,9 @@ PackResult pack_trace(const std::string& in, const std::string& out, const PackO
     struct stat st;
     if (map.fd < 0 || fstat(map.fd, &st) != 0)
         throw TraceError(in, fmt::format("cannot open: {}", std::strerror(errno)));
+    if (st.st_dev != before.st_dev || st.st_ino != before.st_ino || st.st_size != before.st_size ||
+        st.st_mtim.tv_sec != before.st_mtim.tv_sec || st.st_mtim.tv_nsec != before.st_mtim.tv_nsec)
+        throw TraceError(in, "changed while it was being packed; nothing written");
     map.size = uint64_t(st.st_size);
     void* m = mmap(nullptr, map.size, PROT_READ, MAP_PRIVATE, map.fd, 0);
     if (m == MAP_FAILED) throw TraceError(in, fmt::format("cannot map: {}", std::strerror(errno)));
@@ -607,6 +613,10 @@ PackResult pack_trace(const std::string& in, const std::string& out, const PackO
         ChunkHeader ch;
         std::memcpy(&ch, map.data + off, sizeof ch);
         if (ch.magic == 0) continue;
+        // Pass 1 read these chunks; checked again all the same, as the reader does.
+        if (ch.magic != format::kChunkMagic || ch.used > cs - sizeof ch ||
+            off + sizeof ch + ch.used > map.size)
+            throw TraceError(in, off, "chunk changed since it was read");
         const uint8_t* p = map.data + off + sizeof ch;
         records.b.clear();
         if (ch.kind == uint16_t(format::StreamKind::kThread))
