@@ -1,4 +1,4 @@
-// The libprof trace format, version 1: the one definition shared by the runtime (writer) and
+// The libprof trace format, version 1 (and its packed form, 2.0): the one definition shared by the runtime (writer) and
 // the reader. docs/trace-format.md is the prose spec of exactly these structs and tags; change
 // both together. Rules: a major bump breaks readers (they refuse and name both versions); a
 // minor bump only adds sized record tags (kFirstSized and up), which older readers skip by
@@ -13,7 +13,9 @@
 // 1..N are threads. Chunks of one stream appear in the file in increasing `seq` order, so a
 // reader can process the file front to back. The writer maps chunks from the file and
 // updates `used` after every record, so a process killed at any point leaves a file that
-// reads up to its last complete record.
+// reads up to its last complete record. Version 2.0 (kFilePacked, written by profpack) lays
+// its chunks end to end instead, each ChunkHeader followed by packed_size bytes of one zstd
+// stream (docs/trace-format.md, section 13).
 #pragma once
 
 #include <cstddef>

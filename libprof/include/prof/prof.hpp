@@ -117,7 +117,6 @@ PROF_DETAIL_NOINSTR inline void store_u64(uint8_t* p, uint64_t v) {
     __builtin_memcpy(p, &v, 8);
 }
 
-
 // Times one execution of a PROF_LINE statement: stopped right after the statement, or when
 // the statement leaves the block (return, break, an exception).
 class LineTimer {
