@@ -3,8 +3,10 @@
 // seconds when a profile is built.
 #include "analysis/profile.hpp"
 
+#include "reader/address_map.hpp"
 #include "reader/dwarf_lines.hpp"
 #include "reader/elf_symbols.hpp"
+#include "reader/time_order.hpp"
 
 #include <fmt/format.h>
 
@@ -109,70 +111,8 @@ struct LiveBlock {
     format::AllocKind kind;
 };
 
-// The blocks live at a point of the replay, by address: open addressing with linear probing
-// and backward-shift deletion (no tombstones), one allocation per growth instead of one node
-// per block. Address 0 marks an empty slot (a null result is never recorded).
-class LiveBlocks {
-public:
-    LiveBlock* find(uint64_t ptr) {
-        if (slots_.empty()) return nullptr;
-        for (size_t i = index(ptr);; i = (i + 1) & mask_) {
-            if (slots_[i].ptr == ptr) return &slots_[i].block;
-            if (!slots_[i].ptr) return nullptr;
-        }
-    }
-    void set(uint64_t ptr, const LiveBlock& b) {
-        if ((count_ + 1) * 4 > slots_.size() * 3) grow();
-        size_t i = index(ptr);
-        while (slots_[i].ptr && slots_[i].ptr != ptr) i = (i + 1) & mask_;
-        if (!slots_[i].ptr) ++count_;
-        slots_[i] = Slot{ptr, b};
-    }
-    void erase(const LiveBlock* b) {
-        size_t hole = size_t(reinterpret_cast<const Slot*>(reinterpret_cast<const char*>(b) -
-                                                           offsetof(Slot, block)) - slots_.data());
-        // Move back every later entry of the run that may sit at or before the hole.
-        for (size_t i = (hole + 1) & mask_; slots_[i].ptr; i = (i + 1) & mask_) {
-            size_t home = index(slots_[i].ptr);
-            if (((i - home) & mask_) >= ((i - hole) & mask_)) {
-                slots_[hole] = slots_[i];
-                hole = i;
-            }
-        }
-        slots_[hole].ptr = 0;
-        --count_;
-    }
-    template <typename F> void for_each(F&& f) const {
-        for (const Slot& s : slots_)
-            if (s.ptr) f(s.ptr, s.block);
-    }
-    void clear() {
-        slots_.clear();
-        slots_.shrink_to_fit();
-        mask_ = count_ = 0;
-        shift_ = 64;
-    }
-
-private:
-    struct Slot {
-        uint64_t ptr = 0;
-        LiveBlock block{};
-    };
-    // Fibonacci hashing: the product's top bits.
-    size_t index(uint64_t ptr) const { return size_t((ptr * 0x9E3779B97F4A7C15ull) >> shift_); }
-    void grow() {
-        std::vector<Slot> old = std::move(slots_);
-        slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
-        mask_ = slots_.size() - 1;
-        shift_ = 64 - unsigned(__builtin_ctzll(slots_.size()));
-        count_ = 0;
-        for (const Slot& s : old)
-            if (s.ptr) set(s.ptr, s.block);
-    }
-    std::vector<Slot> slots_;
-    size_t mask_ = 0, count_ = 0;
-    unsigned shift_ = 64;
-};
+// The blocks live at a point of the replay, by address.
+using LiveBlocks = reader::AddressMap<LiveBlock>;
 
 struct ProfileBuilder::Impl : reader::EventSink {
     std::vector<reader::TraceInfo> traces;
@@ -439,20 +379,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
         uint8_t op;      // 0 allocation, 1 free, 2 release by realloc
         uint8_t kind;    // AllocKind or FreeKind
     };
-    // One queue per thread stream, in the thread's own (time) order: a replay merges them.
-    struct MemoryQueue {
-        std::vector<MemoryEvent> events;
-        size_t head = 0;
-    };
-    std::unordered_map<uint32_t, MemoryQueue> memory_queues;
-    size_t buffered = 0;
-    uint64_t arrivals = 0;
-    uint64_t replayed_upto = 0; // every event older than this has been replayed
-    // Writers before the 1.2 memory Pause records read an event's clock before opening its
-    // chunk (a lock wait and an mmap earlier): the buffer keeps this margin behind the
-    // chunk's clock, ~6 ms at 2.6 GHz, 17 ms in nanoseconds.
-    static constexpr uint64_t kReplayMargin = uint64_t(1) << 24;
-    static constexpr size_t kReplayBatch = 1u << 16;
+    reader::TimeOrderedReplay<MemoryEvent> memory_replay;
 
     // The heap of the trace being read, replayed: the running total, its peak and what each
     // site held at the peak. `pending` holds each site's change since the latest peak (sites
@@ -518,10 +445,8 @@ struct ProfileBuilder::Impl : reader::EventSink {
     }
 
     void buffer_event(uint32_t stream, MemoryEvent e) {
-        if (e.ticks < replayed_upto) ++memory.late_events;
-        e.seq = arrivals++;
-        memory_queues[stream].events.push_back(e);
-        ++buffered;
+        if (e.ticks < memory_replay.replayed_upto()) ++memory.late_events;
+        memory_replay.push(stream, e);
     }
 
     void on_alloc(uint32_t id, uint64_t ticks, uint64_t ptr, uint64_t size, uint32_t stack,
@@ -553,76 +478,45 @@ struct ProfileBuilder::Impl : reader::EventSink {
         s.last_alloc = ptr;
         s.last_alloc_site = site;
     }
-    // Replays when the buffer has grown to twice what the previous replay had to keep (and
-    // to kReplayBatch at least): each event is sorted a bounded number of times.
-    size_t replay_at = kReplayBatch;
     void on_chunk_done(uint64_t sync_ticks) override {
-        if (buffered < replay_at || sync_ticks <= kReplayMargin) return;
-        replay_memory(sync_ticks - kReplayMargin);
-        replay_at = std::max(kReplayBatch, 2 * buffered);
+        memory_replay.chunk_done(sync_ticks, [&](const MemoryEvent& e) { replay_event(e); });
     }
 
-    // Replays the buffered events older than `upto` in time order against the live blocks
-    // (ties in file order); the rest stay buffered.
-    void replay_memory(uint64_t upto) {
-        // A k-way merge of the thread queues by (time, arrival).
-        using Head = std::tuple<uint64_t, uint64_t, MemoryQueue*>;
-        std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
-        auto push = [&](MemoryQueue& q) {
-            if (q.head < q.events.size() && q.events[q.head].ticks < upto)
-                heads.emplace(q.events[q.head].ticks, q.events[q.head].seq, &q);
-        };
-        for (auto& [id, q] : memory_queues) push(q);
-        while (!heads.empty()) {
-            MemoryQueue& q = *std::get<2>(heads.top());
-            heads.pop();
-            const MemoryEvent e = q.events[q.head++];
-            --buffered;
-            push(q);
-            memory.present = true;
-            if (e.op == 0) {
-                ++memory.allocations;
-                memory.bytes_allocated += e.size;
-                MemorySite& ms = raw_sites[e.site];
-                ++ms.allocations;
-                ms.bytes += e.size;
-                live.set(e.ptr, LiveBlock{e.size, e.site, format::AllocKind(e.kind)});
-                heap_change(e.ticks, int64_t(e.size), e.site);
-                continue;
-            }
-            if (e.op == 1) ++memory.frees;
-            const LiveBlock* found = live.find(e.ptr);
-            if (!found) {
-                if (e.op == 1) ++memory.unknown_frees;
-                continue;
-            }
-            const LiveBlock& b = *found;
-            // realloc may only move what malloc and its kin allocated, not a new or new[] block.
-            bool realloc_of_new = e.op == 2 && (b.kind == format::AllocKind::kNew ||
-                                                b.kind == format::AllocKind::kNewArray);
-            if ((e.op == 1 && !matches(b.kind, format::FreeKind(e.kind))) || realloc_of_new) {
-                int release = e.op == 2 ? kReallocRelease : int(e.kind);
-                auto key = std::make_tuple(b.site, int(b.kind), release);
-                auto [mt, fresh] = mismatch_index.try_emplace(key, raw_mismatches.size());
-                if (fresh)
-                    raw_mismatches.push_back(Mismatch{
-                        alloc_name(b.kind),
-                        e.op == 2 ? "realloc" : free_name(format::FreeKind(e.kind)), 0, b.site});
-                ++raw_mismatches[mt->second].count;
-            }
-            heap_change(e.ticks, -int64_t(b.size), b.site);
-            live.erase(found);
+    // One allocation or release, replayed in time order against the live blocks.
+    void replay_event(const MemoryEvent& e) {
+        memory.present = true;
+        if (e.op == 0) {
+            ++memory.allocations;
+            memory.bytes_allocated += e.size;
+            MemorySite& ms = raw_sites[e.site];
+            ++ms.allocations;
+            ms.bytes += e.size;
+            live.set(e.ptr, LiveBlock{e.size, e.site, format::AllocKind(e.kind)});
+            heap_change(e.ticks, int64_t(e.size), e.site);
+            return;
         }
-        for (auto& [id, q] : memory_queues) {
-            if (q.head == q.events.size()) {
-                q.events.clear();
-                q.head = 0;
-            } else if (q.head > q.events.size() / 2) {
-                q.events.erase(q.events.begin(), q.events.begin() + ptrdiff_t(q.head));
-                q.head = 0;
-            }
+        if (e.op == 1) ++memory.frees;
+        const LiveBlock* found = live.find(e.ptr);
+        if (!found) {
+            if (e.op == 1) ++memory.unknown_frees;
+            return;
         }
-        replayed_upto = std::max(replayed_upto, upto);
+        const LiveBlock& b = *found;
+        // realloc may only move what malloc and its kin allocated, not a new or new[] block.
+        bool realloc_of_new = e.op == 2 && (b.kind == format::AllocKind::kNew ||
+                                            b.kind == format::AllocKind::kNewArray);
+        if ((e.op == 1 && !matches(b.kind, format::FreeKind(e.kind))) || realloc_of_new) {
+            int release = e.op == 2 ? kReallocRelease : int(e.kind);
+            auto key = std::make_tuple(b.site, int(b.kind), release);
+            auto [mt, fresh] = mismatch_index.try_emplace(key, raw_mismatches.size());
+            if (fresh)
+                raw_mismatches.push_back(Mismatch{
+                    alloc_name(b.kind),
+                    e.op == 2 ? "realloc" : free_name(format::FreeKind(e.kind)), 0, b.site});
+            ++raw_mismatches[mt->second].count;
+        }
+        heap_change(e.ticks, -int64_t(b.size), b.site);
+        live.erase(found);
     }
 
     void on_stack(uint32_t id, uint32_t stack, const std::vector<uint64_t>& pcs) override {
@@ -639,11 +533,8 @@ struct ProfileBuilder::Impl : reader::EventSink {
 
     // End of one trace: leaks, the peak and its contributors, timelines.
     void finish_memory(const reader::TraceInfo& info) {
-        replay_memory(UINT64_MAX);
-        memory_queues.clear();
-        buffered = arrivals = 0;
-        replayed_upto = 0;
-        replay_at = kReplayBatch;
+        memory_replay.replay(UINT64_MAX, [&](const MemoryEvent& e) { replay_event(e); });
+        memory_replay.clear();
         double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
         uint64_t t0 = info.header.start_ticks;
         auto secs = [&](uint64_t t) { return t > t0 ? (t - t0) / tps : 0.0; };

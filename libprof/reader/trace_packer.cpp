@@ -7,7 +7,9 @@
 // thread from pointers alone; the first pass only has to hand over the exceptions, releases of
 // a block another thread allocated (or of a pointer reused meanwhile by another thread).
 #include "reader/trace_packer.hpp"
+#include "reader/address_map.hpp"
 #include "reader/cursor.hpp"
+#include "reader/time_order.hpp"
 #include "reader/trace_reader.hpp"
 
 #include <fmt/format.h>
@@ -18,11 +20,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
-#include <queue>
 #include <stdexcept>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <tuple>
 #include <unistd.h>
 #include <unordered_map>
 #include <vector>
@@ -49,61 +49,6 @@ uint64_t block_name(uint64_t stream, uint64_t ordinal) {
     return (stream << kOrdinalBits) | ordinal;
 }
 
-// Pointer -> number, for the passes' bookkeeping of live blocks: open addressing with linear
-// probing and backward-shift deletion, a few times faster than std::unordered_map on the tens of
-// millions of insertions and erasures of a large trace (its nodes are one allocation each). Key
-// 0 marks an empty slot: a null pointer is never allocated.
-class PointerMap {
-public:
-    // The value at `key`, or nullptr.
-    uint64_t* find(uint64_t key) {
-        if (!size_) return nullptr;
-        for (size_t i = slot(key);; i = (i + 1) & mask_) {
-            if (keys_[i] == key) return &values_[i];
-            if (!keys_[i]) return nullptr;
-        }
-    }
-    void set(uint64_t key, uint64_t value) {
-        if (2 * (size_ + 1) > keys_.size()) grow();
-        size_t i = slot(key);
-        while (keys_[i] && keys_[i] != key) i = (i + 1) & mask_;
-        if (!keys_[i]) ++size_;
-        keys_[i] = key;
-        values_[i] = value;
-    }
-    void erase(uint64_t* value) {
-        size_t i = size_t(value - values_.data());
-        // Moves back the entries after the hole that probing could not reach otherwise.
-        for (size_t j = (i + 1) & mask_; keys_[j]; j = (j + 1) & mask_) {
-            size_t home = slot(keys_[j]);
-            if (((j - home) & mask_) >= ((j - i) & mask_)) {
-                keys_[i] = keys_[j];
-                values_[i] = values_[j];
-                i = j;
-            }
-        }
-        keys_[i] = 0;
-        --size_;
-    }
-
-private:
-    std::vector<uint64_t> keys_, values_;
-    size_t mask_ = 0, size_ = 0;
-    size_t slot(uint64_t key) const {
-        return size_t((key * 0x9e3779b97f4a7c15ull) >> 20) & mask_; // allocator pointers: low bits alike
-    }
-    void grow() {
-        std::vector<uint64_t> keys = std::move(keys_), values = std::move(values_);
-        size_t n = keys.empty() ? 1024 : 2 * keys.size();
-        keys_.assign(n, 0);
-        values_.assign(n, 0);
-        mask_ = n - 1;
-        size_ = 0;
-        for (size_t i = 0; i < keys.size(); ++i)
-            if (keys[i]) set(keys[i], values[i]);
-    }
-};
-
 // What both passes know of one thread's allocations in its own order: how many blocks it has
 // allocated, how many releases it has made, and which of its own blocks each pointer was last
 // handed out for. A release is looked up here first; the first pass corrects the guesses that
@@ -111,7 +56,7 @@ private:
 struct OwnBlocks {
     uint64_t blocks = 0;
     uint64_t releases = 0;
-    PointerMap by_ptr; // pointer -> ordinal
+    AddressMap<uint64_t> by_ptr; // pointer -> ordinal
 
     uint64_t allocate(uint64_t ptr) {
         by_ptr.set(ptr, ++blocks);
@@ -180,7 +125,7 @@ private:
 // Pass 1: the releases whose block is not the one OwnBlocks guesses, with the true block
 // (block_name, 0 for none of the trace's blocks).
 class ReleaseMatcher : public EventSink {
-  public:
+public:
     Exceptions exceptions;
 
     void on_function(uint32_t, uint32_t, uint64_t) override {}
@@ -202,15 +147,14 @@ class ReleaseMatcher : public EventSink {
         if (old_ptr) released(stream, ticks, old_ptr);
         allocated(stream, ticks, ptr);
     }
-    // As the memory report: what is older than the chunk opened last, less a margin for the
-    // writers before 1.2, can be replayed.
     void on_chunk_done(uint64_t sync_ticks) override {
-        if (buffered_ >= (1u << 16) && sync_ticks > kMargin) replay(sync_ticks - kMargin);
+        replay_.chunk_done(sync_ticks, [&](const Event& e) { replayed(e); });
     }
-    void finish() { replay(UINT64_MAX); }
+    void finish() {
+        replay_.replay(UINT64_MAX, [&](const Event& e) { replayed(e); });
+    }
 
-  private:
-    static constexpr uint64_t kMargin = uint64_t(1) << 24;
+private:
     struct Event {
         uint64_t ticks, seq, ptr;
         uint64_t block; // allocations: block_name; releases: the stream's release number
@@ -218,58 +162,31 @@ class ReleaseMatcher : public EventSink {
         bool allocation;
         uint32_t stream;
     };
-    struct Queue {
-        std::vector<Event> events;
-        size_t head = 0;
-    };
     std::unordered_map<uint32_t, OwnBlocks> own_;
-    std::unordered_map<uint32_t, Queue> queues_;
-    PointerMap live_; // pointer -> block_name
-    uint64_t arrivals_ = 0, buffered_ = 0;
+    TimeOrderedReplay<Event> replay_; // the memory report's order
+    AddressMap<uint64_t> live_;       // pointer -> block_name
 
     void allocated(uint32_t stream, uint64_t ticks, uint64_t ptr) {
         uint64_t ordinal = own_[stream].allocate(ptr);
-        queues_[stream].events.push_back(
-            {ticks, arrivals_++, ptr, block_name(stream, ordinal), 0, true, stream});
-        ++buffered_;
+        replay_.push(stream, {ticks, 0, ptr, block_name(stream, ordinal), 0, true, stream});
     }
     void released(uint32_t stream, uint64_t ticks, uint64_t ptr) {
         OwnBlocks& own = own_[stream];
         uint64_t ordinal = own.release(ptr);
-        queues_[stream].events.push_back({ticks, arrivals_++, ptr, own.releases,
-                                          ordinal ? block_name(stream, ordinal) : 0, false, stream});
-        ++buffered_;
+        replay_.push(stream, {ticks, 0, ptr, own.releases,
+                              ordinal ? block_name(stream, ordinal) : 0, false, stream});
     }
-    // A merge of the thread queues by (time, arrival), the memory report's order.
-    void replay(uint64_t upto) {
-        using Head = std::tuple<uint64_t, uint64_t, Queue*>;
-        std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
-        auto push = [&](Queue& q) {
-            if (q.head < q.events.size() && q.events[q.head].ticks < upto)
-                heads.emplace(q.events[q.head].ticks, q.events[q.head].seq, &q);
-        };
-        for (auto& [id, q] : queues_) push(q);
-        while (!heads.empty()) {
-            Queue& q = *std::get<2>(heads.top());
-            heads.pop();
-            const Event e = q.events[q.head++];
-            --buffered_;
-            push(q);
-            if (e.allocation) {
-                live_.set(e.ptr, e.block);
-                continue;
-            }
-            uint64_t truth = 0;
-            if (uint64_t* found = live_.find(e.ptr)) {
-                truth = *found;
-                live_.erase(found);
-            }
-            if (truth != e.guess) exceptions.add(e.stream, e.block, truth);
+    void replayed(const Event& e) {
+        if (e.allocation) {
+            live_.set(e.ptr, e.block);
+            return;
         }
-        for (auto& [id, q] : queues_) {
-            q.events.erase(q.events.begin(), q.events.begin() + ptrdiff_t(q.head));
-            q.head = 0;
+        uint64_t truth = 0;
+        if (uint64_t* found = live_.find(e.ptr)) {
+            truth = *found;
+            live_.erase(found);
         }
+        if (truth != e.guess) exceptions.add(e.stream, e.block, truth);
     }
 };
 
@@ -281,7 +198,7 @@ struct Output {
 };
 
 class Packer {
-  public:
+public:
     Packer(const std::string& path, unsigned shift, Exceptions exceptions)
         : path_(path), shift_(shift), exceptions_(std::move(exceptions)) {}
 
@@ -379,7 +296,7 @@ class Packer {
         }
     }
 
-  private:
+private:
     std::string path_;
     unsigned shift_;
     Exceptions exceptions_;
