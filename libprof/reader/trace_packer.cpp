@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
@@ -381,7 +382,7 @@ struct Mapping {
     }
 };
 
-// The temporary file being written, for remove_partial_pack() (a signal handler's call).
+// The temporary file being written, for the handlers of remove_partial_pack_on_signals().
 char g_partial[4096];
 
 // The packed file under a temporary name of its own next to `out` (another profpack may be
@@ -464,8 +465,13 @@ private:
 
 } // namespace
 
-void remove_partial_pack() {
-    if (g_partial[0]) unlink(g_partial);
+void remove_partial_pack_on_signals() {
+    for (int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP})
+        std::signal(sig, [](int caught) {
+            if (g_partial[0]) unlink(g_partial); // async-signal-safe
+            std::signal(caught, SIG_DFL);
+            std::raise(caught);
+        });
 }
 
 PackResult pack_trace(const std::string& in, const std::string& out, const PackOptions& options) {

@@ -29,8 +29,9 @@ struct PackResult {
 // std::runtime_error when the output cannot be written (nothing is left behind then).
 PackResult pack_trace(const std::string& in, const std::string& out, const PackOptions& options);
 
-// Removes the packed file being written, if any: for a tool's handler of SIGINT and SIGTERM
-// (async-signal-safe; the input is never touched before the packed file is complete).
-void remove_partial_pack();
+// For tools that pack: SIGINT, SIGQUIT, SIGTERM and SIGHUP then remove the packed file being
+// written, if any, before they end the process as they would have (the trace is never touched
+// before its packed file is complete).
+void remove_partial_pack_on_signals();
 
 } // namespace prof::reader

@@ -52,13 +52,6 @@ bool same_file(const std::string& a, const std::string& b) {
            sa.st_ino == sb.st_ino;
 }
 
-// Interrupted, profpack removes the packed file it was writing; the trace is untouched.
-void on_signal(int sig) {
-    prof::reader::remove_partial_pack();
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -131,7 +124,7 @@ int main(int argc, char** argv) {
         log.error("--output takes one trace only");
         return 2;
     }
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_signal);
+    prof::reader::remove_partial_pack_on_signals();
     int status = 0;
     for (const std::string& trace : traces) {
         const std::string& out = output.empty() ? trace : output;

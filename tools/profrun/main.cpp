@@ -186,13 +186,6 @@ bool finished_trace(const std::string& path) {
     return !read || !prof::format::header_magic_ok(h) || (h.flags & prof::format::kFileFinished);
 }
 
-// Ctrl-C while profrun packs: the packed file being written goes, the trace stays as written.
-void on_signal_packing(int sig) {
-    prof::reader::remove_partial_pack();
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-}
-
 std::string list_some(const std::vector<std::string>& v, size_t shown = 4) {
     std::string s;
     for (size_t k = 0; k < v.size() && k < shown; ++k) s += (k ? ", " : "") + v[k];
@@ -355,7 +348,7 @@ int main(int argc, char** argv) {
         // A trace the process did not finish stays as written: its crash-safe form is the
         // record of what happened (profreport reads it; profpack refuses it). Ctrl-C stops
         // the packing again, and removes what it wrote; the traces stay as written.
-        for (int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP}) std::signal(sig, on_signal_packing);
+        prof::reader::remove_partial_pack_on_signals();
         std::vector<std::string> all = others;
         if (exists(output)) all.insert(all.begin(), output);
         for (const std::string& t : all) {
