@@ -230,11 +230,6 @@ PROF_NOINSTR void settle(ThreadState& s) {
     s.state = kActive;
 }
 
-PROF_NOINSTR bool ensure_bytes(ThreadState& s, uint64_t& now, size_t n) {
-    if (s.w.end - s.w.cursor >= ptrdiff_t(n)) return true;
-    return refill_event(s, now);
-}
-
 // A LineStats record (format 1.1) of `a` at `site` for `stream` (0: the stream it is written
 // in) into `out`, which has room for 96 bytes. Returns its end.
 PROF_NOINSTR uint8_t* line_stats_record(uint8_t* out, uint32_t stream, const prof_site* site,

@@ -342,8 +342,8 @@ __attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, ui
     return id;
 }
 
-PROF_NOINSTR uint8_t* put_ptr(ThreadState& s, uint8_t* q, uintptr_t ptr) {
-    q = put_sleb(q, int64_t(ptr - s.w.last_ptr));
+PROF_NOINSTR inline uint8_t* put_ptr(ThreadState& s, uint8_t* q, uintptr_t ptr) {
+    q = put_sleb_fast(q, int64_t(ptr - s.w.last_ptr));
     s.w.last_ptr = ptr;
     return q;
 }
@@ -363,8 +363,11 @@ PROF_NOINSTR inline bool begin(ThreadState& s) {
     return true;
 }
 
-PROF_NOINSTR void maybe_sample_rss(ThreadState& s, uint64_t& now) {
-    if (now < s.next_rss_ticks || !g_options.mem_rss_interval_ms) return;
+__attribute__((noinline)) PROF_NOINSTR void sample_rss(ThreadState& s, uint64_t& now) {
+    if (!g_options.mem_rss_interval_ms) {
+        s.next_rss_ticks = UINT64_MAX; // sampling is off: no second call
+        return;
+    }
     s.next_rss_ticks = now + uint64_t(g_options.mem_rss_interval_ms) * ticks_per_ms();
     uint64_t rss = rss_bytes_now();
     if (!rss || !ensure_bytes(s, now, 32)) return;
@@ -373,6 +376,16 @@ PROF_NOINSTR void maybe_sample_rss(ThreadState& s, uint64_t& now) {
     q = put_uleb(q, rss);
     close_small(s, q);
     commit(s.w);
+}
+
+PROF_NOINSTR inline void maybe_sample_rss(ThreadState& s, uint64_t& now) {
+    if (PROF_UNLIKELY(now >= s.next_rss_ticks)) sample_rss(s, now);
+}
+
+// The stack of the current allocation (see current_stack), without a call when the call
+// profiler's shadow stack describes it.
+PROF_NOINSTR inline uint32_t stack_of_allocation(ThreadState& s, uint64_t& now) {
+    return s.depth ? 0 : current_stack(s, now);
 }
 
 } // namespace
@@ -384,6 +397,9 @@ using namespace prof::rt;
 
 extern "C" int prof_heap_tracking; // sites.cpp
 
+// The room each record asks of ensure_bytes covers its longest encoding plus the 8-byte store of
+// the fast LEB128 writers at its last field.
+
 // One allocation of `size` bytes at `ptr` (kind: format::AllocKind).
 PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_t usable) {
     ThreadState& s = prof_tls;
@@ -392,13 +408,13 @@ PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_
     int saved = errno;
     uint64_t now = now_ticks();
     maybe_sample_rss(s, now);
-    uint32_t stack = current_stack(s, now);
+    uint32_t stack = stack_of_allocation(s, now);
     if (ensure_bytes(s, now, 48)) {
         uint8_t* q = open_small(s, Tag::kAlloc);
-        q = put_uleb(q, take_delta(s.w, now));
+        q = put_uleb_fast(q, take_delta(s.w, now));
         q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
-        q = put_uleb(q, size);
-        q = put_uleb(q, stack);
+        q = put_uleb_fast(q, size);
+        q = put_uleb_fast(q, stack);
         *q++ = uint8_t(kind);
         close_small(s, q);
         commit(s.w);
@@ -416,7 +432,7 @@ PROF_API void prof_mem_record_free(void* ptr, unsigned kind, size_t usable) {
     uint64_t now = now_ticks();
     if (ensure_bytes(s, now, 32)) {
         uint8_t* q = open_small(s, Tag::kFree);
-        q = put_uleb(q, take_delta(s.w, now));
+        q = put_uleb_fast(q, take_delta(s.w, now));
         q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
         *q++ = uint8_t(kind);
         close_small(s, q);
@@ -434,14 +450,14 @@ PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t 
     int saved = errno;
     uint64_t now = now_ticks();
     maybe_sample_rss(s, now);
-    uint32_t stack = current_stack(s, now);
+    uint32_t stack = stack_of_allocation(s, now);
     if (ensure_bytes(s, now, 56)) {
         uint8_t* q = open_small(s, Tag::kRealloc);
-        q = put_uleb(q, take_delta(s.w, now));
+        q = put_uleb_fast(q, take_delta(s.w, now));
         q = put_ptr(s, q, reinterpret_cast<uintptr_t>(old));
         q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
-        q = put_uleb(q, size);
-        q = put_uleb(q, stack);
+        q = put_uleb_fast(q, size);
+        q = put_uleb_fast(q, stack);
         close_small(s, q);
         commit(s.w);
     }
