@@ -293,10 +293,19 @@ PROF_NOINSTR inline void close_small(ThreadState& s, uint8_t* end) {
     s.w.cursor = end;
 }
 
+// errno as the caller left it, whatever the system calls in between do to it.
+struct KeepErrno {
+    int saved = errno;
+    PROF_NOINSTR ~KeepErrno() { errno = saved; }
+};
+
 // The stack id of the current allocation: 0 when the call profiler's shadow stack describes
-// it, else the id of the unwound stack (written to the stream the first time).
+// it, else the id of the unwound stack (written to the stream the first time). The other
+// paths of an allocation record keep errno in what they call (refill, rss_bytes_now); this one
+// keeps it here, for the unwinders and a new stack's tables, locks and symbol notes.
 __attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, uint64_t& now) {
     if (s.depth) return 0;
+    KeepErrno keep;
     uintptr_t pcs[kMaxFrames];
     bool dwarf = g_options.mem_unwind_dwarf;
     uint32_t n = dwarf ? unwind_frames(s, pcs) : walk_frames(s, pcs);
@@ -405,7 +414,6 @@ PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_
     ThreadState& s = prof_tls;
     if (!ptr || !begin(s)) return;
     s.heap_bytes += int64_t(usable);
-    int saved = errno;
     uint64_t now = now_ticks();
     maybe_sample_rss(s, now);
     uint32_t stack = stack_of_allocation(s, now);
@@ -419,7 +427,6 @@ PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_
         close_small(s, q);
         commit(s.w);
     }
-    errno = saved;
     s.state = kActive;
 }
 
@@ -447,7 +454,6 @@ PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t 
     ThreadState& s = prof_tls;
     if (!ptr || !begin(s)) return;
     s.heap_bytes += int64_t(usable) - int64_t(old_usable);
-    int saved = errno;
     uint64_t now = now_ticks();
     maybe_sample_rss(s, now);
     uint32_t stack = stack_of_allocation(s, now);
@@ -461,7 +467,6 @@ PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t 
         close_small(s, q);
         commit(s.w);
     }
-    errno = saved;
     s.state = kActive;
 }
 

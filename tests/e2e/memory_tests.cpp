@@ -373,6 +373,31 @@ TEST_CASE("PROF_MEM_UNWIND=dwarf: the same exact counts, deeper stacks") {
     CHECK(sites_through(m, "leaky()").leaked_bytes == 2000);
 }
 
+TEST_CASE("allocation functions keep errno: unwound stacks, DWARF stacks, shadow-stack stacks") {
+    struct Variant {
+        const char* name;
+        const char* program;
+        const char* unwind;
+    };
+    for (Variant v : {Variant{"fp", PROF_TEST_ERRNO_KEPT, "fp"},
+                      Variant{"dwarf", PROF_TEST_ERRNO_KEPT, "dwarf"},
+                      Variant{"shadow", PROF_TEST_ERRNO_KEPT_INSTRUMENTED, "fp"}}) {
+        CAPTURE(v.name);
+        std::string trace = temp_path(std::string("errno-") + v.name + ".trace");
+        auto r = run({PROFRUN, "--mem", "--no-pack", "-q", "-o", trace, "--", v.program},
+                     {{"PROF_MEM_UNWIND", v.unwind},
+                      {"PROF_MEM_RSS_INTERVAL", "1"},
+                      {"PROF_CHUNK_SIZE", "65536"}});
+        REQUIRE(r.exit_code == 0);
+        CHECK(r.out == "calls=630008 errno_changed=0\n");
+        // Recorded, not passed through: 60000 + 4 * 7500 passes of three allocations and
+        // three releases each (malloc, realloc, new[], calloc; realloc's old block, free,
+        // delete[], free), plus each thread's first block.
+        analysis::MemoryReport m = memory_of(trace);
+        CHECK(sites_through(m, "allocate_at").allocations == 4 * 90000);
+    }
+}
+
 #ifdef PROF_SANITIZER_BUILD
 TEST_SUITE_END();
 #endif
