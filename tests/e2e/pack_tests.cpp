@@ -141,6 +141,26 @@ TEST_CASE("profrun --mem packs the trace; --no-pack keeps it as written") {
     CHECK((st.st_mode & 0777) == 0600); // as the runtime created it
     CHECK(summary_counts(report(packed, {"--memory", "--format", "json"})) ==
           summary_counts(report(kept, {"--memory", "--format", "json"})));
+
+    // --exact-times: packed with times to the tick (memory_time_shift 0).
+    std::string exact = temp_path("pack-exact.trace");
+    REQUIRE(
+        run({PROFRUN, "--mem", "--exact-times", "-q", "-o", exact, "--", PROF_TEST_ALLOC_PATTERN})
+            .exit_code == 0);
+    prof::format::FileHeader h{};
+    std::string bytes = slurp(exact);
+    REQUIRE(bytes.size() >= sizeof h);
+    std::memcpy(&h, bytes.data(), sizeof h);
+    CHECK((h.flags & prof::format::kFilePacked) != 0);
+    CHECK(h.memory_time_shift == 0);
+    h = {};
+    std::memcpy(&h, slurp(packed).data(), sizeof h);
+    CHECK(h.memory_time_shift > 0);
+    auto contradiction = run({PROFRUN, "--mem", "--no-pack", "--exact-times", "-q", "-o",
+                              temp_path("pack-never.trace"), "--", PROF_TEST_ALLOC_PATTERN});
+    CHECK(contradiction.exit_code == 2);
+    CHECK(contradiction.err.find("--exact-times") != std::string::npos);
+    CHECK(!std::filesystem::exists(temp_path("pack-never.trace")));
 }
 
 #ifdef PROF_SANITIZER_BUILD

@@ -43,6 +43,8 @@ options:
       --pack, --no-pack     after the run, pack each finished trace (profpack: several times
                             smaller; memory times kept to 4 us), or keep it as written;
                             default: pack with --mem
+      --exact-times         pack with memory times to the tick (profpack --exact-times);
+                            every report then reads as on the trace as written
       --preload             load libprof.so into COMMAND with LD_PRELOAD
       --exclude GLOBS       do not record functions whose symbol matches one of the
                             comma-separated globs (PROF_EXCLUDE)
@@ -200,6 +202,7 @@ int main(int argc, char** argv) {
     std::string output;
     bool force = false, preload = false, quiet = false, mem = false;
     int pack = -1; // -1: with --mem
+    prof::reader::PackOptions pack_options;
     int i = 1;
     auto value = [&](const char* opt) -> const char* {
         if (i + 1 >= argc) {
@@ -231,6 +234,8 @@ int main(int argc, char** argv) {
             mem = true;
         else if (a == "--pack" || a == "--no-pack")
             pack = a == "--pack";
+        else if (a == "--exact-times")
+            pack_options.exact_times = true;
         else if (a == "-q" || a == "--quiet")
             quiet = true;
         else if (a == "--exclude")
@@ -254,6 +259,10 @@ int main(int argc, char** argv) {
     }
     if (i >= argc) {
         log.error("no command given (see profrun --help)");
+        return 2;
+    }
+    if (pack_options.exact_times && pack == 0) {
+        log.error("--exact-times is an option of the packing, and --no-pack turns it off");
         return 2;
     }
     if (output.empty()) output = basename_of(argv[i]) + ".trace";
@@ -358,7 +367,7 @@ int main(int argc, char** argv) {
                 log.info(fmt::format("packing {} ({})", t,
                                      prof::analysis::format_bytes(double(st.st_size))));
             try {
-                prof::reader::PackResult r = prof::reader::pack_trace(t, t, {});
+                prof::reader::PackResult r = prof::reader::pack_trace(t, t, pack_options);
                 if (!quiet)
                     log.info(fmt::format("packed {}: {} -> {} (profpack)", t,
                                          prof::analysis::format_bytes(double(r.bytes_in)),
