@@ -36,16 +36,16 @@ struct Cursor {
         p += 8;
         return v;
     }
-    int64_t sleb() {
-        int64_t v = 0;
+    int64_t sleb() { // in unsigned arithmetic: the sign extension of a 9-byte value is 1 << 63
+        uint64_t v = 0;
         unsigned shift = 0;
         for (; shift < 64; shift += 7) {
             if (p == end) return ok = false, 0;
             uint8_t b = *p++;
-            v |= int64_t(b & 0x7f) << shift;
+            v |= uint64_t(b & 0x7f) << shift;
             if (!(b & 0x80)) {
-                if (shift + 7 < 64 && (b & 0x40)) v |= -(int64_t(1) << (shift + 7));
-                return v;
+                if (shift + 7 < 64 && (b & 0x40)) v |= ~uint64_t(0) << (shift + 7);
+                return int64_t(v);
             }
         }
         return ok = false, 0;
