@@ -6,11 +6,11 @@
 //   branchy's PROF_FUNCTION     3 hits
 //   the sleeping line           5 hits, ~50 ms
 //   scopes: outer 1, inner 1 (inside outer), in nested(), which main calls once
-// Prints a checksum so that a -DPROF_DISABLE build can be compared with the others.
-#include <prof/prof.hpp>
-
+// Prints a checksum (compared with a -DPROF_DISABLE build); sleepy()'s wall time: main.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <prof/prof.hpp>
 #include <thread>
 
 __attribute__((noinline)) int branchy(int n) {
@@ -58,7 +58,15 @@ int main(int argc, char** argv) {
     t1.join();
     t2.join();
     int c = branchy(1000);
+    // With LINES_TIME_SLEEPY set, the sleeping loop's own wall time goes to stderr: the bound
+    // of its line's time in the trace, however late a loaded machine wakes the sleeps.
+    auto before = std::chrono::steady_clock::now();
     sleepy();
+    auto slept = std::chrono::steady_clock::now() - before;
+    if (std::getenv("LINES_TIME_SLEEPY"))
+        std::fprintf(stderr, "sleepy_ns=%lld\n",
+                     static_cast<long long>(
+                         std::chrono::duration_cast<std::chrono::nanoseconds>(slept).count()));
     long n = nested();
     std::printf("%d %d %d %ld\n", a, b, c, n);
     return 0;
