@@ -76,19 +76,35 @@ struct StreamResult {
 
 } // namespace
 
-const char* alloc_name(format::AllocKind k) {
+// An operator new or delete form's std::align_val_t (format 1.4), as log2 + 1: 0 = none.
+uint8_t alignment_code(uint64_t alignment) {
+    return alignment ? uint8_t(std::min(__builtin_ctzll(alignment) + 1, 64)) : 0;
+}
+
+// The operator's name with its alignment argument, as the program wrote it:
+// new(std::align_val_t(64)).
+std::string with_alignment(const char* name, uint8_t code) {
+    if (!code) return name;
+    return fmt::format("{}(std::align_val_t({}))", name, uint64_t(1) << (code - 1));
+}
+
+std::string alloc_name(format::AllocKind k, uint8_t alignment) {
     switch (k) {
-    case format::AllocKind::kNew: return "new";
-    case format::AllocKind::kNewArray: return "new[]";
+    case format::AllocKind::kNew:
+        return with_alignment("new", alignment);
+    case format::AllocKind::kNewArray:
+        return with_alignment("new[]", alignment);
     case format::AllocKind::kAligned: return "aligned_alloc";
     default: return "malloc";
     }
 }
 
-const char* free_name(format::FreeKind k) {
+std::string free_name(format::FreeKind k, uint8_t alignment) {
     switch (k) {
-    case format::FreeKind::kDelete: return "delete";
-    case format::FreeKind::kDeleteArray: return "delete[]";
+    case format::FreeKind::kDelete:
+        return with_alignment("delete", alignment);
+    case format::FreeKind::kDeleteArray:
+        return with_alignment("delete[]", alignment);
     default: return "free";
     }
 }
@@ -109,6 +125,7 @@ struct LiveBlock {
     uint64_t size;
     size_t site;
     format::AllocKind kind;
+    uint8_t alignment; // alignment_code of an operator new form with std::align_val_t
 };
 
 // The blocks live at a point of the replay, by address.
@@ -378,6 +395,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
         size_t site;     // allocations
         uint8_t op;      // 0 allocation, 1 free, 2 release by realloc
         uint8_t kind;    // AllocKind or FreeKind
+        uint8_t alignment = 0; // alignment_code (operator new and delete with std::align_val_t)
     };
     reader::TimeOrderedReplay<MemoryEvent> memory_replay;
 
@@ -450,17 +468,20 @@ struct ProfileBuilder::Impl : reader::EventSink {
     }
 
     void on_alloc(uint32_t id, uint64_t ticks, uint64_t ptr, uint64_t size, uint32_t stack,
-                  format::AllocKind kind) override {
+                  format::AllocKind kind, uint64_t alignment) override {
         StreamResult& s = stream(id);
         size_t site = site_of(s, stack, ticks);
-        buffer_event(id, MemoryEvent{ticks, 0, ptr, size, site, 0, uint8_t(kind)});
+        buffer_event(id, MemoryEvent{ticks, 0, ptr, size, site, 0, uint8_t(kind),
+                                     alignment_code(alignment)});
         s.last_alloc = ptr;
         s.last_alloc_site = site;
     }
-    void on_free(uint32_t id, uint64_t ticks, uint64_t ptr, format::FreeKind kind) override {
+    void on_free(uint32_t id, uint64_t ticks, uint64_t ptr, format::FreeKind kind,
+                 uint64_t alignment) override {
         StreamResult& s = stream(id);
         note_temporary_on_free(s, ptr, true);
-        buffer_event(id, MemoryEvent{ticks, 0, ptr, 0, 0, 1, uint8_t(kind)});
+        buffer_event(id,
+                     MemoryEvent{ticks, 0, ptr, 0, 0, 1, uint8_t(kind), alignment_code(alignment)});
     }
     void on_realloc(uint32_t id, uint64_t ticks, uint64_t old_ptr, uint64_t ptr, uint64_t size,
                     uint32_t stack) override {
@@ -491,7 +512,7 @@ struct ProfileBuilder::Impl : reader::EventSink {
             MemorySite& ms = raw_sites[e.site];
             ++ms.allocations;
             ms.bytes += e.size;
-            live.set(e.ptr, LiveBlock{e.size, e.site, format::AllocKind(e.kind)});
+            live.set(e.ptr, LiveBlock{e.size, e.site, format::AllocKind(e.kind), e.alignment});
             heap_change(e.ticks, int64_t(e.size), e.site);
             return;
         }
@@ -505,14 +526,19 @@ struct ProfileBuilder::Impl : reader::EventSink {
         // realloc may only move what malloc and its kin allocated, not a new or new[] block.
         bool realloc_of_new = e.op == 2 && (b.kind == format::AllocKind::kNew ||
                                             b.kind == format::AllocKind::kNewArray);
-        if ((e.op == 1 && !matches(b.kind, format::FreeKind(e.kind))) || realloc_of_new) {
-            int release = e.op == 2 ? kReallocRelease : int(e.kind);
-            auto key = std::make_tuple(b.site, int(b.kind), release);
+        // An operator new form with std::align_val_t is released by the delete form with the
+        // same alignment, and only by it (C++17 [new.delete]).
+        bool mismatched_free =
+            e.op == 1 && (!matches(b.kind, format::FreeKind(e.kind)) || b.alignment != e.alignment);
+        if (mismatched_free || realloc_of_new) {
+            int release = e.op == 2 ? kReallocRelease : int(e.kind) | e.alignment << 8;
+            auto key = std::make_tuple(b.site, int(b.kind) | b.alignment << 8, release);
             auto [mt, fresh] = mismatch_index.try_emplace(key, raw_mismatches.size());
             if (fresh)
                 raw_mismatches.push_back(Mismatch{
-                    alloc_name(b.kind),
-                    e.op == 2 ? "realloc" : free_name(format::FreeKind(e.kind)), 0, b.site});
+                    alloc_name(b.kind, b.alignment),
+                    e.op == 2 ? "realloc" : free_name(format::FreeKind(e.kind), e.alignment), 0,
+                    b.site});
             ++raw_mismatches[mt->second].count;
         }
         heap_change(e.ticks, -int64_t(b.size), b.site);

@@ -98,7 +98,7 @@ struct MemorySite {
 
 struct Mismatch {
     // "malloc"/"new"/"new[]"/"aligned_alloc"; "free"/"delete"/"delete[]", or "realloc" (of a new
-    // or new[] block)
+    // or new[] block). The forms with an alignment name it: "new(std::align_val_t(64))".
     std::string allocated_with, freed_with;
     uint64_t count = 0;
     size_t site = 0; // where the block was allocated

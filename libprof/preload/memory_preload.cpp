@@ -140,9 +140,20 @@ PROF_NOINSTR size_t usable(void* p) {
                : 0;
 }
 
-PROF_NOINSTR void* record(void* p, size_t n, AllocKind kind, bool outer) {
-    if (outer && p) prof_mem_record_alloc(p, n, unsigned(kind), usable(p));
+// The memory core's `kind` argument: the kind, and for the forms with std::align_val_t the
+// alignment's log2 plus one in the second byte (an alignment is a power of two).
+PROF_NOINSTR unsigned with_alignment(unsigned kind, std::align_val_t a) {
+    auto v = static_cast<size_t>(a);
+    return v ? kind | (unsigned(__builtin_ctzll(v)) + 1) << 8 : kind;
+}
+
+PROF_NOINSTR void* record(void* p, size_t n, unsigned kind, bool outer) {
+    if (outer && p) prof_mem_record_alloc(p, n, kind, usable(p));
     return p;
+}
+
+PROF_NOINSTR void* record(void* p, size_t n, AllocKind kind, bool outer) {
+    return record(p, n, unsigned(kind), outer);
 }
 
 // ---- the profiler's own libstdc++ ---------------------------------------------------------------
@@ -355,7 +366,7 @@ PROF_NOINSTR void release_aligned(void* p, FreeKind kind, std::align_val_t a, De
     if (!p || in_arena(p)) return;
     ready();
     Outermost o;
-    if (o.outer) prof_mem_record_free(p, unsigned(kind), usable(p));
+    if (o.outer) prof_mem_record_free(p, with_alignment(unsigned(kind), a), usable(p));
     if (with) with(p, a);
     else real.free(p);
 }
@@ -382,16 +393,17 @@ PROF_CXX void* operator new[](size_t n, const std::nothrow_t& t) noexcept {
                   AllocKind::kNewArray);
 }
 PROF_CXX void* operator new(size_t n, std::align_val_t a) {
-    PROF_NEW_BODY(real.new_align(n, a), AllocKind::kNew);
+    PROF_NEW_BODY(real.new_align(n, a), with_alignment(unsigned(AllocKind::kNew), a));
 }
 PROF_CXX void* operator new[](size_t n, std::align_val_t a) {
-    PROF_NEW_BODY(real.new_array_align(n, a), AllocKind::kNewArray);
+    PROF_NEW_BODY(real.new_array_align(n, a), with_alignment(unsigned(AllocKind::kNewArray), a));
 }
 PROF_CXX void* operator new(size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
-    PROF_NEW_BODY(real.new_align_nothrow(n, a, t), AllocKind::kNew);
+    PROF_NEW_BODY(real.new_align_nothrow(n, a, t), with_alignment(unsigned(AllocKind::kNew), a));
 }
 PROF_CXX void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
-    PROF_NEW_BODY(real.new_array_align_nothrow(n, a, t), AllocKind::kNewArray);
+    PROF_NEW_BODY(real.new_array_align_nothrow(n, a, t),
+                  with_alignment(unsigned(AllocKind::kNewArray), a));
 }
 
 PROF_CXX void operator delete(void* p) noexcept { release(p, FreeKind::kDelete, real.delete_); }

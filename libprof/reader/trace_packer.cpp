@@ -1,4 +1,4 @@
-// profpack: a finished trace rewritten in the packed form (format 2.0).
+// profpack: a finished trace rewritten in the packed form (format 2.1).
 //
 // Two passes. The first reads the trace through TraceReader and replays its allocations and
 // releases in time order, as the memory report does, to learn which block every release
@@ -137,10 +137,11 @@ public:
     void on_abandon(uint32_t, uint32_t, uint64_t) override {}
 
     void on_alloc(uint32_t stream, uint64_t ticks, uint64_t ptr, uint64_t, uint32_t,
-                  format::AllocKind) override {
+                  format::AllocKind, uint64_t) override {
         allocated(stream, ticks, ptr);
     }
-    void on_free(uint32_t stream, uint64_t ticks, uint64_t ptr, format::FreeKind) override {
+    void on_free(uint32_t stream, uint64_t ticks, uint64_t ptr, format::FreeKind,
+                 uint64_t) override {
         released(stream, ticks, ptr);
     }
     void on_realloc(uint32_t stream, uint64_t ticks, uint64_t old_ptr, uint64_t ptr, uint64_t,
@@ -334,13 +335,24 @@ private:
                 out.uleb(block ? own_blocks.blocks - (block & own_mask) + 1 + extra : extra ? 1 : 0);
             }
         };
+        // The alignment of an operator new or delete form (1.4): a MemAligned record first.
+        auto aligned = [&](uint64_t alignment) {
+            if (!alignment) return;
+            Output payload;
+            payload.uleb(alignment);
+            out.u8(uint8_t(Tag::kMemAligned));
+            out.uleb(payload.b.size());
+            out.bytes(payload.b.data(), payload.b.size());
+        };
         if (tag == Tag::kAlloc) {
             last_ptr += uint64_t(m.sleb());
             uint64_t size = m.uleb();
             uint64_t stack = m.uleb();
             uint8_t kind = m.u8();
+            uint64_t alignment = m.p < m.end ? m.uleb() : 0;
             if (!m.ok || kind < 1 || kind > 4 || stack > UINT32_MAX) return; // ignored by readers
             own_blocks.allocate(last_ptr);
+            aligned(alignment);
             out.u8(uint8_t(uint8_t(Tag::kMemAlloc) + kind - 1));
             rounded(dt);
             out.uleb(size);
@@ -348,7 +360,9 @@ private:
         } else if (tag == Tag::kFree) {
             last_ptr += uint64_t(m.sleb());
             uint8_t kind = m.u8();
+            uint64_t alignment = m.p < m.end ? m.uleb() : 0;
             if (!m.ok || kind < 1 || kind > 3) return;
+            aligned(alignment);
             release(last_ptr, uint8_t(uint8_t(Tag::kMemFree) + kind - 1),
                     uint8_t(uint8_t(Tag::kMemFreeRemote) + kind - 1), 0);
         } else {

@@ -43,6 +43,7 @@ struct TraceReader::StreamState {
     uint32_t functions = 0; // stream-local indices defined so far
     bool ended = false;
     uint64_t blocks = 0; // packed files (2.0): blocks allocated so far
+    uint64_t next_alignment = 0; // packed files (2.1): a MemAligned record's, for the next one
 };
 
 TraceReader::TraceReader(std::string path) {
@@ -395,6 +396,11 @@ bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
                 if (!c.ok || !c.has(n)) return fail(rec, "sized record runs past its chunk");
                 Cursor m{c.p, c.p + n};
                 c.p += n;
+                if (tag == Tag::kMemAligned && packed_) {
+                    st.next_alignment = m.uleb();
+                    if (!m.ok) return fail(rec, "malformed MemAligned record");
+                    break;
+                }
                 if (!memory_record(tag, m, stream, ticks, last_ptr, sink))
                     sized_record(uint8_t(tag), m.p, n, stream, offset + uint64_t(rec - p));
                 if (!m.ok) return fail(rec, fmt::format("malformed record 0x{:02x}", uint8_t(tag)));
@@ -563,8 +569,10 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
         uint64_t size = m.uleb();
         uint64_t stack = m.uleb();
         uint8_t kind = m.u8();
+        uint64_t alignment = m.p < m.end ? m.uleb() : 0; // 1.4
         if (m.ok && sink && kind >= 1 && kind <= 4 && stack <= UINT32_MAX)
-            sink->on_alloc(stream, ticks, ptr, size, uint32_t(stack), format::AllocKind(kind));
+            sink->on_alloc(stream, ticks, ptr, size, uint32_t(stack), format::AllocKind(kind),
+                           alignment);
         ++info_.memory_records;
         return true;
     }
@@ -572,7 +580,9 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
         ticks += m.uleb();
         uint64_t ptr = apply_delta(last_ptr, m.sleb());
         uint8_t kind = m.u8();
-        if (m.ok && sink && kind >= 1 && kind <= 3) sink->on_free(stream, ticks, ptr, format::FreeKind(kind));
+        uint64_t alignment = m.p < m.end ? m.uleb() : 0; // 1.4
+        if (m.ok && sink && kind >= 1 && kind <= 3)
+            sink->on_free(stream, ticks, ptr, format::FreeKind(kind), alignment);
         ++info_.memory_records;
         return true;
     }
@@ -637,6 +647,8 @@ bool TraceReader::packed_memory_record(uint8_t tag, Cursor& c, StreamState& st, 
         return s >= 1 && s <= UINT32_MAX && ordinal >= 1 && ordinal < (uint64_t(1) << kOrdinalBits);
     };
     uint64_t ptr = 0;
+    uint64_t alignment = st.next_alignment; // of a MemAligned record just before (2.1)
+    st.next_alignment = 0;
     if (tag >= uint8_t(Tag::kMemAlloc) && tag < uint8_t(Tag::kMemFree)) {
         uint64_t size = c.uleb();
         uint64_t stack = c.uleb();
@@ -644,7 +656,7 @@ bool TraceReader::packed_memory_record(uint8_t tag, Cursor& c, StreamState& st, 
         ++info_.memory_records;
         ptr = name(stream, ++st.blocks);
         auto kind = format::AllocKind(tag - uint8_t(Tag::kMemAlloc) + 1);
-        if (sink) sink->on_alloc(stream, ticks, ptr, size, uint32_t(stack), kind);
+        if (sink) sink->on_alloc(stream, ticks, ptr, size, uint32_t(stack), kind, alignment);
         return true;
     }
     if (tag >= uint8_t(Tag::kMemFree) && tag < uint8_t(Tag::kMemRealloc)) {
@@ -659,7 +671,7 @@ bool TraceReader::packed_memory_record(uint8_t tag, Cursor& c, StreamState& st, 
         }
         if (!c.ok || !ok) return false;
         ++info_.memory_records;
-        if (sink) sink->on_free(stream, ticks, ptr, kind);
+        if (sink) sink->on_free(stream, ticks, ptr, kind, alignment);
         return true;
     }
     uint64_t old_ptr = 0;

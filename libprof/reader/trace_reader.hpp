@@ -160,9 +160,13 @@ public:
     virtual void on_abandon(uint32_t stream, uint32_t frames, uint64_t ticks) = 0;
     virtual void on_thread_begin(uint32_t /*stream*/, uint64_t /*ticks*/) {}
     // Memory profiler records (format 1.1). `stack` 0 = the thread's current call path.
+    // `alignment`: the std::align_val_t of an operator new or delete form that takes one
+    // (format 1.4), else 0.
     virtual void on_alloc(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*ptr*/,
-                          uint64_t /*size*/, uint32_t /*stack*/, format::AllocKind) {}
-    virtual void on_free(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*ptr*/, format::FreeKind) {}
+                          uint64_t /*size*/, uint32_t /*stack*/, format::AllocKind,
+                          uint64_t /*alignment*/) {}
+    virtual void on_free(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*ptr*/,
+                         format::FreeKind, uint64_t /*alignment*/) {}
     virtual void on_realloc(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*old_ptr*/,
                             uint64_t /*ptr*/, uint64_t /*size*/, uint32_t /*stack*/) {}
     virtual void on_stack(uint32_t /*stream*/, uint32_t /*id*/, const std::vector<uint64_t>& /*pcs*/) {}

@@ -409,7 +409,16 @@ extern "C" int prof_heap_tracking; // sites.cpp
 // The room each record asks of ensure_bytes covers its longest encoding plus the 8-byte store of
 // the fast LEB128 writers at its last field.
 
-// One allocation of `size` bytes at `ptr` (kind: format::AllocKind).
+// `kind` of prof_mem_record_alloc and prof_mem_record_free: the format's AllocKind or FreeKind
+// in its low byte, and for the operator new and delete forms with std::align_val_t, log2 of the
+// alignment plus one in the next byte (the record's `alignment` field, format 1.4).
+static PROF_NOINSTR inline uint8_t* put_alignment(uint8_t* q, unsigned kind) {
+    unsigned log2_plus_one = (kind >> 8) & 0xff;
+    if (PROF_LIKELY(!log2_plus_one)) return q;
+    return put_uleb_fast(q, uint64_t(1) << ((log2_plus_one - 1) & 63));
+}
+
+// One allocation of `size` bytes at `ptr` (kind: format::AllocKind, see put_alignment).
 PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_t usable) {
     ThreadState& s = prof_tls;
     if (!ptr || !begin(s)) return;
@@ -417,13 +426,14 @@ PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_
     uint64_t now = now_ticks();
     maybe_sample_rss(s, now);
     uint32_t stack = stack_of_allocation(s, now);
-    if (ensure_bytes(s, now, 48)) {
+    if (ensure_bytes(s, now, 56)) {
         uint8_t* q = open_small(s, Tag::kAlloc);
         q = put_uleb_fast(q, take_delta(s.w, now));
         q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
         q = put_uleb_fast(q, size);
         q = put_uleb_fast(q, stack);
         *q++ = uint8_t(kind);
+        q = put_alignment(q, kind);
         close_small(s, q);
         commit(s.w);
     }
@@ -437,11 +447,12 @@ PROF_API void prof_mem_record_free(void* ptr, unsigned kind, size_t usable) {
     if (!ptr || !begin(s)) return;
     s.heap_bytes -= int64_t(usable);
     uint64_t now = now_ticks();
-    if (ensure_bytes(s, now, 32)) {
+    if (ensure_bytes(s, now, 40)) {
         uint8_t* q = open_small(s, Tag::kFree);
         q = put_uleb_fast(q, take_delta(s.w, now));
         q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
         *q++ = uint8_t(kind);
+        q = put_alignment(q, kind);
         close_small(s, q);
         commit(s.w);
     }

@@ -398,6 +398,34 @@ TEST_CASE("allocation functions keep errno: unwound stacks, DWARF stacks, shadow
     }
 }
 
+TEST_CASE(
+    "operator new and delete with std::align_val_t: a release of another alignment is a mismatch") {
+    // Raw (format 1.4: the records' alignment field) and packed (2.1: MemAligned records).
+    for (const char* packing : {"--no-pack", "--pack"}) {
+        CAPTURE(packing);
+        std::string trace = temp_path(std::string("aligned") + packing + ".trace");
+        auto r = run({PROFRUN, "--mem", packing, "-q", "-o", trace, "--", PROF_TEST_ALIGNED_PAIRS});
+        REQUIRE(r.exit_code == 0);
+        CHECK(r.out == "done\n");
+        auto json = run({PROFREPORT, "--memory", "--format", "json", trace});
+        REQUIRE(json.exit_code == 0);
+        // Only the two mismatched pairs: the matched aligned forms (plain, sized, new[] of an
+        // over-aligned type) are not reported.
+        size_t reported = 0;
+        for (size_t at = json.out.find("\"allocated_with\""); at != std::string::npos;
+             at = json.out.find("\"allocated_with\"", at + 1))
+            ++reported;
+        CHECK(reported == 2);
+        CHECK(json.out.find("{\"allocated_with\": \"new(std::align_val_t(64))\", \"freed_with\": "
+                            "\"delete\", \"count\": 3") != std::string::npos);
+        CHECK(json.out.find("{\"allocated_with\": \"new\", \"freed_with\": "
+                            "\"delete(std::align_val_t(32))\", \"count\": 2") != std::string::npos);
+        analysis::MemoryReport m = memory_of(trace);
+        CHECK(sites_through(m, "matched()").allocations == 4 + 1 + 5);
+        CHECK(sites_through(m, "matched()").temporary == 4 + 1 + 5);
+    }
+}
+
 #ifdef PROF_SANITIZER_BUILD
 TEST_SUITE_END();
 #endif

@@ -67,7 +67,7 @@ memrun mem-seed "$(bin fuzz_seed_program)"
 memrun mem-threads "$(bin threads)"
 rm -rf "$stage"
 unset LD_LIBRARY_PATH PROF_CHUNK_SIZE PROF_LOG
-# Packed copies (profpack, format 2.0): zstd chunks and the packed memory records.
+# Packed copies (profpack, format 2.1): zstd chunks and the packed memory records.
 for name in mem-seed mem-threads seed; do
     [[ -f $seeds/$name.trace ]] && "$build/tools/profpack" -q -o "$seeds/$name-packed.trace" \
         "$seeds/$name.trace" 2>>"$work/profpack.log"

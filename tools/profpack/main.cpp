@@ -1,4 +1,4 @@
-// profpack: rewrites finished traces in the packed form (format 2.0), which profreport reads
+// profpack: rewrites finished traces in the packed form (format 2.1), which profreport reads
 // like any other.
 #include "analysis/memory_report.hpp"
 #include "common/tool_log.hpp"
@@ -20,7 +20,7 @@ namespace {
 
 constexpr const char* kUsage = R"(usage: profpack [options] TRACE...
 
-Rewrites each finished trace in the packed form (trace format 2.0): its chunks compressed
+Rewrites each finished trace in the packed form (trace format 2.1): its chunks compressed
 with zstd, and the memory profiler's records as references to blocks (no pointers), their
 times kept to the largest power of two of clock ticks not above 4 us. Calls, scopes and lines
 keep their exact times, and profreport reads from the packed file what it read from the

@@ -26,13 +26,13 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor =
-    3; // 1.1: sites, line statistics; 1.2: unloads, pauses; 1.3: scope runs
+inline constexpr uint16_t kMinor = 4; // 1.1: sites, line statistics; 1.2: unloads, pauses;
+                                      // 1.3: scope runs; 1.4: aligned operator new/delete
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
 // readers of 1.x refuse by name. Its records are those of 1.3 plus the packed memory records.
 inline constexpr uint16_t kPackedMajor = 2;
-inline constexpr uint16_t kPackedMinor = 0;
+inline constexpr uint16_t kPackedMinor = 1; // 2.1: MemAligned
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
 // 2.0: a chunk of a packed file (kFilePacked): its records are ChunkHeader::packed_size bytes
@@ -110,15 +110,15 @@ static_assert(sizeof(ChunkHeader) == 64);
 enum class Tag : uint8_t {
     kInvalid = 0x00,
     // Thread streams.
-    kEnter = 0x01,          // uleb fn, uleb dt: enter function with stream-local index fn
-    kExit = 0x02,           // uleb dt: the innermost open frame returns
-    kFunction = 0x03,       // u64 address: defines the next stream-local function index
-    kThreadBegin = 0x04,    // uleb dt, u32 tid, str name
-    kThreadEnd = 0x05,      // uleb dt: the thread finished; no record follows
-    kEnterAddress = 0x06,   // u64 address, uleb dt: enter without an index (table full)
-    kAbandon = 0x07,        // uleb count, uleb dt: the innermost `count` frames ended without
-                            // their exit hook (longjmp, exceptions through uninstrumented code)
-    kDropped = 0x08,        // uleb count: events not recorded (PROF_MAX_DEPTH), 2 per call
+    kEnter = 0x01,        // uleb fn, uleb dt: enter function with stream-local index fn
+    kExit = 0x02,         // uleb dt: the innermost open frame returns
+    kFunction = 0x03,     // u64 address: defines the next stream-local function index
+    kThreadBegin = 0x04,  // uleb dt, u32 tid, str name
+    kThreadEnd = 0x05,    // uleb dt: the thread finished; no record follows
+    kEnterAddress = 0x06, // u64 address, uleb dt: enter without an index (table full)
+    kAbandon = 0x07,      // uleb count, uleb dt: the innermost `count` frames ended without
+                          // their exit hook (longjmp, exceptions through uninstrumented code)
+    kDropped = 0x08,      // uleb count: events not recorded (PROF_MAX_DEPTH), 2 per call
     // 2.0, thread streams of packed files only (kFilePacked), in place of Alloc, Free and
     // Realloc. A block is named by the stream that allocated it and its ordinal there (1, 2, ...
     // in the order of that stream's MemAlloc and MemRealloc records); pointers are not kept.
@@ -135,11 +135,11 @@ enum class Tag : uint8_t {
                               // stream's next
     kMemReallocRemote = 0x1b, // uleb dt (ticks), uleb stream, uleb ordinal, uleb size, uleb stack
     // Process stream.
-    kMeta = 0x20,           // str key, str value
-    kModule = 0x21,         // u64 ticks, u64 load_base, u64 start, u64 end, str path, str build_id
-    kSymbol = 0x22,         // u64 address, str name, str symbol, str file, uleb line
-    kEnd = 0x23,            // u64 end_ticks, u64 end_mono_ns, u64 ticks_per_second,
-                            // uleb threads, uleb dropped_events
+    kMeta = 0x20,   // str key, str value
+    kModule = 0x21, // u64 ticks, u64 load_base, u64 start, u64 end, str path, str build_id
+    kSymbol = 0x22, // u64 address, str name, str symbol, str file, uleb line
+    kEnd = 0x23,    // u64 end_ticks, u64 end_mono_ns, u64 ticks_per_second,
+                    // uleb threads, uleb dropped_events
     // Tags from kFirstSized on are followed by `uleb length` and that many payload bytes, in
     // every stream. Minor versions add records only here, so older readers skip them.
     kFirstSized = 0x40,
@@ -158,8 +158,10 @@ enum class Tag : uint8_t {
     // from the previous pointer of the same chunk (0 at the start of a chunk); `stack` 0 means
     // the thread's current call path (from its Enter/Exit records), otherwise a Stack id of
     // the same stream. One record per user-level call, whatever the entry point.
-    //   Alloc:   uleb dt, sleb ptr, uleb size, uleb stack, u8 AllocKind
-    //   Free:    uleb dt, sleb ptr, u8 FreeKind                (written before the real free)
+    //   Alloc:   uleb dt, sleb ptr, uleb size, uleb stack, u8 AllocKind [, uleb alignment]
+    //   Free:    uleb dt, sleb ptr, u8 FreeKind [, uleb alignment] (before the real free)
+    // `alignment` (1.4) only for the operator new and delete forms with std::align_val_t: its
+    // value. Absent (or 0) for every other form; older readers ignore it.
     //   Realloc: uleb dt, sleb old_ptr, sleb new_ptr, uleb size, uleb stack
     //   Stack:   uleb id, uleb count, count x u64 return address (innermost first)
     //   Rss:     uleb dt, uleb resident bytes
@@ -188,6 +190,10 @@ enum class Tag : uint8_t {
     // record's chunk is the thread's current one, so both counts are fixed-width.
     //   u64 site address, u64 hits, u64 ticks
     kLineCounts = 0x4a,
+    // 2.1, thread streams of packed files only: the std::align_val_t of the next MemAlloc or
+    // MemFree record of this stream (the `alignment` of its Alloc or Free record).
+    //   uleb alignment
+    kMemAligned = 0x4b,
 };
 
 enum class AllocKind : uint8_t {
