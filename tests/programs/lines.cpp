@@ -58,12 +58,12 @@ int main(int argc, char** argv) {
     t1.join();
     t2.join();
     int c = branchy(1000);
-    // With LINES_TIME_SLEEPY set, the sleeping loop's own wall time goes to stderr: the bound
+    // With TEST_TIME_SLEEPS set, the sleeping loop's own wall time goes to stderr: the bound
     // of its line's time in the trace, however late a loaded machine wakes the sleeps.
     auto before = std::chrono::steady_clock::now();
     sleepy();
     auto slept = std::chrono::steady_clock::now() - before;
-    if (std::getenv("LINES_TIME_SLEEPY"))
+    if (std::getenv("TEST_TIME_SLEEPS"))
         std::fprintf(stderr, "sleepy_ns=%lld\n",
                      static_cast<long long>(
                          std::chrono::duration_cast<std::chrono::nanoseconds>(slept).count()));
