@@ -37,14 +37,26 @@ using format::Tag;
 constexpr uint32_t kMaxFrames = 64;
 constexpr uint32_t kMaxStacks = 1u << 22;
 
-PROF_NOINSTR uint64_t hash_frames(const uintptr_t* pcs, uint32_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    for (uint32_t i = 0; i < n; ++i) {
-        h ^= pcs[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 33;
-    }
+// A stack's key in the thread's table of stacks: a hash of its addresses, folded one frame at a
+// time so that the frame-pointer walk computes it as it goes (the mixing then overlaps the
+// walk's chain of loads instead of following it).
+constexpr uint64_t kStackHashSeed = 0x9E3779B97F4A7C15ull;
+
+PROF_NOINSTR inline uint64_t hash_frame(uint64_t h, uintptr_t pc) {
+    h ^= pc;
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+PROF_NOINSTR inline uint64_t hash_end(uint64_t h, uint32_t n) {
+    h ^= uint64_t(n) * 0xc4ceb9fe1a85ec53ull;
     return h ? h : 1;
+}
+
+PROF_NOINSTR uint64_t hash_frames(const uintptr_t* pcs, uint32_t n) {
+    uint64_t h = kStackHashSeed;
+    for (uint32_t i = 0; i < n; ++i) h = hash_frame(h, pcs[i]);
+    return hash_end(h, n);
 }
 
 // The end of the calling thread's stack, for bounding frame-pointer walks. The main thread's
@@ -65,7 +77,8 @@ PROF_NOINSTR uintptr_t stack_top_of_thread() {
 // frames (libprofmem's wrapper and this core). Stops at anything that does not look like a
 // frame of this thread's stack, so code built without frame pointers ends the walk early
 // instead of reading wild memory.
-__attribute__((noinline)) PROF_NOINSTR uint32_t walk_frames(ThreadState& s, uintptr_t* pcs) {
+__attribute__((noinline)) PROF_NOINSTR uint32_t walk_frames(ThreadState& s, uintptr_t* pcs,
+                                                            uint64_t& key) {
     if (PROF_UNLIKELY(!s.stack_top)) {
         uintptr_t top = stack_top_of_thread();
         s.stack_top = top ? top : 1; // 1: not known, no frames (and no second try)
@@ -74,17 +87,21 @@ __attribute__((noinline)) PROF_NOINSTR uint32_t walk_frames(ThreadState& s, uint
     uintptr_t top = s.stack_top;
     // Skipped: current_stack, the prof_mem_record_* entry point and the interposer.
     uint32_t n = 0, skip = 3;
+    uint64_t h = kStackHashSeed;
     while (n < kMaxFrames && fp && (fp & 7) == 0 && fp + 16 <= top) {
         auto* frame = reinterpret_cast<uintptr_t*>(fp);
         uintptr_t next = frame[0], ret = frame[1];
         if (ret < 4096) break;
-        if (skip)
+        if (skip) {
             --skip;
-        else
+        } else {
             pcs[n++] = ret;
+            h = hash_frame(h, ret);
+        }
         if (next <= fp || next - fp > (1u << 20)) break;
         fp = next;
     }
+    key = hash_end(h, n); // hash_frames(pcs, n)
     return n;
 }
 
@@ -308,9 +325,10 @@ __attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, ui
     KeepErrno keep;
     uintptr_t pcs[kMaxFrames];
     bool dwarf = g_options.mem_unwind_dwarf;
-    uint32_t n = dwarf ? unwind_frames(s, pcs) : walk_frames(s, pcs);
+    uint64_t key = 0;
+    uint32_t n = dwarf ? unwind_frames(s, pcs) : walk_frames(s, pcs, key);
     if (!n) return 0;
-    uint64_t key = hash_frames(pcs, n);
+    if (dwarf) key = hash_frames(pcs, n);
     if ((s.stack_count + 1) * 2 > s.stack_mask + 1 && !grow_stacks(s)) return 0;
     auto find = [&s](uint64_t k, uint32_t& slot) {
         slot = uint32_t(k) & s.stack_mask;
