@@ -32,31 +32,29 @@ struct Buffer {
 
 } // namespace
 
-TEST_CASE("the one-store uleb writer matches the loop writer and decodes") {
-    for (uint64_t v : edge_values()) {
+// Each value written by both writers: the same length and bytes, and read back whole.
+template <typename Value, typename Slow, typename Fast, typename Read>
+void check_writers(Slow slow_write, Fast fast_write, Read read) {
+    for (uint64_t u : edge_values()) {
+        auto v = Value(u);
         Buffer slow, fast;
-        size_t n_slow = size_t(prof::rt::put_uleb(slow.bytes, v) - slow.bytes);
-        size_t n_fast = size_t(prof::rt::put_uleb_fast(fast.bytes, v) - fast.bytes);
+        size_t n_slow = size_t(slow_write(slow.bytes, v) - slow.bytes);
+        size_t n_fast = size_t(fast_write(fast.bytes, v) - fast.bytes);
         CAPTURE(v);
         REQUIRE(n_fast == n_slow);
         REQUIRE(std::memcmp(slow.bytes, fast.bytes, n_slow) == 0);
         Cursor c{fast.bytes, fast.bytes + n_fast};
-        CHECK(c.uleb() == v);
+        CHECK(read(c) == v);
         CHECK((c.ok && c.p == c.end));
     }
 }
 
+TEST_CASE("the one-store uleb writer matches the loop writer and decodes") {
+    check_writers<uint64_t>(prof::rt::put_uleb, prof::rt::put_uleb_fast,
+                            [](Cursor& c) { return c.uleb(); });
+}
+
 TEST_CASE("the one-store sleb writer matches the loop writer and decodes") {
-    for (uint64_t u : edge_values()) {
-        auto v = int64_t(u);
-        Buffer slow, fast;
-        size_t n_slow = size_t(prof::rt::put_sleb(slow.bytes, v) - slow.bytes);
-        size_t n_fast = size_t(prof::rt::put_sleb_fast(fast.bytes, v) - fast.bytes);
-        CAPTURE(v);
-        REQUIRE(n_fast == n_slow);
-        REQUIRE(std::memcmp(slow.bytes, fast.bytes, n_slow) == 0);
-        Cursor c{fast.bytes, fast.bytes + n_fast};
-        CHECK(c.sleb() == v);
-        CHECK((c.ok && c.p == c.end));
-    }
+    check_writers<int64_t>(prof::rt::put_sleb, prof::rt::put_sleb_fast,
+                           [](Cursor& c) { return c.sleb(); });
 }
