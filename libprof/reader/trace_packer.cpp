@@ -274,7 +274,10 @@ public:
                                      fmt::format("record 0x{:02x} cannot be packed", uint8_t(tag)));
                 Cursor m{c.p, c.p + n};
                 c.p += n;
-                if (tag == Tag::kAlloc || tag == Tag::kFree || tag == Tag::kRealloc) {
+                if (tag == Tag::kMemAligned) {
+                    // A record of packed files only: in a trace as written it means nothing
+                    // (readers skip it), and copied it would mean something.
+                } else if (tag == Tag::kAlloc || tag == Tag::kFree || tag == Tag::kRealloc) {
                     memory(own, stream, tag, m, last_ptr, rounded, exact, out);
                 } else if (tag == Tag::kRss || tag == Tag::kScopeRun) {
                     // Timed by their first field; the rest is kept as it is.

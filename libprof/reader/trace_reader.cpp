@@ -43,8 +43,27 @@ struct TraceReader::StreamState {
     uint32_t functions = 0; // stream-local indices defined so far
     bool ended = false;
     uint64_t blocks = 0; // packed files (2.0): blocks allocated so far
-    uint64_t next_alignment = 0; // packed files (2.1): a MemAligned record's, for the next one
 };
+
+namespace {
+
+// An `alignment` field (1.4) or MemAligned record (2.1) as the sink sees it: kept for the
+// operator new and delete forms only (0 for the others, which have none), and false when it is
+// not a power of two (a corrupt record).
+bool valid_alignment(uint64_t& alignment, bool operator_form) {
+    if (alignment & (alignment - 1)) return false;
+    if (!operator_form) alignment = 0;
+    return true;
+}
+
+bool operator_form(format::AllocKind k) {
+    return k == format::AllocKind::kNew || k == format::AllocKind::kNewArray;
+}
+bool operator_form(format::FreeKind k) {
+    return k == format::FreeKind::kDelete || k == format::FreeKind::kDeleteArray;
+}
+
+} // namespace
 
 TraceReader::TraceReader(std::string path) {
     info_.path = std::move(path);
@@ -291,12 +310,17 @@ bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
     Cursor c{p, end};
     const uint32_t stream = th.stream;
     uint64_t last_ptr = 0; // pointer deltas restart in every chunk
+    // A MemAligned record's alignment (2.1): for the record right after it, if that is a packed
+    // memory record; any other record, and the end of the chunk, drop it.
+    uint64_t next_alignment = 0;
     auto fail = [&](const uint8_t* rec, const std::string& what) -> bool {
         if (cut) return false;
         throw TraceError(info_.path, offset + uint64_t(rec - p), what);
     };
     while (c.p < c.end) {
         const uint8_t* rec = c.p;
+        uint64_t alignment = next_alignment;
+        next_alignment = 0;
         if (st.ended) return fail(rec, fmt::format("stream {} has records after its end", stream));
         auto tag = Tag(c.u8());
         switch (tag) {
@@ -386,7 +410,7 @@ bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
                     return fail(rec, fmt::format("packed memory record 0x{:02x} in a file that "
                                                  "is not packed",
                                                  uint8_t(tag)));
-                if (!packed_memory_record(uint8_t(tag), c, st, stream, ticks, sink))
+                if (!packed_memory_record(uint8_t(tag), c, st, stream, ticks, alignment, sink))
                     return fail(rec, fmt::format("malformed packed memory record 0x{:02x}",
                                                  uint8_t(tag)));
                 break;
@@ -397,8 +421,9 @@ bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
                 Cursor m{c.p, c.p + n};
                 c.p += n;
                 if (tag == Tag::kMemAligned && packed_) {
-                    st.next_alignment = m.uleb();
-                    if (!m.ok) return fail(rec, "malformed MemAligned record");
+                    next_alignment = m.uleb();
+                    if (!m.ok || !valid_alignment(next_alignment, true))
+                        return fail(rec, "malformed MemAligned record");
                     break;
                 }
                 if (!memory_record(tag, m, stream, ticks, last_ptr, sink))
@@ -570,6 +595,7 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
         uint64_t stack = m.uleb();
         uint8_t kind = m.u8();
         uint64_t alignment = m.p < m.end ? m.uleb() : 0; // 1.4
+        if (!valid_alignment(alignment, operator_form(format::AllocKind(kind)))) m.ok = false;
         if (m.ok && sink && kind >= 1 && kind <= 4 && stack <= UINT32_MAX)
             sink->on_alloc(stream, ticks, ptr, size, uint32_t(stack), format::AllocKind(kind),
                            alignment);
@@ -581,6 +607,7 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
         uint64_t ptr = apply_delta(last_ptr, m.sleb());
         uint8_t kind = m.u8();
         uint64_t alignment = m.p < m.end ? m.uleb() : 0; // 1.4
+        if (!valid_alignment(alignment, operator_form(format::FreeKind(kind)))) m.ok = false;
         if (m.ok && sink && kind >= 1 && kind <= 3)
             sink->on_free(stream, ticks, ptr, format::FreeKind(kind), alignment);
         ++info_.memory_records;
@@ -629,7 +656,7 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
 // stream 0, which allocates nothing. The sink sees these names where a trace as written has
 // pointers; the analysis only compares them. False when the record is malformed.
 bool TraceReader::packed_memory_record(uint8_t tag, Cursor& c, StreamState& st, uint32_t stream,
-                                       uint64_t& ticks, EventSink* sink) {
+                                       uint64_t& ticks, uint64_t alignment, EventSink* sink) {
     constexpr unsigned kOrdinalBits = 40;
     auto name = [](uint64_t s, uint64_t ordinal) { return (s << kOrdinalBits) | ordinal; };
     auto unknown = [&] { return name(0, ++unknown_blocks_); };
@@ -647,8 +674,6 @@ bool TraceReader::packed_memory_record(uint8_t tag, Cursor& c, StreamState& st, 
         return s >= 1 && s <= UINT32_MAX && ordinal >= 1 && ordinal < (uint64_t(1) << kOrdinalBits);
     };
     uint64_t ptr = 0;
-    uint64_t alignment = st.next_alignment; // of a MemAligned record just before (2.1)
-    st.next_alignment = 0;
     if (tag >= uint8_t(Tag::kMemAlloc) && tag < uint8_t(Tag::kMemFree)) {
         uint64_t size = c.uleb();
         uint64_t stack = c.uleb();
@@ -656,12 +681,14 @@ bool TraceReader::packed_memory_record(uint8_t tag, Cursor& c, StreamState& st, 
         ++info_.memory_records;
         ptr = name(stream, ++st.blocks);
         auto kind = format::AllocKind(tag - uint8_t(Tag::kMemAlloc) + 1);
+        if (!operator_form(kind)) alignment = 0;
         if (sink) sink->on_alloc(stream, ticks, ptr, size, uint32_t(stack), kind, alignment);
         return true;
     }
     if (tag >= uint8_t(Tag::kMemFree) && tag < uint8_t(Tag::kMemRealloc)) {
         bool ok;
         auto kind = format::FreeKind((tag - uint8_t(Tag::kMemFree)) % 3 + 1);
+        if (!operator_form(kind)) alignment = 0;
         if (tag < uint8_t(Tag::kMemFreeRemote)) {
             uint64_t back = c.uleb();
             ok = back <= st.blocks;

@@ -212,7 +212,7 @@ private:
     bool memory_record(format::Tag tag, Cursor& m, uint32_t stream, uint64_t& ticks,
                        uint64_t& last_ptr, EventSink* sink);
     bool packed_memory_record(uint8_t tag, Cursor& c, StreamState& st, uint32_t stream,
-                              uint64_t& ticks, EventSink* sink);
+                              uint64_t& ticks, uint64_t alignment, EventSink* sink);
 
     TraceInfo info_;
     const uint8_t* data_ = nullptr;

@@ -161,6 +161,11 @@ TEST_CASE("profrun --mem packs the trace; --no-pack keeps it as written") {
     CHECK(contradiction.exit_code == 2);
     CHECK(contradiction.err.find("--exact-times") != std::string::npos);
     CHECK(!std::filesystem::exists(temp_path("pack-never.trace")));
+    // Without --mem nothing is packed unless --pack says so.
+    auto unpacked = run({PROFRUN, "--exact-times", "-q", "-o", temp_path("pack-calls.trace"), "--",
+                         PROF_SAMPLE_FIB, "5"});
+    CHECK(unpacked.exit_code == 2);
+    CHECK(unpacked.err.find("--exact-times is an option of the packing") != std::string::npos);
 }
 
 #ifdef PROF_SANITIZER_BUILD

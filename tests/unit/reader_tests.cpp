@@ -779,6 +779,59 @@ TEST_CASE("packed traces: each release matched to its block, the same report") {
     CHECK(exact_calls(packed) == exact_calls(raw));
 }
 
+// Format 1.4's `alignment` of Alloc and Free, raw and packed (2.1: MemAligned records).
+TEST_CASE("aligned operator new and delete: mismatches by alignment, kept when packed") {
+    using format::Tag;
+    const int64_t p1 = 0x10000, p2 = 0x20000, p3 = 0x30000, p4 = 0x40000;
+    auto trace = [&](uint64_t bad_alignment) {
+        TraceBuilder b;
+        b.chunk(1, 0).function(0x1000).enter(0, 0);
+        // new(std::align_val_t(64)) released by plain delete: a mismatch.
+        b.sized(Tag::kAlloc, memory_payload({1000, p1, 100, 0, 3, 64}, {1}));
+        b.sized(Tag::kFree, memory_payload({1000, 0, 2}, {1}));
+        // new[](std::align_val_t(128)) released by delete[](std::align_val_t(128)): matched.
+        b.sized(Tag::kAlloc, memory_payload({1000, p2 - p1, 200, 0, 4, 128}, {1}));
+        b.sized(Tag::kFree, memory_payload({1000, 0, 3, 128}, {1}));
+        // An alignment on malloc and free, which have none: ignored, matched.
+        b.sized(Tag::kAlloc, memory_payload({1000, p3 - p2, 300, 0, 1, 64}, {1}));
+        b.sized(Tag::kFree, memory_payload({1000, 0, 1, 32}, {1}));
+        // A MemAligned record (packed files only) in a trace as written means nothing, and
+        // packing must not give it a meaning: plain new and delete, matched.
+        b.sized(Tag::kMemAligned, memory_payload({4096}));
+        b.sized(Tag::kAlloc, memory_payload({1000, p4 - p3, 400, 0, 3}, {1}));
+        b.sized(Tag::kFree, memory_payload({1000, 0, 2}, {1}));
+        if (bad_alignment)
+            b.sized(Tag::kFree, memory_payload({1000, 0, 2, int64_t(bad_alignment)}, {1}));
+        b.exit(1000);
+        b.chunk(0).symbol(0x1000, "main", "/src/app.cpp", 3);
+        b.end_record(100000);
+        return b;
+    };
+    std::string raw = test::temp_path("aligned.trace"), packed = raw + ".packed";
+    trace(0).save(raw);
+    auto check = [](const analysis::MemoryReport& m) {
+        CHECK(m.allocations == 4);
+        CHECK(m.frees == 4);
+        REQUIRE(m.mismatches.size() == 1);
+        CHECK(m.mismatches[0].allocated_with == "new(std::align_val_t(64))");
+        CHECK(m.mismatches[0].freed_with == "delete");
+        CHECK(m.mismatches[0].count == 1);
+    };
+    analysis::ProfileBuilder pb;
+    pb.add_trace(raw);
+    check(pb.memory());
+    reader::PackResult r = reader::pack_trace(raw, packed, {9, true});
+    CHECK(r.memory_records == 8);
+    analysis::ProfileBuilder pp;
+    pp.add_trace(packed);
+    check(pp.memory());
+    CHECK(memory_json(packed) == memory_json(raw));
+    // An alignment that is not a power of two is a corrupt record.
+    std::string bad = test::temp_path("aligned-bad.trace");
+    trace(48).save(bad);
+    CHECK(error_of(bad).find("malformed record 0x43") != std::string::npos);
+}
+
 TEST_CASE("packed traces: a release by another thread stays after its allocation") {
     // Thread 1 allocates at 4099 ns, thread 2 frees the block at 4100 ns. With times in units
     // of 2048 ns, each rounded down from its stream's previous record, the allocation would

@@ -261,8 +261,11 @@ int main(int argc, char** argv) {
         log.error("no command given (see profrun --help)");
         return 2;
     }
-    if (pack_options.exact_times && pack == 0) {
-        log.error("--exact-times is an option of the packing, and --no-pack turns it off");
+    if (pack_options.exact_times && (pack == 0 || (pack == -1 && !mem))) {
+        log.error(pack == 0
+                      ? "--exact-times is an option of the packing, and --no-pack turns it off"
+                      : "--exact-times is an option of the packing, which is on with --mem "
+                        "or --pack");
         return 2;
     }
     if (output.empty()) output = basename_of(argv[i]) + ".trace";

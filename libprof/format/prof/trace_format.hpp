@@ -30,7 +30,8 @@ inline constexpr uint16_t kMinor = 4; // 1.1: sites, line statistics; 1.2: unloa
                                       // 1.3: scope runs; 1.4: aligned operator new/delete
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
-// readers of 1.x refuse by name. Its records are those of 1.3 plus the packed memory records.
+// readers of 1.x refuse by name. Its records are those of 1.x plus the packed memory records
+// (2.1: and MemAligned).
 inline constexpr uint16_t kPackedMajor = 2;
 inline constexpr uint16_t kPackedMinor = 1; // 2.1: MemAligned
 inline constexpr uint32_t kHeaderSize = 4096;
@@ -190,8 +191,9 @@ enum class Tag : uint8_t {
     // record's chunk is the thread's current one, so both counts are fixed-width.
     //   u64 site address, u64 hits, u64 ticks
     kLineCounts = 0x4a,
-    // 2.1, thread streams of packed files only: the std::align_val_t of the next MemAlloc or
-    // MemFree record of this stream (the `alignment` of its Alloc or Free record).
+    // 2.1, thread streams of packed files only: the std::align_val_t (the `alignment` of its
+    // Alloc or Free) of the record right after it in the chunk, if that is a MemAlloc or a
+    // MemFree/MemFreeRemote of a new or delete kind; of nothing otherwise.
     //   uleb alignment
     kMemAligned = 0x4b,
 };
