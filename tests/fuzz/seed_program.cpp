@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <pthread.h>
 #include <stdexcept>
 #include <thread>
@@ -36,6 +37,10 @@ __attribute__((noinline)) void* allocate_all() {
     delete[] many;
     char* mismatched = new char[8];
     std::free(mismatched); // the memory profiler reports new[] freed with free
+    void* wide = ::operator new(32, std::align_val_t(64)); // Alloc with an alignment (1.4)
+    ::operator delete(wide, std::align_val_t(64));
+    wide = ::operator new(32, std::align_val_t(128));
+    ::operator delete(wide); // a mismatch: another alignment
     static volatile void* leak;
     leak = std::malloc(48); // still live at the end
     return m;
