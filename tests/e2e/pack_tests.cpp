@@ -211,6 +211,17 @@ TEST_CASE("profpack: unfinished, packed, damaged inputs and bad usage give one l
     CHECK(std::filesystem::is_symlink(link));
     CHECK(report(target, {"--info"}).find("packed") != std::string::npos);
 
+    // A hard link keeps the trace as written, and profpack says so.
+    std::string named = temp_path("pack-named.trace"), other = temp_path("pack-other.trace");
+    std::filesystem::copy_file(fib, named);
+    std::filesystem::create_hard_link(named, other);
+    auto linked = run({PROFPACK, named});
+    CHECK(linked.exit_code == 0);
+    CHECK(linked.err.find("has 1 other hard link, which keeps the trace as written") !=
+          std::string::npos);
+    CHECK(report(named, {"--info"}).find("packed") != std::string::npos);
+    CHECK(slurp(other) == slurp(fib));
+
     // A trace whose process did not finish stays as it is.
     std::string unfinished = temp_path("pack-unfinished.trace");
     std::string bytes = slurp(fib);

@@ -141,6 +141,12 @@ int main(int argc, char** argv) {
             struct stat st;
             if (!output.empty() && !force && stat(out.c_str(), &st) == 0 && !same_file(out, trace))
                 throw std::runtime_error(out + ": exists (--force replaces it)");
+            // In place, the packed file takes the trace's name: its other names (hard links)
+            // keep the trace as written.
+            if (output.empty() && stat(trace.c_str(), &st) == 0 && st.st_nlink > 1)
+                log.warn(fmt::format("{} has {} other hard link{} the trace as written", trace,
+                                     st.st_nlink - 1,
+                                     st.st_nlink > 2 ? "s, which keep" : ", which keeps"));
             prof::reader::PackResult r = prof::reader::pack_trace(trace, out, options);
             if (quiet) continue;
             std::string memory =
