@@ -74,8 +74,6 @@ struct StreamResult {
     bool ended = false;
 };
 
-} // namespace
-
 // An operator new or delete form's std::align_val_t (format 1.4), as log2 + 1: 0 = none.
 uint8_t alignment_code(uint64_t alignment) {
     return alignment ? uint8_t(std::min(__builtin_ctzll(alignment) + 1, 64)) : 0;
@@ -120,6 +118,8 @@ bool matches(format::AllocKind a, format::FreeKind f) {
     default: return f == format::FreeKind::kFree;
     }
 }
+
+} // namespace
 
 struct LiveBlock {
     uint64_t size;
