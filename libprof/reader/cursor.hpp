@@ -22,20 +22,16 @@ struct Cursor {
         if (!has(1)) return ok = false, 0;
         return *p++;
     }
-    uint32_t u32() {
-        if (!has(4)) return ok = false, 0;
-        uint32_t v;
-        std::memcpy(&v, p, 4);
-        p += 4;
+    template <typename T>
+    T fixed() { // a little-endian integer of sizeof(T) bytes
+        if (!has(sizeof(T))) return ok = false, T{};
+        T v;
+        std::memcpy(&v, p, sizeof(T));
+        p += sizeof(T);
         return v;
     }
-    uint64_t u64() {
-        if (!has(8)) return ok = false, 0;
-        uint64_t v;
-        std::memcpy(&v, p, 8);
-        p += 8;
-        return v;
-    }
+    uint32_t u32() { return fixed<uint32_t>(); }
+    uint64_t u64() { return fixed<uint64_t>(); }
     int64_t sleb() { // in unsigned arithmetic: the sign extension of a 9-byte value is 1 << 63
         uint64_t v = 0;
         unsigned shift = 0;
