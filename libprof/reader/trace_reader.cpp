@@ -70,6 +70,18 @@ TraceReader::TraceReader(std::string path) {
     const std::string& p = info_.path;
     fd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) throw TraceError(p, fmt::format("cannot open: {}", std::strerror(errno)));
+    try {
+        check_header();
+    } catch (...) { // no destructor runs for an object whose constructor throws
+        if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+        ::close(fd_);
+        throw;
+    }
+}
+
+// The file's size, mapping and header, from fd_.
+void TraceReader::check_header() {
+    const std::string& p = info_.path;
     struct stat st;
     if (fstat(fd_, &st) != 0) throw TraceError(p, std::strerror(errno));
     if (!S_ISREG(st.st_mode)) throw TraceError(p, "not a regular file");

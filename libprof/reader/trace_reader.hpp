@@ -202,6 +202,7 @@ public:
 
 private:
     struct StreamState;
+    void check_header();
     void read_chunks(EventSink* sink);
     void process_records(const uint8_t* p, const uint8_t* end, uint64_t offset);
     void add_symbol(uint64_t address, Symbol s);

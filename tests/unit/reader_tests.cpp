@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 using namespace prof;
@@ -65,6 +66,8 @@ std::vector<uint8_t> scope_run(uint64_t dt, uint64_t fn, uint64_t count, uint64_
 
 // small_trace() with the records of format 1.3 in main's stream: a run of three scope
 // activations and the counts of a marked line.
+TraceBuilder aligned_trace(uint64_t bad_alignment); // format 1.4 alignment fields, below
+
 TraceBuilder small_trace_1_3() {
     TraceBuilder b;
     b.chunk(1, 1000).function(0x1000).function(0x2000).function(0x3000);
@@ -176,6 +179,21 @@ TEST_CASE("frames still open at the end are closed at the end time") {
     CHECK(pb.build().functions.at(0).stats.cumtime == test::approx(100e-9));
 }
 
+TEST_CASE("a file refused at its header leaves no descriptor or mapping behind") {
+    std::string newer_path = test::temp_path("refused.trace");
+    TraceBuilder newer = small_trace();
+    newer.header().major = format::kPackedMajor + 1; // refused after it is opened and mapped
+    newer.save(newer_path);
+    auto open_files = [] {
+        return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                             std::filesystem::directory_iterator{});
+    };
+    auto before = open_files();
+    for (int i = 0; i < 100; ++i)
+        CHECK(error_of(newer_path).find("is not supported") != std::string::npos);
+    CHECK(open_files() == before);
+}
+
 TEST_CASE("clear errors for files that are not usable traces") {
     std::string missing = test::temp_path("missing.trace");
     CHECK(error_of(missing).find("cannot open") != std::string::npos);
@@ -257,7 +275,7 @@ TEST_CASE("the 1.3 variant of the small trace reads back whole") {
 }
 
 TEST_CASE("a trace cut at any byte reads partially or fails cleanly") {
-    for (const TraceBuilder& source : {small_trace(), small_trace_1_3()}) {
+    for (const TraceBuilder& source : {small_trace(), small_trace_1_3(), aligned_trace(0)}) {
         auto full = source.bytes();
         // Bytes after the last record of the last chunk are padding: a cut there loses nothing.
         format::ChunkHeader last{};
@@ -286,7 +304,7 @@ TEST_CASE("a trace cut at any byte reads partially or fails cleanly") {
 }
 
 TEST_CASE("every single flipped byte gives a result or a TraceError") {
-    for (const TraceBuilder& source : {small_trace(), small_trace_1_3()}) {
+    for (const TraceBuilder& source : {small_trace(), small_trace_1_3(), aligned_trace(0)}) {
         auto full = source.bytes();
         std::string path = test::temp_path("flip.trace");
         size_t errors = 0;
@@ -722,6 +740,35 @@ TraceBuilder memory_trace() {
     return b;
 }
 
+// Format 1.4's `alignment` of Alloc and Free (see the test below), and a stray MemAligned;
+// with `bad_alignment`, a Free whose alignment is that (corrupt unless a power of two).
+TraceBuilder aligned_trace(uint64_t bad_alignment) {
+    using format::Tag;
+    const int64_t p1 = 0x10000, p2 = 0x20000, p3 = 0x30000, p4 = 0x40000;
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1000).enter(0, 0);
+    // new(std::align_val_t(64)) released by plain delete: a mismatch.
+    b.sized(Tag::kAlloc, memory_payload({1000, p1, 100, 0, 3, 64}, {1}));
+    b.sized(Tag::kFree, memory_payload({1000, 0, 2}, {1}));
+    // new[](std::align_val_t(128)) released by delete[](std::align_val_t(128)): matched.
+    b.sized(Tag::kAlloc, memory_payload({1000, p2 - p1, 200, 0, 4, 128}, {1}));
+    b.sized(Tag::kFree, memory_payload({1000, 0, 3, 128}, {1}));
+    // An alignment on malloc and free, which have none: ignored, matched.
+    b.sized(Tag::kAlloc, memory_payload({1000, p3 - p2, 300, 0, 1, 64}, {1}));
+    b.sized(Tag::kFree, memory_payload({1000, 0, 1, 32}, {1}));
+    // A MemAligned record (packed files only) in a trace as written means nothing, and
+    // packing must not give it a meaning: plain new and delete, matched.
+    b.sized(Tag::kMemAligned, memory_payload({4096}));
+    b.sized(Tag::kAlloc, memory_payload({1000, p4 - p3, 400, 0, 3}, {1}));
+    b.sized(Tag::kFree, memory_payload({1000, 0, 2}, {1}));
+    if (bad_alignment)
+        b.sized(Tag::kFree, memory_payload({1000, 0, 2, int64_t(bad_alignment)}, {1}));
+    b.exit(1000);
+    b.chunk(0).symbol(0x1000, "main", "/src/app.cpp", 3);
+    b.end_record(100000);
+    return b;
+}
+
 std::string memory_json(const std::string& path) {
     analysis::ProfileBuilder pb;
     pb.add_trace(path);
@@ -781,34 +828,8 @@ TEST_CASE("packed traces: each release matched to its block, the same report") {
 
 // Format 1.4's `alignment` of Alloc and Free, raw and packed (2.1: MemAligned records).
 TEST_CASE("aligned operator new and delete: mismatches by alignment, kept when packed") {
-    using format::Tag;
-    const int64_t p1 = 0x10000, p2 = 0x20000, p3 = 0x30000, p4 = 0x40000;
-    auto trace = [&](uint64_t bad_alignment) {
-        TraceBuilder b;
-        b.chunk(1, 0).function(0x1000).enter(0, 0);
-        // new(std::align_val_t(64)) released by plain delete: a mismatch.
-        b.sized(Tag::kAlloc, memory_payload({1000, p1, 100, 0, 3, 64}, {1}));
-        b.sized(Tag::kFree, memory_payload({1000, 0, 2}, {1}));
-        // new[](std::align_val_t(128)) released by delete[](std::align_val_t(128)): matched.
-        b.sized(Tag::kAlloc, memory_payload({1000, p2 - p1, 200, 0, 4, 128}, {1}));
-        b.sized(Tag::kFree, memory_payload({1000, 0, 3, 128}, {1}));
-        // An alignment on malloc and free, which have none: ignored, matched.
-        b.sized(Tag::kAlloc, memory_payload({1000, p3 - p2, 300, 0, 1, 64}, {1}));
-        b.sized(Tag::kFree, memory_payload({1000, 0, 1, 32}, {1}));
-        // A MemAligned record (packed files only) in a trace as written means nothing, and
-        // packing must not give it a meaning: plain new and delete, matched.
-        b.sized(Tag::kMemAligned, memory_payload({4096}));
-        b.sized(Tag::kAlloc, memory_payload({1000, p4 - p3, 400, 0, 3}, {1}));
-        b.sized(Tag::kFree, memory_payload({1000, 0, 2}, {1}));
-        if (bad_alignment)
-            b.sized(Tag::kFree, memory_payload({1000, 0, 2, int64_t(bad_alignment)}, {1}));
-        b.exit(1000);
-        b.chunk(0).symbol(0x1000, "main", "/src/app.cpp", 3);
-        b.end_record(100000);
-        return b;
-    };
     std::string raw = test::temp_path("aligned.trace"), packed = raw + ".packed";
-    trace(0).save(raw);
+    aligned_trace(0).save(raw);
     auto check = [](const analysis::MemoryReport& m) {
         CHECK(m.allocations == 4);
         CHECK(m.frees == 4);
@@ -828,7 +849,7 @@ TEST_CASE("aligned operator new and delete: mismatches by alignment, kept when p
     CHECK(memory_json(packed) == memory_json(raw));
     // An alignment that is not a power of two is a corrupt record.
     std::string bad = test::temp_path("aligned-bad.trace");
-    trace(48).save(bad);
+    aligned_trace(48).save(bad);
     CHECK(error_of(bad).find("malformed record 0x43") != std::string::npos);
 }
 
@@ -875,7 +896,7 @@ TEST_CASE("packed traces: a chunk whose records fill it to the last byte") {
 }
 
 TEST_CASE("a packed trace cut at any byte or with any byte flipped: a partial read or an error") {
-    for (const TraceBuilder& source : {memory_trace(), small_trace_1_3()}) {
+    for (const TraceBuilder& source : {memory_trace(), small_trace_1_3(), aligned_trace(0)}) {
         std::string raw = test::temp_path("pack-source.trace"), packed = raw + ".packed";
         source.save(raw);
         reader::pack_trace(raw, packed, {});
