@@ -29,12 +29,6 @@ struct Loaded {
     double naps_seconds = 0;   // the scope_runs program's, of its naps
 };
 
-// A `NAME_ns=N` line a test program printed on stderr (TEST_TIME_SLEEPS), in seconds; 0 if none.
-double seconds_printed(const std::string& err, const std::string& name) {
-    size_t at = err.find(name + "_ns=");
-    return at == std::string::npos ? 0 : std::stod(err.substr(at + name.size() + 4)) * 1e-9;
-}
-
 std::unique_ptr<Loaded> load(const std::vector<std::string>& argv, const std::string& name,
                              std::vector<std::pair<std::string, std::string>> env = {}) {
     std::string trace = temp_path(name);
@@ -43,8 +37,8 @@ std::unique_ptr<Loaded> load(const std::vector<std::string>& argv, const std::st
     test::RunResult r = run(argv, env);
     REQUIRE_MESSAGE(r.exit_code == 0, "stderr: ", r.err);
     auto l = std::make_unique<Loaded>();
-    l->sleepy_seconds = seconds_printed(r.err, "sleepy");
-    l->naps_seconds = seconds_printed(r.err, "naps");
+    l->sleepy_seconds = test::seconds_printed(r.err, "sleepy");
+    l->naps_seconds = test::seconds_printed(r.err, "naps");
     l->builder.add_trace(trace);
     l->profile = l->builder.build();
     return l;

@@ -29,6 +29,13 @@ inline std::string slurp(const std::string& path) {
     return ss.str();
 }
 
+// A `NAME_ns=N` line a test program printed on stderr (with TEST_TIME_SLEEPS set: its own
+// measure of the sleeps a test bounds), in seconds; 0 if there is none.
+inline double seconds_printed(const std::string& err, const std::string& name) {
+    size_t at = err.find(name + "_ns=");
+    return at == std::string::npos ? 0 : std::stod(err.substr(at + name.size() + 4)) * 1e-9;
+}
+
 inline RunResult run(const std::vector<std::string>& argv,
                      const std::vector<std::pair<std::string, std::string>>& env = {}) {
     static int counter = 0;
