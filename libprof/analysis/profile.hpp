@@ -150,29 +150,6 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
-// Reads traces and keeps per-thread results so that merged and per-thread profiles can both be
-// produced without reading again. Memory grows with functions, edges and threads, never with
-// the number of events.
-class ProfileBuilder {
-public:
-    ProfileBuilder();
-    ~ProfileBuilder();
-    // Subtract the runtime's measured cost per call (default on; profreport --no-compensation).
-    void set_compensation(bool on);
-    // "reading N%" on standard error for long traces, only when it is a terminal.
-    void set_progress(bool on);
-    // Reads one trace (throws reader::TraceError). Several traces merge like pstats' Stats.add.
-    void add_trace(const std::string& path);
-    Profile build(const ThreadFilter& filter = {}) const;
-    std::vector<ThreadFilter> thread_list() const;
-    // Allocations of every trace read so far (all threads).
-    const MemoryReport& memory() const;
-
-private:
-    struct Impl;
-    std::unique_ptr<Impl> impl_;
-};
-
 // `file:line(name)` with the file's directories stripped unless `full_paths`.
 std::string label(const Function& f, bool full_paths = false);
 

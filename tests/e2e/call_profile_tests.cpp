@@ -1,6 +1,7 @@
 // End to end: instrumented programs run with the runtime, their traces read back through the
 // analysis library and profreport. Exact facts are checked exactly (call counts), timing facts
 // as relations and tolerances.
+#include "analysis/engine/session.hpp"
 #include "analysis/profile.hpp"
 #include "analysis/report.hpp"
 #include "support/run.hpp"
@@ -34,9 +35,9 @@ analysis::Profile profile_of(const std::vector<std::string>& argv, const std::st
     env.emplace_back("PROF_OUT", trace);
     test::RunResult r = run(argv, env);
     REQUIRE_MESSAGE(r.exit_code == 0, "stderr: ", r.err);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace);
-    return pb.build();
+    return pb.profile();
 }
 
 const analysis::Function& fn(const analysis::Profile& p, const std::string& name) {
@@ -130,9 +131,9 @@ TEST_CASE("four threads: exact counts merged and per thread") {
     std::string trace = temp_path("threads.trace");
     test::RunResult r = run({PROF_SAMPLE_THREADS}, {{"PROF_OUT", trace}});
     REQUIRE(r.exit_code == 0);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace);
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     CHECK(fn(p, "main").stats.ncalls == 1);
     CHECK(fn(p, "worker(int)").stats.ncalls == 4);
     CHECK(fn(p, "nap()").stats.ncalls == 4);
@@ -142,7 +143,7 @@ TEST_CASE("four threads: exact counts merged and per thread") {
 
     std::vector<uint64_t> steps;
     for (const analysis::ThreadFilter& t : pb.thread_list()) {
-        analysis::Profile tp = pb.build(t);
+        analysis::Profile tp = pb.profile(t);
         if (!has_function(tp, "step(unsigned long, unsigned long)")) continue;
         uint64_t n = fn(tp, "step(unsigned long, unsigned long)").stats.ncalls;
         steps.push_back(n);
@@ -159,9 +160,9 @@ TEST_CASE("a function that sleeps 50 ms: cumtime within tolerance, callers nest"
     REQUIRE_MESSAGE(r.exit_code == 0, "stderr: ", r.err);
     double outer_measured = test::seconds_printed(r.err, "outer"); // the program's own clock
     REQUIRE(outer_measured > 0);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace);
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     double sleep = fn(p, "sleep_50ms()").stats.cumtime;
     CHECK(sleep >= 0.050);
     // A loaded machine oversleeps, never undersleeps: the bound is the program's own measure
@@ -242,10 +243,10 @@ TEST_CASE("fork: parent and child each write their own complete trace") {
     std::string child = test::child_trace(trace);
     REQUIRE_MESSAGE(!child.empty(), "no child trace next to ", trace);
 
-    analysis::ProfileBuilder parent_pb, child_pb;
+    analysis::Session parent_pb, child_pb;
     parent_pb.add_trace(trace);
     child_pb.add_trace(child);
-    analysis::Profile parent = parent_pb.build(), kid = child_pb.build();
+    analysis::Profile parent = parent_pb.profile(), kid = child_pb.profile();
     CHECK(fn(parent, "parent_work(int)").stats.ncalls == 3);
     CHECK_FALSE(has_function(parent, "child_work(int)"));
     CHECK(fn(kid, "child_work(int)").stats.ncalls == 2);
@@ -333,9 +334,9 @@ TEST_CASE("the hot path never calls the application's allocator" * doctest::skip
     test::RunResult r = run({PROF_TEST_ALLOC_GUARD}, {{"PROF_OUT", trace}, {"PROF_CHUNK_SIZE", "64K"}});
     REQUIRE(r.exit_code == 0);
     CHECK(r.out == "fib=75025 allocator_calls_during_tracing=0 malloc_from=test_alloc_guard\n");
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace);
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     CHECK(fn(p, "fib(int)").stats.ncalls == 242785);
     CHECK(p.traces.at(0).chunks > 10); // many chunks were opened while the count stayed 0
 }
@@ -362,10 +363,10 @@ TEST_CASE("several traces merge like pstats' Stats.add") {
     std::string a = temp_path("merge-a.trace"), b = temp_path("merge-b.trace");
     REQUIRE(run({PROF_SAMPLE_FIB, "10"}, {{"PROF_OUT", a}}).exit_code == 0);
     REQUIRE(run({PROF_SAMPLE_FIB, "12"}, {{"PROF_OUT", b}}).exit_code == 0);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(a);
     pb.add_trace(b);
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     CHECK(fn(p, "fib(int)").stats.ncalls == 177 + 465);
     CHECK(fn(p, "fib(int)").stats.pcalls == 2);
     CHECK(fn(p, "main").stats.ncalls == 2);

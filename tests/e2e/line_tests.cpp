@@ -1,6 +1,7 @@
 // End to end for the line/scope layer: exact hit counts, timing relations, nesting with the
 // call profiler, PROF_DISABLE builds, JSON fields and resident memory per line.
 #include "analysis/lines.hpp"
+#include "analysis/engine/session.hpp"
 #include "analysis/profile.hpp"
 #include "reader/trace_reader.hpp"
 #include "support/approx.hpp"
@@ -23,7 +24,7 @@ using prof::test::temp_path;
 namespace {
 
 struct Loaded {
-    analysis::ProfileBuilder builder;
+    analysis::Session builder;
     analysis::Profile profile;
     double sleepy_seconds = 0; // the lines program's own measure of its sleeping loop
     double naps_seconds = 0;   // the scope_runs program's, of its naps
@@ -40,7 +41,7 @@ std::unique_ptr<Loaded> load(const std::vector<std::string>& argv, const std::st
     l->sleepy_seconds = test::seconds_printed(r.err, "sleepy");
     l->naps_seconds = test::seconds_printed(r.err, "naps");
     l->builder.add_trace(trace);
-    l->profile = l->builder.build();
+    l->profile = l->builder.profile();
     return l;
 }
 
@@ -88,7 +89,7 @@ TEST_CASE("lines and scopes without -finstrument-functions: exact hits, timing")
     // Per thread: each worker's branchy(1000) hits its `s += i` line 1000 times.
     size_t threads_with_rows = 0;
     for (const auto& t : l->builder.thread_list()) {
-        auto tables = analysis::line_tables(l->builder.build(t));
+        auto tables = analysis::line_tables(l->builder.profile(t));
         for (const auto& table : tables)
             for (const auto& r : table.rows)
                 if (r.line == 20) {
@@ -112,7 +113,7 @@ TEST_CASE("line sums of a thread still running at exit are in the trace") {
     // Counted once: by the finish, not again by a thread end.
     size_t threads_with_rows = 0;
     for (const auto& t : l->builder.thread_list())
-        for (const auto& table : analysis::line_tables(l->builder.build(t)))
+        for (const auto& table : analysis::line_tables(l->builder.profile(t)))
             for (const auto& r : table.rows)
                 if (r.line == 88) {
                     CHECK(r.hits == 777);
@@ -125,9 +126,9 @@ namespace {
 
 // Hits of the marked line `line` in a trace, 0 when it has no row.
 uint64_t hits_at(const std::string& trace, uint32_t line) {
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace);
-    for (const auto& t : analysis::line_tables(pb.build()))
+    for (const auto& t : analysis::line_tables(pb.profile()))
         for (const auto& r : t.rows)
             if (r.line == line) return r.hits;
     return 0;
@@ -144,9 +145,9 @@ TEST_CASE("threads that stopped recording on a full disk end before the finish: 
         run({PROF_TEST_THREAD_REGISTRY, "full"}, {{"PROF_OUT", trace}, {"PROF_SCOPE_RUNS", "0"}});
     CHECK_MESSAGE(r.exit_code == 0, r.err);
     CHECK(r.err.find("event=trace_stopped") != std::string::npos);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace);
-    CHECK(pb.build().traces.at(0).incomplete);
+    CHECK(pb.profile().traces.at(0).incomplete);
 }
 
 TEST_CASE("a worker records first (the calibration), others are running at exit: all hits") {
@@ -408,9 +409,9 @@ TEST_CASE("scope runs (threads, fork, exceptions): the counts and tree of one re
         // The child's trace: the activation open at fork(), closed in the child.
         std::string child = test::child_trace(temp_path(name));
         REQUIRE_MESSAGE(!child.empty(), "no child trace for ", name);
-        analysis::ProfileBuilder cb;
+        analysis::Session cb;
         cb.add_trace(child);
-        analysis::Profile cp = cb.build();
+        analysis::Profile cp = cb.profile();
         CHECK(ncalls(cp, "forking") == 1);
         CHECK(ncalls(cp, "leaf") == 0);
         std::filesystem::remove(child);
@@ -430,9 +431,9 @@ TEST_CASE("a killed process keeps its line counts and scope runs, exactly") {
     std::filesystem::remove(trace);
     test::RunResult r = run({PROF_TEST_KILLED}, {{"PROF_OUT", trace}});
     REQUIRE_MESSAGE(r.exit_code == 128 + SIGKILL, r.err);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace);
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     REQUIRE(p.traces.size() == 1);
     CHECK(p.traces[0].incomplete); // no finish ran
     auto tables = analysis::line_tables(p);
@@ -447,11 +448,10 @@ TEST_CASE("a killed process keeps its line counts and scope runs, exactly") {
     CHECK(worker_hits == 5000);
     CHECK(ncalls(p, "spin") == 1000);
     // --no-compensation applies to lines too: the clock reads' measured cost stays in.
-    analysis::ProfileBuilder raw_pb;
-    raw_pb.set_compensation(false);
+    analysis::Session raw_pb({.compensate = false});
     raw_pb.add_trace(trace);
     double raw_time = 0;
-    for (const auto& t : analysis::line_tables(raw_pb.build()))
+    for (const auto& t : analysis::line_tables(raw_pb.profile()))
         for (const auto& row : t.rows)
             if (row.mark.find("s = s + i") != std::string::npos) raw_time = row.time;
     const reader::TraceInfo& info = p.traces[0];
@@ -468,9 +468,9 @@ TEST_CASE("marked code interrupted by a signal handler that records: exact count
                                 {{"PROF_OUT", trace}, {"PROF_CHUNK_SIZE", "65536"},
                                  {"PROF_SCOPE_RUNS", runs}});
         REQUIRE_MESSAGE(r.exit_code == 0, "PROF_SCOPE_RUNS=", runs, " stderr: ", r.err);
-        analysis::ProfileBuilder pb;
+        analysis::Session pb;
         pb.add_trace(trace);
-        analysis::Profile p = pb.build();
+        analysis::Profile p = pb.profile();
         CHECK(ncalls(p, "loop") == 4000000);
         CHECK(ncalls(p, "inner") == 250000);
         uint64_t main_hits = 0;

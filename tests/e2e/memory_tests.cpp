@@ -3,6 +3,7 @@
 // trace with calls and allocations together.
 #include "analysis/memory_report.hpp"
 #include "analysis/lines.hpp"
+#include "analysis/engine/session.hpp"
 #include "analysis/profile.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
@@ -41,7 +42,7 @@ Totals sites_through(const analysis::MemoryReport& m, const std::string& functio
 }
 
 analysis::MemoryReport memory_of(const std::string& trace) {
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace);
     return pb.memory();
 }
@@ -188,9 +189,9 @@ TEST_CASE("the application keeps its own allocator and malloc_usable_size works"
 TEST_CASE("calls and allocations in one trace: stacks from the call profiler") {
     std::string trace = temp_path("naming-mem.trace");
     REQUIRE(run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_NAMING}).exit_code == 0);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace);
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     CHECK(p.total_calls > 50); // the call profile is there
     // std::string's heap buffer is allocated inside instrumented calls made by main.
     Totals t = sites_through(pb.memory(), "main");
@@ -271,9 +272,9 @@ TEST_CASE("heap per line under profrun --mem: the first marked line counts its a
     std::string trace = temp_path("memory-lines-mem.trace");
     auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_SAMPLE_MEMORY_LINES});
     REQUIRE(r.exit_code == 0);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace);
-    auto tables = analysis::line_tables(pb.build());
+    auto tables = analysis::line_tables(pb.profile());
     auto heap_of = [&](uint32_t line) {
         for (const auto& t : tables)
             for (const auto& row : t.rows)

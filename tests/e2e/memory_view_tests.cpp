@@ -3,6 +3,7 @@
 // section (headless Chromium), heap and RSS counters in the Chrome export (parsed by Python's
 // json), and diff --memory with its CI gate. The browser checks are skipped, with a message,
 // when chromium is not installed.
+#include "analysis/engine/session.hpp"
 #include "analysis/profile.hpp"
 #include "support/browser.hpp"
 #include "support/run.hpp"
@@ -527,7 +528,7 @@ TEST_CASE("profreport --memory --plot: 1-2-5 ticks, legend above the curves, lab
 TEST_CASE("a plugin loaded and closed in a loop: one site per stack, not one per load") {
     std::string trace = mem_trace("plugin-loop.trace",
                                   {PROF_TEST_PLUGIN_LOOP, "300", PROF_TEST_PLUGIN_LOOP_A});
-    prof::analysis::ProfileBuilder pb;
+    prof::analysis::Session pb;
     pb.add_trace(trace);
     const prof::analysis::MemoryReport& m = pb.memory();
     std::vector<const prof::analysis::MemorySite*> plug;
@@ -568,7 +569,7 @@ TEST_CASE("a plugin loaded and closed in a loop: one site per stack, not one per
     std::string two = mem_trace("plugin-two.trace",
                                 {PROF_TEST_PLUGIN_LOOP, "300", PROF_TEST_PLUGIN_LOOP_A,
                                  PROF_TEST_PLUGIN_LOOP_B});
-    prof::analysis::ProfileBuilder pb2;
+    prof::analysis::Session pb2;
     pb2.add_trace(two);
     std::vector<std::string> modules;
     for (const auto& s : pb2.memory().sites)
@@ -588,7 +589,7 @@ TEST_CASE("a plugin loaded and closed in a loop: one site per stack, not one per
 // mismatch, at the site that allocated it; the block realloc returns is then free's to free.
 TEST_CASE("realloc of a block allocated with new[] or new: a mismatch, in text and JSON") {
     std::string trace = mem_trace("realloc-new.trace", {PROF_TEST_REALLOC_NEW});
-    prof::analysis::ProfileBuilder pb;
+    prof::analysis::Session pb;
     pb.add_trace(trace);
     const prof::analysis::MemoryReport& m = pb.memory();
     REQUIRE(m.mismatches.size() == 2);
@@ -624,7 +625,7 @@ TEST_CASE("realloc of a block allocated with new[] or new: a mismatch, in text a
 // separate debug file that its .gnu_debuglink names (as libc's __libc_start_call_main).
 TEST_CASE("a trace of a process that ended with _exit: local functions named from the debug file") {
     std::string trace = mem_trace("local-symbol.trace", {PROF_TEST_LOCAL_SYMBOL});
-    prof::analysis::ProfileBuilder pb;
+    prof::analysis::Session pb;
     pb.add_trace(trace);
     const prof::analysis::MemorySite* site = nullptr;
     for (const auto& s : pb.memory().sites)

@@ -1,5 +1,6 @@
 // Reliability: what a process recorded survives SIGKILL, SIGSEGV and abort(); the report says
 // the trace is incomplete and still names every function; hostile output paths are refused.
+#include "analysis/engine/session.hpp"
 #include "analysis/profile.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
@@ -50,9 +51,9 @@ std::pair<long, uint64_t> check_killed_crasher(const std::string& trace, const s
     long printed =
         std::stol(text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1));
     REQUIRE(printed >= 1000);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace);
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     CHECK(p.traces.at(0).incomplete);
     CHECK(calls_of(p, "work(int)") >= uint64_t(printed)); // named from the binary on disk
     CHECK(calls_of(p, "main") == 1);
@@ -147,9 +148,9 @@ TEST_CASE("SIGSEGV and abort(): exactly the completed calls, names from the bina
         auto r = run({PROF_TEST_CRASHER, mode, "123456"},
                      {{"PROF_OUT", trace}, {"PROF_CHUNK_SIZE", "64K"}});
         CHECK(r.exit_code == (std::string(mode) == "segv" ? 128 + SIGSEGV : 128 + SIGABRT));
-        analysis::ProfileBuilder pb;
+        analysis::Session pb;
         pb.add_trace(trace);
-        analysis::Profile p = pb.build();
+        analysis::Profile p = pb.profile();
         CHECK(calls_of(p, "work(int)") == 123456);
         CHECK(p.traces.at(0).incomplete);
     }
@@ -203,9 +204,9 @@ analysis::Profile life(const std::string& mode, std::string* out = nullptr,
     auto r = run({exe, mode}, env);
     REQUIRE_MESSAGE(r.exit_code == 0, mode, ": ", r.err);
     if (out) *out = r.out;
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace);
-    return pb.build();
+    return pb.profile();
 }
 
 void balanced(const analysis::Profile& p) {
@@ -277,14 +278,14 @@ TEST_CASE("fork from a multi-threaded process") {
     REQUIRE(r.exit_code == 0);
     std::string child = test::child_trace(trace);
     REQUIRE(!child.empty());
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(child);
-    analysis::Profile kid = pb.build();
+    analysis::Profile kid = pb.profile();
     CHECK(calls_of(kid, "child_only(int)") == 7);
     CHECK(calls_of(kid, "tick(int)") == 0); // the other threads do not exist in the child
-    analysis::ProfileBuilder parent_pb;
+    analysis::Session parent_pb;
     parent_pb.add_trace(trace);
-    CHECK(calls_of(parent_pb.build(), "child_only(int)") == 0);
+    CHECK(calls_of(parent_pb.profile(), "child_only(int)") == 0);
 }
 
 TEST_CASE("a full disk stops tracing with one line, the program runs on, what fits is kept") {
@@ -301,9 +302,9 @@ TEST_CASE("a full disk stops tracing with one line, the program runs on, what fi
     CHECK(r.out == "fib(27) = 196418\n");
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK(r.err.find("No space left on device") != std::string::npos);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace); // what fitted reads, and says it is incomplete
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     CHECK(p.traces.at(0).incomplete);
     CHECK(calls_of(p, "fib(int)") > 0);
     CHECK(calls_of(p, "fib(int)") < 635621);
@@ -318,9 +319,9 @@ TEST_CASE("a program that closes every descriptor: tracing stops, its own file i
     CHECK(test::slurp(own) == "the program's own data\n");
     CHECK(r.err.find("closed the trace file descriptor") != std::string::npos);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(trace); // the part recorded before the descriptor was closed
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     CHECK(calls_of(p, "work(int)") > 0);
     // Why it ends early is in the trace (through the still mapped process chunk), and profrun
     // does not present it as a finished trace.
@@ -337,9 +338,9 @@ TEST_CASE("a program that closes every descriptor: tracing stops, its own file i
 namespace {
 
 analysis::Profile profile_file(const std::string& path) {
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(path);
-    return pb.build();
+    return pb.profile();
 }
 
 } // namespace

@@ -90,8 +90,10 @@ struct TreeCsv {
     std::map<std::string, uint64_t> self, calls;
     uint64_t total = 0;
 };
-TreeCsv tree_csv(const std::string& trace) {
-    auto r = run({PROFREPORT, "--tree", "--format", "csv", trace});
+TreeCsv tree_csv(const std::string& trace, bool compensated = true) {
+    std::vector<std::string> argv{PROFREPORT, "--tree", "--format", "csv", trace};
+    if (!compensated) argv.push_back("--no-compensation");
+    auto r = run(argv);
     REQUIRE(r.exit_code == 0);
     TreeCsv t;
     std::istringstream in(r.out);
@@ -135,17 +137,23 @@ TEST_CASE("profreport --tree: call paths with exact counts, depth and percent cu
     auto cut = run({PROFREPORT, "--tree", "--min-percent", "50%", fib15()});
     CHECK(count(cut.out, "+-fib(int)") < 15);
 
-    TreeCsv t = tree_csv(fib15());
-    CHECK(t.calls["main"] == 1);
-    CHECK(t.calls["fib(int)"] == 1973);
-    // Self times add up to the total exactly, and match the pstats table to the nanosecond
-    // (the raw one: views show measured time, without the overhead compensation).
-    auto json = run({PROFREPORT, "--format", "json", "--no-compensation", fib15()});
-    double total = json_number(json.out, "total_time");
-    CHECK(std::fabs(double(t.total) - total * 1e9) <= 2.0);
-    size_t fib_at = json.out.find("\"name\": \"fib(int)\"");
-    CHECK(std::fabs(double(t.self["fib(int)"]) - json_number(json.out, "tottime", fib_at) * 1e9) <=
-          2.0);
+    // Self times add up to the total exactly, and match the pstats table to the nanosecond,
+    // with the profiler's cost compensated (the default) and without.
+    for (bool compensated : {true, false}) {
+        CAPTURE(compensated);
+        TreeCsv t = tree_csv(fib15(), compensated);
+        CHECK(t.calls["main"] == 1);
+        CHECK(t.calls["fib(int)"] == 1973);
+        std::vector<std::string> argv{PROFREPORT, "--format", "json", fib15()};
+        if (!compensated) argv.push_back("--no-compensation");
+        auto json = run(argv);
+        double total = json_number(json.out, "total_time");
+        CHECK(total > 0);
+        CHECK(std::fabs(double(t.total) - total * 1e9) <= 2.0);
+        size_t fib_at = json.out.find("\"name\": \"fib(int)\"");
+        CHECK(std::fabs(double(t.self["fib(int)"]) -
+                        json_number(json.out, "tottime", fib_at) * 1e9) <= 2.0);
+    }
 
     // Per thread: one top-level node per thread.
     auto per_thread = run({PROFREPORT, "--tree", "--threads", "--depth", "1", threads_trace()});

@@ -1,13 +1,14 @@
 // libFuzzer target: a trace file from untrusted bytes through everything profreport does with
 // it. The input goes into a memfd (a regular file without a disk), read by path as profreport
-// would, then: ProfileBuilder (merged and per-thread profiles, memory report, line tables),
+// would, then: the replay engine (merged and per-thread profiles, memory report, line tables),
 // every text/CSV/JSON rendering, diffs of the trace against itself, allocation flame graphs,
-// the call tree (Replay) with its exports, and the timelines, all written to /dev/null.
+// the call tree with its exports, and the timelines, all written to /dev/null.
 // reader::TraceError is the expected answer to a bad file; anything else (a crash, a sanitizer
 // report, another exception, a huge allocation, a hang) is a finding. Build: -DPROF_FUZZ=ON with
 // clang (tests/fuzz/CMakeLists.txt); run: tests/fuzz/run_fuzz.sh.
 #include "analysis/lines.hpp"
 #include "analysis/memory_report.hpp"
+#include "analysis/engine/session.hpp"
 #include "analysis/profile.hpp"
 #include "analysis/report.hpp"
 #include "analysis/views/call_tree.hpp"
@@ -88,13 +89,13 @@ void analyse(const std::string& path) {
     std::FILE* out = devnull();
 
     // cProfile's numbers: what `profreport`, --json, --csv, --lines and --memory print.
-    analysis::ProfileBuilder builder;
+    analysis::Session builder;
     builder.add_trace(path);
-    analysis::Profile merged = builder.build();
+    analysis::Profile merged = builder.profile();
     profile_views(merged);
     std::vector<analysis::ThreadFilter> threads = builder.thread_list();
     for (size_t i = 0; i < threads.size() && i < kMaxThreadViews; ++i)
-        profile_views(builder.build(threads[i]));
+        profile_views(builder.profile(threads[i]));
 
     analysis::views::DiffOptions dop;
     dop.fail_above = 5;
@@ -122,12 +123,11 @@ void analyse(const std::string& path) {
         analysis::views::memory_diff_failures(md, mdo);
     }
 
-    // The call tree: a second reader of the events (Replay), and its exports.
-    analysis::views::CallTreeBuilder trees;
-    trees.add_trace(path);
+    // The call tree of the same reading, and its exports.
+    analysis::Session& trees = builder;
     analysis::views::CallTreeOptions co;
     co.split_threads = true;
-    analysis::views::CallTree tree = trees.build(co);
+    analysis::views::CallTree tree = trees.call_tree(co);
     analysis::views::write_flamegraph(out, tree, {});
     analysis::views::write_collapsed(out, tree);
     analysis::views::write_callgrind(out, tree);
@@ -139,7 +139,7 @@ void analyse(const std::string& path) {
     if (!tree_threads.empty()) {
         analysis::views::CallTreeOptions one;
         one.thread = tree_threads.front();
-        analysis::views::print_tree(out, trees.build(one), {});
+        analysis::views::print_tree(out, trees.call_tree(one), {});
     }
 
     // Timelines: Replay again, writing events as it goes.

@@ -1,6 +1,7 @@
 // Reader: valid traces round-trip; damaged ones give a TraceError with an offset or a partial
 // read that says it is partial — never a crash, a hang or a silently wrong result.
 #include "analysis/memory_report.hpp"
+#include "analysis/engine/session.hpp"
 #include "analysis/profile.hpp"
 #include "reader/trace_packer.hpp"
 #include "reader/trace_reader.hpp"
@@ -107,9 +108,9 @@ TEST_CASE("a valid trace reads back with exact counts and times") {
     CHECK(info.symbols.at(0x2000).name == "work(int)");
     CHECK(info.ticks_per_second == test::approx(1e9));
 
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(path);
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     REQUIRE(p.functions.size() == 2);
     auto work = p.match("work");
     REQUIRE(work.size() == 1);
@@ -133,9 +134,9 @@ TEST_CASE("recursion: ncalls total/primitive, cumtime counted once") {
     b.chunk(0).end_record(100);
     std::string path = test::temp_path("rec.trace");
     b.save(path);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(path);
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     REQUIRE(p.functions.size() == 1);
     const analysis::Stats& s = p.functions[0].stats;
     CHECK(s.ncalls == 3);
@@ -153,9 +154,9 @@ TEST_CASE("abandoned frames close at the abandon time and the tree stays balance
     b.chunk(0).end_record(100);
     std::string path = test::temp_path("abandon.trace");
     b.save(path);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(path);
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     const auto& fb = p.functions[p.match("0xb")[0]];
     const auto& fc = p.functions[p.match("0xc")[0]];
     CHECK(fb.stats.cumtime == test::approx(20e-9));
@@ -174,9 +175,9 @@ TEST_CASE("frames still open at the end are closed at the end time") {
     b.chunk(0).end_record(105);
     std::string path = test::temp_path("open.trace");
     b.save(path);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(path);
-    CHECK(pb.build().functions.at(0).stats.cumtime == test::approx(100e-9));
+    CHECK(pb.profile().functions.at(0).stats.cumtime == test::approx(100e-9));
 }
 
 TEST_CASE("a file refused at its header leaves no descriptor or mapping behind") {
@@ -318,9 +319,9 @@ TEST_CASE("every single flipped byte gives a result or a TraceError") {
             bytes[i] ^= 0xff;
             TraceBuilder::save(path, bytes);
             try {
-                analysis::ProfileBuilder pb;
+                analysis::Session pb;
                 pb.add_trace(path);
-                (void)pb.build();
+                (void)pb.profile();
             } catch (const reader::TraceError&) {
                 ++errors;
             }
@@ -333,11 +334,10 @@ namespace {
 
 // The profile of the trace at `path` with overhead compensation, and without.
 std::pair<analysis::Profile, analysis::Profile> compensated_and_raw(const std::string& path) {
-    analysis::ProfileBuilder on, off;
+    analysis::Session on, off({.compensate = false});
     on.add_trace(path);
-    off.set_compensation(false);
     off.add_trace(path);
-    return {on.build(), off.build()};
+    return {on.profile(), off.profile()};
 }
 
 analysis::Stats stats(const analysis::Profile& p, const char* name) {
@@ -535,9 +535,9 @@ TEST_CASE("an address reused by another object: names and calls follow the objec
     CHECK(history.module_at(0x10100, 2500) == 1);
     CHECK(history.module_at(0x10100, 9000) == 1);
 
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(path);
-    analysis::Profile p = pb.build();
+    analysis::Profile p = pb.profile();
     REQUIRE(p.functions.size() == 2);
     for (const auto& f : p.functions) {
         CAPTURE(f.name);
@@ -668,7 +668,7 @@ TEST_CASE("memory records replayed in batches: frees before their allocations in
     int64_t live = 0, peak = 0;
     for (auto& [t, d] : changes) peak = std::max(peak, live += d);
 
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(path);
     const analysis::MemoryReport& m = pb.memory();
     CHECK(m.allocations == kBlocks + own);
@@ -770,7 +770,7 @@ TraceBuilder aligned_trace(uint64_t bad_alignment) {
 }
 
 std::string memory_json(const std::string& path) {
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(path);
     char* text = nullptr;
     size_t size = 0;
@@ -787,7 +787,7 @@ std::string memory_json(const std::string& path) {
 TEST_CASE("packed traces: each release matched to its block, the same report") {
     std::string raw = test::temp_path("memory.trace"), packed = raw + ".packed";
     memory_trace().save(raw);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(raw);
     analysis::MemoryReport m = pb.memory();
     auto check_counts = [](const analysis::MemoryReport& r) {
@@ -811,7 +811,7 @@ TEST_CASE("packed traces: each release matched to its block, the same report") {
     // and with it the whole report but the peak's time are the same.
     r = reader::pack_trace(raw, packed, {});
     CHECK(r.time_shift == 11);
-    analysis::ProfileBuilder rounded;
+    analysis::Session rounded;
     rounded.add_trace(packed);
     analysis::MemoryReport mr = rounded.memory();
     check_counts(mr);
@@ -819,9 +819,9 @@ TEST_CASE("packed traces: each release matched to its block, the same report") {
     CHECK(mr.peak_heap_time > m.peak_heap_time - 2048e-9);
     // The call's times stay exact.
     auto exact_calls = [](const std::string& path) {
-        analysis::ProfileBuilder b;
+        analysis::Session b;
         b.add_trace(path);
-        return b.build().functions.at(0).stats.cumtime;
+        return b.profile().functions.at(0).stats.cumtime;
     };
     CHECK(exact_calls(packed) == exact_calls(raw));
 }
@@ -838,12 +838,12 @@ TEST_CASE("aligned operator new and delete: mismatches by alignment, kept when p
         CHECK(m.mismatches[0].freed_with == "delete");
         CHECK(m.mismatches[0].count == 1);
     };
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(raw);
     check(pb.memory());
     reader::PackResult r = reader::pack_trace(raw, packed, {9, true});
     CHECK(r.memory_records == 8);
-    analysis::ProfileBuilder pp;
+    analysis::Session pp;
     pp.add_trace(packed);
     check(pp.memory());
     CHECK(memory_json(packed) == memory_json(raw));
@@ -867,7 +867,7 @@ TEST_CASE("packed traces: a release by another thread stays after its allocation
     reader::PackResult r = reader::pack_trace(raw, packed, {});
     CHECK(r.time_shift == 11);
     CHECK(r.remote_frees == 1);
-    analysis::ProfileBuilder pb;
+    analysis::Session pb;
     pb.add_trace(packed);
     analysis::MemoryReport m = pb.memory();
     CHECK(m.allocations == 1);
@@ -907,9 +907,9 @@ TEST_CASE("a packed trace cut at any byte or with any byte flipped: a partial re
         for (size_t n = 0; n < full.size(); ++n) {
             TraceBuilder::save(path, std::vector<uint8_t>(full.begin(), full.begin() + long(n)));
             try {
-                analysis::ProfileBuilder pb;
+                analysis::Session pb;
                 pb.add_trace(path);
-                analysis::Profile p = pb.build();
+                analysis::Profile p = pb.profile();
                 CHECK_MESSAGE(p.traces.at(0).incomplete, "cut at ", n, " read as complete");
                 ++partial_reads;
             } catch (const reader::TraceError& e) {
@@ -925,9 +925,9 @@ TEST_CASE("a packed trace cut at any byte or with any byte flipped: a partial re
             bytes[i] ^= 0xff;
             TraceBuilder::save(path, bytes);
             try {
-                analysis::ProfileBuilder pb;
+                analysis::Session pb;
                 pb.add_trace(path);
-                (void)pb.build();
+                (void)pb.profile();
                 (void)pb.memory();
             } catch (const reader::TraceError&) {
                 ++errors;

@@ -1,12 +1,13 @@
 // profreport: reads libprof traces and prints the cProfile-style table and related views.
 #include "analysis/lines.hpp"
 #include "analysis/memory_report.hpp"
+#include "analysis/engine/session.hpp"
 #include "analysis/profile.hpp"
 #include "analysis/report.hpp"
 #include "analysis/views/call_tree.hpp"
 #include "analysis/views/diff.hpp"
 #include "analysis/views/render.hpp"
-#include "analysis/views/replay.hpp"
+#include "analysis/views/durations.hpp"
 #include "analysis/views/timeline.hpp"
 #include "common/tool_log.hpp"
 #include "reader/trace_reader.hpp"
@@ -523,7 +524,7 @@ std::string no_lines_text(const analysis::Profile& p) {
 }
 
 // Under an empty pstats table: where the data of a trace without function calls is.
-std::string no_calls_hint(const analysis::Profile& p, const analysis::ProfileBuilder& b) {
+std::string no_calls_hint(const analysis::Profile& p, const analysis::Session& b) {
     bool lines = false;
     for (const reader::TraceInfo& t : p.traces) lines |= !t.lines.empty() || !t.sites.empty();
     std::vector<std::string> where;
@@ -725,14 +726,44 @@ class Output {
 };
 
 // ---- views and exports: dispatch -----------------------------------------------------------
-// The one thread with kernel id `tid` among `list`, as `build` sees it.
-template <typename Build>
-std::optional<analysis::ThreadFilter> find_thread(const std::vector<analysis::ThreadFilter>& list,
-                                                  uint32_t tid, Build build) {
-    for (const analysis::ThreadFilter& f : list)
-        if (build(f) == tid) return f;
-    return std::nullopt;
-}
+// "reading N%" on standard error while long traces are read, when it is a terminal; erased
+// when the reading ends.
+class ProgressLine {
+  public:
+    ProgressLine() : tty_(isatty(2)) {}
+    ~ProgressLine() {
+        if (shown_) std::fputs("\r\033[K", stderr);
+    }
+    analysis::ProgressFn callback() {
+        if (!tty_) return {};
+        return [this](const analysis::Progress& p) {
+            if (p.fraction < 0)
+                std::fprintf(stderr, "\rprofreport: reading %s: %llu M events",
+                             reader::printable(*p.path).c_str(),
+                             (unsigned long long)(p.events >> 20));
+            else
+                std::fprintf(stderr, "\rprofreport: reading %s: %3.0f%%",
+                             reader::printable(*p.path).c_str(), 100 * p.fraction);
+            shown_ = true;
+        };
+    }
+
+  private:
+    bool tty_, shown_ = false;
+};
+
+// One pass over the traces for every view of this run.
+struct Reading {
+    ProgressLine progress;
+    std::unique_ptr<analysis::Session> session;
+    Reading(const Args& a, const std::vector<std::string>& traces) {
+        analysis::SessionOptions o;
+        o.compensate = !a.raw;
+        o.progress = progress.callback();
+        session = std::make_unique<analysis::Session>(o);
+        for (const std::string& t : traces) session->add_trace(t);
+    }
+};
 
 int run_view(const Args& a, tools::ToolLog& log) {
     namespace views = analysis::views;
@@ -746,7 +777,9 @@ int run_view(const Args& a, tools::ToolLog& log) {
             if (!out.open(log)) return 1;
             views::TimelineOptions o = v.timeline;
             o.tid = a.thread.value_or(0);
-            o.progress = true;
+            o.compensate = !a.raw;
+            ProgressLine progress;
+            o.progress = progress.callback();
             views::TimelineResult r = v.exporter == "chrome"
                                           ? views::write_chrome_trace(out.file(), a.traces, o)
                                           : views::write_speedscope(out.file(), a.traces, o);
@@ -766,9 +799,8 @@ int run_view(const Args& a, tools::ToolLog& log) {
             if (v.diff) { // one report per run: sets are compared per run
                 std::vector<analysis::MemoryReport> base, next;
                 for (size_t i = 0; i < a.traces.size(); ++i) {
-                    analysis::ProfileBuilder b;
-                    b.add_trace(a.traces[i]);
-                    (i < v.vs ? base : next).push_back(b.memory());
+                    Reading r(a, {a.traces[i]});
+                    (i < v.vs ? base : next).push_back(r.session->memory());
                 }
                 views::MemoryDiffOptions o;
                 o.measure = v.weight;
@@ -789,8 +821,8 @@ int run_view(const Args& a, tools::ToolLog& log) {
                 for (const std::string& f : failures) log.error("regression: " + f);
                 return failures.empty() ? 0 : 3;
             }
-            analysis::ProfileBuilder builder;
-            for (const std::string& t : a.traces) builder.add_trace(t);
+            Reading r(a, a.traces);
+            analysis::Session& builder = *r.session;
             if (!builder.memory().present) {
                 log.error(fmt::format("no allocation data in {}: record it with `profrun --mem`",
                                       a.traces.size() == 1 ? a.traces.front() : "these traces"));
@@ -803,20 +835,18 @@ int run_view(const Args& a, tools::ToolLog& log) {
             if (!out.open(log)) return 1;
             views::write_memory_flamegraph(out.file(), builder.memory(),
                                            v.weight.value_or(views::MemoryWeight::kBytes),
-                                           builder.build().traces, o);
+                                           builder.traces(), o);
             return out.close(log) ? 0 : 1;
         }
         if (v.diff) {
-            analysis::ProfileBuilder base, next;
-            base.set_compensation(!a.raw);
-            next.set_compensation(!a.raw);
-            for (size_t i = 0; i < a.traces.size(); ++i)
-                (i < v.vs ? base : next).add_trace(a.traces[i]);
+            Reading base(a, {a.traces.begin(), a.traces.begin() + ptrdiff_t(v.vs)});
+            Reading next(a, {a.traces.begin() + ptrdiff_t(v.vs), a.traces.end()});
             views::DiffOptions o = v.diff_opts;
             o.limit = a.table.limit;
             if (a.table.precision != 3) o.precision = a.table.precision;
             views::DiffResult d =
-                views::diff_profiles(base.build(), v.vs, next.build(), a.traces.size() - v.vs, o);
+                views::diff_profiles(base.session->profile(), v.vs, next.session->profile(),
+                                    a.traces.size() - v.vs, o);
             if (!out.open(log)) return 1;
             views::print_diff(out.file(), d, o, a.format);
             if (!out.close(log)) return 1;
@@ -825,37 +855,22 @@ int run_view(const Args& a, tools::ToolLog& log) {
             return failures.empty() ? 0 : 3;
         }
         // Views of the call tree (and, for --html, of the profile).
-        views::CallTreeBuilder trees;
-        trees.show_progress(true);
-        for (const std::string& t : a.traces) trees.add_trace(t);
+        // Views of the call tree (and, for --html, of the profile), from one reading.
+        Reading r(a, a.traces);
+        analysis::Session& session = *r.session;
         views::CallTreeOptions co;
         co.split_threads = a.threads;
         if (a.thread) {
-            auto f =
-                find_thread(trees.thread_list(), *a.thread, [&](const analysis::ThreadFilter& f) {
-                    views::CallTreeOptions one;
-                    one.thread = f;
-                    return trees.build(one).threads.front().tid;
-                });
+            auto f = session.find_thread(*a.thread);
             if (!f) {
                 log.error(fmt::format("no thread with tid {} in the trace", *a.thread));
                 return 1;
             }
             co.thread = *f;
         }
-        views::CallTree tree = trees.build(co);
+        views::CallTree tree = session.call_tree(co);
         if (!v.html.empty()) {
-            analysis::ProfileBuilder builder;
-            builder.set_compensation(!a.raw); // the table as the text one; the tree is raw
-            builder.set_progress(true);
-            for (const std::string& t : a.traces) builder.add_trace(t);
-            analysis::ThreadFilter pf;
-            if (a.thread)
-                pf = *find_thread(builder.thread_list(), *a.thread,
-                                  [&](const analysis::ThreadFilter& f) {
-                                      return builder.build(f).threads.front().tid;
-                                  });
-            analysis::Profile p = builder.build(pf);
+            analysis::Profile p = session.profile(co.thread);
             for (const std::string& w : analysis::data_warnings(p)) log.warn(w);
             views::HtmlOptions ho;
             ho.title = v.title;
@@ -864,7 +879,7 @@ int run_view(const Args& a, tools::ToolLog& log) {
                 if (auto cwd = t.meta.find("cwd"); cwd != t.meta.end())
                     ho.source_dirs.push_back(cwd->second);
             auto lines = analysis::line_tables(p);
-            ho.memory = &builder.memory(); // the memory section, when the trace has allocations
+            ho.memory = &session.memory(); // the memory section, when the trace has allocations
             if (!out.open(log)) return 1;
             views::write_html(out.file(), p, tree, lines, ho);
             return out.close(log) ? 0 : 1;
@@ -906,16 +921,15 @@ int run(int argc, char** argv) {
         return 2;
     }
     if (a.view.active()) return run_view(a, log); // views and exports
-    analysis::ProfileBuilder builder;
-    builder.set_compensation(!a.raw);
-    builder.set_progress(true);
+    std::unique_ptr<Reading> reading;
     try {
-        for (const std::string& t : a.traces) builder.add_trace(t);
+        reading = std::make_unique<Reading>(a, a.traces);
     } catch (const reader::TraceError& e) {
         log.error(e.what());
         return 1;
     }
-    analysis::Profile merged = builder.build();
+    analysis::Session& builder = *reading->session;
+    analysis::Profile merged = builder.profile();
     for (const std::string& w : analysis::data_warnings(merged)) log.warn(w);
 
     struct View {
@@ -924,10 +938,12 @@ int run(int argc, char** argv) {
     };
     std::vector<View> views;
     if (a.threads || a.thread) {
-        for (const analysis::ThreadFilter& f : builder.thread_list()) {
-            analysis::Profile p = builder.build(f);
-            const analysis::ThreadSummary& th = p.threads.front();
+        std::vector<analysis::ThreadFilter> list = builder.thread_list();
+        for (size_t i = 0; i < list.size(); ++i) {
+            // The thread's tid is known without building its profile.
+            analysis::ThreadSummary th = builder.thread(i);
             if (a.thread && th.tid != *a.thread) continue;
+            analysis::Profile p = builder.profile(list[i]);
             views.push_back({fmt::format("Thread {} (tid {}{}{})", th.stream, th.tid,
                                          th.name.empty() ? "" : ", ", th.name),
                              std::move(p)});

@@ -1,5 +1,5 @@
 // The calling context tree (CCT): one node per distinct call path (parent node, function), per
-// thread, with exact nanosecond totals. It feeds the flame graph, collapsed stacks, callgrind,
+// thread, with exact nanosecond totals (built by analysis::Session::call_tree). It feeds the flame graph, collapsed stacks, callgrind,
 // the terminal tree and the HTML report's icicle. Memory grows with distinct call paths, never
 // with the number of events.
 #pragma once
@@ -44,20 +44,6 @@ struct CallTree {
 struct CallTreeOptions {
     bool split_threads = false; // a node per thread under the root
     ThreadFilter thread;        // one thread only
-};
-
-class CallTreeBuilder {
-  public:
-    CallTreeBuilder();
-    ~CallTreeBuilder();
-    void add_trace(const std::string& path); // throws reader::TraceError
-    void show_progress(bool on);             // "reading N%" on stderr when it is a terminal
-    CallTree build(const CallTreeOptions& o = {}) const;
-    std::vector<ThreadFilter> thread_list() const;
-
-  private:
-    struct Impl;
-    std::unique_ptr<Impl> impl_;
 };
 
 } // namespace prof::analysis::views

@@ -1,4 +1,4 @@
-// Chrome Trace Event and speedscope writers on top of Replay.
+// Chrome Trace Event and speedscope writers: observers of the replay engine (engine/session.hpp).
 //
 // Chrome: a complete event ("X") is written when an activation closes; viewers sort by time.
 // speedscope: evented profiles need their open/close events in time order per thread, and an
@@ -11,7 +11,7 @@
 
 #include "analysis/profile.hpp"
 #include "analysis/report.hpp"
-#include "analysis/views/replay.hpp"
+#include "analysis/engine/session.hpp"
 
 #include <fmt/format.h>
 
@@ -48,43 +48,69 @@ struct ThreadOut {
     std::FILE* tmp = nullptr;              // speedscope
 };
 
-class TimelineBase : public Replay {
+// An open activation, as the writers keep it.
+struct OpenFrame {
+    uint32_t function = 0; // of the trace being read
+    uint64_t enter_ns = 0;
+    uint64_t count = 1;   // activations of a scope run
+    bool emitted = false; // speedscope: its open event is written
+};
+
+class TimelineBase : public ActivationObserver {
   public:
     explicit TimelineBase(const TimelineOptions& o) : o_(o) {}
     ~TimelineBase() override {
         for (ThreadOut& t : out_)
             if (t.tmp) std::fclose(t.tmp);
     }
+    void attach(Session& s) { session_ = &s; }
     std::vector<FrameInfo> frames;
     std::vector<ThreadOut> out_;
     TimelineResult result;
 
   protected:
     const TimelineOptions o_;
+    Session* session_ = nullptr;
+    std::vector<std::vector<OpenFrame>> stacks_; // by thread
 
-    uint32_t frame(const ReplayFrame& fr) {
-        auto next = uint32_t(frames.size());
-        // Objects loaded at one address in turn: a frame per object (rare, a slower map).
-        uint32_t& index = fr.module == reader::kNoModule
-                              ? cache_[current_index()].try_emplace(fr.address, next).first->second
-                              : reused_cache_[current_index()]
-                                    .try_emplace({fr.address, fr.module}, next)
-                                    .first->second;
-        if (index == next) {
-            Function f = resolver_.describe(current(), fr.address, fr.module);
+    const reader::TraceInfo& current() const {
+        return session_->trace_info(session_->current_trace());
+    }
+    uint32_t frame(uint32_t function) {
+        size_t trace = session_->current_trace();
+        if (cache_.size() <= trace) cache_.resize(trace + 1);
+        std::vector<uint32_t>& v = cache_[trace];
+        if (v.size() <= function) v.resize(function + 1, UINT32_MAX);
+        if (v[function] == UINT32_MAX) {
+            v[function] = uint32_t(frames.size());
+            Function f = resolver_.describe(current(), session_->function_address(trace, function),
+                                            session_->function_module(trace, function));
             frames.push_back(FrameInfo{json_escape(reader::printable(f.name)), json_escape(f.file),
                                        f.line, f.kind});
         }
-        return index;
+        return v[function];
     }
-    ThreadOut& out(const ReplayThread& t) { return out_[t.index]; }
-    void thread_created(ReplayThread& t) override {
-        if (out_.size() <= t.index) out_.resize(t.index + 1);
-        ThreadOut& to = out_[t.index];
-        if (auto it = current().threads.find(t.stream); it != current().threads.end())
-            to.tid = it->second.tid;
+    ThreadOut& out(size_t thread) { return out_[thread]; }
+    void thread_started(size_t thread) override {
+        if (out_.size() <= thread) out_.resize(thread + 1);
+        if (stacks_.size() <= thread) stacks_.resize(thread + 1);
+        ThreadOut& to = out_[thread];
+        to.tid = session_->thread(thread).tid;
         to.skip = o_.tid && to.tid != o_.tid;
     }
+    void opened(size_t thread, uint32_t function, uint64_t enter_ns, uint64_t count) override {
+        stacks_[thread].push_back(OpenFrame{function, enter_ns, count, false});
+        if (!out_[thread].skip) opened_frame(thread);
+    }
+    void closed(size_t thread, uint64_t exit_ns) override {
+        std::vector<OpenFrame>& stack = stacks_[thread];
+        OpenFrame f = stack.back();
+        stack.pop_back();
+        if (!out_[thread].skip) closed_frame(thread, f, std::max(exit_ns, f.enter_ns));
+    }
+    virtual void opened_frame(size_t /*thread*/) {}
+    virtual void closed_frame(size_t thread, const OpenFrame& f, uint64_t exit_ns) = 0;
+
     // Whether a closed activation [e, x] is kept.
     bool kept(uint64_t e, uint64_t x) const {
         return x - e >= o_.min_duration_ns && x >= o_.from_ns && e <= o_.to_ns;
@@ -93,8 +119,7 @@ class TimelineBase : public Replay {
 
   private:
     FunctionResolver resolver_;
-    std::unordered_map<size_t, std::unordered_map<uint64_t, uint32_t>> cache_;
-    std::unordered_map<size_t, std::map<std::pair<uint64_t, size_t>, uint32_t>> reused_cache_;
+    std::vector<std::vector<uint32_t>> cache_; // [trace][function] -> frames index
 };
 
 class ChromeWriter : public TimelineBase {
@@ -108,19 +133,19 @@ class ChromeWriter : public TimelineBase {
 
   private:
     std::FILE* f_;
-    void opened(ReplayThread&) override {}
-    void closed(ReplayThread& t, const ReplayFrame& fr, uint64_t x) override {
-        ThreadOut& to = out(t);
-        if (to.skip || !kept(fr.enter_ns, x)) return;
+    void closed_frame(size_t thread, const OpenFrame& fr, uint64_t x) override {
+        ThreadOut& to = out(thread);
+        if (!kept(fr.enter_ns, x)) return;
         uint64_t e = clip(fr.enter_ns), c = clip(x);
-        const FrameInfo& fi = frames[frame(fr)];
+        const FrameInfo& fi = frames[frame(fr.function)];
         // A scope run: its activations' summed time from the first one's start.
         std::string args =
             fr.count > 1 ? fmt::format(",\"args\":{{\"activations\":{}}}", fr.count) : "";
         write(fmt::format("{}\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":\"{}\",\"ts\":{},\"dur\":{},"
                           "\"pid\":{},\"tid\":{}{}}}",
                           first ? "" : ",", fi.kind, fi.name, micros(e), micros(c - e),
-                          current().header.pid, to.tid ? to.tid : t.stream, args));
+                          current().header.pid, to.tid ? to.tid : session_->thread_list()[thread].stream,
+                          args));
         first = false;
         ++to.events;
         ++result.events;
@@ -132,17 +157,15 @@ class SpeedscopeWriter : public TimelineBase {
     explicit SpeedscopeWriter(const TimelineOptions& o) : TimelineBase(o) {}
 
   private:
-    static constexpr uint64_t kEmitted = 1;
-
-    void emit(ReplayThread& t, char type, const ReplayFrame& fr, uint64_t at) {
-        ThreadOut& to = out(t);
+    void emit(size_t thread, char type, const OpenFrame& fr, uint64_t at) {
+        ThreadOut& to = out(thread);
         if (!to.tmp) {
             to.tmp = std::tmpfile();
             if (!to.tmp)
                 throw std::runtime_error("cannot create a temporary file for speedscope events");
         }
         std::string s = fmt::format("{}{{\"type\":\"{}\",\"frame\":{},\"at\":{}}}",
-                                    to.events ? ",\n" : "\n", type, frame(fr), at);
+                                    to.events ? ",\n" : "\n", type, frame(fr.function), at);
         if (std::fputs(s.c_str(), to.tmp) < 0)
             throw std::runtime_error("cannot write a temporary file for speedscope events");
         to.first = std::min(to.first, at);
@@ -151,25 +174,21 @@ class SpeedscopeWriter : public TimelineBase {
         if (type == 'O') ++result.events;
     }
     // Writes the opens of frames now known to pass the filters, outermost first.
-    void flush(ReplayThread& t, uint64_t now) {
-        for (ReplayFrame& f : t.stack) {
-            if (f.user & kEmitted) continue;
+    void flush(size_t thread, uint64_t now) {
+        for (OpenFrame& f : stacks_[thread]) {
+            if (f.emitted) continue;
             if (now - f.enter_ns < o_.min_duration_ns || now < o_.from_ns || f.enter_ns > o_.to_ns)
                 return; // deeper frames are younger: they fail too
-            emit(t, 'O', f, clip(f.enter_ns));
-            f.user |= kEmitted;
+            emit(thread, 'O', f, clip(f.enter_ns));
+            f.emitted = true;
         }
     }
-    void opened(ReplayThread& t) override {
-        if (!out(t).skip) flush(t, t.stack.back().enter_ns);
-    }
-    void closed(ReplayThread& t, const ReplayFrame& f, uint64_t x) override {
-        if (out(t).skip) return;
-        bool emitted = f.user & kEmitted;
-        if (!emitted && !kept(f.enter_ns, x)) return;
-        flush(t, x);
-        if (!emitted) emit(t, 'O', f, clip(f.enter_ns));
-        emit(t, 'C', f, clip(x));
+    void opened_frame(size_t thread) override { flush(thread, stacks_[thread].back().enter_ns); }
+    void closed_frame(size_t thread, const OpenFrame& f, uint64_t x) override {
+        if (!f.emitted && !kept(f.enter_ns, x)) return;
+        flush(thread, x);
+        if (!f.emitted) emit(thread, 'O', f, clip(f.enter_ns));
+        emit(thread, 'C', f, clip(x));
     }
 };
 
@@ -218,27 +237,40 @@ void write_memory_counters(ChromeWriter& w, const MemoryReport& m, uint32_t pid,
 TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& traces,
                                   const TimelineOptions& o) {
     ChromeWriter w(f, o);
-    w.show_progress(o.progress);
+    SessionOptions so;
+    so.compensate = o.compensate;
+    so.memory = o.memory_counters;
+    so.progress = o.progress;
+    so.observer = &w;
+    Session session(so);
+    w.attach(session);
     w.write("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
     std::vector<bool> counted; // traces with memory counters
     for (const std::string& path : traces) {
-        const reader::TraceInfo& info = w.add_trace(path);
+        // The heap and RSS timelines of this trace (process) alone: what it added.
+        size_t heap_from = session.memory().heap_timeline.size();
+        size_t rss_from = session.memory().rss_timeline.size();
+        const reader::TraceInfo& info = session.add_trace(path);
         counted.push_back(false);
         if (!o.memory_counters || !info.memory_records) continue;
-        ProfileBuilder memory; // the allocations of this trace (process) alone
-        memory.add_trace(path);
-        const MemoryReport& m = memory.memory();
+        const MemoryReport& all = session.memory();
+        MemoryReport m;
+        m.heap_timeline.assign(all.heap_timeline.begin() + ptrdiff_t(heap_from), all.heap_timeline.end());
+        m.rss_timeline.assign(all.rss_timeline.begin() + ptrdiff_t(rss_from), all.rss_timeline.end());
         uint64_t before = w.result.counters;
         write_memory_counters(w, m, info.header.pid, o);
         counted.back() = w.result.counters > before;
     }
+    std::vector<ThreadFilter> threads = session.thread_list();
     // Names of processes and threads that have events.
-    std::vector<bool> named(w.traces().size(), false);
-    for (const auto& tp : w.threads()) {
-        const ThreadOut& to = w.out_[tp->index];
+    const std::vector<reader::TraceInfo>& infos = session.traces();
+    std::vector<bool> named(infos.size(), false);
+    for (size_t index = 0; index < threads.size(); ++index) {
+        const ThreadFilter* tp = &threads[index];
+        const ThreadOut& to = w.out_[index];
         if (!to.events) continue;
         ++w.result.threads;
-        const reader::TraceInfo& info = *w.traces()[tp->trace];
+        const reader::TraceInfo& info = infos[tp->trace];
         uint32_t pid = info.header.pid;
         if (!named[tp->trace]) {
             named[tp->trace] = true;
@@ -260,9 +292,9 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
                             pid, tid, json_escape(reader::printable(tname))));
     }
     // Processes with counters but no complete events (a program run under profrun --mem alone).
-    for (size_t i = 0; i < w.traces().size(); ++i) {
+    for (size_t i = 0; i < infos.size(); ++i) {
         if (named[i] || !counted[i]) continue;
-        const reader::TraceInfo& info = *w.traces()[i];
+        const reader::TraceInfo& info = infos[i];
         auto exe = info.meta.find("exe");
         std::string name = exe == info.meta.end() ? std::string("process") : base_name(exe->second);
         w.write(fmt::format("{}\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,"
@@ -282,16 +314,24 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
 TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& traces,
                                 const TimelineOptions& o) {
     SpeedscopeWriter w(o);
-    w.show_progress(o.progress);
-    for (const std::string& path : traces) w.add_trace(path);
+    SessionOptions so;
+    so.compensate = o.compensate;
+    so.memory = false;
+    so.progress = o.progress;
+    so.observer = &w;
+    Session session(so);
+    w.attach(session);
+    for (const std::string& path : traces) session.add_trace(path);
+    std::vector<ThreadFilter> threads = session.thread_list();
+    const std::vector<reader::TraceInfo>& infos = session.traces();
     TimelineResult& r = w.result;
     auto write = [&](const std::string& s) {
         std::fputs(s.c_str(), f);
         r.bytes += s.size();
     };
     std::string title = "libprof";
-    if (!w.traces().empty()) {
-        const reader::TraceInfo& info = *w.traces().front();
+    if (!infos.empty()) {
+        const reader::TraceInfo& info = infos.front();
         auto exe = info.meta.find("exe");
         if (exe != info.meta.end()) title = base_name(exe->second);
     }
@@ -301,18 +341,19 @@ TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& tr
                     "\"profiles\":[",
                     json_escape(reader::printable(title))));
     bool first = true;
-    for (const auto& tp : w.threads()) {
-        ThreadOut& to = w.out_[tp->index];
+    for (size_t index = 0; index < threads.size(); ++index) {
+        const ThreadFilter* tp = &threads[index];
+        ThreadOut& to = w.out_[index];
         if (!to.events || !to.tmp) continue;
         ++r.threads;
-        const reader::TraceInfo& info = *w.traces()[tp->trace];
+        const reader::TraceInfo& info = infos[tp->trace];
         std::string tname;
         if (auto it = info.threads.find(tp->stream); it != info.threads.end())
             tname = it->second.name;
         uint32_t tid = to.tid ? to.tid : tp->stream;
         std::string name = fmt::format("{} (pid {}, tid {}){}{}", tname.empty() ? "thread" : tname,
-                                       info.header.pid, tid, w.traces().size() > 1 ? " " : "",
-                                       w.traces().size() > 1 ? base_name(info.path) : "");
+                                       info.header.pid, tid, infos.size() > 1 ? " " : "",
+                                       infos.size() > 1 ? base_name(info.path) : "");
         write(fmt::format("{}\n{{\"type\":\"evented\",\"name\":\"{}\",\"unit\":\"nanoseconds\","
                           "\"startValue\":{},\"endValue\":{},\"events\":[",
                           first ? "" : ",", json_escape(reader::printable(name)), to.first,

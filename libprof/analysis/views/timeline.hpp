@@ -4,6 +4,8 @@
 // thread, in exact nanoseconds since the trace started.
 #pragma once
 
+#include "analysis/engine/session.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -16,7 +18,8 @@ struct TimelineOptions {
     uint64_t to_ns = UINT64_MAX;
     uint64_t min_duration_ns = 0; // drop shorter activations (and so their callees)
     uint32_t tid = 0;             // only this kernel thread id; 0 = all
-    bool progress = false;        // "reading N%" on a terminal
+    bool compensate = true;       // the engine's time model (session.hpp)
+    ProgressFn progress;          // while the traces are read
     // Chrome: a trace with allocation records (profrun --mem) also gets its heap and resident
     // set size over time as counter events ("ph":"C", named "heap" and "RSS", args {"bytes"}),
     // from the MemoryReport's timelines; those are per process, so --thread keeps them.
@@ -34,9 +37,10 @@ struct TimelineResult {
 inline constexpr uint64_t kTimelineWarnEvents = 2'000'000;
 inline constexpr uint64_t kTimelineWarnBytes = 200ull << 20;
 
-// Both read the traces themselves (throw reader::TraceError) and throw std::runtime_error when
-// a temporary file cannot be made. A trace with allocation records is read a second time, by
-// ProfileBuilder, for the chrome export's memory counters.
+// Both read the traces themselves, once, as observers of the replay engine (throw
+// reader::TraceError), and throw std::runtime_error when a temporary file cannot be made.
+// Activations are on each thread's clock (session.hpp: the profiler's cost left out, unless
+// `compensate` is off), so their durations are the other views' times.
 TimelineResult write_chrome_trace(std::FILE* out, const std::vector<std::string>& traces,
                                   const TimelineOptions& o);
 TimelineResult write_speedscope(std::FILE* out, const std::vector<std::string>& traces,

@@ -1,7 +1,7 @@
 // Text renderings of the call tree: collapsed stacks, callgrind, the terminal tree (text/CSV).
 #include "analysis/report.hpp"
 #include "analysis/views/render.hpp"
-#include "analysis/views/replay.hpp"
+#include "analysis/views/durations.hpp"
 
 #include "reader/trace_reader.hpp"
 

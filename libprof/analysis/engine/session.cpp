@@ -1,0 +1,971 @@
+// Session: one pass over each trace; per thread a calling context tree with exact counts and
+// times on the thread's clock (session.hpp), and the allocations replayed in time order. The
+// profile, the call tree and the memory report are derived from what it kept.
+#include "analysis/engine/session.hpp"
+
+#include "reader/address_map.hpp"
+#include "reader/time_order.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+namespace prof::analysis {
+namespace {
+
+constexpr uint32_t kNoCaller = UINT32_MAX;
+// In ThreadReplay::fn_map: the function's address was occupied by several objects in turn; the
+// object (and so the function) is chosen by the time of each call.
+constexpr uint32_t kReusedBit = 0x80000000u;
+constexpr uint32_t kUndefined = UINT32_MAX;
+
+// A call path: (parent path, function). Node 0 is the thread's root.
+struct PathNode {
+    uint32_t parent;
+    uint32_t function; // index into the trace's functions
+    uint64_t calls = 0;
+    double total = 0; // ticks on the thread's clock, inclusive
+};
+
+// (parent, function) -> node, open addressing: the one lookup of every call.
+class PathIndex {
+  public:
+    PathIndex() { rehash(1024); }
+    // The node of `key`, or `fresh` after recording it as that.
+    uint32_t find_or_add(uint64_t key, uint32_t fresh) {
+        size_t i = slot(key);
+        for (;; i = (i + 1) & mask_) {
+            if (keys_[i] == key) return values_[i];
+            if (keys_[i] == kEmpty) break;
+        }
+        keys_[i] = key;
+        values_[i] = fresh;
+        if (++size_ * 2 > keys_.size()) rehash(keys_.size() * 2);
+        return fresh;
+    }
+
+  private:
+    static constexpr uint64_t kEmpty = UINT64_MAX;
+    size_t slot(uint64_t key) const { return size_t((key * 0x9e3779b97f4a7c15ULL) >> shift_); }
+    void rehash(size_t n) {
+        std::vector<uint64_t> keys(n, kEmpty);
+        std::vector<uint32_t> values(n);
+        keys.swap(keys_);
+        values.swap(values_);
+        mask_ = n - 1;
+        shift_ = 64 - __builtin_ctzll(n);
+        for (size_t j = 0; j < keys.size(); ++j) {
+            if (keys[j] == kEmpty) continue;
+            size_t i = slot(keys[j]);
+            while (keys_[i] != kEmpty) i = (i + 1) & mask_;
+            keys_[i] = keys[j];
+            values_[i] = values[j];
+        }
+    }
+    std::vector<uint64_t> keys_;
+    std::vector<uint32_t> values_;
+    size_t mask_ = 0, size_ = 0;
+    int shift_ = 0;
+};
+
+struct Frame {
+    uint32_t node;
+    double start; // the thread's clock when the frame opened
+};
+
+// One thread of one trace.
+struct ThreadReplay {
+    size_t trace = 0;
+    uint32_t stream = 0;
+    size_t index = 0;             // in Session order
+    std::vector<uint32_t> fn_map; // the stream's Function index -> trace function (| kReusedBit)
+    std::unordered_map<uint64_t, uint32_t> address_fn; // EnterAddress records
+    std::vector<PathNode> nodes{PathNode{kNoCaller, kUndefined}};
+    PathIndex paths;
+    std::vector<Frame> stack;
+    // The clock (session.hpp, "the time model"): ticks since the trace started, less the
+    // profiler's cost; `pending` is that cost in the interval since the last event.
+    bool started = false;
+    uint64_t last = 0;
+    double clock = 0, pending = 0;
+    uint64_t unmatched_exits = 0;
+    // Memory: unwound stacks (Stack records) and the latest allocation for temporaries.
+    std::unordered_map<uint32_t, std::vector<uint64_t>> unwound; // Stack id -> return addresses
+    std::unordered_map<uint32_t, size_t> unwound_site;           // Stack id -> memory site
+    uint64_t last_alloc = 0; // the latest allocation, while nothing else was allocated since
+    size_t last_alloc_site = 0;
+
+    uint32_t child(uint32_t parent, uint32_t function) {
+        uint32_t n = paths.find_or_add(uint64_t(parent) << 32 | function, uint32_t(nodes.size()));
+        if (n == nodes.size()) nodes.push_back(PathNode{parent, function});
+        return n;
+    }
+};
+
+// The functions of one trace: (address, object) pairs, the object given only for addresses
+// that several objects occupied in turn.
+struct TraceFunctions {
+    std::vector<uint64_t> address;
+    std::vector<size_t> module;
+    std::map<std::pair<uint64_t, size_t>, uint32_t> index;
+    uint32_t of(uint64_t a, size_t m) {
+        auto [it, fresh] = index.try_emplace({a, m}, uint32_t(address.size()));
+        if (fresh) {
+            address.push_back(a);
+            module.push_back(m);
+        }
+        return it->second;
+    }
+};
+
+// An operator new or delete form's std::align_val_t (format 1.4), as log2 + 1: 0 = none.
+uint8_t alignment_code(uint64_t alignment) {
+    return alignment ? uint8_t(std::min(__builtin_ctzll(alignment) + 1, 64)) : 0;
+}
+
+// The operator's name with its alignment argument, as the program wrote it:
+// new(std::align_val_t(64)).
+std::string with_alignment(const char* name, uint8_t code) {
+    if (!code) return name;
+    return fmt::format("{}(std::align_val_t({}))", name, uint64_t(1) << (code - 1));
+}
+
+std::string alloc_name(format::AllocKind k, uint8_t alignment) {
+    switch (k) {
+    case format::AllocKind::kNew:
+        return with_alignment("new", alignment);
+    case format::AllocKind::kNewArray:
+        return with_alignment("new[]", alignment);
+    case format::AllocKind::kAligned:
+        return "aligned_alloc";
+    default:
+        return "malloc";
+    }
+}
+
+std::string free_name(format::FreeKind k, uint8_t alignment) {
+    switch (k) {
+    case format::FreeKind::kDelete:
+        return with_alignment("delete", alignment);
+    case format::FreeKind::kDeleteArray:
+        return with_alignment("delete[]", alignment);
+    default:
+        return "free";
+    }
+}
+
+// A realloc of a live block, in a mismatch key (FreeKind values start at 1).
+constexpr int kReallocRelease = 0;
+
+// Which release function matches an allocation function.
+bool matches(format::AllocKind a, format::FreeKind f) {
+    switch (a) {
+    case format::AllocKind::kNew:
+        return f == format::FreeKind::kDelete;
+    case format::AllocKind::kNewArray:
+        return f == format::FreeKind::kDeleteArray;
+    default:
+        return f == format::FreeKind::kFree;
+    }
+}
+
+} // namespace
+
+struct LiveBlock {
+    uint64_t size;
+    size_t site;
+    format::AllocKind kind;
+    uint8_t alignment; // alignment_code of an operator new form with std::align_val_t
+};
+
+// The blocks live at a point of the replay, by address.
+using LiveBlocks = reader::AddressMap<LiveBlock>;
+
+struct Session::Impl : reader::EventSink {
+    SessionOptions options;
+    std::vector<reader::TraceInfo> traces;
+    std::vector<TraceFunctions> functions; // by trace
+    std::vector<std::unique_ptr<ThreadReplay>> threads;
+    std::unordered_map<uint32_t, ThreadReplay*> current; // stream id -> thread, this trace
+    uint32_t last_stream = UINT32_MAX;
+    ThreadReplay* last_thread = nullptr;
+    size_t trace_index = 0;
+    uint64_t events_read = 0;
+
+    // The trace being read: its process records, from a first pass over its process stream
+    // (an object's Unload record can lie later in the file than the events it separates; the
+    // clock's frequency is in the End record).
+    reader::TraceInfo layout;
+    std::unique_ptr<reader::AddressHistory> history;
+    TraceFunctions* fns = nullptr;
+    uint64_t start_ticks = 0, end_ticks = 0;
+    double ns_per_tick = 1;
+    // The costs compensated (ticks): per call inside the callee, per call outside it, per
+    // activation of a scope run.
+    double cost_in = 0, cost_out = 0, cost_line = 0;
+
+    explicit Impl(SessionOptions o) : options(std::move(o)) {}
+
+    bool reused(uint64_t address) const { return history->reused(address); }
+
+    void begin_trace(const std::string& path) {
+        reader::TraceReader meta(path);
+        layout = meta.read_metadata();
+        history = std::make_unique<reader::AddressHistory>(layout);
+        trace_index = traces.size();
+        functions.emplace_back();
+        fns = &functions.back();
+        current.clear();
+        last_stream = UINT32_MAX;
+        last_thread = nullptr;
+        start_ticks = layout.header.start_ticks;
+        end_ticks = layout.end_ticks;
+        double tps = layout.ticks_per_second > 0 ? layout.ticks_per_second : 1e9;
+        ns_per_tick = 1e9 / tps;
+        bool c = options.compensate;
+        cost_in = c ? layout.overhead_in : 0;
+        cost_out = c ? layout.overhead_out : 0;
+        cost_line = c ? layout.line_overhead : 0;
+    }
+
+    ThreadReplay& thread(uint32_t id) {
+        if (id == last_stream) return *last_thread;
+        auto it = current.find(id);
+        if (it == current.end()) {
+            threads.push_back(std::make_unique<ThreadReplay>());
+            ThreadReplay* t = threads.back().get();
+            t->trace = trace_index;
+            t->stream = id;
+            t->index = threads.size() - 1;
+            it = current.emplace(id, t).first;
+            if (options.observer) options.observer->thread_started(t->index);
+        }
+        last_stream = id;
+        last_thread = it->second;
+        return *it->second;
+    }
+
+    void tick_progress(uint64_t ticks) {
+        if (!options.progress || (++events_read & 0x3fffff)) return;
+        Progress p;
+        p.path = &layout.path;
+        p.events = events_read;
+        if (end_ticks > start_ticks)
+            p.fraction =
+                std::clamp(double(ticks - start_ticks) / double(end_ticks - start_ticks), 0.0, 1.0);
+        options.progress(p);
+    }
+
+    uint64_t ns(double clock) const { return clock > 0 ? uint64_t(clock * ns_per_tick) : 0; }
+
+    // The interval since the thread's last event goes to the frame on top, less the cost the
+    // hooks spent in it.
+    void advance(ThreadReplay& t, uint64_t ticks) {
+        if (!t.started) {
+            t.started = true;
+            t.last = ticks;
+            t.clock = ticks > start_ticks ? double(ticks - start_ticks) : 0;
+            return;
+        }
+        if (ticks < t.last) ticks = t.last;
+        double elapsed = double(ticks - t.last) - t.pending;
+        if (elapsed > 0) t.clock += elapsed;
+        t.pending = 0;
+        t.last = ticks;
+    }
+
+    // The trace function that a call of stream function `fn` at `ticks` is.
+    uint32_t resolve(ThreadReplay& t, uint32_t mapped, uint64_t ticks) {
+        if (!(mapped & kReusedBit)) return mapped;
+        uint64_t address = fns->address[mapped & ~kReusedBit];
+        return fns->of(address, history->module_at(address, ticks));
+    }
+    uint32_t define(uint64_t address) {
+        return reused(address) ? fns->of(address, reader::kNoModule) | kReusedBit
+                               : fns->of(address, reader::kNoModule);
+    }
+
+    void open(ThreadReplay& t, uint32_t function, uint64_t count) {
+        uint32_t parent = t.stack.empty() ? 0 : t.stack.back().node;
+        uint32_t node = t.child(parent, function);
+        t.nodes[node].calls += count;
+        t.stack.push_back(Frame{node, t.clock});
+        if (options.observer) options.observer->opened(t.index, function, ns(t.clock), count);
+    }
+    void close(ThreadReplay& t) {
+        Frame f = t.stack.back();
+        t.stack.pop_back();
+        t.nodes[f.node].total += t.clock - f.start;
+        t.pending = cost_out;
+        if (options.observer) options.observer->closed(t.index, ns(t.clock));
+    }
+    void close_all(ThreadReplay& t) {
+        while (!t.stack.empty()) close(t);
+    }
+
+    void on_function(uint32_t id, uint32_t fn, uint64_t address) override {
+        ThreadReplay& t = thread(id);
+        if (t.fn_map.size() <= fn) t.fn_map.resize(fn + 1, kUndefined);
+        t.fn_map[fn] = define(address);
+    }
+    void on_enter(uint32_t id, uint32_t fn, uint64_t ticks) override {
+        tick_progress(ticks);
+        ThreadReplay& t = thread(id);
+        advance(t, ticks);
+        if (fn >= t.fn_map.size() || t.fn_map[fn] == kUndefined) return;
+        open(t, resolve(t, t.fn_map[fn], ticks), 1);
+        t.pending = cost_in;
+    }
+    void on_enter_address(uint32_t id, uint64_t address, uint64_t ticks) override {
+        tick_progress(ticks);
+        ThreadReplay& t = thread(id);
+        advance(t, ticks);
+        auto [it, fresh] = t.address_fn.try_emplace(address, 0);
+        if (fresh) it->second = define(address);
+        open(t, resolve(t, it->second, ticks), 1);
+        t.pending = cost_in;
+    }
+    void on_exit(uint32_t id, uint64_t ticks) override {
+        tick_progress(ticks);
+        ThreadReplay& t = thread(id);
+        advance(t, ticks);
+        if (t.stack.empty()) {
+            ++t.unmatched_exits;
+            return;
+        }
+        close(t);
+    }
+    // `count` leaf activations that took `total` ticks together, timed by the macros' inline
+    // path: each costs about what a PROF_LINE around an empty statement measures.
+    void on_scope_run(uint32_t id, uint32_t fn, uint64_t ticks, uint64_t count,
+                      uint64_t total) override {
+        ThreadReplay& t = thread(id);
+        advance(t, ticks);
+        if (fn >= t.fn_map.size() || t.fn_map[fn] == kUndefined) return;
+        open(t, resolve(t, t.fn_map[fn], ticks), count);
+        t.clock += std::max(0.0, double(total) - cost_line * double(count));
+        close(t);
+        t.last = ticks + total > t.last ? ticks + total : t.last;
+        t.pending = cost_out * double(count);
+    }
+    void on_pause(uint32_t id, uint64_t ticks) override {
+        if (options.compensate) thread(id).pending += double(ticks);
+    }
+    void on_abandon(uint32_t id, uint32_t frames, uint64_t ticks) override {
+        ThreadReplay& t = thread(id);
+        advance(t, ticks);
+        for (uint32_t i = 0; i < frames && !t.stack.empty(); ++i) close(t);
+    }
+    void on_thread_begin(uint32_t id, uint64_t ticks) override { advance(thread(id), ticks); }
+    void on_thread_end(uint32_t id, uint64_t ticks) override {
+        ThreadReplay& t = thread(id);
+        advance(t, ticks);
+        close_all(t);
+    }
+
+    // ---- memory --------------------------------------------------------------------------
+    // While reading, sites are keyed by (trace, addresses innermost first) in `raw_sites`;
+    // blocks live per trace. The report's sites are those with the same named frames merged:
+    // an object loaded again at another address (a plugin dlopened and dlclosed in a loop)
+    // gives new addresses to the same code.
+    MemoryReport memory;
+    // A site: (trace, return addresses innermost first, the module of each address at the
+    // time when another object was also loaded at that address, else kNoModule).
+    using SiteKey = std::tuple<size_t, std::vector<uint64_t>, std::vector<size_t>>;
+    std::map<SiteKey, size_t> site_index;
+    std::vector<SiteKey> site_keys;
+    std::vector<MemorySite> raw_sites;    // by SiteKey index; stacks stay empty
+    std::vector<Mismatch> raw_mismatches; // `site` indexes raw_sites
+    // What names a frame: function name, file, line, module path.
+    using FrameKey = std::tuple<std::string, std::string, uint32_t, std::string>;
+    std::map<std::vector<FrameKey>, size_t> merged_index; // named stack -> memory.sites index
+    std::vector<size_t> merged_of;                        // raw site -> memory.sites index
+    LiveBlocks live;
+    std::map<std::tuple<size_t, int, int>, size_t> mismatch_index;
+    uint64_t trace_peak_rss = 0;
+    FunctionResolver resolver;
+
+    size_t site_of(ThreadReplay& s, uint32_t stack, uint64_t ticks) {
+        if (stack) {
+            if (auto known = s.unwound_site.find(stack); known != s.unwound_site.end())
+                return known->second;
+            auto it = s.unwound.find(stack);
+            if (it == s.unwound.end()) return site_of_addresses({}, ticks);
+            bool timeless = true;
+            size_t site = site_of_addresses(std::vector<uint64_t>(it->second), ticks, &timeless);
+            if (timeless) s.unwound_site[stack] = site;
+            return site;
+        }
+        std::vector<uint64_t> addresses;
+        for (auto f = s.stack.rbegin(); f != s.stack.rend(); ++f)
+            addresses.push_back(fns->address[s.nodes[f->node].function]);
+        return site_of_addresses(std::move(addresses), ticks);
+    }
+    // `timeless` is cleared when an address of the stack belonged to two objects (dlclose,
+    // then another dlopen at that address): the site then depends on the time.
+    size_t site_of_addresses(std::vector<uint64_t> addresses, uint64_t ticks,
+                             bool* timeless = nullptr) {
+        std::vector<size_t> modules;
+        for (size_t i = 0; i < addresses.size(); ++i) {
+            if (!reused(addresses[i])) continue;
+            modules.resize(addresses.size(), reader::kNoModule);
+            modules[i] = history->module_at(addresses[i], ticks);
+            if (timeless) *timeless = false;
+        }
+        SiteKey key{trace_index, std::move(addresses), std::move(modules)};
+        auto [it, fresh] = site_index.try_emplace(key, raw_sites.size());
+        if (fresh) {
+            raw_sites.emplace_back();
+            site_keys.push_back(std::move(key));
+        }
+        return it->second;
+    }
+
+    // Memory events are matched in time order: a block freed by another thread may come
+    // earlier in the file than its allocation. They are buffered until no record older than
+    // them can follow (on_chunk_done), then replayed, so that memory grows with the live
+    // blocks, sites and threads of a trace, not with its length. Temporaries depend on one
+    // thread's order only and are decided as records arrive.
+    struct MemoryEvent {
+        uint64_t ticks;
+        uint64_t seq; // order of arrival: ties in time replay in file order
+        uint64_t ptr;
+        uint64_t size;         // allocations
+        size_t site;           // allocations
+        uint8_t op;            // 0 allocation, 1 free, 2 release by realloc
+        uint8_t kind;          // AllocKind or FreeKind
+        uint8_t alignment = 0; // alignment_code (operator new and delete with std::align_val_t)
+    };
+    reader::TimeOrderedReplay<MemoryEvent> memory_replay;
+
+    // The heap of the trace being read, replayed: the running total, its peak and what each
+    // site held at the peak. `pending` holds each site's change since the latest peak (sites
+    // listed in `touched`), folded into `at_peak` when a new peak is reached: every event is
+    // folded at most once.
+    struct HeapReplay {
+        int64_t current = 0, peak = 0;
+        uint64_t peak_ticks = 0;
+        std::vector<int64_t> at_peak, pending;
+        std::vector<uint8_t> is_touched;
+        std::vector<size_t> touched;
+        // Timeline: one point per `step` events (the interval's maximum); when there are too
+        // many points, neighbours are merged and the step doubles.
+        std::vector<std::pair<uint64_t, int64_t>> points; // (ticks, live bytes)
+        uint64_t step = 1, in_step = 0;
+        int64_t window_max = 0;
+        uint64_t last_ticks = 0;
+    } heap;
+
+    void heap_change(uint64_t ticks, int64_t delta, size_t site) {
+        HeapReplay& h = heap;
+        if (site >= h.pending.size()) {
+            size_t n = std::max(site + 1, raw_sites.size());
+            h.pending.resize(n, 0);
+            h.at_peak.resize(n, 0);
+            h.is_touched.resize(n, 0);
+        }
+        h.current += delta;
+        h.pending[site] += delta;
+        if (!h.is_touched[site]) h.is_touched[site] = 1, h.touched.push_back(site);
+        if (h.current > h.peak) {
+            h.peak = h.current;
+            h.peak_ticks = ticks;
+            for (size_t t : h.touched) {
+                h.at_peak[t] += h.pending[t];
+                h.pending[t] = 0;
+                h.is_touched[t] = 0;
+            }
+            h.touched.clear();
+        }
+        h.window_max = std::max(h.window_max, h.current);
+        h.last_ticks = ticks;
+        if (++h.in_step == h.step) {
+            h.points.emplace_back(ticks, h.window_max);
+            h.window_max = h.current;
+            h.in_step = 0;
+            if (h.points.size() >= 4000) {
+                size_t j = 0;
+                for (size_t i = 0; i + 1 < h.points.size(); i += 2)
+                    h.points[j++] = {h.points[i + 1].first,
+                                     std::max(h.points[i].second, h.points[i + 1].second)};
+                h.points.resize(j);
+                h.step *= 2;
+            }
+        }
+    }
+
+    void note_temporary_on_free(ThreadReplay& s, uint64_t ptr, bool by_free) {
+        if (by_free && s.last_alloc == ptr && ptr) {
+            ++raw_sites[s.last_alloc_site].temporary;
+            ++memory.temporary;
+        }
+        s.last_alloc = 0;
+    }
+
+    void buffer_event(uint32_t stream, MemoryEvent e) {
+        if (e.ticks < memory_replay.replayed_upto()) ++memory.late_events;
+        memory_replay.push(stream, e);
+    }
+
+    void on_alloc(uint32_t id, uint64_t ticks, uint64_t ptr, uint64_t size, uint32_t stack,
+                  format::AllocKind kind, uint64_t alignment) override {
+        ThreadReplay& s = thread(id);
+        size_t site = site_of(s, stack, ticks);
+        buffer_event(id, MemoryEvent{ticks, 0, ptr, size, site, 0, uint8_t(kind),
+                                     alignment_code(alignment)});
+        s.last_alloc = ptr;
+        s.last_alloc_site = site;
+    }
+    void on_free(uint32_t id, uint64_t ticks, uint64_t ptr, format::FreeKind kind,
+                 uint64_t alignment) override {
+        ThreadReplay& s = thread(id);
+        note_temporary_on_free(s, ptr, true);
+        buffer_event(id,
+                     MemoryEvent{ticks, 0, ptr, 0, 0, 1, uint8_t(kind), alignment_code(alignment)});
+    }
+    void on_realloc(uint32_t id, uint64_t ticks, uint64_t old_ptr, uint64_t ptr, uint64_t size,
+                    uint32_t stack) override {
+        ThreadReplay& s = thread(id);
+        // As heaptrack counts it: the moved block was temporary if it was this thread's latest.
+        if (old_ptr) {
+            if (s.last_alloc == old_ptr) {
+                ++raw_sites[s.last_alloc_site].temporary;
+                ++memory.temporary;
+            }
+            buffer_event(id, MemoryEvent{ticks, 0, old_ptr, 0, 0, 2, 0});
+        }
+        size_t site = site_of(s, stack, ticks);
+        buffer_event(
+            id, MemoryEvent{ticks, 0, ptr, size, site, 0, uint8_t(format::AllocKind::kMalloc)});
+        s.last_alloc = ptr;
+        s.last_alloc_site = site;
+    }
+    void on_chunk_done(uint64_t sync_ticks) override {
+        memory_replay.chunk_done(sync_ticks, [&](const MemoryEvent& e) { replay_event(e); });
+    }
+
+    // One allocation or release, replayed in time order against the live blocks.
+    void replay_event(const MemoryEvent& e) {
+        memory.present = true;
+        if (e.op == 0) {
+            ++memory.allocations;
+            memory.bytes_allocated += e.size;
+            MemorySite& ms = raw_sites[e.site];
+            ++ms.allocations;
+            ms.bytes += e.size;
+            live.set(e.ptr, LiveBlock{e.size, e.site, format::AllocKind(e.kind), e.alignment});
+            heap_change(e.ticks, int64_t(e.size), e.site);
+            return;
+        }
+        if (e.op == 1) ++memory.frees;
+        const LiveBlock* found = live.find(e.ptr);
+        if (!found) {
+            if (e.op == 1) ++memory.unknown_frees;
+            return;
+        }
+        const LiveBlock& b = *found;
+        // realloc may only move what malloc and its kin allocated, not a new or new[] block.
+        bool realloc_of_new = e.op == 2 && (b.kind == format::AllocKind::kNew ||
+                                            b.kind == format::AllocKind::kNewArray);
+        // An operator new form with std::align_val_t is released by the delete form with the
+        // same alignment, and only by it (C++17 [new.delete]).
+        bool mismatched_free =
+            e.op == 1 && (!matches(b.kind, format::FreeKind(e.kind)) || b.alignment != e.alignment);
+        if (mismatched_free || realloc_of_new) {
+            int release = e.op == 2 ? kReallocRelease : int(e.kind) | e.alignment << 8;
+            auto key = std::make_tuple(b.site, int(b.kind) | b.alignment << 8, release);
+            auto [mt, fresh] = mismatch_index.try_emplace(key, raw_mismatches.size());
+            if (fresh)
+                raw_mismatches.push_back(Mismatch{
+                    alloc_name(b.kind, b.alignment),
+                    e.op == 2 ? "realloc" : free_name(format::FreeKind(e.kind), e.alignment), 0,
+                    b.site});
+            ++raw_mismatches[mt->second].count;
+        }
+        heap_change(e.ticks, -int64_t(b.size), b.site);
+        live.erase(found);
+    }
+
+    void on_stack(uint32_t id, uint32_t stack, const std::vector<uint64_t>& pcs) override {
+        ThreadReplay& s = thread(id);
+        s.unwound[stack] = pcs;
+        s.unwound_site.erase(stack);
+    }
+    void on_rss(uint32_t, uint64_t ticks, uint64_t bytes) override {
+        memory.present = true;
+        trace_peak_rss = std::max(trace_peak_rss, bytes);
+        rss_ticks.emplace_back(ticks, bytes);
+    }
+    std::vector<std::pair<uint64_t, uint64_t>> rss_ticks;
+
+    // End of one trace: leaks, the peak and its contributors, timelines.
+    void finish_memory(const reader::TraceInfo& info) {
+        memory_replay.replay(UINT64_MAX, [&](const MemoryEvent& e) { replay_event(e); });
+        memory_replay.clear();
+        double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
+        uint64_t t0 = info.header.start_ticks;
+        auto secs = [&](uint64_t t) { return t > t0 ? (t - t0) / tps : 0.0; };
+        live.for_each([&](uint64_t, const LiveBlock& b) {
+            raw_sites[b.site].leaked_bytes += b.size;
+            ++raw_sites[b.site].leaked_blocks;
+            memory.leaked_bytes += b.size;
+            ++memory.leaked_blocks;
+        });
+        live.clear();
+        HeapReplay& h = heap;
+        if (uint64_t(h.peak) > memory.peak_heap) {
+            memory.peak_heap = uint64_t(h.peak);
+            memory.peak_heap_time = secs(h.peak_ticks);
+            for (size_t i = 0; i < raw_sites.size(); ++i) {
+                int64_t v = i < h.at_peak.size() ? h.at_peak[i] : 0;
+                raw_sites[i].peak_bytes = v > 0 ? uint64_t(v) : 0;
+            }
+        }
+        // Timelines: 2000 to 4000 points per trace, each an interval's maximum.
+        for (auto& [t, b] : h.points) memory.heap_timeline.emplace_back(secs(t), double(b));
+        if (h.in_step) memory.heap_timeline.emplace_back(secs(h.last_ticks), double(h.window_max));
+        heap = HeapReplay{};
+        std::sort(rss_ticks.begin(), rss_ticks.end());
+        for (auto& [t, b] : rss_ticks) memory.rss_timeline.emplace_back(secs(t), double(b));
+        rss_ticks.clear();
+        if (info.meta.count("memory_profiler")) memory.present = true; // even with no records
+        if (auto it = info.meta.find("peak_rss"); it != info.meta.end())
+            trace_peak_rss =
+                std::max<uint64_t>(trace_peak_rss, std::strtoull(it->second.c_str(), nullptr, 10));
+        if (memory.present) memory.peak_rss = std::max(memory.peak_rss, trace_peak_rss);
+        trace_peak_rss = 0;
+    }
+
+    // Names the frames of the raw sites not named yet (those of the trace just read) and
+    // rebuilds the report's sites and mismatches: raw sites whose frames all name the same
+    // function, file, line and module are one site, with their counts summed (the bytes of
+    // each at the peak too, so the sum is the merged site's).
+    void merge_sites() {
+        merged_of.resize(raw_sites.size(), SIZE_MAX);
+        for (size_t i = 0; i < raw_sites.size(); ++i) {
+            if (merged_of[i] != SIZE_MAX) continue;
+            auto& [trace, addresses, modules] = site_keys[i];
+            std::vector<MemoryFrame> stack;
+            std::vector<FrameKey> key;
+            for (size_t k = 0; k < addresses.size(); ++k) {
+                size_t module = k < modules.size() ? modules[k] : reader::kNoModule;
+                Function f = resolver.describe(traces[trace], addresses[k], module);
+                key.emplace_back(f.name, f.file, f.line, f.module);
+                stack.push_back(MemoryFrame{f.name, f.file, f.module, f.line});
+            }
+            auto [it, fresh] = merged_index.try_emplace(std::move(key), memory.sites.size());
+            if (fresh) {
+                memory.sites.emplace_back();
+                memory.sites.back().stack = std::move(stack);
+            }
+            merged_of[i] = it->second;
+        }
+        for (MemorySite& m : memory.sites) {
+            std::vector<MemoryFrame> stack = std::move(m.stack);
+            m = MemorySite{};
+            m.stack = std::move(stack);
+        }
+        for (size_t i = 0; i < raw_sites.size(); ++i) {
+            const MemorySite& r = raw_sites[i];
+            MemorySite& m = memory.sites[merged_of[i]];
+            m.allocations += r.allocations;
+            m.bytes += r.bytes;
+            m.temporary += r.temporary;
+            m.peak_bytes += r.peak_bytes;
+            m.leaked_bytes += r.leaked_bytes;
+            m.leaked_blocks += r.leaked_blocks;
+        }
+        memory.mismatches.clear();
+        std::map<std::tuple<size_t, std::string, std::string>, size_t> by_site;
+        for (const Mismatch& r : raw_mismatches) {
+            size_t site = merged_of[r.site];
+            auto [it, fresh] = by_site.try_emplace({site, r.allocated_with, r.freed_with},
+                                                   memory.mismatches.size());
+            if (fresh)
+                memory.mismatches.push_back(Mismatch{r.allocated_with, r.freed_with, 0, site});
+            memory.mismatches[it->second].count += r.count;
+        }
+    }
+
+    // The end of a trace: frames still open (the thread ended without unwinding: exit() from
+    // deep inside, a thread killed with the process) close at its end.
+    void end_trace(const reader::TraceInfo& info, size_t first_thread) {
+        for (size_t i = first_thread; i < threads.size(); ++i) {
+            ThreadReplay& t = *threads[i];
+            if (t.stack.empty()) continue;
+            advance(t, std::max(info.end_ticks, t.last));
+            close_all(t);
+        }
+        if (options.observer) options.observer->trace_done(trace_index);
+        if (options.memory) finish_memory(info);
+        traces.push_back(info);
+        // Name the frames of the memory sites found in this trace, and merge alike stacks.
+        if (options.memory) merge_sites();
+    }
+
+    // ---- derived models ----------------------------------------------------------------
+    // Functions merge across threads by (trace, function) and across traces by what names
+    // them (module, symbol, file, line); distinct symbols stay distinct even when they
+    // demangle alike (a deleting and a complete destructor).
+    struct Naming {
+        Impl& impl;
+        std::vector<Function>& out;
+        std::map<std::tuple<std::string, std::string, std::string, uint32_t>, size_t> by_label;
+        std::vector<std::vector<size_t>> by_function; // [trace][function] -> index in `out`
+        size_t operator()(size_t trace, uint32_t function) {
+            if (by_function.size() <= trace) by_function.resize(trace + 1);
+            std::vector<size_t>& v = by_function[trace];
+            if (v.size() <= function) v.resize(impl.functions[trace].address.size(), SIZE_MAX);
+            if (v[function] != SIZE_MAX) return v[function];
+            const TraceFunctions& tf = impl.functions[trace];
+            Function f = impl.resolver.describe(impl.traces[trace], tf.address[function],
+                                                tf.module[function]);
+            auto key =
+                std::make_tuple(f.module, f.symbol.empty() ? f.name : f.symbol, f.file, f.line);
+            auto [it, fresh] = by_label.try_emplace(key, out.size());
+            if (fresh) out.push_back(std::move(f));
+            return v[function] = it->second;
+        }
+    };
+
+    // Children of every node, in creation order (parents precede their children).
+    static void children_of(const ThreadReplay& t, std::vector<uint32_t>& first,
+                            std::vector<uint32_t>& list) {
+        size_t n = t.nodes.size();
+        first.assign(n + 1, 0);
+        for (size_t i = 1; i < n; ++i) ++first[t.nodes[i].parent + 1];
+        for (size_t i = 0; i < n; ++i) first[i + 1] += first[i];
+        list.resize(n ? n - 1 : 0);
+        std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+        for (size_t i = 1; i < n; ++i) list[fill[t.nodes[i].parent]++] = uint32_t(i);
+    }
+
+    Profile build_profile(const ThreadFilter& filter) {
+        Profile p;
+        p.traces = traces;
+        p.compensated = options.compensate;
+        Naming name{*this, p.functions, {}, {}};
+        std::map<std::pair<size_t, size_t>, size_t> edge_at;
+        std::vector<uint32_t> first, list;
+        for (const auto& tp : threads) {
+            const ThreadReplay& t = *tp;
+            if (!filter.all() && (t.trace != filter.trace || t.stream != filter.stream)) continue;
+            const reader::TraceInfo& info = traces[t.trace];
+            double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
+            size_t nf = functions[t.trace].address.size();
+            // Per trace function and per (caller, callee) pair of this thread, in ticks.
+            struct Sums {
+                uint64_t ncalls = 0, pcalls = 0;
+                double tot = 0, cum = 0;
+            };
+            std::vector<Sums> fsum(nf);
+            std::vector<uint32_t> active(nf, 0);
+            std::map<std::pair<uint32_t, uint32_t>, uint32_t> edge_ids;
+            std::vector<Sums> esum;
+            std::vector<uint32_t> eactive;
+            std::vector<uint32_t> edge_of(t.nodes.size(), 0);
+            children_of(t, first, list);
+            // Depth first: a node is a primitive call of its function when no ancestor is the
+            // same function, and its time counts in cumtime only then (cProfile's rule, which
+            // counts recursion once); the same for caller -> callee pairs.
+            std::vector<std::pair<uint32_t, uint32_t>> dfs; // (node, next child position)
+            dfs.emplace_back(0, first[0]);
+            while (!dfs.empty()) {
+                auto& [node, next] = dfs.back();
+                if (next < first[node + 1]) {
+                    uint32_t c = list[next++];
+                    const PathNode& n = t.nodes[c];
+                    uint32_t caller = node == 0 ? kNoCaller : t.nodes[node].function;
+                    auto [et, efresh] =
+                        edge_ids.try_emplace({caller, n.function}, uint32_t(esum.size()));
+                    if (efresh) {
+                        esum.emplace_back();
+                        eactive.push_back(0);
+                    }
+                    uint32_t e = et->second;
+                    edge_of[c] = e;
+                    double children = 0;
+                    for (uint32_t k = first[c]; k < first[c + 1]; ++k)
+                        children += t.nodes[list[k]].total;
+                    double self = std::max(0.0, n.total - children);
+                    Sums& fs = fsum[n.function];
+                    Sums& es = esum[e];
+                    fs.ncalls += n.calls;
+                    fs.tot += self;
+                    es.ncalls += n.calls;
+                    es.tot += self;
+                    if (active[n.function]++ == 0) {
+                        fs.pcalls += n.calls;
+                        fs.cum += n.total;
+                    }
+                    if (eactive[e]++ == 0) {
+                        es.pcalls += n.calls;
+                        es.cum += n.total;
+                    }
+                    dfs.emplace_back(c, first[c]);
+                } else {
+                    if (node != 0) {
+                        --active[t.nodes[node].function];
+                        --eactive[edge_of[node]];
+                    }
+                    dfs.pop_back();
+                }
+            }
+            std::vector<size_t> global(nf, SIZE_MAX);
+            for (size_t i = 0; i < nf; ++i) {
+                if (!fsum[i].ncalls) continue;
+                global[i] = name(t.trace, uint32_t(i));
+                p.functions[global[i]].stats.add(
+                    Stats{fsum[i].ncalls, fsum[i].pcalls, fsum[i].tot / tps, fsum[i].cum / tps});
+            }
+            for (const auto& [key, e] : edge_ids) {
+                size_t caller = key.first == kNoCaller ? kRoot : global[key.first];
+                size_t callee = global[key.second];
+                auto [it, fresh] = edge_at.try_emplace({caller, callee}, p.edges.size());
+                if (fresh) p.edges.push_back(Edge{caller, callee, {}});
+                const Sums& s = esum[e];
+                p.edges[it->second].stats.add(Stats{s.ncalls, s.pcalls, s.tot / tps, s.cum / tps});
+            }
+            ThreadSummary ts = summarize_thread(info, t.trace, t.stream);
+            ts.unmatched_exits = t.unmatched_exits;
+            p.threads.push_back(ts);
+        }
+        p.recount();
+        return p;
+    }
+
+    views::CallTree build_tree(const views::CallTreeOptions& o) {
+        using views::CallTreeNode;
+        using views::kNoFunction;
+        views::CallTree tree;
+        tree.nodes.push_back(CallTreeNode{});
+        tree.nodes[0].label = "all";
+        tree.traces = traces;
+        Naming name{*this, tree.functions, {}, {}};
+        std::map<std::pair<size_t, size_t>, size_t> child_of; // (parent, function) -> node
+        auto child = [&](size_t parent, size_t function, const std::string& label) {
+            auto key = std::make_pair(
+                parent, function == kNoFunction ? SIZE_MAX - 1 - tree.nodes.size() : function);
+            auto [it, fresh] = child_of.try_emplace(key, tree.nodes.size());
+            if (fresh) {
+                CallTreeNode n;
+                n.parent = parent;
+                n.function = function;
+                n.label = label;
+                n.depth = tree.nodes[parent].depth + 1;
+                tree.nodes.push_back(std::move(n));
+                tree.nodes[parent].children.push_back(it->second);
+            }
+            return it->second;
+        };
+        for (const auto& tp : threads) {
+            const ThreadReplay& t = *tp;
+            if (!o.thread.all() && (t.trace != o.thread.trace || t.stream != o.thread.stream))
+                continue;
+            const reader::TraceInfo& info = traces[t.trace];
+            double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
+            ThreadSummary ts = summarize_thread(info, t.trace, t.stream);
+            ts.unmatched_exits = t.unmatched_exits;
+            tree.threads.push_back(ts);
+            if (t.nodes.size() <= 1) continue;
+            std::vector<size_t> global(t.nodes.size(), 0);
+            global[0] =
+                o.split_threads
+                    ? child(0, kNoFunction,
+                            fmt::format("thread {}{}{}{}", ts.tid, ts.name.empty() ? "" : " (",
+                                        ts.name, ts.name.empty() ? "" : ")"))
+                    : 0;
+            // Parents precede their children in `nodes`.
+            for (size_t i = 1; i < t.nodes.size(); ++i) {
+                const PathNode& n = t.nodes[i];
+                size_t g = child(global[n.parent], name(t.trace, n.function), {});
+                global[i] = g;
+                tree.nodes[g].calls += n.calls;
+                tree.nodes[g].total_ns += uint64_t(std::llround(n.total * 1e9 / tps));
+            }
+        }
+        // Totals of the root and thread nodes, then self times, children before parents.
+        for (size_t i = tree.nodes.size(); i-- > 0;) {
+            CallTreeNode& n = tree.nodes[i];
+            uint64_t children = 0;
+            for (size_t c : n.children) children += tree.nodes[c].total_ns;
+            if (n.function == kNoFunction) n.total_ns = children;
+            n.self_ns = n.total_ns > children ? n.total_ns - children : 0;
+        }
+        return tree;
+    }
+};
+
+Session::Session(SessionOptions o) : impl_(std::make_unique<Impl>(std::move(o))) {}
+Session::~Session() = default;
+
+const reader::TraceInfo& Session::add_trace(const std::string& path) {
+    Impl& s = *impl_;
+    s.begin_trace(path);
+    reader::TraceReader r(path);
+    size_t first = s.threads.size();
+    const reader::TraceInfo& info = r.read(s);
+    s.end_trace(info, first);
+    return s.traces.back();
+}
+
+const std::vector<reader::TraceInfo>& Session::traces() const {
+    return impl_->traces;
+}
+
+std::vector<ThreadFilter> Session::thread_list() const {
+    std::vector<ThreadFilter> out;
+    for (const auto& t : impl_->threads) out.push_back(ThreadFilter{t->trace, t->stream});
+    return out;
+}
+
+ThreadSummary Session::thread(size_t index) const {
+    const ThreadReplay& t = *impl_->threads.at(index);
+    const reader::TraceInfo& info =
+        t.trace < impl_->traces.size() ? impl_->traces[t.trace] : impl_->layout;
+    ThreadSummary ts = summarize_thread(info, t.trace, t.stream);
+    ts.unmatched_exits = t.unmatched_exits;
+    return ts;
+}
+
+std::optional<ThreadFilter> Session::find_thread(uint32_t tid) const {
+    for (const auto& t : impl_->threads) {
+        const reader::TraceInfo& info = impl_->traces.at(t->trace);
+        auto it = info.threads.find(t->stream);
+        if (it != info.threads.end() && it->second.tid == tid)
+            return ThreadFilter{t->trace, t->stream};
+    }
+    return std::nullopt;
+}
+
+Profile Session::profile(const ThreadFilter& filter) const {
+    return impl_->build_profile(filter);
+}
+views::CallTree Session::call_tree(const views::CallTreeOptions& o) const {
+    return impl_->build_tree(o);
+}
+const MemoryReport& Session::memory() const {
+    return impl_->memory;
+}
+
+uint64_t Session::function_address(size_t trace, uint32_t function) const {
+    return impl_->functions.at(trace).address.at(function);
+}
+size_t Session::function_module(size_t trace, uint32_t function) const {
+    return impl_->functions.at(trace).module.at(function);
+}
+size_t Session::current_trace() const {
+    return impl_->trace_index;
+}
+const reader::TraceInfo& Session::trace_info(size_t trace) const {
+    return trace < impl_->traces.size() ? impl_->traces[trace] : impl_->layout;
+}
+uint64_t Session::events() const {
+    return impl_->events_read;
+}
+
+} // namespace prof::analysis

@@ -1,0 +1,115 @@
+// The replay engine: the one place where a trace's events become calls, call paths and times.
+// Every view consumes it: the pstats table, callers and callees, line tables, the memory
+// report, the call tree and its flame graphs and exports, the HTML report, the timelines and
+// diffs. A Session reads each trace once, front to back, and keeps per thread a calling
+// context tree (one node per call path) with exact call counts and times; the profile, the
+// call tree and the memory report are all derived from it, so they cannot disagree.
+//
+// Call-stack semantics (one definition for every view):
+//   - an Exit closes the innermost open frame; one with no open frame is counted
+//     (ThreadSummary::unmatched_exits) and otherwise ignored;
+//   - Abandon closes that many frames at its time (longjmp, exceptions through uninstrumented
+//     code); ThreadEnd closes all; frames still open when the trace ends close then;
+//   - a ScopeRun (format 1.3) is `count` leaf activations of one scope, one after the other;
+//   - within a thread time never goes back: an event older than the previous one is taken at
+//     the previous one's time;
+//   - an address that several objects occupied in turn (dlclose, then dlopen of another) is a
+//     function per object, chosen by the time of each call.
+//
+// The time model (TimeModel below): each thread has its own clock, the trace's tick counter
+// less the profiler's own cost measured when the program started (compensation, as cProfile
+// does; off with `compensate = false`). Between two events of a thread the elapsed ticks go to
+// the frame on top, less what the hooks cost in that interval: after an enter the callee's
+// share of a call's cost (overhead_in), after an exit or a scope run the caller's share
+// (overhead_out per call), and the runtime's own pauses (Pause records); an interval never goes
+// below zero. Every activation's time is its span on this clock, so a callee's time lies inside
+// its caller's and self times add up to the total exactly.
+#pragma once
+
+#include "analysis/profile.hpp"
+#include "analysis/views/call_tree.hpp"
+#include "reader/trace_reader.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace prof::analysis {
+
+// Where a long read is: the tool decides whether and how to show it.
+struct Progress {
+    const std::string* path = nullptr; // the trace being read
+    uint64_t events = 0;               // read so far, all traces
+    double fraction = -1;              // of this trace, by time; -1 when unknown
+};
+using ProgressFn = std::function<void(const Progress&)>;
+
+// Receives every activation as the replay opens and closes it, in each thread's order (the
+// timelines). Times are nanoseconds since the trace started, on the thread's clock.
+class ActivationObserver {
+  public:
+    virtual ~ActivationObserver() = default;
+    // `thread` indexes Session::thread_list() (it grows as threads appear); `function` indexes
+    // the trace's functions (Session::function_address).
+    virtual void thread_started(size_t /*thread*/) {}
+    // A frame opened at `enter_ns`; `count` > 1 for a scope run, which opens once for all its
+    // activations and closes after their summed time.
+    virtual void opened(size_t thread, uint32_t function, uint64_t enter_ns, uint64_t count) = 0;
+    // The innermost open frame of the thread closed.
+    virtual void closed(size_t thread, uint64_t exit_ns) = 0;
+    // A trace was read to its end (all its frames closed).
+    virtual void trace_done(size_t /*trace*/) {}
+};
+
+struct SessionOptions {
+    bool compensate = true; // subtract the runtime's measured cost (profreport --no-compensation)
+    bool memory = true;     // replay allocation records (the memory report)
+    ProgressFn progress;    // called every few million events
+    ActivationObserver* observer = nullptr;
+};
+
+class Session {
+  public:
+    explicit Session(SessionOptions o = {});
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    // Reads one trace, once (throws reader::TraceError). Several traces merge like pstats'
+    // Stats.add: functions by what names them, call paths by their functions.
+    const reader::TraceInfo& add_trace(const std::string& path);
+
+    const std::vector<reader::TraceInfo>& traces() const;
+    // Every thread read so far, in order of appearance.
+    std::vector<ThreadFilter> thread_list() const;
+    ThreadSummary thread(size_t index) const;
+    // The thread with this kernel thread id, from the traces' thread records.
+    std::optional<ThreadFilter> find_thread(uint32_t tid) const;
+
+    // cProfile's numbers, per function and per caller -> callee edge, of the threads `filter`
+    // selects (all by default).
+    Profile profile(const ThreadFilter& filter = {}) const;
+    // The calling context tree with exact nanosecond totals.
+    views::CallTree call_tree(const views::CallTreeOptions& o = {}) const;
+    // Allocations of every trace read so far (all threads).
+    const MemoryReport& memory() const;
+
+    // The runtime address and object of a trace's function (ActivationObserver::opened).
+    uint64_t function_address(size_t trace, uint32_t function) const;
+    size_t function_module(size_t trace, uint32_t function) const;
+    // The trace being read (in ActivationObserver callbacks) or read last.
+    size_t current_trace() const;
+    const reader::TraceInfo& trace_info(size_t trace) const;
+
+    // Events replayed so far (enter, exit and two per scope-run activation).
+    uint64_t events() const;
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace prof::analysis
