@@ -144,11 +144,29 @@ class AddressHistory {
     std::unordered_map<uint64_t, std::vector<size_t>> covering_; // address -> modules, file order
 };
 
+// An Enter or Exit record of a thread stream, decoded (EventSink::on_calls).
+struct CallRecord {
+    uint64_t ticks;
+    uint32_t fn;   // Enter: the stream-local function index; Exit: 0
+    uint32_t exit; // 1 for an Exit
+};
+
 // Receives thread events in stream order. `fn` in on_enter is the stream-local function index
 // announced by on_function; on_enter_address carries an address directly.
 class EventSink {
 public:
     virtual ~EventSink() = default;
+    // Consecutive Enter and Exit records of one stream, the bulk of every trace, in one call
+    // (a sink that needs them one by one gets on_enter and on_exit by default). Any other
+    // record of the stream comes after the calls before it were delivered.
+    virtual void on_calls(uint32_t stream, const CallRecord* records, size_t n) {
+        for (size_t i = 0; i < n; ++i) {
+            if (records[i].exit)
+                on_exit(stream, records[i].ticks);
+            else
+                on_enter(stream, records[i].fn, records[i].ticks);
+        }
+    }
     virtual void on_function(uint32_t stream, uint32_t fn, uint64_t address) = 0;
     virtual void on_enter(uint32_t stream, uint32_t fn, uint64_t ticks) = 0;
     virtual void on_enter_address(uint32_t stream, uint64_t address, uint64_t ticks) = 0;

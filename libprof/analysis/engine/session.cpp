@@ -23,12 +23,18 @@ constexpr uint32_t kNoCaller = UINT32_MAX;
 constexpr uint32_t kReusedBit = 0x80000000u;
 constexpr uint32_t kUndefined = UINT32_MAX;
 
+// The thread's clock counts ticks in fixed point, with this many fractional bits: the
+// compensated costs are fractions of a tick, and integer sums are exact and fast.
+constexpr int kClockFraction = 8;
+constexpr double kClockUnit = 1.0 / (1 << kClockFraction); // ticks
+
 // A call path: (parent path, function). Node 0 is the thread's root.
 struct PathNode {
     uint32_t parent;
     uint32_t function; // index into the trace's functions
     uint64_t calls = 0;
-    double total = 0; // ticks on the thread's clock, inclusive
+    int64_t total = 0; // on the thread's clock, inclusive
+    double ticks() const { return double(total) * kClockUnit; }
 };
 
 // (parent, function) -> node, open addressing: the one lookup of every call.
@@ -39,42 +45,41 @@ class PathIndex {
     uint32_t find_or_add(uint64_t key, uint32_t fresh) {
         size_t i = slot(key);
         for (;; i = (i + 1) & mask_) {
-            if (keys_[i] == key) return values_[i];
-            if (keys_[i] == kEmpty) break;
+            if (slots_[i].key == key) return slots_[i].value;
+            if (slots_[i].key == kEmpty) break;
         }
-        keys_[i] = key;
-        values_[i] = fresh;
-        if (++size_ * 2 > keys_.size()) rehash(keys_.size() * 2);
+        slots_[i] = Slot{key, fresh};
+        if (++size_ * 2 > slots_.size()) rehash(slots_.size() * 2);
         return fresh;
     }
 
   private:
     static constexpr uint64_t kEmpty = UINT64_MAX;
+    struct Slot {
+        uint64_t key = kEmpty;
+        uint32_t value = 0;
+    };
     size_t slot(uint64_t key) const { return size_t((key * 0x9e3779b97f4a7c15ULL) >> shift_); }
     void rehash(size_t n) {
-        std::vector<uint64_t> keys(n, kEmpty);
-        std::vector<uint32_t> values(n);
-        keys.swap(keys_);
-        values.swap(values_);
+        std::vector<Slot> old(n);
+        old.swap(slots_);
         mask_ = n - 1;
         shift_ = 64 - __builtin_ctzll(n);
-        for (size_t j = 0; j < keys.size(); ++j) {
-            if (keys[j] == kEmpty) continue;
-            size_t i = slot(keys[j]);
-            while (keys_[i] != kEmpty) i = (i + 1) & mask_;
-            keys_[i] = keys[j];
-            values_[i] = values[j];
+        for (const Slot& e : old) {
+            if (e.key == kEmpty) continue;
+            size_t i = slot(e.key);
+            while (slots_[i].key != kEmpty) i = (i + 1) & mask_;
+            slots_[i] = e;
         }
     }
-    std::vector<uint64_t> keys_;
-    std::vector<uint32_t> values_;
+    std::vector<Slot> slots_;
     size_t mask_ = 0, size_ = 0;
     int shift_ = 0;
 };
 
 struct Frame {
     uint32_t node;
-    double start; // the thread's clock when the frame opened
+    int64_t start; // the thread's clock when the frame opened
 };
 
 // One thread of one trace.
@@ -91,7 +96,7 @@ struct ThreadReplay {
     // profiler's cost; `pending` is that cost in the interval since the last event.
     bool started = false;
     uint64_t last = 0;
-    double clock = 0, pending = 0;
+    int64_t clock = 0, pending = 0;
     uint64_t unmatched_exits = 0;
     // Memory: unwound stacks (Stack records) and the latest allocation for temporaries.
     std::unordered_map<uint32_t, std::vector<uint64_t>> unwound; // Stack id -> return addresses
@@ -206,7 +211,7 @@ struct Session::Impl : reader::EventSink {
     double ns_per_tick = 1;
     // The costs compensated (ticks): per call inside the callee, per call outside it, per
     // activation of a scope run.
-    double cost_in = 0, cost_out = 0, cost_line = 0;
+    int64_t cost_in = 0, cost_out = 0, cost_line = 0; // on the clock's scale
 
     explicit Impl(SessionOptions o) : options(std::move(o)) {}
 
@@ -227,9 +232,12 @@ struct Session::Impl : reader::EventSink {
         double tps = layout.ticks_per_second > 0 ? layout.ticks_per_second : 1e9;
         ns_per_tick = 1e9 / tps;
         bool c = options.compensate;
-        cost_in = c ? layout.overhead_in : 0;
-        cost_out = c ? layout.overhead_out : 0;
-        cost_line = c ? layout.line_overhead : 0;
+        auto scaled = [&](double ticks) {
+            return c && ticks > 0 ? int64_t(std::llround(ticks * (1 << kClockFraction))) : 0;
+        };
+        cost_in = scaled(layout.overhead_in);
+        cost_out = scaled(layout.overhead_out);
+        cost_line = scaled(layout.line_overhead);
     }
 
     ThreadReplay& thread(uint32_t id) {
@@ -249,8 +257,11 @@ struct Session::Impl : reader::EventSink {
         return *it->second;
     }
 
-    void tick_progress(uint64_t ticks) {
-        if (!options.progress || (++events_read & 0x3fffff)) return;
+    // Counts `n` events read, the last at `ticks`; every 4 M events the tool hears of it.
+    void tick_progress(uint64_t ticks, uint64_t n = 1) {
+        uint64_t before = events_read;
+        events_read += n;
+        if (!options.progress || (before >> 22) == (events_read >> 22)) return;
         Progress p;
         p.path = &layout.path;
         p.events = events_read;
@@ -260,19 +271,21 @@ struct Session::Impl : reader::EventSink {
         options.progress(p);
     }
 
-    uint64_t ns(double clock) const { return clock > 0 ? uint64_t(clock * ns_per_tick) : 0; }
+    uint64_t ns(int64_t clock) const {
+        return clock > 0 ? uint64_t(double(clock) * kClockUnit * ns_per_tick) : 0;
+    }
 
     // The interval since the thread's last event goes to the frame on top, less the cost the
     // hooks spent in it.
+    void start(ThreadReplay& t, uint64_t ticks) {
+        t.started = true;
+        t.last = ticks;
+        t.clock = ticks > start_ticks ? int64_t(ticks - start_ticks) << kClockFraction : 0;
+    }
     void advance(ThreadReplay& t, uint64_t ticks) {
-        if (!t.started) {
-            t.started = true;
-            t.last = ticks;
-            t.clock = ticks > start_ticks ? double(ticks - start_ticks) : 0;
-            return;
-        }
+        if (!t.started) return start(t, ticks);
         if (ticks < t.last) ticks = t.last;
-        double elapsed = double(ticks - t.last) - t.pending;
+        int64_t elapsed = int64_t((ticks - t.last) << kClockFraction) - t.pending;
         if (elapsed > 0) t.clock += elapsed;
         t.pending = 0;
         t.last = ticks;
@@ -329,6 +342,47 @@ struct Session::Impl : reader::EventSink {
         open(t, resolve(t, it->second, ticks), 1);
         t.pending = cost_in;
     }
+    // The bulk of the replay: the clock and the stack top stay in registers for a batch.
+    void on_calls(uint32_t id, const reader::CallRecord* r, size_t n) override {
+        ThreadReplay& t = thread(id);
+        tick_progress(r[n - 1].ticks, n);
+        if (!t.started) start(t, r[0].ticks);
+        int64_t clock = t.clock, pending = t.pending;
+        uint64_t last = t.last;
+        ActivationObserver* observer = options.observer;
+        for (size_t i = 0; i < n; ++i) {
+            uint64_t ticks = std::max(r[i].ticks, last);
+            int64_t elapsed = int64_t((ticks - last) << kClockFraction) - pending;
+            clock += elapsed > 0 ? elapsed : 0;
+            last = ticks;
+            pending = 0;
+            if (r[i].exit) {
+                if (t.stack.empty()) {
+                    ++t.unmatched_exits;
+                    continue;
+                }
+                Frame f = t.stack.back();
+                t.stack.pop_back();
+                t.nodes[f.node].total += clock - f.start;
+                pending = cost_out;
+                if (observer) observer->closed(t.index, ns(clock));
+            } else {
+                uint32_t fn = r[i].fn;
+                if (fn >= t.fn_map.size() || t.fn_map[fn] == kUndefined) continue;
+                uint32_t mapped = t.fn_map[fn];
+                uint32_t function = mapped & kReusedBit ? resolve(t, mapped, ticks) : mapped;
+                uint32_t parent = t.stack.empty() ? 0 : t.stack.back().node;
+                uint32_t node = t.child(parent, function);
+                ++t.nodes[node].calls;
+                t.stack.push_back(Frame{node, clock});
+                pending = cost_in;
+                if (observer) observer->opened(t.index, function, ns(clock), 1);
+            }
+        }
+        t.clock = clock;
+        t.pending = pending;
+        t.last = last;
+    }
     void on_exit(uint32_t id, uint64_t ticks) override {
         tick_progress(ticks);
         ThreadReplay& t = thread(id);
@@ -343,17 +397,19 @@ struct Session::Impl : reader::EventSink {
     // path: each costs about what a PROF_LINE around an empty statement measures.
     void on_scope_run(uint32_t id, uint32_t fn, uint64_t ticks, uint64_t count,
                       uint64_t total) override {
+        tick_progress(ticks, 2 * count);
         ThreadReplay& t = thread(id);
         advance(t, ticks);
         if (fn >= t.fn_map.size() || t.fn_map[fn] == kUndefined) return;
         open(t, resolve(t, t.fn_map[fn], ticks), count);
-        t.clock += std::max(0.0, double(total) - cost_line * double(count));
+        t.clock +=
+            std::max<int64_t>(0, int64_t(total << kClockFraction) - cost_line * int64_t(count));
         close(t);
         t.last = ticks + total > t.last ? ticks + total : t.last;
-        t.pending = cost_out * double(count);
+        t.pending = cost_out * int64_t(count);
     }
     void on_pause(uint32_t id, uint64_t ticks) override {
-        if (options.compensate) thread(id).pending += double(ticks);
+        if (options.compensate) thread(id).pending += int64_t(ticks << kClockFraction);
     }
     void on_abandon(uint32_t id, uint32_t frames, uint64_t ticks) override {
         ThreadReplay& t = thread(id);
@@ -788,10 +844,10 @@ struct Session::Impl : reader::EventSink {
                     }
                     uint32_t e = et->second;
                     edge_of[c] = e;
-                    double children = 0;
+                    int64_t children = 0;
                     for (uint32_t k = first[c]; k < first[c + 1]; ++k)
                         children += t.nodes[list[k]].total;
-                    double self = std::max(0.0, n.total - children);
+                    double self = double(std::max<int64_t>(0, n.total - children)) * kClockUnit;
                     Sums& fs = fsum[n.function];
                     Sums& es = esum[e];
                     fs.ncalls += n.calls;
@@ -800,11 +856,11 @@ struct Session::Impl : reader::EventSink {
                     es.tot += self;
                     if (active[n.function]++ == 0) {
                         fs.pcalls += n.calls;
-                        fs.cum += n.total;
+                        fs.cum += n.ticks();
                     }
                     if (eactive[e]++ == 0) {
                         es.pcalls += n.calls;
-                        es.cum += n.total;
+                        es.cum += n.ticks();
                     }
                     dfs.emplace_back(c, first[c]);
                 } else {
@@ -885,7 +941,7 @@ struct Session::Impl : reader::EventSink {
                 size_t g = child(global[n.parent], name(t.trace, n.function), {});
                 global[i] = g;
                 tree.nodes[g].calls += n.calls;
-                tree.nodes[g].total_ns += uint64_t(std::llround(n.total * 1e9 / tps));
+                tree.nodes[g].total_ns += uint64_t(std::llround(n.ticks() * 1e9 / tps));
             }
         }
         // Totals of the root and thread nodes, then self times, children before parents.
