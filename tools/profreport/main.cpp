@@ -761,7 +761,7 @@ struct Reading {
         o.compensate = !a.raw;
         o.progress = progress.callback();
         session = std::make_unique<analysis::Session>(o);
-        for (const std::string& t : traces) session->add_trace(t);
+        session->add_traces(traces);
     }
 };
 

@@ -9,7 +9,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -749,7 +753,7 @@ struct Session::Impl : reader::EventSink {
 
     // The end of a trace: frames still open (the thread ended without unwinding: exit() from
     // deep inside, a thread killed with the process) close at its end.
-    void end_trace(const reader::TraceInfo& info, size_t first_thread) {
+    void end_trace(const reader::TraceInfo& info, size_t first_thread, bool name_sites = true) {
         for (size_t i = first_thread; i < threads.size(); ++i) {
             ThreadReplay& t = *threads[i];
             if (t.stack.empty()) continue;
@@ -760,7 +764,64 @@ struct Session::Impl : reader::EventSink {
         if (options.memory) finish_memory(info);
         traces.push_back(info);
         // Name the frames of the memory sites found in this trace, and merge alike stacks.
-        if (options.memory) merge_sites();
+        if (options.memory && name_sites) merge_sites();
+    }
+
+    // Reads one trace to its end.
+    void read_trace(const std::string& path, bool name_sites = true) {
+        begin_trace(path);
+        reader::TraceReader r(path);
+        size_t first = threads.size();
+        const reader::TraceInfo& info = r.read(*this);
+        end_trace(info, first, name_sites);
+    }
+
+    // Takes over what `other` read of its one trace, as if this had read it next.
+    void absorb(Impl& other) {
+        size_t trace = traces.size();
+        traces.push_back(std::move(other.traces.front()));
+        functions.push_back(std::move(other.functions.front()));
+        for (auto& t : other.threads) {
+            t->trace = trace;
+            t->index = threads.size();
+            threads.push_back(std::move(t));
+        }
+        events_read += other.events_read;
+        if (!options.memory) return;
+        MemoryReport& m = other.memory;
+        size_t offset = raw_sites.size();
+        // The sites' bytes at the peak heap are those of the trace whose peak is the highest.
+        bool higher = m.peak_heap > memory.peak_heap;
+        for (MemorySite& site : higher ? raw_sites : other.raw_sites) site.peak_bytes = 0;
+        if (higher) {
+            memory.peak_heap = m.peak_heap;
+            memory.peak_heap_time = m.peak_heap_time;
+        }
+        for (size_t i = 0; i < other.raw_sites.size(); ++i) {
+            auto& [key_trace, addresses, modules] = other.site_keys[i];
+            SiteKey key{trace, std::move(addresses), std::move(modules)};
+            site_keys.push_back(std::move(key));
+            raw_sites.push_back(other.raw_sites[i]);
+        }
+        for (Mismatch mm : other.raw_mismatches) {
+            mm.site += offset;
+            raw_mismatches.push_back(std::move(mm));
+        }
+        memory.present |= m.present;
+        memory.allocations += m.allocations;
+        memory.frees += m.frees;
+        memory.temporary += m.temporary;
+        memory.bytes_allocated += m.bytes_allocated;
+        memory.peak_rss = std::max(memory.peak_rss, m.peak_rss);
+        memory.leaked_bytes += m.leaked_bytes;
+        memory.leaked_blocks += m.leaked_blocks;
+        memory.unknown_frees += m.unknown_frees;
+        memory.late_events += m.late_events;
+        memory.heap_timeline.insert(memory.heap_timeline.end(), m.heap_timeline.begin(),
+                                    m.heap_timeline.end());
+        memory.rss_timeline.insert(memory.rss_timeline.end(), m.rss_timeline.begin(),
+                                   m.rss_timeline.end());
+        merge_sites();
     }
 
     // ---- derived models ----------------------------------------------------------------
@@ -960,13 +1021,52 @@ Session::Session(SessionOptions o) : impl_(std::make_unique<Impl>(std::move(o)))
 Session::~Session() = default;
 
 const reader::TraceInfo& Session::add_trace(const std::string& path) {
+    impl_->read_trace(path);
+    return impl_->traces.back();
+}
+
+void Session::add_traces(const std::vector<std::string>& paths, unsigned jobs) {
     Impl& s = *impl_;
-    s.begin_trace(path);
-    reader::TraceReader r(path);
-    size_t first = s.threads.size();
-    const reader::TraceInfo& info = r.read(s);
-    s.end_trace(info, first);
-    return s.traces.back();
+    if (jobs == 0) jobs = std::max(1u, std::thread::hardware_concurrency());
+    jobs = unsigned(std::min<size_t>(jobs, paths.size()));
+    // An observer sees every trace's events in order: one trace at a time.
+    if (jobs <= 1 || s.options.observer) {
+        for (const std::string& p : paths) s.read_trace(p);
+        return;
+    }
+    // Traces are independent until they are merged: each is read by a session of its own,
+    // on a core of its own, and merged in the order given, so the result does not depend on
+    // which finished first.
+    SessionOptions one = s.options;
+    std::mutex progress_lock;
+    if (s.options.progress)
+        one.progress = [&](const Progress& p) {
+            std::lock_guard<std::mutex> hold(progress_lock);
+            s.options.progress(p);
+        };
+    std::vector<std::unique_ptr<Impl>> read(paths.size());
+    std::vector<std::exception_ptr> errors(paths.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        for (size_t i; (i = next.fetch_add(1)) < paths.size();) {
+            try {
+                auto r = std::make_unique<Impl>(one);
+                r->read_trace(paths[i], false);
+                read[i] = std::move(r);
+            } catch (...) {
+                errors[i] = std::current_exception();
+            }
+        }
+    };
+    std::vector<std::thread> workers;
+    for (unsigned j = 1; j < jobs; ++j) workers.emplace_back(work);
+    work();
+    for (std::thread& w : workers) w.join();
+    for (size_t i = 0; i < paths.size(); ++i) {
+        if (errors[i]) std::rethrow_exception(errors[i]);
+        s.absorb(*read[i]);
+        read[i].reset();
+    }
 }
 
 const std::vector<reader::TraceInfo>& Session::traces() const {

@@ -81,6 +81,10 @@ class Session {
     // Reads one trace, once (throws reader::TraceError). Several traces merge like pstats'
     // Stats.add: functions by what names them, call paths by their functions.
     const reader::TraceInfo& add_trace(const std::string& path);
+    // Reads several traces, up to `jobs` at once (0: one per core; one at a time with an
+    // observer), with the same result as add_trace on each in order. The first trace, in that
+    // order, that cannot be read throws.
+    void add_traces(const std::vector<std::string>& paths, unsigned jobs = 0);
 
     const std::vector<reader::TraceInfo>& traces() const;
     // Every thread read so far, in order of appearance.
