@@ -51,6 +51,14 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
         auto key = std::make_pair(f.file, f.context);
         LineRow& row = groups[key][f.line];
         row.line = f.line;
+        if (row.kind == "line") {
+            // PROF_LINE statements on the line of a scope (`PROF_SCOPE("s"); PROF_LINE(f());`)
+            // run inside it, which times the rest of its block: the line's hits and time are
+            // the scope's activations, not those plus the statements' again.
+            row.hits = 0;
+            row.time = 0;
+            row.mark.clear();
+        }
         if (row.kind.empty() || row.kind == "line") row.kind = f.kind;
         if (row.mark.empty())
             row.mark = f.kind == "marked function" ? "PROF_FUNCTION()"

@@ -1,6 +1,7 @@
 // Renderings of a MemoryReport.
 #include "analysis/memory_report.hpp"
 
+#include "analysis/markup.hpp"
 #include "analysis/report.hpp"
 
 #include <fmt/format.h>
@@ -154,24 +155,6 @@ void print_memory_json(std::FILE* out, const MemoryReport& m, const MemoryOption
 } // namespace prof::analysis
 
 namespace prof::analysis {
-
-namespace {
-
-std::string xml_escape(std::string_view s) {
-    std::string out;
-    for (unsigned char c : s) {
-        switch (c) {
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '&': out += "&amp;"; break;
-        case '"': out += "&quot;"; break;
-        default: out += c < 0x20 ? ' ' : char(c);
-        }
-    }
-    return out;
-}
-
-} // namespace
 
 namespace {
 

@@ -1,8 +1,10 @@
-// Reads every PROF_* environment variable once, at start, without allocating.
-// docs/configuration.md is the user-facing table of these variables; keep the two in step.
+// Reads every PROF_* environment variable once, at start, without allocating: the variables
+// are declared once, in options.inc (kind, name, default, what they accept), and parsed in the
+// table's order. docs/configuration.md is the user-facing table; a unit test keeps the two in step.
 #include "runtime.hpp"
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,15 +26,12 @@ PROF_NOINSTR void copy(char* dst, size_t cap, const char* src) {
     dst[n] = '\0';
 }
 
-PROF_NOINSTR bool parse_bool(const char* name, const char* v, bool fallback) {
+PROF_NOINSTR bool parse_bool(const char* v, bool& out) {
     if (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcasecmp(v, "on"))
-        return true;
+        return out = true, true;
     if (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
-        return false;
-    char shown[80];
-    log(LogLevel::kWarn, "bad_option", "name=%s value=\"%s\" expected=bool using=%d", name,
-        log_safe(v, shown, sizeof shown), int(fallback));
-    return fallback;
+        return out = false, true;
+    return false;
 }
 
 // Accepts plain bytes or a K/M suffix (powers of 1024).
@@ -50,13 +49,163 @@ PROF_NOINSTR bool parse_size(const char* v, uint64_t& out) {
     return true;
 }
 
+// The index of `v` among the '|'-separated words of `accepted`, or -1.
+PROF_NOINSTR int choice_index(const char* accepted, const char* v) {
+    size_t n = strlen(v);
+    for (int i = 0;; ++i) {
+        const char* bar = strchr(accepted, '|');
+        size_t len = bar ? size_t(bar - accepted) : strlen(accepted);
+        if (len == n && !strncmp(accepted, v, n)) return i;
+        if (!bar) return -1;
+        accepted = bar + 1;
+    }
+}
+
+enum class Kind { kBool, kOwnBool, kChoice, kWord, kSize, kPow2Size, kPath, kText };
+
+// One row of options.inc: where its value goes in Options, and how it is read.
+struct Option {
+    Kind kind;
+    const char* name;
+    const char* fallback; // the default, in the variable's syntax
+    const char* accepted;
+    uint32_t min, max;
+    size_t offset, size;
+};
+
+// clang-format off
+constexpr Option kOptions[] = {
+#define PROF_OPTION(kind, field, name, fallback, accepted, min, max, description)                  \
+    {Kind::k##kind, name, fallback, accepted, min, max, offsetof(Options, field),                 \
+     sizeof(Options::field)},
+#include "options.inc"
+#undef PROF_OPTION
+};
+// clang-format on
+
+// Each kind's field has the size its value is stored with.
+constexpr bool fields_fit() {
+    for (const Option& o : kOptions) {
+        bool ok = false;
+        switch (o.kind) {
+        case Kind::kBool:
+        case Kind::kOwnBool:
+            ok = o.size == sizeof(bool);
+            break;
+        case Kind::kChoice:
+            ok = o.size == 1 || o.size == 4;
+            break;
+        case Kind::kSize:
+        case Kind::kPow2Size:
+            ok = o.size == 4;
+            break;
+        case Kind::kWord:
+        case Kind::kPath:
+        case Kind::kText:
+            ok = o.size > 1;
+            break;
+        }
+        if (!ok) return false;
+    }
+    return true;
+}
+static_assert(fields_fit(), "an option of options.inc does not fit its field");
+// PROF_LOG's choices are the levels in order.
+static_assert(int(LogLevel::kQuiet) == 0 && int(LogLevel::kError) == 1 &&
+              int(LogLevel::kWarn) == 2 && int(LogLevel::kInfo) == 3 && int(LogLevel::kDebug) == 4);
+static_assert(sizeof(LogLevel) == 4);
+
+PROF_NOINSTR void store(char* field, size_t size, uint32_t v) {
+    if (size == 1) {
+        uint8_t b = uint8_t(v);
+        memcpy(field, &b, 1);
+    } else {
+        memcpy(field, &v, 4);
+    }
+}
+
+PROF_NOINSTR uint32_t load(const char* field, size_t size) {
+    if (size == 1) return uint8_t(*field);
+    uint32_t v;
+    memcpy(&v, field, 4);
+    return v;
+}
+
+// Sets the option's field from `v`; false (the field untouched) for a value it refuses.
+PROF_NOINSTR bool apply(const Option& opt, char* field, const char* v) {
+    switch (opt.kind) {
+    case Kind::kBool:
+    case Kind::kOwnBool: {
+        bool b = false;
+        if (!parse_bool(v, b)) return false;
+        store(field, opt.size, b);
+        return true;
+    }
+    case Kind::kChoice: {
+        int i = choice_index(opt.accepted, v);
+        if (i < 0) return false;
+        store(field, opt.size, uint32_t(i));
+        return true;
+    }
+    case Kind::kWord:
+        if (choice_index(opt.accepted, v) < 0) return false;
+        copy(field, opt.size, v);
+        return true;
+    case Kind::kSize:
+    case Kind::kPow2Size: {
+        uint64_t n = 0;
+        if (!parse_size(v, n) || n < opt.min || n > opt.max) return false;
+        if (opt.kind == Kind::kPow2Size && (n & (n - 1)) != 0) return false;
+        store(field, opt.size, uint32_t(n));
+        return true;
+    }
+    case Kind::kPath:
+        if (!*v) return true; // empty: the default
+        if (strlen(v) >= opt.size - 32) return false;
+        copy(field, opt.size, v);
+        return true;
+    case Kind::kText:
+        copy(field, opt.size, v);
+        return true;
+    }
+    return false;
+}
+
+// The complaint about a refused value names the variable, what it accepts and what is used.
+PROF_NOINSTR void refuse(const Option& opt, const char* field, const char* v) {
+    char shown[80]; // the value as it may appear in a log line
+    const char* value = log_safe(v, shown, sizeof shown);
+    switch (opt.kind) {
+    case Kind::kBool:
+    case Kind::kOwnBool:
+        log(LogLevel::kWarn, "bad_option", "name=%s value=\"%s\" expected=bool using=%d", opt.name,
+            value, int(load(field, opt.size)));
+        break;
+    case Kind::kChoice:
+    case Kind::kWord:
+        log(LogLevel::kWarn, "bad_option", "name=%s value=\"%s\" expected=%s using=%s", opt.name,
+            value, opt.accepted, opt.fallback);
+        break;
+    case Kind::kSize:
+    case Kind::kPow2Size:
+        log(LogLevel::kWarn, "bad_option", "name=%s value=\"%s\" expected=\"%s\" using=%u",
+            opt.name, value, opt.accepted, load(field, opt.size));
+        break;
+    case Kind::kPath:
+        log(LogLevel::kError, "bad_option", "name=%s reason=\"path too long\"", opt.name);
+        break;
+    case Kind::kText:
+        break; // takes any value
+    }
+}
+
 } // namespace
 
 PROF_NOINSTR void read_options() {
     Options& o = g_options;
-    char shown[80]; // an option's value as it may appear in a log line
     memset(&o, 0, sizeof o);
-    o.log_level = LogLevel::kWarn;
+    char* base = reinterpret_cast<char*>(&o);
+    for (const Option& opt : kOptions) apply(opt, base + opt.offset, opt.fallback);
     // setuid/setgid programs: the environment is not trusted to choose files (secure_getenv
     // hides it), and a privileged program must not write traces where it was started.
     if (getauxval(AT_SECURE)) {
@@ -64,91 +213,15 @@ PROF_NOINSTR void read_options() {
         o.secure = true;
         return;
     }
-    o.chunk_size = 256u << 10;
-    o.max_depth = 1u << 20;
-    o.log_level = LogLevel::kWarn;
-    o.symbols = true;
-    o.mem_rss_interval_ms = 10;
-    o.calibrate = true;
-    o.scope_runs = true;
-    copy(o.clock, sizeof o.clock, "auto");
-
-    // The log settings come first so that complaints about other options honour them.
-    if (const char* v = env("PROF_LOG_FORMAT")) {
-        if (!strcmp(v, "json")) o.log_json = true;
-        else if (strcmp(v, "text"))
-            log(LogLevel::kWarn, "bad_option", "name=PROF_LOG_FORMAT value=\"%s\" "
-                "expected=text|json using=text", log_safe(v, shown, sizeof shown));
+    // In the table's order: the log settings come first, so that complaints about other
+    // options honour them.
+    for (const Option& opt : kOptions) {
+        const char* v = env(opt.name);
+        if (!v) continue;
+        if (!apply(opt, base + opt.offset, v)) refuse(opt, base + opt.offset, v);
+        if (opt.kind == Kind::kOwnBool) unsetenv(opt.name);
     }
-    if (const char* v = env("PROF_LOG")) {
-        if (!strcmp(v, "quiet")) o.log_level = LogLevel::kQuiet;
-        else if (!strcmp(v, "error")) o.log_level = LogLevel::kError;
-        else if (!strcmp(v, "warn")) o.log_level = LogLevel::kWarn;
-        else if (!strcmp(v, "info")) o.log_level = LogLevel::kInfo;
-        else if (!strcmp(v, "debug")) o.log_level = LogLevel::kDebug;
-        else log(LogLevel::kWarn, "bad_option", "name=PROF_LOG value=\"%s\" "
-                 "expected=quiet|error|warn|info|debug using=warn", log_safe(v, shown, sizeof shown));
-    }
-    if (const char* v = env("PROF_OUT"); v && *v) {
-        if (strlen(v) >= sizeof o.out - 32)
-            log(LogLevel::kError, "bad_option", "name=PROF_OUT reason=\"path too long\"");
-        else {
-            copy(o.out, sizeof o.out, v);
-            o.out_given = true;
-        }
-    }
-    if (const char* v = env("PROF_DISABLE")) o.disabled = parse_bool("PROF_DISABLE", v, false);
-    if (const char* v = env("PROF_FORCE")) {
-        o.force = parse_bool("PROF_FORCE", v, false);
-        // Meant for this process only: a child it starts must not delete the trace this
-        // process is writing at the same path.
-        unsetenv("PROF_FORCE");
-    }
-    if (const char* v = env("PROF_SYMBOLS")) o.symbols = parse_bool("PROF_SYMBOLS", v, true);
-    if (const char* v = env("PROF_LINE_RSS")) o.line_rss = parse_bool("PROF_LINE_RSS", v, false);
-    if (const char* v = env("PROF_CALIBRATE")) o.calibrate = parse_bool("PROF_CALIBRATE", v, true);
-    if (const char* v = env("PROF_SCOPE_RUNS"))
-        o.scope_runs = parse_bool("PROF_SCOPE_RUNS", v, true);
-    if (const char* v = env("PROF_MEM_UNWIND")) {
-        if (!strcmp(v, "dwarf")) o.mem_unwind_dwarf = true;
-        else if (strcmp(v, "fp") != 0)
-            log(LogLevel::kWarn, "bad_option", "name=PROF_MEM_UNWIND value=\"%s\" expected=fp|dwarf using=fp",
-                log_safe(v, shown, sizeof shown));
-    }
-    if (const char* v = env("PROF_MEM_RSS_INTERVAL")) {
-        uint64_t n = 0;
-        if (parse_size(v, n) && n <= 3600000) o.mem_rss_interval_ms = uint32_t(n);
-        else
-            log(LogLevel::kWarn, "bad_option", "name=PROF_MEM_RSS_INTERVAL value=\"%s\" "
-                "expected=\"milliseconds, 0 to 3600000 (0 = off)\" using=%u",
-                log_safe(v, shown, sizeof shown), o.mem_rss_interval_ms);
-    }
-    if (const char* v = env("PROF_CHUNK_SIZE")) {
-        uint64_t n = 0;
-        if (parse_size(v, n) && n >= format::kMinChunkSize && n <= format::kMaxChunkSize &&
-            (n & (n - 1)) == 0)
-            o.chunk_size = uint32_t(n);
-        else
-            log(LogLevel::kWarn, "bad_option", "name=PROF_CHUNK_SIZE value=\"%s\" "
-                "expected=\"power of two from 64K to 64M\" using=%u", log_safe(v, shown, sizeof shown), o.chunk_size);
-    }
-    if (const char* v = env("PROF_MAX_DEPTH")) {
-        uint64_t n = 0;
-        if (parse_size(v, n) && n >= 16 && n <= (1u << 24)) o.max_depth = uint32_t(n);
-        else
-            log(LogLevel::kWarn, "bad_option", "name=PROF_MAX_DEPTH value=\"%s\" "
-                "expected=\"16 to 16777216\" using=%u", log_safe(v, shown, sizeof shown), o.max_depth);
-    }
-    if (const char* v = env("PROF_CLOCK")) {
-        if (!strcmp(v, "tsc") || !strcmp(v, "monotonic") || !strcmp(v, "auto"))
-            copy(o.clock, sizeof o.clock, v);
-        else
-            log(LogLevel::kWarn, "bad_option", "name=PROF_CLOCK value=\"%s\" "
-                "expected=auto|tsc|monotonic using=auto", log_safe(v, shown, sizeof shown));
-    }
-    if (const char* v = env("PROF_EXCLUDE")) copy(o.exclude, sizeof o.exclude, v);
-    if (const char* v = env("PROF_EXCLUDE_MODULES"))
-        copy(o.exclude_modules, sizeof o.exclude_modules, v);
+    o.out_given = o.out[0] != '\0';
 }
 
 } // namespace prof::rt

@@ -7,6 +7,8 @@
 // SIGBUS in the middle of the application.
 #include "thread_state.hpp"
 
+#include <prof/version.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>

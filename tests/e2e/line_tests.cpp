@@ -487,3 +487,43 @@ TEST_CASE("marked code interrupted by a signal handler that records: exact count
         }
     }
 }
+
+// tests/programs/thread_line.cpp: `PROF_SCOPE("side"); PROF_LINE(nap(30));` on one source line
+// runs the line once per activation; the statement is timed inside the scope, not added to it.
+TEST_CASE("a PROF_LINE on the line of its PROF_SCOPE: one hit per run, in threads or not") {
+    struct Case {
+        const char* mode;
+        uint32_t line;
+        uint64_t hits;
+    };
+    for (Case c : {Case{"join", 45, 1}, Case{"main", 76, 1}, Case{"several", 71, 3},
+                   Case{"detached", 63, 1}}) {
+        std::string mode = c.mode;
+        CAPTURE(mode);
+        auto l = load({PROF_TEST_THREAD_LINE, mode}, "thread-line-" + mode);
+        auto tables = analysis::line_tables(l->profile);
+        const analysis::LineRow& r = row(tables, c.line);
+        CHECK(r.hits == c.hits);
+        CHECK(r.kind == "scope");
+        CHECK(r.time >= 0.030 * double(c.hits));
+        // Within the program's own measure around the scopes (plus 0.2 ms for the two clocks).
+        CHECK(r.time <= l->naps_seconds + 0.0002);
+    }
+    // The scope and the line on two lines: one hit each, the line's time within the scope's.
+    auto l = load({PROF_TEST_THREAD_LINE, "apart"}, "thread-line-apart");
+    auto tables = analysis::line_tables(l->profile);
+    CHECK(row(tables, 91).hits == 1);
+    CHECK(row(tables, 92).hits == 1);
+    CHECK(row(tables, 92).time <= row(tables, 91).time);
+    CHECK(row(tables, 91).time <= l->naps_seconds + 0.0002);
+}
+
+TEST_CASE("a PROF_LINE on the line of its PROF_SCOPE, in a forked child's thread: one hit") {
+    std::string trace = temp_path("thread-line-fork.trace");
+    auto r = run({PROF_TEST_THREAD_LINE, "fork"}, {{"PROF_OUT", trace}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::string child = test::child_trace(trace);
+    REQUIRE_MESSAGE(!child.empty(), "no child trace next to ", trace);
+    CHECK(hits_at(trace, 45) == 0);
+    CHECK(hits_at(child, 45) == 1);
+}

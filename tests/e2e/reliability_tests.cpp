@@ -619,3 +619,46 @@ TEST_CASE("profrun names the traces a forked child wrote next to the one asked f
     child = child.substr(0, child.find('"'));
     CHECK(std::filesystem::is_regular_file(child));
 }
+
+// libprof/runtime/options.inc: a refused value of each kind gives one bad_option line naming
+// the variable, what it accepts and the default used; the program runs on and is traced.
+TEST_CASE("bad values of the PROF_* variables: one bad_option line each, the default used") {
+    std::string trace = temp_path("bad-options.trace");
+    auto r = run({PROF_SAMPLE_FIB, "5"}, {{"PROF_OUT", trace},
+                                          {"PROF_LOG_FORMAT", "xml"},
+                                          {"PROF_DISABLE", "maybe"},
+                                          {"PROF_SYMBOLS", "x"},
+                                          {"PROF_MEM_UNWIND", "lbr"},
+                                          {"PROF_MEM_RSS_INTERVAL", "3600001"},
+                                          {"PROF_CHUNK_SIZE", "100K"},
+                                          {"PROF_MAX_DEPTH", "15"},
+                                          {"PROF_CLOCK", "wall"}});
+    CHECK(r.exit_code == 0);
+    for (const char* line :
+         {"name=PROF_LOG_FORMAT value=\"xml\" expected=text|json using=text\n",
+          "name=PROF_DISABLE value=\"maybe\" expected=bool using=0\n",
+          "name=PROF_SYMBOLS value=\"x\" expected=bool using=1\n",
+          "name=PROF_MEM_UNWIND value=\"lbr\" expected=fp|dwarf using=fp\n",
+          "name=PROF_MEM_RSS_INTERVAL value=\"3600001\" expected=\"milliseconds, 0 to 3600000 (0 "
+          "= off)\" using=10\n",
+          "name=PROF_CHUNK_SIZE value=\"100K\" expected=\"power of two from 64K to 64M\" "
+          "using=262144\n",
+          "name=PROF_MAX_DEPTH value=\"15\" expected=\"16 to 16777216\" using=1048576\n",
+          "name=PROF_CLOCK value=\"wall\" expected=auto|tsc|monotonic using=auto\n"})
+        CHECK_MESSAGE(r.err.find(line) != std::string::npos, line, " not in:\n", r.err);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 8);
+    CHECK(profile_file(trace).total_calls > 0);
+    // The log settings are read first: PROF_LOG=quiet silences the complaints about the others.
+    auto quiet =
+        run({PROF_SAMPLE_FIB, "5"},
+            {{"PROF_OUT", trace + ".quiet"}, {"PROF_LOG", "quiet"}, {"PROF_CHUNK_SIZE", "1"}});
+    CHECK(quiet.exit_code == 0);
+    CHECK(quiet.err.empty());
+    // A size within range and a power of two, with a suffix; a bool spelled out.
+    auto good = run({PROF_SAMPLE_FIB, "5"}, {{"PROF_OUT", trace + ".good"},
+                                             {"PROF_CHUNK_SIZE", "1MiB"},
+                                             {"PROF_MAX_DEPTH", "16M"},
+                                             {"PROF_SCOPE_RUNS", "off"}});
+    CHECK(good.exit_code == 0);
+    CHECK(good.err.empty());
+}

@@ -5,6 +5,8 @@
 #include "reader/trace_packer.hpp"
 #include "reader/trace_reader.hpp"
 
+#include <prof/version.h>
+
 #include <fmt/format.h>
 
 #include <cctype>

@@ -12,6 +12,8 @@
 #include "common/tool_log.hpp"
 #include "reader/trace_reader.hpp"
 
+#include <prof/version.h>
+
 #include <fmt/format.h>
 
 #include <fcntl.h>

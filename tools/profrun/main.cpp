@@ -4,6 +4,7 @@
 #include "reader/trace_packer.hpp"
 
 #include <prof/trace_format.hpp>
+#include <prof/version.h>
 
 #include <fmt/format.h>
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "analysis/lines.hpp"
+#include "analysis/markup.hpp"
 #include "analysis/profile.hpp"
 #include "analysis/views/call_tree.hpp"
 
@@ -14,9 +15,6 @@
 #include <vector>
 
 namespace prof::analysis::views {
-
-// &, <, >, " and ' as entities; control characters (not allowed in XML 1.0) as U+FFFD.
-std::string xml_escape(std::string_view s);
 
 struct FlameOptions {
     std::string title; // default: "Flame Graph: <program>"

@@ -1,0 +1,301 @@
+(function () {
+"use strict";
+var root = document.documentElement;
+window.addEventListener("error", function (e) { root.setAttribute("data-error", String(e.message)); });
+var D = JSON.parse(document.getElementById("profile-data").textContent);
+function el(tag, cls, text) {
+  var e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+function sec(x, p) { return x.toFixed(p === undefined ? 3 : p); }
+function human(ns) {
+  if (ns >= 1e9) return (ns / 1e9).toFixed(3) + " s";
+  if (ns >= 1e6) return (ns / 1e6).toFixed(3) + " ms";
+  if (ns >= 1e3) return (ns / 1e3).toFixed(3) + " us";
+  return ns + " ns";
+}
+function label(f) { return f.file + ":" + f.line + "(" + f.name + ")"; }
+function ncalls(n, p) { return n === p ? String(n) : n + "/" + p; }
+
+// ---- summary
+var sub = document.getElementById("summary");
+sub.textContent = D.total_calls + " function calls" +
+  (D.primitive_calls !== D.total_calls ? " (" + D.primitive_calls + " primitive calls)" : "") +
+  " in " + sec(D.total_time) + " seconds \u2022 " + D.threads + " thread(s) \u2022 " + D.traces.join(", ");
+
+// ---- functions table, sortable; callers and callees on click
+var cols = [
+  {k: "ncalls", t: "ncalls", v: function (f) { return f.ncalls; }, s: function (f) { return ncalls(f.ncalls, f.pcalls); }},
+  {k: "tottime", t: "tottime", v: function (f) { return f.tottime; }, s: function (f) { return sec(f.tottime); }},
+  {k: "totpc", t: "percall", v: function (f) { return f.ncalls ? f.tottime / f.ncalls : 0; }, s: function (f) { return sec(f.ncalls ? f.tottime / f.ncalls : 0, 6); }},
+  {k: "cumtime", t: "cumtime", v: function (f) { return f.cumtime; }, s: function (f) { return sec(f.cumtime); }},
+  {k: "cumpc", t: "percall", v: function (f) { return f.pcalls ? f.cumtime / f.pcalls : 0; }, s: function (f) { return sec(f.pcalls ? f.cumtime / f.pcalls : 0, 6); }},
+  {k: "name", t: "filename:lineno(function)", v: function (f) { return label(f); }, s: function (f) { return label(f); }, name: true}
+];
+var sortCol = 3, sortDesc = true, selected = -1;
+var table = document.getElementById("ftable"), thead = table.tHead, tbody = table.tBodies[0];
+var hr = thead.insertRow();
+cols.forEach(function (c, i) {
+  var th = el("th", c.name ? "name" : "", c.t);
+  th.setAttribute("data-col", c.k);
+  th.addEventListener("click", function () {
+    if (sortCol === i) sortDesc = !sortDesc; else { sortCol = i; sortDesc = !c.name; }
+    renderTable();
+  });
+  hr.appendChild(th);
+});
+var filterBox = document.getElementById("filter");
+filterBox.addEventListener("input", renderTable);
+function renderTable() {
+  var q = filterBox.value.toLowerCase();
+  var idx = [];
+  for (var i = 0; i < D.functions.length; i++)
+    if (!q || label(D.functions[i]).toLowerCase().indexOf(q) >= 0) idx.push(i);
+  var c = cols[sortCol];
+  idx.sort(function (a, b) {
+    var x = c.v(D.functions[a]), y = c.v(D.functions[b]);
+    if (x === y) return a - b;
+    return (x < y ? -1 : 1) * (sortDesc ? -1 : 1);
+  });
+  Array.prototype.forEach.call(hr.cells, function (th, i) {
+    th.className = (cols[i].name ? "name " : "") + (i === sortCol ? (sortDesc ? "sorted-desc" : "sorted-asc") : "");
+  });
+  while (tbody.firstChild) tbody.removeChild(tbody.firstChild);
+  idx.forEach(function (i) {
+    var f = D.functions[i], tr = tbody.insertRow();
+    tr.setAttribute("data-fn", i);
+    if (i === selected) tr.className = "selected";
+    cols.forEach(function (c) { tr.appendChild(el("td", c.name ? "name" : "", c.s(f))); });
+    tr.addEventListener("click", function () { select(i); });
+  });
+  root.setAttribute("data-rows", String(idx.length));
+}
+function edgeTable(title, rows, which) {
+  var box = el("div");
+  box.appendChild(el("h3", "", title));
+  if (!rows.length) { box.appendChild(el("div", "muted", "none")); return box; }
+  var t = el("table"), h = t.createTHead().insertRow(), b = t.createTBody();
+  ["ncalls", "tottime", "cumtime", "function"].forEach(function (x, i) { h.appendChild(el("th", i === 3 ? "name" : "", x)); });
+  rows.sort(function (a, b) { return b.cumtime - a.cumtime; });
+  rows.forEach(function (e) {
+    var tr = b.insertRow(), other = e[which];
+    tr.appendChild(el("td", "", ncalls(e.ncalls, e.pcalls)));
+    tr.appendChild(el("td", "", sec(e.tottime)));
+    tr.appendChild(el("td", "", sec(e.cumtime)));
+    var td = el("td", "name");
+    if (other < 0) td.textContent = "<thread start>";
+    else { var a = el("a", "", label(D.functions[other])); a.addEventListener("click", function () { select(other); }); td.appendChild(a); }
+    tr.appendChild(td);
+  });
+  t.setAttribute("data-kind", which === "caller" ? "callers" : "callees");
+  box.appendChild(t);
+  return box;
+}
+function select(i) {
+  selected = i;
+  renderTable();
+  var d = document.getElementById("detail");
+  while (d.firstChild) d.removeChild(d.firstChild);
+  var f = D.functions[i];
+  d.appendChild(el("h3", "", label(f)));
+  d.appendChild(el("div", "muted", (f.module || "") + (f.kind !== "function" ? " \u2022 " + f.kind : "")));
+  var callers = D.edges.filter(function (e) { return e.callee === i; });
+  var callees = D.edges.filter(function (e) { return e.caller === i; });
+  d.appendChild(edgeTable("was called by...", callers, "caller"));
+  d.appendChild(edgeTable("called...", callees, "callee"));
+  root.setAttribute("data-detail", "callers=" + callers.length + " callees=" + callees.length);
+}
+renderTable();
+
+// ---- icicle of the call tree, click to zoom
+var T = D.tree, box = document.getElementById("icicle"), info = document.getElementById("icicle-info");
+var pathBox = document.getElementById("icicle-path");
+var kids = T.nodes.map(function () { return []; });
+T.nodes.forEach(function (n, i) { if (i > 0) kids[n.p].push(i); });
+function hue(s) { var h = 0; for (var i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) >>> 0; return h; }
+function color(n) {
+  if (n.f < 0) return "rgb(205,205,205)";
+  var h = hue(T.names[n.f]);
+  return T.kinds[n.f] !== "function" ? "rgb(" + (60 + h % 50) + "," + (170 + (h >> 8) % 50) + "," + (170 + (h >> 16) % 50) + ")"
+                                     : "rgb(" + (215 + h % 40) + "," + (90 + (h >> 8) % 120) + "," + (40 + (h >> 16) % 40) + ")";
+}
+function nodeName(n) { return n.f < 0 ? n.l : T.names[n.f]; }
+var zoom = 0;
+function drawIcicle() {
+  while (box.firstChild) box.removeChild(box.firstChild);
+  var z = T.nodes[zoom], total = z.t || 1, W = box.clientWidth || 1000, maxDepth = 0, drawn = 0;
+  // The zoomed node's ancestors on top, full width.
+  var chain = [];
+  for (var a = zoom; a > 0; a = T.nodes[a].p) chain.unshift(a);
+  chain.unshift(0);
+  function cell(i, depth, x, w, faded) {
+    var n = T.nodes[i], d = el("div", "", w * W > 30 ? nodeName(n) : "");
+    d.style.left = (x * 100).toFixed(4) + "%";
+    d.style.width = (w * 100).toFixed(4) + "%";
+    d.style.top = (depth * 18) + "px";
+    d.style.background = color(n);
+    if (faded) d.style.opacity = "0.55";
+    d.title = nodeName(n) + "\n" + human(n.t) + " (" + (100 * n.t / (T.nodes[0].t || 1)).toFixed(2) + "% of all), self " + human(n.s) + ", " + n.c + " calls";
+    d.addEventListener("click", function () { zoom = i; drawIcicle(); });
+    d.addEventListener("mouseenter", function () { info.textContent = d.title.replace("\n", " \u2014 "); });
+    box.appendChild(d);
+    drawn++;
+    maxDepth = Math.max(maxDepth, depth);
+  }
+  chain.forEach(function (i, depth) { if (i !== zoom) cell(i, depth, 0, 1, true); });
+  var base = chain.length - 1;
+  (function walk(i, depth, x) {
+    var n = T.nodes[i], w = n.t / total;
+    if (w * W < 0.5 && i !== zoom) return;
+    cell(i, depth, x, w, false);
+    var off = x;
+    kids[i].slice().sort(function (a, b) { return T.nodes[b].t - T.nodes[a].t; }).forEach(function (c) {
+      walk(c, depth + 1, off);
+      off += T.nodes[c].t / total;
+    });
+  })(zoom, base, 0);
+  box.style.height = ((maxDepth + 1) * 18 + 2) + "px";
+  while (pathBox.firstChild) pathBox.removeChild(pathBox.firstChild);
+  chain.forEach(function (i, k) {
+    var a = el("a", "", k === 0 ? "all" : nodeName(T.nodes[i]));
+    a.addEventListener("click", function () { zoom = i; drawIcicle(); });
+    if (k) pathBox.appendChild(document.createTextNode(" \u203A "));
+    pathBox.appendChild(a);
+  });
+  root.setAttribute("data-icicle", String(drawn));
+}
+drawIcicle();
+window.addEventListener("resize", drawIcicle);
+
+// ---- line tables (line_profiler's layout)
+var lbox = document.getElementById("lines");
+if (!D.lines.length) lbox.appendChild(el("div", "muted", "No marked lines in this trace (PROF_LINE, PROF_SCOPE, PROF_FUNCTION)."));
+D.lines.forEach(function (t) {
+  lbox.appendChild(el("h3", "", t.function + " \u2014 " + t.file));
+  lbox.appendChild(el("div", "muted", "Total time: " + sec(t.total, 6) + " s"));
+  var tab = el("table"), h = tab.createTHead().insertRow(), b = tab.createTBody();
+  ["Line #", "Hits", "Time (s)", "Per Hit (us)", "% Time", "", "Line Contents"].forEach(function (x, i) { h.appendChild(el("th", i === 6 ? "name" : "", x)); });
+  var byLine = {};
+  t.rows.forEach(function (r) { byLine[r.line] = r; });
+  var first = t.first, last = t.last;
+  for (var ln = first; ln <= last; ln++) {
+    var r = byLine[ln], tr = b.insertRow();
+    tr.appendChild(el("td", "", ln));
+    tr.appendChild(el("td", "", r ? r.hits : ""));
+    tr.appendChild(el("td", "", r ? sec(r.time, 6) : ""));
+    tr.appendChild(el("td", "", r && r.hits ? (1e6 * r.time / r.hits).toFixed(3) : ""));
+    var pct = r && t.total > 0 ? 100 * r.time / t.total : null;
+    tr.appendChild(el("td", "", pct === null ? "" : pct.toFixed(1)));
+    var bar = el("td", "barcell");
+    if (pct !== null) { var s = el("span", "bar"); s.style.width = Math.min(100, pct).toFixed(1) + "px"; bar.appendChild(s); }
+    tr.appendChild(bar);
+    var src = t.source[ln - first];
+    tr.appendChild(el("td", "src", src === undefined ? "" : src));
+  }
+  lbox.appendChild(tab);
+});
+root.setAttribute("data-lines", String(D.lines.length));
+
+// ---- memory (profrun --mem): summary, heap/RSS plot (inline SVG), sortable top sites
+var M = D.memory;
+function bytes(b) {
+  var units = ["B", "KiB", "MiB", "GiB", "TiB"], v = b, u = 0;
+  while (v >= 1024 && u < 4) { v /= 1024; u++; }
+  return u ? v.toFixed(2) + " " + units[u] : b + " B";
+}
+function frameText(f) { return f[0] + (f[1] ? " (" + f[1] + ":" + f[2] + ")" : ""); }
+var mtbody = null, mhr = null, msort = 1, mdesc = true, mopen = {};
+var mcols = [
+  {t: "allocations", v: function (s) { return s.a; }, s: function (s) { return String(s.a); }},
+  {t: "bytes", v: function (s) { return s.b; }, s: function (s) { return bytes(s.b); }},
+  {t: "temporary", v: function (s) { return s.t; }, s: function (s) { return String(s.t); }},
+  {t: "at peak", v: function (s) { return s.p; }, s: function (s) { return bytes(s.p); }},
+  {t: "leaked", v: function (s) { return s.l; }, s: function (s) { return bytes(s.l); }},
+  {t: "blocks", v: function (s) { return s.lb; }, s: function (s) { return String(s.lb); }},
+  {t: "site (innermost frame first)", v: function (s) { return s.s.length ? frameText(s.s[0]) : ""; }, name: true}
+];
+function siteCell(s, i) {
+  var td = el("td", "name");
+  if (!s.s.length) { td.textContent = "[no stack: allocated outside any traced call]"; return td; }
+  var n = mopen[i] ? s.s.length : Math.min(s.s.length, 4);
+  td.appendChild(el("div", "", frameText(s.s[0])));
+  for (var k = 1; k < n; k++) td.appendChild(el("div", "caller", "\u2190 " + frameText(s.s[k])));
+  if (n < s.s.length) td.appendChild(el("div", "caller muted", "\u2026 " + (s.s.length - n) + " more frames (click)"));
+  return td;
+}
+function renderMemory() {
+  var q = document.getElementById("mem-filter").value.toLowerCase(), idx = [];
+  for (var i = 0; i < M.sites.length; i++) {
+    var text = M.sites[i].s.map(frameText).join(" ").toLowerCase();
+    if (!q || text.indexOf(q) >= 0) idx.push(i);
+  }
+  var c = mcols[msort];
+  idx.sort(function (a, b) {
+    var x = c.v(M.sites[a]), y = c.v(M.sites[b]);
+    if (x === y) return a - b;
+    return (x < y ? -1 : 1) * (mdesc ? -1 : 1);
+  });
+  Array.prototype.forEach.call(mhr.cells, function (th, i) {
+    th.className = (mcols[i].name ? "name " : "") + (i === msort ? (mdesc ? "sorted-desc" : "sorted-asc") : "");
+  });
+  while (mtbody.firstChild) mtbody.removeChild(mtbody.firstChild);
+  idx.forEach(function (i) {
+    var s = M.sites[i], tr = mtbody.insertRow();
+    tr.setAttribute("data-site", i);
+    mcols.forEach(function (c) { tr.appendChild(c.name ? siteCell(s, i) : el("td", "", c.s(s))); });
+    tr.addEventListener("click", function () { mopen[i] = !mopen[i]; renderMemory(); });
+  });
+  root.setAttribute("data-mem-rows", String(idx.length));
+}
+if (M) {
+  var ms = document.getElementById("mem-summary"), st = el("table"), h1 = st.createTHead().insertRow(), r1 = st.createTBody().insertRow();
+  [["calls to allocation functions", String(M.allocations)],
+   ["temporary", String(M.temporary)],
+   ["calls to release functions", String(M.frees)],
+   ["bytes allocated", bytes(M.bytes)],
+   ["peak heap", bytes(M.peak_heap) + " at " + sec(M.peak_time) + " s"],
+   ["peak RSS", M.peak_rss ? bytes(M.peak_rss) : "n/a"],
+   ["leaked", bytes(M.leaked) + " in " + M.leaked_blocks + " blocks"]].forEach(function (p) {
+    h1.appendChild(el("th", "", p[0]));
+    r1.appendChild(el("td", "", p[1]));
+  });
+  ms.appendChild(st);
+  var mmBox = document.getElementById("mem-mismatches");
+  M.mismatches.forEach(function (m) {
+    var s = m.site >= 0 ? M.sites[m.site] : null;
+    mmBox.appendChild(el("div", "mismatch", "Mismatch: " + m.count + " block" + (m.count === 1 ? "" : "s") +
+      " allocated with " + m.with + " and released with " + m.freed +
+      (s && s.s.length ? " at " + frameText(s.s[0]) : "")));
+  });
+  var mt = document.getElementById("mtable");
+  mhr = mt.tHead.insertRow(); mtbody = mt.tBodies[0];
+  mcols.forEach(function (c, i) {
+    var th = el("th", c.name ? "name" : "", c.t);
+    th.addEventListener("click", function () {
+      if (msort === i) mdesc = !mdesc; else { msort = i; mdesc = !c.name; }
+      renderMemory();
+    });
+    mhr.appendChild(th);
+  });
+  document.getElementById("mem-filter").addEventListener("input", renderMemory);
+  document.getElementById("mem-shown").textContent = M.sites.length === M.total_sites
+    ? M.total_sites + " sites" : M.sites.length + " of " + M.total_sites + " sites (the top " + M.top + " by each column)";
+  renderMemory();
+}
+root.setAttribute("data-memory", M ? "1" : "0");
+
+// ---- test hook: exercise the interactions once (headless browsers cannot click)
+if (location.hash === "#selftest") {
+  var firstRow = tbody.rows[0];
+  if (firstRow) firstRow.click();
+  var th = hr.cells[1]; th.click(); th.click();
+  var cells = box.children;
+  if (cells.length > 1) cells[cells.length - 1].click();
+  drawIcicle();
+  if (M && mtbody.rows[0]) { mhr.cells[4].click(); mhr.cells[1].click(); mhr.cells[1].click(); mtbody.rows[0].click(); }
+  root.setAttribute("data-selftest", "ok");
+}
+root.setAttribute("data-ready", "1");
+})();
