@@ -1,6 +1,6 @@
 # Build step: turns one file (the JavaScript and CSS of the HTML report and the flame graph,
 # libprof/analysis/assets/) into a C++ source that defines its bytes as
-# `const std::string_view prof::analysis::assets::NAME`, declared by analysis/views/assets.hpp.
+# `const std::string_view prof::analysis::assets::NAME`, declared by render/assets.hpp.
 #
 #   cmake -DINPUT=file -DOUTPUT=file.cpp -DNAME=identifier [-DFORBID=text] -P embed_asset.cmake
 #
@@ -33,7 +33,7 @@ string(REPLACE "\n" "\n    " bytes "${bytes}")
 get_filename_component(input_name "${INPUT}" NAME)
 
 set(source "// Generated from ${input_name} by cmake/embed_asset.cmake at build time: do not edit.
-#include \"analysis/views/assets.hpp\"
+#include \"render/assets.hpp\"
 
 namespace prof::analysis::assets {
 namespace {

@@ -2,8 +2,8 @@
 // analysis library and profreport. Exact facts are checked exactly (call counts), timing facts
 // as relations and tolerances.
 #include "analysis/engine/session.hpp"
-#include "analysis/profile.hpp"
-#include "analysis/report.hpp"
+#include "analysis/model/profile.hpp"
+#include "render/report.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 

@@ -1,8 +1,9 @@
 // End to end for the line/scope layer: exact hit counts, timing relations, nesting with the
 // call profiler, PROF_DISABLE builds, JSON fields and resident memory per line.
-#include "analysis/lines.hpp"
+#include "analysis/model/lines.hpp"
+#include "render/lines.hpp"
 #include "analysis/engine/session.hpp"
-#include "analysis/profile.hpp"
+#include "analysis/model/profile.hpp"
 #include "reader/trace_reader.hpp"
 #include "support/approx.hpp"
 #include "support/run.hpp"

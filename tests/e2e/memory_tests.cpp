@@ -1,10 +1,10 @@
 // End to end for the memory profiler: unmodified programs under libprofmem.so, exact counts
 // per site, leaks, temporaries, mismatches, fork, the application's own allocator, and one
 // trace with calls and allocations together.
-#include "analysis/memory_report.hpp"
-#include "analysis/lines.hpp"
+#include "render/memory_report.hpp"
+#include "analysis/model/lines.hpp"
 #include "analysis/engine/session.hpp"
-#include "analysis/profile.hpp"
+#include "analysis/model/profile.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 

@@ -4,7 +4,7 @@
 // json), and diff --memory with its CI gate. The browser checks are skipped, with a message,
 // when chromium is not installed.
 #include "analysis/engine/session.hpp"
-#include "analysis/profile.hpp"
+#include "analysis/model/profile.hpp"
 #include "support/browser.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"

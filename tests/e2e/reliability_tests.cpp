@@ -1,7 +1,7 @@
 // Reliability: what a process recorded survives SIGKILL, SIGSEGV and abort(); the report says
 // the trace is incomplete and still names every function; hostile output paths are refused.
 #include "analysis/engine/session.hpp"
-#include "analysis/profile.hpp"
+#include "analysis/model/profile.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 

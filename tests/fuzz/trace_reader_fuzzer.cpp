@@ -6,15 +6,17 @@
 // reader::TraceError is the expected answer to a bad file; anything else (a crash, a sanitizer
 // report, another exception, a huge allocation, a hang) is a finding. Build: -DPROF_FUZZ=ON with
 // clang (tests/fuzz/CMakeLists.txt); run: tests/fuzz/run_fuzz.sh.
-#include "analysis/lines.hpp"
-#include "analysis/memory_report.hpp"
+#include "analysis/model/lines.hpp"
+#include "render/lines.hpp"
+#include "render/memory_report.hpp"
 #include "analysis/engine/session.hpp"
-#include "analysis/profile.hpp"
-#include "analysis/report.hpp"
-#include "analysis/views/call_tree.hpp"
-#include "analysis/views/diff.hpp"
-#include "analysis/views/render.hpp"
-#include "analysis/views/timeline.hpp"
+#include "analysis/model/profile.hpp"
+#include "render/report.hpp"
+#include "analysis/model/call_tree.hpp"
+#include "analysis/model/diff.hpp"
+#include "render/diff.hpp"
+#include "render/render.hpp"
+#include "render/timeline.hpp"
 #include "reader/trace_reader.hpp"
 
 #include <cstddef>

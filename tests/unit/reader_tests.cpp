@@ -1,8 +1,8 @@
 // Reader: valid traces round-trip; damaged ones give a TraceError with an offset or a partial
 // read that says it is partial — never a crash, a hang or a silently wrong result.
-#include "analysis/memory_report.hpp"
+#include "render/memory_report.hpp"
 #include "analysis/engine/session.hpp"
-#include "analysis/profile.hpp"
+#include "analysis/model/profile.hpp"
 #include "reader/trace_packer.hpp"
 #include "reader/trace_reader.hpp"
 #include "support/approx.hpp"

@@ -2,7 +2,7 @@
 // for people, or one JSON object per line with --log-format json or PROF_LOG_FORMAT=json.
 #pragma once
 
-#include "analysis/report.hpp"
+#include "render/report.hpp"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // profpack: rewrites finished traces in the packed form (format 2.1), which profreport reads
 // like any other.
-#include "analysis/memory_report.hpp"
+#include "render/memory_report.hpp"
 #include "common/tool_log.hpp"
 #include "reader/trace_packer.hpp"
 #include "reader/trace_reader.hpp"

@@ -1,6 +1,6 @@
 // profrun: runs a program with libprof's environment set and passes its exit status through.
 #include "common/tool_log.hpp"
-#include "analysis/memory_report.hpp"
+#include "render/memory_report.hpp"
 #include "reader/trace_packer.hpp"
 
 #include <prof/trace_format.hpp>

@@ -1,8 +1,8 @@
 // Renderings of a MemoryReport.
-#include "analysis/memory_report.hpp"
+#include "render/memory_report.hpp"
 
-#include "analysis/markup.hpp"
-#include "analysis/report.hpp"
+#include "render/markup.hpp"
+#include "render/report.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "analysis/markup.hpp"
+#include "render/markup.hpp"
 
 namespace prof::analysis {
 

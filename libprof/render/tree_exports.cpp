@@ -1,7 +1,7 @@
 // Text renderings of the call tree: collapsed stacks, callgrind, the terminal tree (text/CSV).
-#include "analysis/report.hpp"
-#include "analysis/views/render.hpp"
-#include "analysis/views/durations.hpp"
+#include "render/report.hpp"
+#include "render/render.hpp"
+#include "render/durations.hpp"
 
 #include "reader/trace_reader.hpp"
 

@@ -1,5 +1,5 @@
 // Durations as people write and read them.
-#include "analysis/views/durations.hpp"
+#include "render/durations.hpp"
 
 #include <fmt/format.h>
 

@@ -2,7 +2,7 @@
 // Tools choose what to print; the layout of each view lives here, once.
 #pragma once
 
-#include "analysis/profile.hpp"
+#include "analysis/model/profile.hpp"
 
 #include <cstdio>
 #include <optional>

@@ -1,5 +1,5 @@
 // CallTree's paths (the tree itself is built by the replay engine, engine/session.cpp).
-#include "analysis/views/call_tree.hpp"
+#include "analysis/model/call_tree.hpp"
 
 #include <algorithm>
 

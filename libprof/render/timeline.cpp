@@ -7,10 +7,10 @@
 // own (earlier) time; since a frame's ancestors are older, and every event written before it
 // either closed before it began or belongs to an ancestor, the times stay in order and the
 // events balanced. Each thread's events go to a temporary file, joined at the end.
-#include "analysis/views/timeline.hpp"
+#include "render/timeline.hpp"
 
-#include "analysis/profile.hpp"
-#include "analysis/report.hpp"
+#include "analysis/model/profile.hpp"
+#include "render/report.hpp"
 #include "analysis/engine/session.hpp"
 
 #include <fmt/format.h>

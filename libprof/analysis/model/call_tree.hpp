@@ -4,7 +4,7 @@
 // with the number of events.
 #pragma once
 
-#include "analysis/profile.hpp"
+#include "analysis/model/profile.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -3,10 +3,10 @@
 // inline script that builds the page with textContent only (never innerHTML from data). The
 // script and the style are assets/report.js and assets/report.css, embedded at build time. No
 // network access: no external script, style, font or image.
-#include "analysis/memory_report.hpp"
-#include "analysis/report.hpp"
-#include "analysis/views/assets.hpp"
-#include "analysis/views/render.hpp"
+#include "render/memory_report.hpp"
+#include "render/report.hpp"
+#include "render/assets.hpp"
+#include "render/render.hpp"
 
 #include "reader/trace_reader.hpp"
 

@@ -1,6 +1,6 @@
 // The profile model's helpers: naming a trace's functions (FunctionResolver), thread
 // summaries, labels and matching. The numbers come from the replay engine (engine/session.cpp).
-#include "analysis/profile.hpp"
+#include "analysis/model/profile.hpp"
 
 #include "reader/dwarf_lines.hpp"
 #include "reader/elf_symbols.hpp"

@@ -1,5 +1,5 @@
 // Renderings of a Profile. The text table reproduces pstats' layout column for column.
-#include "analysis/report.hpp"
+#include "render/report.hpp"
 
 #include <fmt/format.h>
 

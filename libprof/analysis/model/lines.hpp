@@ -1,8 +1,8 @@
-// The line view (line_profiler's and memory_profiler's tables): per function with marked
-// sites, one row per source line with hits, time and, when sampled, resident set size.
+// The line view's model (line_profiler's and memory_profiler's tables): per function with
+// marked sites, one row per source line with hits, time and, when sampled, resident set size.
 #pragma once
 
-#include "analysis/profile.hpp"
+#include "analysis/model/profile.hpp"
 
 #include <cstdio>
 #include <string>
@@ -37,14 +37,5 @@ struct LineTable {
 // Tables for the threads `p` covers. `match` (a regex on "file:function", empty = all)
 // selects functions.
 std::vector<LineTable> line_tables(const Profile& p, const std::string& match = {});
-
-struct LineOptions {
-    double unit = 1e-9;                   // seconds per timer unit
-    bool memory = false;                  // memory_profiler's columns instead of line_profiler's
-    std::vector<std::string> source_dirs; // where to look for a source file not found as recorded
-};
-
-void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, const LineOptions& o);
-void print_line_json(std::FILE* out, const std::vector<LineTable>& tables);
 
 } // namespace prof::analysis

@@ -2,7 +2,7 @@
 // allocations, peak contribution, leaks and temporaries, each with its stack; and its JSON.
 #pragma once
 
-#include "analysis/profile.hpp"
+#include "analysis/model/profile.hpp"
 
 #include <cstdio>
 

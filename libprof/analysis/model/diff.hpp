@@ -3,8 +3,8 @@
 // pass/fail verdict for CI gates.
 #pragma once
 
-#include "analysis/profile.hpp"
-#include "analysis/views/render.hpp"
+#include "analysis/model/profile.hpp"
+#include "analysis/model/memory.hpp"
 
 #include <cstdio>
 #include <optional>
@@ -47,9 +47,6 @@ struct DiffResult {
 std::optional<DiffMetric> parse_diff_metric(const std::string& s);
 DiffResult diff_profiles(const Profile& base, size_t base_runs, const Profile& next,
                          size_t new_runs, const DiffOptions& o);
-// format: "text", "csv" or "json".
-void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
-                const std::string& format);
 // One line per reason the gate fails ("cumtime of f regressed by 12.3% (limit 5%)").
 std::vector<std::string> diff_failures(const DiffResult& d, const DiffOptions& o);
 
@@ -93,11 +90,23 @@ struct MemoryDiffResult {
 // One report per run of each set. Throws std::invalid_argument when a set has no memory data.
 MemoryDiffResult diff_memory(const std::vector<MemoryReport>& base,
                              const std::vector<MemoryReport>& next, const MemoryDiffOptions& o);
-// format: "text", "csv" or "json".
-void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDiffOptions& o,
-                       const std::string& format);
 // One line per reason the gate fails ("bytes of grow() < main regressed by 20.0% (limit 5%)").
 std::vector<std::string> memory_diff_failures(const MemoryDiffResult& d,
                                               const MemoryDiffOptions& o);
+
+// ---- shared by the verdicts and the renderings ---------------------------------------------
+double metric(const Stats& s, DiffMetric m);
+const char* metric_name(DiffMetric m); // "cumtime"
+// Change from base to next in percent; infinite for something new.
+double percent(double base, double next);
+// The memory measures, in the order tables list them.
+inline constexpr MemoryWeight kMemoryMeasures[] = {MemoryWeight::kAllocations, MemoryWeight::kBytes,
+                                                   MemoryWeight::kPeak, MemoryWeight::kLeaked};
+// What a measure is called in messages, for a site or for the whole run.
+const char* measure_label(MemoryWeight w, bool total);
+// A site's stack as "f < g < h < ...", at most `frames` frames.
+std::string site_text(const std::vector<std::string>& stack, size_t frames = 4);
+// Means of whole numbers: whole unless the runs disagree.
+std::string amount(double v);
 
 } // namespace prof::analysis::views

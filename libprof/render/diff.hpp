@@ -1,0 +1,19 @@
+// diff's tables: per function (diff_profiles) and per allocation site (diff_memory), as text,
+// CSV or JSON.
+#pragma once
+
+#include "analysis/model/diff.hpp"
+
+#include <cstdio>
+#include <string>
+
+namespace prof::analysis::views {
+
+// format: "text", "csv" or "json".
+void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
+                const std::string& format);
+// format: "text", "csv" or "json".
+void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDiffOptions& o,
+                       const std::string& format);
+
+} // namespace prof::analysis::views
