@@ -157,3 +157,19 @@ TEST_CASE(
     check_saved(stem + ".trace", with(with(call_views(stem), line_views(stem, "v1.3")),
                                       {{{"--threads"}, stem + ".threads.txt"}}));
 }
+
+TEST_CASE("saved trace 2.0: packed memory records of three threads with their calls") {
+    const std::string stem = "v2.0-alloc-pattern";
+    check_saved(stem + ".trace", with(with(call_views(stem), memory_views(stem)),
+                                      {{{"--threads"}, stem + ".threads.txt"}}));
+}
+
+TEST_CASE("saved trace 1.4: aligned new and delete, matched and mismatched (alignment fields)") {
+    check_saved("v1.4-aligned-pairs.trace",
+                with(call_views("v1.4-aligned-pairs"), memory_views("v1.4-aligned-pairs")));
+}
+
+TEST_CASE("saved trace 2.1: the 1.4 trace packed by profpack (MemAligned)") {
+    check_saved("v2.1-aligned-pairs.trace",
+                with(call_views("v2.1-aligned-pairs"), memory_views("v2.1-aligned-pairs")));
+}
