@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -147,7 +148,7 @@ TEST_CASE("saved trace 1.2: a library unloaded and another at its address (Unloa
     check_saved("v1.2-reload.trace", call_views("v1.2-reload"));
 }
 
-TEST_CASE("saved trace 1.2: recursion over three chunks (Pause)") {
+TEST_CASE("saved trace 1.2: recursion whose thread opens a second chunk (Pause)") {
     check_saved("v1.2-fib.trace", call_views("v1.2-fib"));
 }
 
@@ -158,15 +159,15 @@ TEST_CASE(
                                       {{{"--threads"}, stem + ".threads.txt"}}));
 }
 
+TEST_CASE("saved trace 1.4: aligned new and delete matched and mismatched (alignment fields)") {
+    check_saved("v1.4-aligned-pairs.trace",
+                with(call_views("v1.4-aligned-pairs"), memory_views("v1.4-aligned-pairs")));
+}
+
 TEST_CASE("saved trace 2.0: packed memory records of three threads with their calls") {
     const std::string stem = "v2.0-alloc-pattern";
     check_saved(stem + ".trace", with(with(call_views(stem), memory_views(stem)),
                                       {{{"--threads"}, stem + ".threads.txt"}}));
-}
-
-TEST_CASE("saved trace 1.4: aligned new and delete, matched and mismatched (alignment fields)") {
-    check_saved("v1.4-aligned-pairs.trace",
-                with(call_views("v1.4-aligned-pairs"), memory_views("v1.4-aligned-pairs")));
 }
 
 TEST_CASE("saved trace 2.1: the 1.4 trace packed by profpack (MemAligned)") {
