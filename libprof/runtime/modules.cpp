@@ -170,18 +170,9 @@ PROF_NOINSTR int on_object(dl_phdr_info* info, size_t, void*) {
     uint8_t id[64];
     size_t idlen = 0;
     build_id_of(info, id, idlen);
-    uint8_t rec[format::kMaxString + 128], *p = rec;
-    *p++ = uint8_t(format::Tag::kModule);
-    p = put_u64(p, now_ticks());
-    p = put_u64(p, info->dlpi_addr);
-    p = put_u64(p, lo);
-    p = put_u64(p, hi);
-    p = put_uleb(p, plen);
-    memcpy(p, stored, plen);
-    p += plen;
-    p = put_uleb(p, idlen);
-    memcpy(p, id, idlen);
-    p += idlen;
+    uint8_t rec[format::kMaxString + 128];
+    uint8_t* p =
+        format::put_module(rec, {now_ticks(), info->dlpi_addr, lo, hi, stored, plen, id, idlen});
     process_record(rec, size_t(p - rec));
     return 0;
 }
@@ -232,16 +223,8 @@ PROF_NOINSTR void drop_unloaded(uint64_t ticks) {
             m.list[kept++] = mod;
             continue;
         }
-        uint8_t payload[32], *q = payload;
-        q = put_u64(q, ticks);
-        q = put_u64(q, mod.base);
-        q = put_u64(q, mod.start);
-        q = put_u64(q, mod.end);
-        uint8_t rec[48], *p = rec;
-        *p++ = uint8_t(format::Tag::kUnload);
-        p = put_uleb(p, size_t(q - payload));
-        memcpy(p, payload, size_t(q - payload));
-        p += q - payload;
+        uint8_t rec[48];
+        uint8_t* p = format::put_unload(rec, ticks, mod.base, mod.start, mod.end);
         process_record(rec, size_t(p - rec));
         char shown[256];
         log(LogLevel::kDebug, "module_unloaded", "path=\"%s\" start=0x%lx end=0x%lx",

@@ -260,15 +260,7 @@ PROF_NOINSTR int create_file(const char* base, bool try_base) {
 PROF_NOINSTR void write_meta(const char* key, const char* value, size_t vlen) {
     if (vlen > format::kMaxString) vlen = format::kMaxString;
     uint8_t rec[format::kMaxString + 64 + 32];
-    size_t klen = strlen(key);
-    uint8_t* p = rec;
-    *p++ = uint8_t(format::Tag::kMeta);
-    p = put_uleb(p, klen);
-    memcpy(p, key, klen);
-    p += klen;
-    p = put_uleb(p, vlen);
-    memcpy(p, value, vlen);
-    p += vlen;
+    uint8_t* p = format::put_meta(rec, key, strlen(key), value, vlen);
     process_record(rec, size_t(p - rec));
 }
 
@@ -582,16 +574,13 @@ PROF_NOINSTR void runtime_finish() {
     if (peak_rss_len) write_meta("peak_rss", peak_rss, size_t(peak_rss_len));
     // Says the memory profiler ran, for a program that allocated nothing (no memory records).
     if (g_memory_active) write_meta("memory_profiler", "1", 1);
-    uint8_t rec[64], *p = rec;
-    *p++ = uint8_t(format::Tag::kEnd);
-    p = put_u64(p, end_ticks);
-    p = put_u64(p, end_mono);
     uint64_t tps = g.start_ticks_per_second;
     if (g_use_tsc && end_mono - g.start_mono > 10000000)
         tps = uint64_t(double(end_ticks - g.start_ticks) * 1e9 / double(end_mono - g.start_mono));
-    p = put_u64(p, tps);
-    p = put_uleb(p, g.next_stream.load(std::memory_order_relaxed) - 1);
-    p = put_uleb(p, g.dropped.load(std::memory_order_relaxed));
+    uint8_t rec[64];
+    uint8_t* p = format::put_end(rec, end_ticks, end_mono, tps,
+                                 g.next_stream.load(std::memory_order_relaxed) - 1,
+                                 g.dropped.load(std::memory_order_relaxed));
     process_record(rec, size_t(p - rec));
     g.finished = true;
     g.active = false;
