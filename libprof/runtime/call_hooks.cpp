@@ -52,6 +52,7 @@ PROF_NOINSTR inline uint32_t slot_of(uintptr_t a, uint32_t mask) {
     return uint32_t((uint64_t(a) * 0x9E3779B97F4A7C15ull) >> 40) & mask;
 }
 
+// Declared in runtime.hpp: the one helper of every table of the runtime (here, modules.cpp).
 PROF_NOINSTR void* map_anon(size_t bytes) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -55,11 +55,6 @@ struct FunctionSet {
 };
 constinit FunctionSet f;
 
-PROF_NOINSTR void* map_anon(size_t bytes) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? nullptr : p;
-}
-
 PROF_NOINSTR uint32_t hash(uintptr_t a, uint32_t mask) {
     return uint32_t((uint64_t(a) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
 }

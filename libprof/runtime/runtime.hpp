@@ -119,6 +119,10 @@ PROF_NOINSTR inline uint64_t take_delta(ChunkWriter& w, uint64_t now) {
     return dt;
 }
 
+// Zero-filled private memory of the runtime's own, never the application's allocator; null when
+// the address space is exhausted. Pages are committed when first touched (MAP_NORESERVE).
+void* map_anon(size_t bytes);
+
 // Process stream (stream 0): callers hold the global lock.
 void lock_global();
 void unlock_global();
