@@ -9,6 +9,7 @@
 // Resident memory is sampled from the allocation path at most every PROF_MEM_RSS_INTERVAL.
 // Same hot-path contract as the call hooks: no lock and no allocation in the common case.
 #include "cfi_unwind.hpp"
+#include "memory_core.hpp"
 #include "thread_state.hpp"
 
 extern "C" int prof_line_rss_enabled, prof_line_fast;
@@ -389,23 +390,14 @@ PROF_NOINSTR inline uint32_t stack_of_allocation(ThreadState& s, uint64_t& now) 
 
 using namespace prof::rt;
 namespace format = prof::format;
+using prof::mem::alignment_of_kind;
 
 #define PROF_API extern "C" __attribute__((visibility("default"))) PROF_NOINSTR
-
-extern "C" int prof_heap_tracking; // sites.cpp
 
 // The room each record asks of ensure_bytes covers its longest encoding plus the scratch bytes
 // of the one-store LEB128 writers at its last field (format/prof/record_codec.hpp).
 
-// `kind` of prof_mem_record_alloc and prof_mem_record_free: the format's AllocKind or FreeKind
-// in its low byte, and for the operator new and delete forms with std::align_val_t, log2 of the
-// alignment plus one in the next byte (the record's `alignment` field, format 1.4; 0: none).
-static PROF_NOINSTR inline uint64_t alignment_of(unsigned kind) {
-    unsigned log2_plus_one = (kind >> 8) & 0xff;
-    return log2_plus_one ? uint64_t(1) << ((log2_plus_one - 1) & 63) : 0;
-}
-
-// One allocation of `size` bytes at `ptr` (kind: format::AllocKind, see alignment_of).
+// One allocation of `size` bytes at `ptr` (kind: see memory_core.hpp).
 PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_t usable) {
     ThreadState& s = prof_tls;
     if (!ptr || !begin(s)) return;
@@ -417,13 +409,13 @@ PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_
         uint64_t dt = take_delta(s.w, now);
         int64_t delta = ptr_delta(s, reinterpret_cast<uintptr_t>(ptr));
         s.w.cursor = format::put_alloc(s.w.cursor, dt, delta, size, stack, uint8_t(kind),
-                                       alignment_of(kind));
+                                       alignment_of_kind(kind));
         commit(s.w);
     }
     s.state = kActive;
 }
 
-// The block at `ptr` is about to be released (kind: format::FreeKind). Called before the real
+// The block at `ptr` is about to be released (kind: see memory_core.hpp). Called before the real
 // free, so that no other thread can be handed the same address first.
 PROF_API void prof_mem_record_free(void* ptr, unsigned kind, size_t usable) {
     ThreadState& s = prof_tls;
@@ -433,7 +425,8 @@ PROF_API void prof_mem_record_free(void* ptr, unsigned kind, size_t usable) {
     if (ensure_bytes(s, now, format::kMaxFreeRecord + format::kLebScratch)) {
         uint64_t dt = take_delta(s.w, now);
         int64_t delta = ptr_delta(s, reinterpret_cast<uintptr_t>(ptr));
-        s.w.cursor = format::put_free(s.w.cursor, dt, delta, uint8_t(kind), alignment_of(kind));
+        s.w.cursor =
+            format::put_free(s.w.cursor, dt, delta, uint8_t(kind), alignment_of_kind(kind));
         commit(s.w);
     }
     s.state = kActive;

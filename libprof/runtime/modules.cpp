@@ -9,6 +9,7 @@
 // the objects loaded since the last scan and names the functions seen in the closing object
 // while its code is still mapped; after it, an Unload record with the time marks every object
 // that went away, so a reader can tell which object an event at a reused address ran in.
+#include "memory_core.hpp"
 #include "runtime.hpp"
 
 #include <cerrno>

@@ -1,6 +1,7 @@
 // Registry of marked source sites (PROF_LINE, PROF_SCOPE, PROF_FUNCTION, C regions). A site
 // gets an id on first use, on any thread, and its constant data (file, line, function, label)
 // is written once to the process stream; events then refer to it by address or id only.
+#include "memory_core.hpp"
 #include "runtime.hpp"
 
 #include <prof/prof.h>
