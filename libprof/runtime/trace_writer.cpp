@@ -264,6 +264,25 @@ PROF_NOINSTR void write_meta(const char* key, const char* value, size_t vlen) {
     process_record(rec, size_t(p - rec));
 }
 
+// The calibration's figures ("in out line" ticks per event, calibration.cpp) as the Meta records
+// overhead_in_ticks, overhead_out_ticks and line_overhead_ticks. False (nothing written) when
+// they do not parse.
+PROF_NOINSTR bool write_overhead_meta(const char* figures) {
+    double in = 0, out = 0, line = 0;
+    if (sscanf(figures, "%lf %lf %lf", &in, &out, &line) != 3) return false;
+    const struct {
+        const char* key;
+        double ticks;
+    } fields[] = {
+        {"overhead_in_ticks", in}, {"overhead_out_ticks", out}, {"line_overhead_ticks", line}};
+    for (const auto& f : fields) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%.2f", f.ticks);
+        write_meta(f.key, buf, strnlen(buf, sizeof buf));
+    }
+    return true;
+}
+
 PROF_NOINSTR void write_meta_file(const char* key, const char* path, bool nul_to_space) {
     char buf[8192];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -291,15 +310,7 @@ PROF_NOINSTR void write_process_meta() {
     write_meta("ppid", buf, size_t(len));
     if (gethostname(buf, sizeof buf) == 0) write_meta("host", buf, strnlen(buf, sizeof buf));
     write_meta("runtime", "libprof " PROF_VERSION_STRING, sizeof("libprof " PROF_VERSION_STRING) - 1);
-    double in = 0, out = 0, line = 0; // a forked child: the parent's calibration holds
-    if (g.overhead[0] && sscanf(g.overhead, "%lf %lf %lf", &in, &out, &line) == 3) {
-        len = snprintf(buf, sizeof buf, "%.2f", in);
-        write_meta("overhead_in_ticks", buf, size_t(len));
-        len = snprintf(buf, sizeof buf, "%.2f", out);
-        write_meta("overhead_out_ticks", buf, size_t(len));
-        len = snprintf(buf, sizeof buf, "%.2f", line);
-        write_meta("line_overhead_ticks", buf, size_t(len));
-    }
+    if (g.overhead[0]) write_overhead_meta(g.overhead); // a forked child: the parent's figures
 }
 
 PROF_NOINSTR bool choose_clock() {
@@ -621,17 +632,8 @@ PROF_NOINSTR void vfork_child_exited(int child) {
 }
 
 PROF_NOINSTR void record_overhead(const char* figures) {
-    double in = 0, out = 0, line = 0;
-    if (sscanf(figures, "%lf %lf %lf", &in, &out, &line) != 3) return;
-    char buf[32];
     lock_global();
-    snprintf(g.overhead, sizeof g.overhead, "%s", figures);
-    int n = snprintf(buf, sizeof buf, "%.2f", in);
-    write_meta("overhead_in_ticks", buf, size_t(n));
-    n = snprintf(buf, sizeof buf, "%.2f", out);
-    write_meta("overhead_out_ticks", buf, size_t(n));
-    n = snprintf(buf, sizeof buf, "%.2f", line);
-    write_meta("line_overhead_ticks", buf, size_t(n));
+    if (write_overhead_meta(figures)) snprintf(g.overhead, sizeof g.overhead, "%s", figures);
     unlock_global();
 }
 
