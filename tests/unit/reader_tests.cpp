@@ -2,7 +2,7 @@
 // read that says it is partial — never a crash, a hang or a silently wrong result.
 #include "analysis/memory_report.hpp"
 #include "analysis/profile.hpp"
-#include "reader/trace_packer.hpp"
+#include "pack/trace_packer.hpp"
 #include "reader/trace_reader.hpp"
 #include "support/approx.hpp"
 #include "support/run.hpp"
@@ -746,7 +746,7 @@ TEST_CASE("packed traces: each release matched to its block, the same report") {
     };
     check_counts(m);
 
-    reader::PackResult r = reader::pack_trace(raw, packed, {9, true});
+    pack::PackResult r = pack::pack_trace(raw, packed, {9, true});
     CHECK(r.memory_records == 9);
     CHECK(r.remote_frees == 2); // the realloc'd block, and the block of the reused pointer
     CHECK(r.time_shift == 0);
@@ -754,7 +754,7 @@ TEST_CASE("packed traces: each release matched to its block, the same report") {
 
     // Times to 2^11 ns here: every event above is a multiple of 5000 ns apart, so the order
     // and with it the whole report but the peak's time are the same.
-    r = reader::pack_trace(raw, packed, {});
+    r = pack::pack_trace(raw, packed, {});
     CHECK(r.time_shift == 11);
     analysis::ProfileBuilder rounded;
     rounded.add_trace(packed);
@@ -786,7 +786,7 @@ TEST_CASE("aligned operator new and delete: mismatches by alignment, kept when p
     analysis::ProfileBuilder pb;
     pb.add_trace(raw);
     check(pb.memory());
-    reader::PackResult r = reader::pack_trace(raw, packed, {9, true});
+    pack::PackResult r = pack::pack_trace(raw, packed, {9, true});
     CHECK(r.memory_records == 8);
     analysis::ProfileBuilder pp;
     pp.add_trace(packed);
@@ -809,7 +809,7 @@ TEST_CASE("packed traces: a release by another thread stays after its allocation
     b.chunk(0).end_record(10000);
     std::string raw = test::temp_path("handoff.trace"), packed = raw + ".packed";
     b.save(raw);
-    reader::PackResult r = reader::pack_trace(raw, packed, {});
+    pack::PackResult r = pack::pack_trace(raw, packed, {});
     CHECK(r.time_shift == 11);
     CHECK(r.remote_frees == 1);
     analysis::ProfileBuilder pb;
@@ -831,7 +831,7 @@ TEST_CASE("packed traces: a chunk whose records fill it to the last byte") {
     b.chunk(0).end_record(100000);
     std::string raw = test::temp_path("full-chunk.trace"), packed = raw + ".packed";
     b.save(raw);
-    reader::pack_trace(raw, packed, {});
+    pack::pack_trace(raw, packed, {});
     CountingSink sink;
     reader::TraceReader r(packed);
     const reader::TraceInfo& info = r.read(sink);
@@ -844,7 +844,7 @@ TEST_CASE("a packed trace cut at any byte or with any byte flipped: a partial re
     for (const TraceBuilder& source : {memory_trace(), small_trace_1_3(), aligned_trace(0)}) {
         std::string raw = test::temp_path("pack-source.trace"), packed = raw + ".packed";
         source.save(raw);
-        reader::pack_trace(raw, packed, {});
+        pack::pack_trace(raw, packed, {});
         std::string text = test::slurp(packed);
         std::vector<uint8_t> full(text.begin(), text.end());
         std::string path = test::temp_path("pack-damaged.trace");
