@@ -96,9 +96,12 @@ PROF_DETAIL_NOINSTR inline uint8_t* put_scope_run(uint8_t* p, uint64_t dt, uint6
     return put_u64(put_u64(q, count), ticks);
 }
 
+// The time delta of a timed record, as the library's (runtime.hpp): never negative, and the
+// clock moving forward is the likely case.
 PROF_DETAIL_NOINSTR inline uint64_t take_delta(prof_chunk_writer& w, uint64_t now) {
-    uint64_t dt = now > w.last_ticks ? now - w.last_ticks : 0;
-    if (now > w.last_ticks) w.last_ticks = now;
+    if (__builtin_expect(now <= w.last_ticks, 0)) return 0;
+    uint64_t dt = now - w.last_ticks;
+    w.last_ticks = now;
     return dt;
 }
 
