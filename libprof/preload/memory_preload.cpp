@@ -7,6 +7,8 @@
 // interposed call, so operator new calling malloc, or a realloc implemented with malloc, is
 // not counted again. dlsym may itself call calloc before the real functions are known; those
 // requests are served from a static arena and never freed to the real allocator.
+#include "runtime/memory_core.hpp"
+
 #include <prof/trace_format.hpp>
 
 #include <cerrno>
@@ -20,19 +22,11 @@
 #define PROF_NOINSTR __attribute__((no_instrument_function))
 #define PROF_EXPORT extern "C" __attribute__((visibility("default"))) PROF_NOINSTR
 
-// The recording core (libprof.so).
-extern "C" void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_t usable);
-extern "C" void prof_mem_record_free(void* ptr, unsigned kind, size_t usable);
-extern "C" void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t old_usable,
-                                        size_t usable);
-extern "C" void prof_mem_activate(void);
-extern "C" int prof_dlclose(void* handle);
-extern "C" int prof_heap_tracking; // some PROF_LINE exists: heap deltas per line are wanted
-
 namespace {
 
 using prof::format::AllocKind;
 using prof::format::FreeKind;
+using prof::mem::kind_with_alignment;
 
 using MallocFn = void* (*)(size_t);
 using FreeFn = void (*)(void*);
@@ -138,13 +132,6 @@ PROF_NOINSTR size_t usable(void* p) {
     return p && real.usable_size && __atomic_load_n(&prof_heap_tracking, __ATOMIC_RELAXED)
                ? real.usable_size(p)
                : 0;
-}
-
-// The memory core's `kind` argument: the kind, and for the forms with std::align_val_t the
-// alignment's log2 plus one in the second byte (an alignment is a power of two).
-PROF_NOINSTR unsigned with_alignment(unsigned kind, std::align_val_t a) {
-    auto v = static_cast<size_t>(a);
-    return v ? kind | (unsigned(__builtin_ctzll(v)) + 1) << 8 : kind;
 }
 
 PROF_NOINSTR void* record(void* p, size_t n, unsigned kind, bool outer) {
@@ -366,7 +353,7 @@ PROF_NOINSTR void release_aligned(void* p, FreeKind kind, std::align_val_t a, De
     if (!p || in_arena(p)) return;
     ready();
     Outermost o;
-    if (o.outer) prof_mem_record_free(p, with_alignment(unsigned(kind), a), usable(p));
+    if (o.outer) prof_mem_record_free(p, kind_with_alignment(unsigned(kind), a), usable(p));
     if (with) with(p, a);
     else real.free(p);
 }
@@ -393,17 +380,19 @@ PROF_CXX void* operator new[](size_t n, const std::nothrow_t& t) noexcept {
                   AllocKind::kNewArray);
 }
 PROF_CXX void* operator new(size_t n, std::align_val_t a) {
-    PROF_NEW_BODY(real.new_align(n, a), with_alignment(unsigned(AllocKind::kNew), a));
+    PROF_NEW_BODY(real.new_align(n, a), kind_with_alignment(unsigned(AllocKind::kNew), a));
 }
 PROF_CXX void* operator new[](size_t n, std::align_val_t a) {
-    PROF_NEW_BODY(real.new_array_align(n, a), with_alignment(unsigned(AllocKind::kNewArray), a));
+    PROF_NEW_BODY(real.new_array_align(n, a),
+                  kind_with_alignment(unsigned(AllocKind::kNewArray), a));
 }
 PROF_CXX void* operator new(size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
-    PROF_NEW_BODY(real.new_align_nothrow(n, a, t), with_alignment(unsigned(AllocKind::kNew), a));
+    PROF_NEW_BODY(real.new_align_nothrow(n, a, t),
+                  kind_with_alignment(unsigned(AllocKind::kNew), a));
 }
 PROF_CXX void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
     PROF_NEW_BODY(real.new_array_align_nothrow(n, a, t),
-                  with_alignment(unsigned(AllocKind::kNewArray), a));
+                  kind_with_alignment(unsigned(AllocKind::kNewArray), a));
 }
 
 PROF_CXX void operator delete(void* p) noexcept { release(p, FreeKind::kDelete, real.delete_); }

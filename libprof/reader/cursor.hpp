@@ -1,4 +1,4 @@
-// Bounds-checked decoding of trace records (trace_reader.cpp, trace_packer.cpp).
+// Bounds-checked decoding of trace records (trace_reader.cpp, pack/trace_packer.cpp).
 #pragma once
 
 #include <prof/trace_format.hpp>

@@ -41,8 +41,6 @@ __attribute__((visibility("default"))) __thread prof_thread prof_tls
 
 namespace prof::rt {
 
-using format::Tag;
-
 thread_local bool t_calibrating __attribute__((tls_model("initial-exec"))) = false;
 
 // Internal to the runtime (hidden visibility): the thread side of the hooks.
@@ -54,6 +52,7 @@ PROF_NOINSTR inline uint32_t slot_of(uintptr_t a, uint32_t mask) {
     return uint32_t((uint64_t(a) * 0x9E3779B97F4A7C15ull) >> 40) & mask;
 }
 
+// Declared in runtime.hpp: the one helper of every table of the runtime (here, modules.cpp).
 PROF_NOINSTR void* map_anon(size_t bytes) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -79,13 +78,7 @@ __attribute__((noinline)) PROF_NOINSTR bool refill_event(ThreadState& s, uint64_
     if (!refill(s, now)) return false;
     uint64_t after = now_ticks();
     if (after > now) {
-        uint8_t* p = s.w.cursor;
-        uint8_t payload[10];
-        size_t n = size_t(put_uleb(payload, after - now) - payload);
-        *p++ = uint8_t(Tag::kPause);
-        *p++ = uint8_t(n);
-        memcpy(p, payload, n);
-        s.w.cursor = p + n;
+        s.w.cursor = format::put_pause(s.w.cursor, after - now);
         now = after;
     }
     return true;
@@ -141,10 +134,7 @@ PROF_NOINSTR Slot* define_function(ThreadState& s, uintptr_t a, prof_site* site)
     ++s.used;
     if (keep) {
         slot->index = s.next_index++;
-        uint8_t* p = s.w.cursor;
-        *p++ = uint8_t(Tag::kFunction);
-        p = put_u64(p, a);
-        s.w.cursor = p;
+        s.w.cursor = format::put_function(s.w.cursor, a);
     }
     errno = saved;
     return slot;
@@ -172,11 +162,7 @@ PROF_NOINSTR const Slot* find(const ThreadState& s, uintptr_t a) {
 }
 
 PROF_NOINSTR void write_abandon(ThreadState& s, uint32_t count, uint64_t now) {
-    uint8_t* p = s.w.cursor;
-    *p++ = uint8_t(Tag::kAbandon);
-    p = put_uleb(p, count);
-    p = put_uleb(p, take_delta(s.w, now));
-    s.w.cursor = p;
+    s.w.cursor = format::put_abandon(s.w.cursor, count, take_delta(s.w, now));
     s.depth -= count;
 }
 
@@ -198,16 +184,11 @@ PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintp
         return;
     }
     s.frames[s.depth++] = Frame{a, site, cfa};
-    uint8_t* p = s.w.cursor;
-    if (PROF_LIKELY(slot != nullptr)) {
-        *p++ = uint8_t(Tag::kEnter);
-        p = put_uleb(p, slot->index);
-    } else {
-        *p++ = uint8_t(Tag::kEnterAddress);
-        p = put_u64(p, a);
-    }
-    p = put_uleb(p, take_delta(s.w, now));
-    s.w.cursor = p;
+    uint64_t dt = take_delta(s.w, now);
+    if (PROF_LIKELY(slot != nullptr))
+        s.w.cursor = format::put_enter(s.w.cursor, slot->index, dt);
+    else
+        s.w.cursor = format::put_enter_address(s.w.cursor, a, dt);
 }
 
 PROF_NOINSTR void settle(ThreadState& s) {
@@ -220,34 +201,19 @@ PROF_NOINSTR void settle(ThreadState& s) {
     std::atomic_signal_fence(std::memory_order_seq_cst);
     // Room: the activation joined its run with at least PROF_DETAIL_RECORD_ROOM bytes left,
     // and nothing has been written since.
-    uint8_t* p = s.w.cursor;
-    *p++ = uint8_t(Tag::kEnter);
-    p = put_uleb(p, s.run_key >> 32);
-    p = put_uleb(p, take_delta(s.w, s.defer_ticks));
-    s.w.cursor = p;
+    s.w.cursor = format::put_enter(s.w.cursor, s.run_key >> 32, take_delta(s.w, s.defer_ticks));
     commit(s.w);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     s.state = kActive;
 }
 
 // A LineStats record (format 1.1) of `a` at `site` for `stream` (0: the stream it is written
-// in) into `out`, which has room for 96 bytes. Returns its end.
+// in) into `out`, which has room for format::kMaxLineStatsRecord bytes. Returns its end.
 PROF_NOINSTR uint8_t* line_stats_record(uint8_t* out, uint32_t stream, const prof_site* site,
                                         const LineAgg& a) {
-    uint8_t payload[80], *q = payload;
-    q = put_uleb(q, stream);
-    q = put_u64(q, reinterpret_cast<uintptr_t>(site));
-    q = put_uleb(q, a.hits);
-    q = put_uleb(q, a.ticks);
-    q = put_uleb(q, a.rss_samples);
-    q = put_sleb(q, a.rss_increment);
-    q = put_uleb(q, a.rss_last);
-    q = put_sleb(q, a.heap_increment);
-    uint8_t* p = out;
-    *p++ = uint8_t(Tag::kLineStats);
-    p = put_uleb(p, size_t(q - payload));
-    memcpy(p, payload, size_t(q - payload));
-    return p + (q - payload);
+    return format::put_line_stats(out,
+                                  {stream, reinterpret_cast<uintptr_t>(site), a.hits, a.ticks,
+                                   a.rss_samples, a.rss_increment, a.rss_last, a.heap_increment});
 }
 
 // Writes what this thread's PROF_LINE sites added up since the last flush and starts the sums
@@ -257,7 +223,7 @@ PROF_NOINSTR void flush_lines(ThreadState& s, uint64_t now) {
         LineAgg& a = s.sites[id];
         if (!a.hits) continue;
         prof_site* site = site_by_id(id);
-        if (!site || !ensure_bytes(s, now, 96)) break;
+        if (!site || !ensure_bytes(s, now, format::kMaxLineStatsRecord)) break;
         s.w.cursor = line_stats_record(s.w.cursor, 0, site, a);
         commit(s.w);
         uint32_t scope_index = a.scope_index;
@@ -325,14 +291,11 @@ PROF_NOINSTR void thread_end(void*) {
     if (ensure(s, now)) {
         uint8_t* p = s.w.cursor;
         if (s.dropped) {
-            *p++ = uint8_t(Tag::kDropped);
-            p = put_uleb(p, s.dropped);
+            p = format::put_dropped(p, s.dropped);
             add_dropped(s.dropped);
             s.dropped = 0;
         }
-        *p++ = uint8_t(Tag::kThreadEnd);
-        p = put_uleb(p, take_delta(s.w, now));
-        s.w.cursor = p;
+        s.w.cursor = format::put_thread_end(p, take_delta(s.w, now));
         commit(s.w);
     }
     close_chunk(s.w);
@@ -352,13 +315,7 @@ PROF_NOINSTR void write_thread_begin(ThreadState& s, uint64_t now) {
     char name[17] = {};
     prctl(PR_GET_NAME, name, 0, 0, 0);
     size_t len = strnlen(name, 16);
-    uint8_t* p = s.w.cursor;
-    *p++ = uint8_t(Tag::kThreadBegin);
-    p = put_uleb(p, take_delta(s.w, now));
-    p = put_u32(p, s.w.tid);
-    p = put_uleb(p, len);
-    memcpy(p, name, len);
-    s.w.cursor = p + len;
+    s.w.cursor = format::put_thread_begin(s.w.cursor, take_delta(s.w, now), s.w.tid, name, len);
     commit(s.w);
 }
 
@@ -483,10 +440,7 @@ PROF_NOINSTR void thread_flush_counters() {
     }
     uint64_t now = now_ticks();
     if (ensure(s, now)) {
-        uint8_t* p = s.w.cursor;
-        *p++ = uint8_t(Tag::kDropped);
-        p = put_uleb(p, s.dropped);
-        s.w.cursor = p;
+        s.w.cursor = format::put_dropped(s.w.cursor, s.dropped);
         commit(s.w);
     }
     add_dropped(s.dropped);
@@ -512,7 +466,7 @@ PROF_NOINSTR void collect_running_lines() {
             memcpy(&a, &sites[id], sizeof a);
             prof_site* site = site_by_id(id);
             if (!a.hits || !site) continue;
-            uint8_t rec[96];
+            uint8_t rec[format::kMaxLineStatsRecord];
             process_record(rec, size_t(line_stats_record(rec, t->w.stream, site, a) - rec));
         }
     }
@@ -599,10 +553,7 @@ PROF_NOINSTR inline bool is_exiting(const Frame& f, uintptr_t a, uintptr_t site,
 PROF_NOINSTR inline void close_frame(ThreadState& s, uint32_t i, uint64_t now) {
     if (s.depth - i) write_abandon(s, s.depth - i, now);
     --s.depth;
-    uint8_t* p = s.w.cursor;
-    *p++ = uint8_t(Tag::kExit);
-    p = put_uleb(p, take_delta(s.w, now));
-    s.w.cursor = p;
+    s.w.cursor = format::put_exit(s.w.cursor, take_delta(s.w, now));
     commit(s.w);
 }
 
@@ -766,13 +717,8 @@ __attribute__((noinline)) PROF_NOINSTR bool new_line_counter(ThreadState& s, pro
     std::atomic_signal_fence(std::memory_order_seq_cst);
     uint64_t now = now_ticks();
     if (!ensure_bytes(s, now, 32)) return false; // off for good when no chunk can be opened
-    uint8_t* p = s.w.cursor;
-    *p++ = uint8_t(Tag::kLineCounts);
-    *p++ = 24;
-    p = put_u64(p, reinterpret_cast<uintptr_t>(site));
-    a.counter = p;
-    p = put_u64(p, 0);
-    p = put_u64(p, 0);
+    uint8_t* p = format::put_line_counts(s.w.cursor, reinterpret_cast<uintptr_t>(site), 0, 0);
+    a.counter = p - 16; // hits and ticks, the record's last fields
     s.w.cursor = p;
     commit(s.w);
     a.counter_seq = s.w.seq;

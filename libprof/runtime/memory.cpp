@@ -9,6 +9,7 @@
 // Resident memory is sampled from the allocation path at most every PROF_MEM_RSS_INTERVAL.
 // Same hot-path contract as the call hooks: no lock and no allocation in the common case.
 #include "cfi_unwind.hpp"
+#include "memory_core.hpp"
 #include "thread_state.hpp"
 
 extern "C" int prof_line_rss_enabled, prof_line_fast;
@@ -31,8 +32,6 @@ namespace prof::rt {
 bool g_memory_active = false;
 
 namespace {
-
-using format::Tag;
 
 constexpr uint32_t kMaxFrames = 64;
 constexpr uint32_t kMaxStacks = 1u << 22;
@@ -287,29 +286,6 @@ PROF_NOINSTR void forget_stacks(ThreadState& s, bool release) {
 
 namespace {
 
-PROF_NOINSTR void write_sized(ThreadState& s, Tag tag, const uint8_t* payload, size_t n) {
-    uint8_t* p = s.w.cursor;
-    *p++ = uint8_t(tag);
-    p = put_uleb(p, n);
-    memcpy(p, payload, n);
-    s.w.cursor = p + n;
-}
-
-// A sized record whose payload is under 128 bytes is encoded in place: tag, one length byte
-// (patched by close_small), payload. No staging buffer and no memcpy call on the allocation
-// path; ensure_bytes has already made the room.
-PROF_NOINSTR inline uint8_t* open_small(ThreadState& s, Tag tag) {
-    uint8_t* p = s.w.cursor;
-    p[0] = uint8_t(tag);
-    return p + 2;
-}
-
-PROF_NOINSTR inline void close_small(ThreadState& s, uint8_t* end) {
-    uint8_t* p = s.w.cursor;
-    p[1] = uint8_t(end - (p + 2)); // < 128: a one-byte uleb
-    s.w.cursor = end;
-}
-
 // errno as the caller left it, whatever the system calls in between do to it.
 struct KeepErrno {
     int saved = errno;
@@ -360,19 +336,16 @@ __attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, ui
     for (uint32_t i = 0; i < n; ++i) note_code_address(pcs[i]);
     unlock_global();
     if (!ensure_bytes(s, now, 32 + n * 8)) return 0;
-    uint8_t payload[16 + kMaxFrames * 8], *q = payload;
-    q = put_uleb(q, id);
-    q = put_uleb(q, n);
-    for (uint32_t i = 0; i < n; ++i) q = put_u64(q, pcs[i]);
-    write_sized(s, Tag::kStack, payload, size_t(q - payload));
+    s.w.cursor = format::put_stack(s.w.cursor, id, pcs, n);
     commit(s.w); // before the allocation's own ensure_bytes may switch chunks
     return id;
 }
 
-PROF_NOINSTR inline uint8_t* put_ptr(ThreadState& s, uint8_t* q, uintptr_t ptr) {
-    q = put_sleb_fast(q, int64_t(ptr - s.w.last_ptr));
+// The signed delta of a memory record's pointer from the chunk's previous one, which it becomes.
+PROF_NOINSTR inline int64_t ptr_delta(ThreadState& s, uintptr_t ptr) {
+    auto delta = int64_t(ptr - s.w.last_ptr);
     s.w.last_ptr = ptr;
-    return q;
+    return delta;
 }
 
 // Common entry: the thread is ready and not already inside the runtime.
@@ -398,10 +371,7 @@ __attribute__((noinline)) PROF_NOINSTR void sample_rss(ThreadState& s, uint64_t&
     s.next_rss_ticks = now + uint64_t(g_options.mem_rss_interval_ms) * ticks_per_ms();
     uint64_t rss = rss_bytes_now();
     if (!rss || !ensure_bytes(s, now, 32)) return;
-    uint8_t* q = open_small(s, Tag::kRss);
-    q = put_uleb(q, take_delta(s.w, now));
-    q = put_uleb(q, rss);
-    close_small(s, q);
+    s.w.cursor = format::put_rss(s.w.cursor, take_delta(s.w, now), rss);
     commit(s.w);
 }
 
@@ -419,24 +389,15 @@ PROF_NOINSTR inline uint32_t stack_of_allocation(ThreadState& s, uint64_t& now) 
 } // namespace prof::rt
 
 using namespace prof::rt;
+namespace format = prof::format;
+using prof::mem::alignment_of_kind;
 
 #define PROF_API extern "C" __attribute__((visibility("default"))) PROF_NOINSTR
 
-extern "C" int prof_heap_tracking; // sites.cpp
+// The room each record asks of ensure_bytes covers its longest encoding plus the scratch bytes
+// of the one-store LEB128 writers at its last field (format/prof/record_codec.hpp).
 
-// The room each record asks of ensure_bytes covers its longest encoding plus the 8-byte store of
-// the fast LEB128 writers at its last field.
-
-// `kind` of prof_mem_record_alloc and prof_mem_record_free: the format's AllocKind or FreeKind
-// in its low byte, and for the operator new and delete forms with std::align_val_t, log2 of the
-// alignment plus one in the next byte (the record's `alignment` field, format 1.4).
-static PROF_NOINSTR inline uint8_t* put_alignment(uint8_t* q, unsigned kind) {
-    unsigned log2_plus_one = (kind >> 8) & 0xff;
-    if (PROF_LIKELY(!log2_plus_one)) return q;
-    return put_uleb_fast(q, uint64_t(1) << ((log2_plus_one - 1) & 63));
-}
-
-// One allocation of `size` bytes at `ptr` (kind: format::AllocKind, see put_alignment).
+// One allocation of `size` bytes at `ptr` (kind: see memory_core.hpp).
 PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_t usable) {
     ThreadState& s = prof_tls;
     if (!ptr || !begin(s)) return;
@@ -444,34 +405,28 @@ PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_
     uint64_t now = now_ticks();
     maybe_sample_rss(s, now);
     uint32_t stack = stack_of_allocation(s, now);
-    if (ensure_bytes(s, now, 56)) {
-        uint8_t* q = open_small(s, Tag::kAlloc);
-        q = put_uleb_fast(q, take_delta(s.w, now));
-        q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
-        q = put_uleb_fast(q, size);
-        q = put_uleb_fast(q, stack);
-        *q++ = uint8_t(kind);
-        q = put_alignment(q, kind);
-        close_small(s, q);
+    if (ensure_bytes(s, now, format::kMaxAllocRecord + format::kLebScratch)) {
+        uint64_t dt = take_delta(s.w, now);
+        int64_t delta = ptr_delta(s, reinterpret_cast<uintptr_t>(ptr));
+        s.w.cursor = format::put_alloc(s.w.cursor, dt, delta, size, stack, uint8_t(kind),
+                                       alignment_of_kind(kind));
         commit(s.w);
     }
     s.state = kActive;
 }
 
-// The block at `ptr` is about to be released (kind: format::FreeKind). Called before the real
+// The block at `ptr` is about to be released (kind: see memory_core.hpp). Called before the real
 // free, so that no other thread can be handed the same address first.
 PROF_API void prof_mem_record_free(void* ptr, unsigned kind, size_t usable) {
     ThreadState& s = prof_tls;
     if (!ptr || !begin(s)) return;
     s.heap_bytes -= int64_t(usable);
     uint64_t now = now_ticks();
-    if (ensure_bytes(s, now, 40)) {
-        uint8_t* q = open_small(s, Tag::kFree);
-        q = put_uleb_fast(q, take_delta(s.w, now));
-        q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
-        *q++ = uint8_t(kind);
-        q = put_alignment(q, kind);
-        close_small(s, q);
+    if (ensure_bytes(s, now, format::kMaxFreeRecord + format::kLebScratch)) {
+        uint64_t dt = take_delta(s.w, now);
+        int64_t delta = ptr_delta(s, reinterpret_cast<uintptr_t>(ptr));
+        s.w.cursor =
+            format::put_free(s.w.cursor, dt, delta, uint8_t(kind), alignment_of_kind(kind));
         commit(s.w);
     }
     s.state = kActive;
@@ -486,14 +441,11 @@ PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t 
     uint64_t now = now_ticks();
     maybe_sample_rss(s, now);
     uint32_t stack = stack_of_allocation(s, now);
-    if (ensure_bytes(s, now, 56)) {
-        uint8_t* q = open_small(s, Tag::kRealloc);
-        q = put_uleb_fast(q, take_delta(s.w, now));
-        q = put_ptr(s, q, reinterpret_cast<uintptr_t>(old));
-        q = put_ptr(s, q, reinterpret_cast<uintptr_t>(ptr));
-        q = put_uleb_fast(q, size);
-        q = put_uleb_fast(q, stack);
-        close_small(s, q);
+    if (ensure_bytes(s, now, format::kMaxReallocRecord + format::kLebScratch)) {
+        uint64_t dt = take_delta(s.w, now);
+        int64_t old_delta = ptr_delta(s, reinterpret_cast<uintptr_t>(old));
+        int64_t new_delta = ptr_delta(s, reinterpret_cast<uintptr_t>(ptr));
+        s.w.cursor = format::put_realloc(s.w.cursor, dt, old_delta, new_delta, size, stack);
         commit(s.w);
     }
     s.state = kActive;

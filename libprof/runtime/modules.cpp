@@ -9,6 +9,7 @@
 // the objects loaded since the last scan and names the functions seen in the closing object
 // while its code is still mapped; after it, an Unload record with the time marks every object
 // that went away, so a reader can tell which object an event at a reused address ran in.
+#include "memory_core.hpp"
 #include "runtime.hpp"
 
 #include <cerrno>
@@ -54,11 +55,6 @@ struct FunctionSet {
     uint32_t count = 0;
 };
 constinit FunctionSet f;
-
-PROF_NOINSTR void* map_anon(size_t bytes) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? nullptr : p;
-}
 
 PROF_NOINSTR uint32_t hash(uintptr_t a, uint32_t mask) {
     return uint32_t((uint64_t(a) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
@@ -170,18 +166,9 @@ PROF_NOINSTR int on_object(dl_phdr_info* info, size_t, void*) {
     uint8_t id[64];
     size_t idlen = 0;
     build_id_of(info, id, idlen);
-    uint8_t rec[format::kMaxString + 128], *p = rec;
-    *p++ = uint8_t(format::Tag::kModule);
-    p = put_u64(p, now_ticks());
-    p = put_u64(p, info->dlpi_addr);
-    p = put_u64(p, lo);
-    p = put_u64(p, hi);
-    p = put_uleb(p, plen);
-    memcpy(p, stored, plen);
-    p += plen;
-    p = put_uleb(p, idlen);
-    memcpy(p, id, idlen);
-    p += idlen;
+    uint8_t rec[format::kMaxString + 128];
+    uint8_t* p =
+        format::put_module(rec, {now_ticks(), info->dlpi_addr, lo, hi, stored, plen, id, idlen});
     process_record(rec, size_t(p - rec));
     return 0;
 }
@@ -232,16 +219,8 @@ PROF_NOINSTR void drop_unloaded(uint64_t ticks) {
             m.list[kept++] = mod;
             continue;
         }
-        uint8_t payload[32], *q = payload;
-        q = put_u64(q, ticks);
-        q = put_u64(q, mod.base);
-        q = put_u64(q, mod.start);
-        q = put_u64(q, mod.end);
-        uint8_t rec[48], *p = rec;
-        *p++ = uint8_t(format::Tag::kUnload);
-        p = put_uleb(p, size_t(q - payload));
-        memcpy(p, payload, size_t(q - payload));
-        p += q - payload;
+        uint8_t rec[48];
+        uint8_t* p = format::put_unload(rec, ticks, mod.base, mod.start, mod.end);
         process_record(rec, size_t(p - rec));
         char shown[256];
         log(LogLevel::kDebug, "module_unloaded", "path=\"%s\" start=0x%lx end=0x%lx",

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <prof/prof_thread.h>
+#include <prof/record_codec.hpp>
 #include <prof/trace_format.hpp>
 
 #include <atomic>
@@ -107,58 +108,23 @@ PROF_NOINSTR inline void commit(ChunkWriter& w) {
                      __ATOMIC_RELEASE);
 }
 
-PROF_NOINSTR inline uint8_t* put_uleb(uint8_t* p, uint64_t v) {
-    while (v >= 0x80) {
-        *p++ = uint8_t(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = uint8_t(v);
-    return p;
-}
-
-// LEB128 for the allocation path, where the length of a pointer delta or a block size is
-// different on every call: the loop above mispredicts its exit about once per field. These
-// place the 7-bit groups with shifts and masks, store 8 bytes at once and advance by the
-// encoded length: the same bytes as put_uleb/put_sleb, but they write up to 8 bytes at `p`
-// whatever the length (scratch past the record, which the format leaves unspecified after
-// `used`: callers reserve the room). Values of more than 8 groups take the loop.
-PROF_NOINSTR inline uint64_t spread_7bit_groups(uint64_t v) { // bits 7i..7i+6 -> byte i, i < 8
-    v &= (uint64_t(1) << 56) - 1;
-    v = (v & 0x000000000FFFFFFFull) | ((v & 0x00FFFFFFF0000000ull) << 4);
-    v = (v & 0x00003FFF00003FFFull) | ((v & 0x0FFFC0000FFFC000ull) << 2);
-    return (v & 0x007F007F007F007Full) | ((v & 0x3F803F803F803F80ull) << 1);
-}
-
-PROF_NOINSTR inline uint8_t* put_groups(uint8_t* p, uint64_t v, unsigned n) {
-    uint64_t more = 0x8080808080808080ull & ((uint64_t(1) << (8 * n - 8)) - 1); // bytes 0..n-2
-    uint64_t out = spread_7bit_groups(v) | more;
-    __builtin_memcpy(p, &out, 8);
-    return p + n;
-}
-
-PROF_NOINSTR inline uint8_t* put_uleb_fast(uint8_t* p, uint64_t v) {
-    if (PROF_UNLIKELY(v >> 56)) return put_uleb(p, v);
-    unsigned bits = 64 - unsigned(__builtin_clzll(v | 1));
-    return put_groups(p, v, (bits + 6) / 7);
-}
-
-PROF_NOINSTR inline uint8_t* put_u64(uint8_t* p, uint64_t v) {
-    __builtin_memcpy(p, &v, 8);
-    return p + 8;
-}
-
-PROF_NOINSTR inline uint8_t* put_u32(uint8_t* p, uint32_t v) {
-    __builtin_memcpy(p, &v, 4);
-    return p + 4;
-}
+// Records are encoded by <prof/record_codec.hpp> (format::put_enter, put_alloc, ...), straight
+// into the chunk at `w.cursor` once the room is made.
 
 // Delta since the previous timed record; never negative (a clock that steps back by a few
 // ticks across cores reads as zero).
+// The clock moving forward is the common case: the hint keeps it the straight path where the
+// delta is computed before the record's first byte is stored.
 PROF_NOINSTR inline uint64_t take_delta(ChunkWriter& w, uint64_t now) {
-    uint64_t dt = now > w.last_ticks ? now - w.last_ticks : 0;
-    if (now > w.last_ticks) w.last_ticks = now;
+    if (PROF_UNLIKELY(now <= w.last_ticks)) return 0;
+    uint64_t dt = now - w.last_ticks;
+    w.last_ticks = now;
     return dt;
 }
+
+// Zero-filled private memory of the runtime's own, never the application's allocator; null when
+// the address space is exhausted. Pages are committed when first touched (MAP_NORESERVE).
+void* map_anon(size_t bytes);
 
 // Process stream (stream 0): callers hold the global lock.
 void lock_global();

@@ -1,6 +1,7 @@
 // Registry of marked source sites (PROF_LINE, PROF_SCOPE, PROF_FUNCTION, C regions). A site
 // gets an id on first use, on any thread, and its constant data (file, line, function, label)
 // is written once to the process stream; events then refer to it by address or id only.
+#include "memory_core.hpp"
 #include "runtime.hpp"
 
 #include <prof/prof.h>
@@ -25,11 +26,8 @@ struct Sites {
 };
 constinit Sites g_sites;
 
-PROF_NOINSTR uint8_t* put_str(uint8_t* p, const char* s, size_t cap) {
-    size_t n = s ? strnlen(s, cap) : 0;
-    p = put_uleb(p, n);
-    if (n) memcpy(p, s, n);
-    return p + n;
+PROF_NOINSTR size_t length(const char* s, size_t cap) {
+    return s ? strnlen(s, cap) : 0;
 }
 
 } // namespace
@@ -48,20 +46,12 @@ PROF_NOINSTR uint32_t register_site(prof_site* site) {
         if (g_sites.list) {
             id = g_sites.count++;
             g_sites.list[id] = site;
-            // Sized record: tag, uleb length, payload (format 1.1).
-            static uint8_t payload[3 * 4096 + 64], rec[sizeof payload + 16];
-            uint8_t* p = payload;
-            p = put_u64(p, reinterpret_cast<uintptr_t>(site));
-            *p++ = uint8_t(site->kind);
-            p = put_uleb(p, site->line);
-            p = put_str(p, site->file, 4096);
-            p = put_str(p, site->function, 4096);
-            p = put_str(p, site->label, 4096);
-            uint8_t* r = rec;
-            *r++ = uint8_t(format::Tag::kSite);
-            r = put_uleb(r, size_t(p - payload));
-            memcpy(r, payload, size_t(p - payload));
-            r += p - payload;
+            // Sized record (format 1.1); the global lock guards `rec`.
+            static uint8_t rec[3 * 4096 + 64 + 16];
+            uint8_t* r = format::put_site(
+                rec, {reinterpret_cast<uintptr_t>(site), format::SiteKind(site->kind), site->line,
+                      site->file, length(site->file, 4096), site->function,
+                      length(site->function, 4096), site->label, length(site->label, 4096)});
             process_record(rec, size_t(r - rec));
             // The per-line heap deltas need usable sizes from the interposer from now on.
             if (site->kind == unsigned(format::SiteKind::kLine))

@@ -21,13 +21,6 @@
 namespace prof::rt {
 namespace {
 
-PROF_NOINSTR uint8_t* put_str(uint8_t* p, const char* s, size_t n) {
-    if (n > format::kMaxString) n = format::kMaxString;
-    p = put_uleb(p, n);
-    memcpy(p, s, n);
-    return p + n;
-}
-
 PROF_NOINSTR void collect(uintptr_t address, void* arg) {
     auto* list = static_cast<uintptr_t*>(arg);
     list[1 + list[0]++] = address;
@@ -53,14 +46,10 @@ PROF_NOINSTR void write_symbol_record(uintptr_t address, const char* name, const
                                       const char* file, size_t line) {
     static uint8_t rec[4 * (format::kMaxString + 16) + 32];
     lock_global(); // `rec` is shared by the threads that name code
-    uint8_t* p = rec;
-    *p++ = uint8_t(format::Tag::kSymbol);
-    p = put_u64(p, address);
     // At most 48 KiB in all, so that the record fits in the smallest chunk (64 KiB).
-    p = put_str(p, name, strnlen(name, 16384));
-    p = put_str(p, symbol, strnlen(symbol, 16384));
-    p = put_str(p, file, strnlen(file, 4096));
-    p = put_uleb(p, line);
+    uint8_t* p =
+        format::put_symbol(rec, address, name, strnlen(name, format::kMaxString), symbol,
+                           strnlen(symbol, format::kMaxString), file, strnlen(file, 4096), line);
     process_record(rec, size_t(p - rec));
     unlock_global();
 }

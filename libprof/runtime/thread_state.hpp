@@ -64,24 +64,6 @@ PROF_NOINSTR inline bool ensure_bytes(ThreadState& s, uint64_t& now, size_t n) {
     if (PROF_LIKELY(s.w.end - s.w.cursor >= ptrdiff_t(n))) return true;
     return refill_event(s, now);
 }
-PROF_NOINSTR inline uint8_t* put_sleb(uint8_t* p, int64_t v) {
-    for (;;) {
-        uint8_t b = uint8_t(v & 0x7f);
-        v >>= 7;
-        bool done = (v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40));
-        *p++ = done ? b : uint8_t(b | 0x80);
-        if (done) return p;
-    }
-}
-
-// put_sleb with one store (see put_uleb_fast): the magnitude and a sign bit set the length.
-PROF_NOINSTR inline uint8_t* put_sleb_fast(uint8_t* p, int64_t v) {
-    uint64_t magnitude = uint64_t(v ^ (v >> 63)); // v, or ~v when negative
-    if (PROF_UNLIKELY(magnitude >> 55)) return put_sleb(p, v);
-    unsigned bits = 65 - unsigned(__builtin_clzll(magnitude | 1));
-    return put_groups(p, uint64_t(v), (bits + 6) / 7);
-}
-
 // Writes the Enter record of the activation a kDeferred thread has open; the state is then
 // kActive. Called by every path of the runtime that finds the state kDeferred, before it
 // records anything.

@@ -262,16 +262,27 @@ PROF_NOINSTR int create_file(const char* base, bool try_base) {
 PROF_NOINSTR void write_meta(const char* key, const char* value, size_t vlen) {
     if (vlen > format::kMaxString) vlen = format::kMaxString;
     uint8_t rec[format::kMaxString + 64 + 32];
-    size_t klen = strlen(key);
-    uint8_t* p = rec;
-    *p++ = uint8_t(format::Tag::kMeta);
-    p = put_uleb(p, klen);
-    memcpy(p, key, klen);
-    p += klen;
-    p = put_uleb(p, vlen);
-    memcpy(p, value, vlen);
-    p += vlen;
+    uint8_t* p = format::put_meta(rec, key, strlen(key), value, vlen);
     process_record(rec, size_t(p - rec));
+}
+
+// The calibration's figures ("in out line" ticks per event, calibration.cpp) as the Meta records
+// overhead_in_ticks, overhead_out_ticks and line_overhead_ticks. False (nothing written) when
+// they do not parse.
+PROF_NOINSTR bool write_overhead_meta(const char* figures) {
+    double in = 0, out = 0, line = 0;
+    if (sscanf(figures, "%lf %lf %lf", &in, &out, &line) != 3) return false;
+    const struct {
+        const char* key;
+        double ticks;
+    } fields[] = {
+        {"overhead_in_ticks", in}, {"overhead_out_ticks", out}, {"line_overhead_ticks", line}};
+    for (const auto& f : fields) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%.2f", f.ticks);
+        write_meta(f.key, buf, strnlen(buf, sizeof buf));
+    }
+    return true;
 }
 
 PROF_NOINSTR void write_meta_file(const char* key, const char* path, bool nul_to_space) {
@@ -301,15 +312,7 @@ PROF_NOINSTR void write_process_meta() {
     write_meta("ppid", buf, size_t(len));
     if (gethostname(buf, sizeof buf) == 0) write_meta("host", buf, strnlen(buf, sizeof buf));
     write_meta("runtime", "libprof " PROF_VERSION_STRING, sizeof("libprof " PROF_VERSION_STRING) - 1);
-    double in = 0, out = 0, line = 0; // a forked child: the parent's calibration holds
-    if (g.overhead[0] && sscanf(g.overhead, "%lf %lf %lf", &in, &out, &line) == 3) {
-        len = snprintf(buf, sizeof buf, "%.2f", in);
-        write_meta("overhead_in_ticks", buf, size_t(len));
-        len = snprintf(buf, sizeof buf, "%.2f", out);
-        write_meta("overhead_out_ticks", buf, size_t(len));
-        len = snprintf(buf, sizeof buf, "%.2f", line);
-        write_meta("line_overhead_ticks", buf, size_t(len));
-    }
+    if (g.overhead[0]) write_overhead_meta(g.overhead); // a forked child: the parent's figures
 }
 
 PROF_NOINSTR bool choose_clock() {
@@ -584,16 +587,13 @@ PROF_NOINSTR void runtime_finish() {
     if (peak_rss_len) write_meta("peak_rss", peak_rss, size_t(peak_rss_len));
     // Says the memory profiler ran, for a program that allocated nothing (no memory records).
     if (g_memory_active) write_meta("memory_profiler", "1", 1);
-    uint8_t rec[64], *p = rec;
-    *p++ = uint8_t(format::Tag::kEnd);
-    p = put_u64(p, end_ticks);
-    p = put_u64(p, end_mono);
     uint64_t tps = g.start_ticks_per_second;
     if (g_use_tsc && end_mono - g.start_mono > 10000000)
         tps = uint64_t(double(end_ticks - g.start_ticks) * 1e9 / double(end_mono - g.start_mono));
-    p = put_u64(p, tps);
-    p = put_uleb(p, g.next_stream.load(std::memory_order_relaxed) - 1);
-    p = put_uleb(p, g.dropped.load(std::memory_order_relaxed));
+    uint8_t rec[64];
+    uint8_t* p = format::put_end(rec, end_ticks, end_mono, tps,
+                                 g.next_stream.load(std::memory_order_relaxed) - 1,
+                                 g.dropped.load(std::memory_order_relaxed));
     process_record(rec, size_t(p - rec));
     g.finished = true;
     g.active = false;
@@ -634,17 +634,8 @@ PROF_NOINSTR void vfork_child_exited(int child) {
 }
 
 PROF_NOINSTR void record_overhead(const char* figures) {
-    double in = 0, out = 0, line = 0;
-    if (sscanf(figures, "%lf %lf %lf", &in, &out, &line) != 3) return;
-    char buf[32];
     lock_global();
-    snprintf(g.overhead, sizeof g.overhead, "%s", figures);
-    int n = snprintf(buf, sizeof buf, "%.2f", in);
-    write_meta("overhead_in_ticks", buf, size_t(n));
-    n = snprintf(buf, sizeof buf, "%.2f", out);
-    write_meta("overhead_out_ticks", buf, size_t(n));
-    n = snprintf(buf, sizeof buf, "%.2f", line);
-    write_meta("line_overhead_ticks", buf, size_t(n));
+    if (write_overhead_meta(figures)) snprintf(g.overhead, sizeof g.overhead, "%s", figures);
     unlock_global();
 }
 

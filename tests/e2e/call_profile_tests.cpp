@@ -258,6 +258,11 @@ TEST_CASE("fork: parent and child each write their own complete trace") {
     CHECK_FALSE(kid.traces.at(0).modules.empty()); // the child can be symbolized on its own
     CHECK(kid.traces.at(0).finished);
     CHECK(parent.traces.at(0).finished);
+    // The hooks' cost measured once, in the parent: the child's trace repeats its figures.
+    CHECK(parent.traces.at(0).overhead_in > 0);
+    CHECK(kid.traces.at(0).overhead_in == parent.traces.at(0).overhead_in);
+    CHECK(kid.traces.at(0).overhead_out == parent.traces.at(0).overhead_out);
+    CHECK(kid.traces.at(0).line_overhead == parent.traces.at(0).line_overhead);
     check_nesting(kid);
 }
 

@@ -1,7 +1,10 @@
 // Builds trace files byte by byte for reader tests: valid ones, and the damaged variants
-// (cut short, flipped, oversized lengths) that the reader must reject or read partially.
+// (cut short, flipped, oversized lengths) that the reader must reject or read partially. Whole
+// records are encoded by the format's record codec, as the runtime and profpack encode them;
+// the primitives (u8, uleb, str, ...) build the others, damaged ones included.
 #pragma once
 
+#include <prof/record_codec.hpp>
 #include <prof/trace_format.hpp>
 
 #include <cstdint>
@@ -42,33 +45,97 @@ public:
     TraceBuilder& u32(uint32_t v) { return bytes(&v, 4); }
     TraceBuilder& u64(uint64_t v) { return bytes(&v, 8); }
     TraceBuilder& uleb(uint64_t v) {
-        do {
-            uint8_t b = v & 0x7f;
-            v >>= 7;
-            u8(b | (v ? 0x80 : 0));
-        } while (v);
-        return *this;
+        return encode(format::kMaxUleb, [&](uint8_t* p) { return format::put_uleb(p, v); });
+    }
+    TraceBuilder& sleb(int64_t v) {
+        return encode(format::kMaxUleb, [&](uint8_t* p) { return format::put_sleb(p, v); });
     }
     TraceBuilder& str(const std::string& s) {
-        uleb(s.size());
-        return bytes(s.data(), s.size());
+        return encode(format::kMaxUleb + s.size(),
+                      [&](uint8_t* p) { return format::put_str(p, s.data(), s.size()); });
     }
     TraceBuilder& tag(format::Tag t) { return u8(uint8_t(t)); }
     // A sized record (tag >= 0x40): tag, uleb length, payload.
     TraceBuilder& sized(format::Tag t, const std::vector<uint8_t>& payload) {
-        tag(t).uleb(payload.size());
-        return bytes(payload.data(), payload.size());
+        return encode(1 + format::kMaxUleb + payload.size(), [&](uint8_t* p) {
+            return format::put_sized(p, t, payload.data(), payload.size());
+        });
     }
 
-    // Convenience records.
-    TraceBuilder& function(uint64_t address) { return tag(format::Tag::kFunction).u64(address); }
-    TraceBuilder& enter(uint32_t fn, uint64_t dt) { return tag(format::Tag::kEnter).uleb(fn).uleb(dt); }
-    TraceBuilder& exit(uint64_t dt) { return tag(format::Tag::kExit).uleb(dt); }
+    // Whole records, encoded by the codec.
+    TraceBuilder& function(uint64_t address) {
+        return encode(9, [&](uint8_t* p) { return format::put_function(p, address); });
+    }
+    TraceBuilder& enter(uint32_t fn, uint64_t dt) {
+        return encode(format::kMaxEventRecord,
+                      [&](uint8_t* p) { return format::put_enter(p, fn, dt); });
+    }
+    TraceBuilder& enter_address(uint64_t address, uint64_t dt) {
+        return encode(format::kMaxEventRecord,
+                      [&](uint8_t* p) { return format::put_enter_address(p, address, dt); });
+    }
+    TraceBuilder& exit(uint64_t dt) {
+        return encode(format::kMaxEventRecord, [&](uint8_t* p) { return format::put_exit(p, dt); });
+    }
+    TraceBuilder& abandon(uint64_t count, uint64_t dt) {
+        return encode(format::kMaxEventRecord,
+                      [&](uint8_t* p) { return format::put_abandon(p, count, dt); });
+    }
+    TraceBuilder& thread_end(uint64_t dt) {
+        return encode(format::kMaxEventRecord,
+                      [&](uint8_t* p) { return format::put_thread_end(p, dt); });
+    }
+    TraceBuilder& pause(uint64_t ticks) {
+        return encode(format::kMaxEventRecord,
+                      [&](uint8_t* p) { return format::put_pause(p, ticks); });
+    }
+    TraceBuilder& scope_run(uint64_t dt, uint64_t fn, uint64_t count, uint64_t ticks) {
+        return encode(64,
+                      [&](uint8_t* p) { return format::put_scope_run(p, dt, fn, count, ticks); });
+    }
+    TraceBuilder& line_counts(uint64_t site, uint64_t hits, uint64_t ticks) {
+        return encode(64,
+                      [&](uint8_t* p) { return format::put_line_counts(p, site, hits, ticks); });
+    }
+    // Memory records: `ptr_delta` from the chunk's previous pointer; `alignment` 0: none.
+    TraceBuilder& alloc(uint64_t dt, int64_t ptr_delta, uint64_t size, uint32_t stack,
+                        format::AllocKind kind, uint64_t alignment = 0) {
+        return encode(format::kMaxAllocRecord, [&](uint8_t* p) {
+            return format::put_alloc(p, dt, ptr_delta, size, stack, uint8_t(kind), alignment);
+        });
+    }
+    TraceBuilder& free(uint64_t dt, int64_t ptr_delta, format::FreeKind kind,
+                       uint64_t alignment = 0) {
+        return encode(format::kMaxFreeRecord, [&](uint8_t* p) {
+            return format::put_free(p, dt, ptr_delta, uint8_t(kind), alignment);
+        });
+    }
+    TraceBuilder& meta(const std::string& key, const std::string& value) {
+        return encode(1 + 2 * format::kMaxUleb + key.size() + value.size(), [&](uint8_t* p) {
+            return format::put_meta(p, key.data(), key.size(), value.data(), value.size());
+        });
+    }
+    // A module whose load base is its start, without a build id.
+    TraceBuilder& module(uint64_t ticks, uint64_t start, uint64_t end, const std::string& path) {
+        return encode(1 + 32 + 2 * format::kMaxUleb + path.size(), [&](uint8_t* p) {
+            return format::put_module(
+                p, {ticks, start, start, end, path.data(), path.size(), nullptr, 0});
+        });
+    }
+    TraceBuilder& unload(uint64_t ticks, uint64_t start, uint64_t end) {
+        return encode(64,
+                      [&](uint8_t* p) { return format::put_unload(p, ticks, start, start, end); });
+    }
     TraceBuilder& symbol(uint64_t address, const std::string& name, const std::string& file, uint32_t line) {
-        return tag(format::Tag::kSymbol).u64(address).str(name).str("").str(file).uleb(line);
+        return encode(9 + 4 * format::kMaxUleb + name.size() + file.size(), [&](uint8_t* p) {
+            return format::put_symbol(p, address, name.data(), name.size(), "", 0, file.data(),
+                                      file.size(), line);
+        });
     }
     TraceBuilder& end_record(uint64_t end_ticks) {
-        return tag(format::Tag::kEnd).u64(end_ticks).u64(end_ticks).u64(1000000000).uleb(1).uleb(0);
+        return encode(64, [&](uint8_t* p) {
+            return format::put_end(p, end_ticks, end_ticks, 1000000000, 1, 0);
+        });
     }
 
     std::vector<uint8_t> bytes() const {
@@ -107,6 +174,17 @@ private:
     TraceBuilder& bytes(const void* p, size_t n) {
         auto* b = static_cast<const uint8_t*>(p);
         chunks_.back().data.insert(chunks_.back().data.end(), b, b + n);
+        return *this;
+    }
+    // Appends what `encode(p)` writes at p (at most `max` bytes, and the codec's scratch) up to
+    // the end it returns.
+    template <class Encode>
+    TraceBuilder& encode(size_t max, Encode encode) {
+        std::vector<uint8_t>& d = chunks_.back().data;
+        size_t at = d.size();
+        d.resize(at + max + format::kLebScratch);
+        uint8_t* end = encode(d.data() + at);
+        d.resize(size_t(end - d.data()));
         return *this;
     }
     uint32_t chunk_size_;

@@ -1,9 +1,9 @@
 // Reader: valid traces round-trip; damaged ones give a TraceError with an offset or a partial
 // read that says it is partial — never a crash, a hang or a silently wrong result.
-#include "render/memory_report.hpp"
 #include "analysis/engine/session.hpp"
 #include "analysis/model/profile.hpp"
-#include "reader/trace_packer.hpp"
+#include "pack/trace_packer.hpp"
+#include "render/memory_report.hpp"
 #include "reader/trace_reader.hpp"
 #include "support/approx.hpp"
 #include "support/run.hpp"
@@ -41,22 +41,20 @@ TraceBuilder small_trace() {
     TraceBuilder b;
     b.chunk(1, 1000).function(0x1000).function(0x2000);
     b.enter(0, 0).enter(1, 10).exit(100).enter(1, 50).exit(100).exit(40);
-    b.tag(format::Tag::kThreadEnd).uleb(0);
+    b.thread_end(0);
     b.chunk(0).symbol(0x1000, "main", "/src/app.cpp", 3).symbol(0x2000, "work(int)", "/src/app.cpp", 9);
     b.end_record(1300);
     return b;
 }
 
-// A sized record's payload: `ulebs` (each below 128 here), then `u64s` little-endian.
+// A sized record's payload, to be cut or damaged: `ulebs`, then `u64s` little-endian.
 std::vector<uint8_t> payload(std::initializer_list<uint64_t> ulebs,
                              std::initializer_list<uint64_t> u64s) {
-    std::vector<uint8_t> out;
-    for (uint64_t v : ulebs) {
-        REQUIRE(v < 128);
-        out.push_back(uint8_t(v));
-    }
-    for (uint64_t v : u64s)
-        for (int i = 0; i < 8; ++i) out.push_back(uint8_t(v >> (8 * i)));
+    std::vector<uint8_t> out(ulebs.size() * format::kMaxUleb + u64s.size() * 8);
+    uint8_t* p = out.data();
+    for (uint64_t v : ulebs) p = format::put_uleb(p, v);
+    for (uint64_t v : u64s) p = format::put_u64(p, v);
+    out.resize(size_t(p - out.data()));
     return out;
 }
 
@@ -73,10 +71,10 @@ TraceBuilder small_trace_1_3() {
     TraceBuilder b;
     b.chunk(1, 1000).function(0x1000).function(0x2000).function(0x3000);
     b.enter(0, 0).enter(1, 10).exit(100).enter(1, 50).exit(100);
-    b.sized(format::Tag::kScopeRun, scope_run(5, 2, 3, 30));
-    b.sized(format::Tag::kLineCounts, payload({}, {0x4000, 1000, 5000}));
+    b.scope_run(5, 2, 3, 30);
+    b.line_counts(0x4000, 1000, 5000);
     b.exit(40);
-    b.tag(format::Tag::kThreadEnd).uleb(0);
+    b.thread_end(0);
     b.chunk(0).symbol(0x1000, "main", "/src/app.cpp", 3).symbol(0x2000, "work(int)", "/src/app.cpp", 9);
     b.end_record(1400);
     return b;
@@ -149,7 +147,7 @@ TEST_CASE("abandoned frames close at the abandon time and the tree stays balance
     TraceBuilder b;
     b.chunk(1, 0).function(0xa).function(0xb).function(0xc);
     // a enters, b enters, longjmp back into a: b abandoned at t=30, then a calls c.
-    b.enter(0, 0).enter(1, 10).tag(format::Tag::kAbandon).uleb(1).uleb(20);
+    b.enter(0, 0).enter(1, 10).abandon(1, 20);
     b.enter(2, 10).exit(10).exit(10);
     b.chunk(0).end_record(100);
     std::string path = test::temp_path("abandon.trace");
@@ -349,9 +347,9 @@ analysis::Stats stats(const analysis::Profile& p, const char* name) {
 TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
     // main calls work 3 times; c_in = 10 ticks per call, c_out = 5 per call made.
     TraceBuilder b;
-    b.chunk(0).tag(format::Tag::kMeta).str("overhead_in_ticks").str("10.00");
-    b.tag(format::Tag::kMeta).str("overhead_out_ticks").str("5.00");
-    b.tag(format::Tag::kMeta).str("line_overhead_ticks").str("2.00");
+    b.chunk(0).meta("overhead_in_ticks", "10.00");
+    b.meta("overhead_out_ticks", "5.00");
+    b.meta("line_overhead_ticks", "2.00");
     b.chunk(1, 0).function(0x1000).function(0x2000);
     // main enters at 0; each work call lasts 100 ticks with 20 ticks between them.
     b.enter(0, 0).enter(1, 20).exit(100).enter(1, 20).exit(100).enter(1, 20).exit(100).exit(20);
@@ -377,11 +375,11 @@ TEST_CASE("a scope run reads as the activations it stands for, compensation incl
     // activations are timed by the macros' inline path: each is compensated by the cost of a
     // pair of clock reads (line_overhead, 7 ticks), not by the hooks' overhead_in.
     TraceBuilder b;
-    b.chunk(0).tag(format::Tag::kMeta).str("overhead_in_ticks").str("10.00");
-    b.tag(format::Tag::kMeta).str("overhead_out_ticks").str("5.00");
-    b.tag(format::Tag::kMeta).str("line_overhead_ticks").str("7.00");
+    b.chunk(0).meta("overhead_in_ticks", "10.00");
+    b.meta("overhead_out_ticks", "5.00");
+    b.meta("line_overhead_ticks", "7.00");
     b.chunk(1, 0).function(0x1000).function(0x2000);
-    b.enter(0, 0).sized(format::Tag::kScopeRun, scope_run(20, 1, 3, 300)).exit(360);
+    b.enter(0, 0).scope_run(20, 1, 3, 300).exit(360);
     b.chunk(0).end_record(380);
     std::string path = test::temp_path("run.trace");
     b.save(path);
@@ -434,11 +432,11 @@ TEST_CASE("LineCounts records add up with LineStats per stream and site") {
     for (int i = 0; i < 8; ++i) stats.push_back(uint8_t(uint64_t(0x5000) >> (8 * i)));
     for (uint8_t v : {10, 100, 0, 0, 0, 0}) stats.push_back(v);
     b.sized(format::Tag::kLineStats, stats);
-    b.sized(format::Tag::kLineCounts, payload({}, {0x5000, 1000000, 3000000}));
-    b.sized(format::Tag::kLineCounts, payload({}, {0x5000, 5, 50}));
-    b.sized(format::Tag::kLineCounts, payload({}, {0x6000, 7, 70}));
+    b.line_counts(0x5000, 1000000, 3000000);
+    b.line_counts(0x5000, 5, 50);
+    b.line_counts(0x6000, 7, 70);
     b.chunk(2, 0);
-    b.sized(format::Tag::kLineCounts, payload({}, {0x5000, 1, 1}));
+    b.line_counts(0x5000, 1, 1);
     b.chunk(0).end_record(100);
     std::string path = test::temp_path("line-counts.trace");
     b.save(path);
@@ -465,9 +463,9 @@ TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happen
     TraceBuilder b;
     b.chunk(1, 0).function(0x1000).function(0x2000);
     b.enter(0, 0);
-    b.tag(format::Tag::kPause).uleb(1).uleb(30);
+    b.pause(30);
     b.enter(1, 100);
-    b.tag(format::Tag::kPause).uleb(1).uleb(50);
+    b.pause(50);
     b.exit(200).exit(100);
     b.chunk(0).end_record(400);
     std::string path = test::temp_path("pause.trace");
@@ -483,19 +481,6 @@ TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happen
     CHECK(raw.total_time == test::approx(400e-9));
 }
 
-namespace {
-
-TraceBuilder& module(TraceBuilder& b, uint64_t ticks, uint64_t start, uint64_t end,
-                     const std::string& path) {
-    return b.tag(format::Tag::kModule).u64(ticks).u64(start).u64(start).u64(end).str(path).str("");
-}
-
-TraceBuilder& unload(TraceBuilder& b, uint64_t ticks, uint64_t start, uint64_t end) {
-    return b.tag(format::Tag::kUnload).uleb(32).u64(ticks).u64(start).u64(start).u64(end);
-}
-
-} // namespace
-
 // liba.so is unloaded at 2000 and libb.so mapped at its addresses; the runtime recorded libb.so
 // only at 5000, after its first call (2500), and the thread kept the function index it had for
 // liba.so's function at that address. The thread chunk comes first in the file, before the
@@ -506,9 +491,9 @@ TEST_CASE("an address reused by another object: names and calls follow the objec
     b.enter(0, 0).exit(10).enter(0, 490).exit(10);    // 1000, 1500: liba.so
     b.enter(0, 990).exit(10).enter(0, 3490).exit(10); // 2500, 6000: libb.so
     b.chunk(0);
-    module(b, 500, 0x10000, 0x20000, "/lib/liba.so").symbol(0x10100, "alpha_work", "", 0);
-    unload(b, 2000, 0x10000, 0x20000);
-    module(b, 5000, 0x10000, 0x20000, "/lib/libb.so").symbol(0x10100, "bravo_work", "b.cpp", 7);
+    b.module(500, 0x10000, 0x20000, "/lib/liba.so").symbol(0x10100, "alpha_work", "", 0);
+    b.unload(2000, 0x10000, 0x20000);
+    b.module(5000, 0x10000, 0x20000, "/lib/libb.so").symbol(0x10100, "bravo_work", "b.cpp", 7);
     b.end_record(7000);
     std::string path = test::temp_path("reused.trace");
     b.save(path);
@@ -551,7 +536,7 @@ TEST_CASE("an address reused by another object: names and calls follow the objec
 TEST_CASE("unload records: malformed is corruption, in a thread stream it is skipped") {
     TraceBuilder bad;
     bad.chunk(0);
-    module(bad, 0, 0x10000, 0x20000, "/lib/liba.so");
+    bad.module(0, 0x10000, 0x20000, "/lib/liba.so");
     bad.tag(format::Tag::kUnload).uleb(8).u64(5);
     bad.end_record(10);
     std::string bad_path = test::temp_path("unload-bad.trace");
@@ -560,9 +545,9 @@ TEST_CASE("unload records: malformed is corruption, in a thread stream it is ski
 
     TraceBuilder odd;
     odd.chunk(1, 0).function(0x10100).enter(0, 0);
-    unload(odd, 5, 0x10000, 0x20000).exit(10);
+    odd.unload(5, 0x10000, 0x20000).exit(10);
     odd.chunk(0);
-    module(odd, 0, 0x10000, 0x20000, "/lib/liba.so").end_record(10);
+    odd.module(0, 0x10000, 0x20000, "/lib/liba.so").end_record(10);
     std::string odd_path = test::temp_path("unload-thread.trace");
     odd.save(odd_path);
     CountingSink sink;
@@ -571,28 +556,6 @@ TEST_CASE("unload records: malformed is corruption, in a thread stream it is ski
     CHECK(info.minor_unknown_records == 1);
     CHECK(info.modules.at(0).unload_ticks == UINT64_MAX);
 }
-
-namespace {
-
-void put_uleb(std::vector<uint8_t>& out, uint64_t v) {
-    do {
-        uint8_t b = v & 0x7f;
-        v >>= 7;
-        out.push_back(uint8_t(b | (v ? 0x80 : 0)));
-    } while (v);
-}
-
-void put_sleb(std::vector<uint8_t>& out, int64_t v) {
-    for (;;) {
-        uint8_t b = uint8_t(v & 0x7f);
-        v >>= 7;
-        bool done = (v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40));
-        out.push_back(done ? b : uint8_t(b | 0x80));
-        if (done) return;
-    }
-}
-
-} // namespace
 
 // 120,000 allocations by thread 1, each freed 500 ns later by thread 2 (every 1000th never),
 // and thread 2's own temporaries in between, over 108 chunks. Each chunk of frees lies in the
@@ -612,17 +575,11 @@ TEST_CASE("memory records replayed in batches: frees before their allocations in
     auto append = [](TraceBuilder& b, const std::vector<Ev>& evs, uint64_t& last_t) {
         uint64_t prev_t = last_t, prev_ptr = 0;
         for (const Ev& e : evs) {
-            std::vector<uint8_t> p;
-            put_uleb(p, e.t - prev_t);
-            put_sleb(p, int64_t(e.ptr - prev_ptr));
-            if (e.size) {
-                put_uleb(p, e.size);
-                put_uleb(p, 0);
-                p.push_back(uint8_t(format::AllocKind::kMalloc));
-            } else {
-                p.push_back(uint8_t(format::FreeKind::kFree));
-            }
-            b.sized(e.size ? format::Tag::kAlloc : format::Tag::kFree, p);
+            auto delta = int64_t(e.ptr - prev_ptr);
+            if (e.size)
+                b.alloc(e.t - prev_t, delta, e.size, 0, format::AllocKind::kMalloc);
+            else
+                b.free(e.t - prev_t, delta, format::FreeKind::kFree);
             prev_t = e.t, prev_ptr = e.ptr;
         }
         REQUIRE(b.chunk_bytes() < format::kMinChunkSize - sizeof(format::ChunkHeader));
@@ -691,26 +648,14 @@ namespace {
 // The payload of a memory record: `fields` as uleb, or sleb where `signed_at` says so.
 std::vector<uint8_t> memory_payload(std::initializer_list<int64_t> fields,
                                     std::initializer_list<size_t> signed_at = {}) {
-    std::vector<uint8_t> out;
+    std::vector<uint8_t> out(fields.size() * format::kMaxUleb);
+    uint8_t* p = out.data();
     size_t i = 0;
     for (int64_t v : fields) {
         bool is_signed = std::find(signed_at.begin(), signed_at.end(), i++) != signed_at.end();
-        uint64_t u = uint64_t(v);
-        for (;;) {
-            uint8_t b = u & 0x7f;
-            if (is_signed) {
-                v >>= 7;
-                bool done = (v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40));
-                out.push_back(done ? b : b | 0x80);
-                if (done) break;
-                u = uint64_t(v);
-            } else {
-                u >>= 7;
-                out.push_back(u ? b | 0x80 : b);
-                if (!u) break;
-            }
-        }
+        p = is_signed ? format::put_sleb(p, v) : format::put_uleb(p, uint64_t(v));
     }
+    out.resize(size_t(p - out.data()));
     return out;
 }
 
@@ -801,7 +746,7 @@ TEST_CASE("packed traces: each release matched to its block, the same report") {
     };
     check_counts(m);
 
-    reader::PackResult r = reader::pack_trace(raw, packed, {9, true});
+    pack::PackResult r = pack::pack_trace(raw, packed, {9, true});
     CHECK(r.memory_records == 9);
     CHECK(r.remote_frees == 2); // the realloc'd block, and the block of the reused pointer
     CHECK(r.time_shift == 0);
@@ -809,7 +754,7 @@ TEST_CASE("packed traces: each release matched to its block, the same report") {
 
     // Times to 2^11 ns here: every event above is a multiple of 5000 ns apart, so the order
     // and with it the whole report but the peak's time are the same.
-    r = reader::pack_trace(raw, packed, {});
+    r = pack::pack_trace(raw, packed, {});
     CHECK(r.time_shift == 11);
     analysis::Session rounded;
     rounded.add_trace(packed);
@@ -841,7 +786,7 @@ TEST_CASE("aligned operator new and delete: mismatches by alignment, kept when p
     analysis::Session pb;
     pb.add_trace(raw);
     check(pb.memory());
-    reader::PackResult r = reader::pack_trace(raw, packed, {9, true});
+    pack::PackResult r = pack::pack_trace(raw, packed, {9, true});
     CHECK(r.memory_records == 8);
     analysis::Session pp;
     pp.add_trace(packed);
@@ -864,7 +809,7 @@ TEST_CASE("packed traces: a release by another thread stays after its allocation
     b.chunk(0).end_record(10000);
     std::string raw = test::temp_path("handoff.trace"), packed = raw + ".packed";
     b.save(raw);
-    reader::PackResult r = reader::pack_trace(raw, packed, {});
+    pack::PackResult r = pack::pack_trace(raw, packed, {});
     CHECK(r.time_shift == 11);
     CHECK(r.remote_frees == 1);
     analysis::Session pb;
@@ -886,7 +831,7 @@ TEST_CASE("packed traces: a chunk whose records fill it to the last byte") {
     b.chunk(0).end_record(100000);
     std::string raw = test::temp_path("full-chunk.trace"), packed = raw + ".packed";
     b.save(raw);
-    reader::pack_trace(raw, packed, {});
+    pack::pack_trace(raw, packed, {});
     CountingSink sink;
     reader::TraceReader r(packed);
     const reader::TraceInfo& info = r.read(sink);
@@ -899,7 +844,7 @@ TEST_CASE("a packed trace cut at any byte or with any byte flipped: a partial re
     for (const TraceBuilder& source : {memory_trace(), small_trace_1_3(), aligned_trace(0)}) {
         std::string raw = test::temp_path("pack-source.trace"), packed = raw + ".packed";
         source.save(raw);
-        reader::pack_trace(raw, packed, {});
+        pack::pack_trace(raw, packed, {});
         std::string text = test::slurp(packed);
         std::vector<uint8_t> full(text.begin(), text.end());
         std::string path = test::temp_path("pack-damaged.trace");

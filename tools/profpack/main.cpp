@@ -2,7 +2,7 @@
 // like any other.
 #include "render/memory_report.hpp"
 #include "common/tool_log.hpp"
-#include "reader/trace_packer.hpp"
+#include "pack/trace_packer.hpp"
 #include "reader/trace_reader.hpp"
 
 #include <prof/version.h>
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
     prof::tools::ToolLog log("profpack");
     std::string output;
     std::vector<std::string> traces;
-    prof::reader::PackOptions options;
+    prof::pack::PackOptions options;
     bool quiet = false, force = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i], inline_value;
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
         log.error("--output takes one trace only");
         return 2;
     }
-    prof::reader::remove_partial_pack_on_signals();
+    prof::pack::remove_partial_pack_on_signals();
     int status = 0;
     for (const std::string& trace : traces) {
         const std::string& out = output.empty() ? trace : output;
@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
                 log.warn(fmt::format("{} has {} other hard link{} the trace as written", trace,
                                      st.st_nlink - 1,
                                      st.st_nlink > 2 ? "s, which keep" : ", which keeps"));
-            prof::reader::PackResult r = prof::reader::pack_trace(trace, out, options);
+            prof::pack::PackResult r = prof::pack::pack_trace(trace, out, options);
             if (quiet) continue;
             std::string memory =
                 r.memory_records

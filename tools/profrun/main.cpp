@@ -1,7 +1,7 @@
 // profrun: runs a program with libprof's environment set and passes its exit status through.
 #include "common/tool_log.hpp"
+#include "pack/trace_packer.hpp"
 #include "render/memory_report.hpp"
-#include "reader/trace_packer.hpp"
 
 #include <prof/trace_format.hpp>
 #include <prof/version.h>
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
     std::string output;
     bool force = false, preload = false, quiet = false, mem = false;
     int pack = -1; // -1: with --mem
-    prof::reader::PackOptions pack_options;
+    prof::pack::PackOptions pack_options;
     int i = 1;
     auto value = [&](const char* opt) -> const char* {
         if (i + 1 >= argc) {
@@ -361,7 +361,7 @@ int main(int argc, char** argv) {
         // A trace the process did not finish stays as written: its crash-safe form is the
         // record of what happened (profreport reads it; profpack refuses it). Ctrl-C stops
         // the packing again, and removes what it wrote; the traces stay as written.
-        prof::reader::remove_partial_pack_on_signals();
+        prof::pack::remove_partial_pack_on_signals();
         std::vector<std::string> all = others;
         if (exists(output)) all.insert(all.begin(), output);
         for (const std::string& t : all) {
@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
                 log.info(fmt::format("packing {} ({})", t,
                                      prof::analysis::format_bytes(double(st.st_size))));
             try {
-                prof::reader::PackResult r = prof::reader::pack_trace(t, t, pack_options);
+                prof::pack::PackResult r = prof::pack::pack_trace(t, t, pack_options);
                 if (!quiet)
                     log.info(fmt::format("packed {}: {} -> {} (profpack)", t,
                                          prof::analysis::format_bytes(double(r.bytes_in)),

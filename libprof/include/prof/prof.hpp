@@ -56,7 +56,9 @@ PROF_DETAIL_NOINSTR inline uintptr_t stack_level() {
 #endif
 }
 
-// Trace format records written inline: unsigned LEB128 and the time delta of a timed record.
+// The trace records written inline, and the unsigned LEB128 they use: a copy of the encoders of
+// libprof's record codec (format/prof/record_codec.hpp, which is not installed), which a unit
+// test holds byte for byte to this one (tests/unit/record_codec_tests.cpp).
 PROF_DETAIL_NOINSTR inline uint8_t* put_uleb(uint8_t* p, uint64_t v) {
     while (v >= 0x80) {
         *p++ = uint8_t(v | 0x80);
@@ -66,9 +68,40 @@ PROF_DETAIL_NOINSTR inline uint8_t* put_uleb(uint8_t* p, uint64_t v) {
     return p;
 }
 
+PROF_DETAIL_NOINSTR inline uint8_t* put_u64(uint8_t* p, uint64_t v) {
+    __builtin_memcpy(p, &v, 8);
+    return p + 8;
+}
+
+// Enter: uleb fn, uleb dt.
+PROF_DETAIL_NOINSTR inline uint8_t* put_enter(uint8_t* p, uint64_t fn, uint64_t dt) {
+    *p++ = PROF_DETAIL_TAG_ENTER;
+    p = put_uleb(p, fn);
+    return put_uleb(p, dt);
+}
+
+// Exit: uleb dt.
+PROF_DETAIL_NOINSTR inline uint8_t* put_exit(uint8_t* p, uint64_t dt) {
+    *p++ = PROF_DETAIL_TAG_EXIT;
+    return put_uleb(p, dt);
+}
+
+// ScopeRun, a sized record: uleb length, then uleb dt, uleb fn, u64 count, u64 ticks (its last
+// 16 bytes, added to in place).
+PROF_DETAIL_NOINSTR inline uint8_t* put_scope_run(uint8_t* p, uint64_t dt, uint64_t fn,
+                                                  uint64_t count, uint64_t ticks) {
+    uint8_t* q = put_uleb(put_uleb(p + 2, dt), fn);
+    p[0] = PROF_DETAIL_TAG_SCOPE_RUN;
+    p[1] = uint8_t(q + 16 - (p + 2)); // under 128: a one-byte length
+    return put_u64(put_u64(q, count), ticks);
+}
+
+// The time delta of a timed record, as the library's (runtime.hpp): never negative, and the
+// clock moving forward is the likely case.
 PROF_DETAIL_NOINSTR inline uint64_t take_delta(prof_chunk_writer& w, uint64_t now) {
-    uint64_t dt = now > w.last_ticks ? now - w.last_ticks : 0;
-    if (now > w.last_ticks) w.last_ticks = now;
+    if (__builtin_expect(now <= w.last_ticks, 0)) return 0;
+    uint64_t dt = now - w.last_ticks;
+    w.last_ticks = now;
     return dt;
 }
 
@@ -114,7 +147,7 @@ PROF_DETAIL_NOINSTR inline uint64_t load_u64(const uint8_t* p) {
     return v;
 }
 PROF_DETAIL_NOINSTR inline void store_u64(uint8_t* p, uint64_t v) {
-    __builtin_memcpy(p, &v, 8);
+    put_u64(p, v);
 }
 
 // Times one execution of a PROF_LINE statement: stopped right after the statement, or when
@@ -188,18 +221,8 @@ PROF_DETAIL_NOINSTR inline void start_run(prof_thread& t) {
     t.w.cursor = p;
     commit(t.w);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    uint8_t body[16];
-    uint8_t* q = put_uleb(body, t.leaf_start - t.leaf_prev_ticks);
-    q = put_uleb(q, t.leaf_key >> 32);
-    size_t n = size_t(q - body);
-    *p++ = PROF_DETAIL_TAG_SCOPE_RUN;
-    *p++ = uint8_t(n + 16);
-    __builtin_memcpy(p, body, n);
-    p += n;
-    store_u64(p, 1);
-    store_u64(p + 8, t.leaf_ticks);
-    t.run_fields = p;
-    p += 16;
+    p = put_scope_run(p, t.leaf_start - t.leaf_prev_ticks, t.leaf_key >> 32, 1, t.leaf_ticks);
+    t.run_fields = p - 16;
     t.w.last_ticks = t.leaf_start;
     t.run_end = p;
     t.run_key = t.leaf_key;
@@ -244,9 +267,7 @@ public:
                     t.leaf_prev_ticks = t.w.last_ticks;
                     t.leaf_key = key | 0xffffffffu;
                 }
-                *p++ = PROF_DETAIL_TAG_ENTER;
-                p = put_uleb(p, index - 1);
-                p = put_uleb(p, take_delta(t.w, now));
+                p = put_enter(p, index - 1, take_delta(t.w, now));
                 t.leaf_end = p;
                 publish(t, p);
                 return;
@@ -288,8 +309,7 @@ public:
                     t.leaf_ticks = now > t.leaf_start ? now - t.leaf_start : 0;
                     t.leaf_key = (t.leaf_key & ~uint64_t(0xffffffffu)) | t.depth;
                 }
-                *p++ = PROF_DETAIL_TAG_EXIT;
-                p = put_uleb(p, take_delta(t.w, now));
+                p = put_exit(p, take_delta(t.w, now));
                 if (leaf) t.leaf_end = p;
                 publish(t, p);
                 return;

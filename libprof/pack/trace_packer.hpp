@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-namespace prof::reader {
+namespace prof::pack {
 
 struct PackOptions {
     int level = 9;            // zstd compression level
@@ -18,14 +18,14 @@ struct PackOptions {
 struct PackResult {
     uint64_t bytes_in = 0, bytes_out = 0;
     uint64_t chunks = 0;
-    uint64_t memory_records = 0; // Alloc, Free, Realloc records rewritten
-    uint64_t remote_frees = 0;   // of them, releases of a block another thread allocated
-    unsigned time_shift = 0;     // memory record times are in units of 2^time_shift ticks
+    uint64_t memory_records = 0;  // Alloc, Free, Realloc records rewritten
+    uint64_t remote_frees = 0;    // of them, releases of a block another thread allocated
+    unsigned time_shift = 0;      // memory record times are in units of 2^time_shift ticks
     double time_unit_seconds = 0; // the same in seconds
 };
 
 // Packs the finished trace `in` into `out` (which may be `in`: the file is replaced once the
-// packed one is complete). Throws TraceError for an input that is not a complete trace, and
+// packed one is complete). Throws reader::TraceError for an input that is not a complete trace, and
 // std::runtime_error when the output cannot be written (nothing is left behind then).
 PackResult pack_trace(const std::string& in, const std::string& out, const PackOptions& options);
 
@@ -34,4 +34,4 @@ PackResult pack_trace(const std::string& in, const std::string& out, const PackO
 // before its packed file is complete).
 void remove_partial_pack_on_signals();
 
-} // namespace prof::reader
+} // namespace prof::pack

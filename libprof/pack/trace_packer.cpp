@@ -6,11 +6,13 @@
 // back it lies among its own thread's allocations, which the second pass can follow thread by
 // thread from pointers alone; the first pass only has to hand over the exceptions, releases of
 // a block another thread allocated (or of a pointer reused meanwhile by another thread).
-#include "reader/trace_packer.hpp"
+#include "pack/trace_packer.hpp"
 #include "reader/address_map.hpp"
 #include "reader/cursor.hpp"
 #include "reader/time_order.hpp"
 #include "reader/trace_reader.hpp"
+
+#include <prof/record_codec.hpp>
 
 #include <fmt/format.h>
 
@@ -29,22 +31,26 @@
 #include <vector>
 #include <zstd.h>
 
-namespace prof::reader {
+namespace prof::pack {
 
 using format::ChunkHeader;
 using format::FileHeader;
 using format::Tag;
+using reader::AddressMap;
+using reader::Cursor;
+using reader::EventSink;
+using reader::TimeOrderedReplay;
+using reader::TraceError;
+using reader::TraceInfo;
+using reader::TraceReader;
 
 namespace {
 
 constexpr unsigned kOrdinalBits = 40; // as the reader names blocks
 
 void put_uleb(std::vector<uint8_t>& b, uint64_t v) {
-    do {
-        uint8_t byte = v & 0x7f;
-        v >>= 7;
-        b.push_back(v ? byte | 0x80 : byte);
-    } while (v);
+    uint8_t bytes[format::kMaxUleb];
+    b.insert(b.end(), bytes, format::put_uleb(bytes, v));
 }
 uint64_t block_name(uint64_t stream, uint64_t ordinal) {
     return (stream << kOrdinalBits) | ordinal;
@@ -79,7 +85,7 @@ struct OwnBlocks {
 // block another thread allocated, or of a pointer another thread reused meanwhile. Varints, a
 // few bytes each: a program whose threads free each other's blocks has one per release.
 class Exceptions {
-public:
+  public:
     // `release`: the stream's release number (OwnBlocks::releases), increasing per stream;
     // `block`: block_name, 0 for none of the trace's blocks.
     void add(uint32_t stream, uint64_t release, uint64_t block) {
@@ -104,7 +110,7 @@ public:
         return true;
     }
 
-private:
+  private:
     struct Stream {
         std::vector<uint8_t> bytes;
         uint64_t last_added = 0, last_taken = 0, next = 0;
@@ -126,7 +132,7 @@ private:
 // Pass 1: the releases whose block is not the one OwnBlocks guesses, with the true block
 // (block_name, 0 for none of the trace's blocks).
 class ReleaseMatcher : public EventSink {
-public:
+  public:
     Exceptions exceptions;
 
     void on_function(uint32_t, uint32_t, uint64_t) override {}
@@ -156,7 +162,7 @@ public:
         replay_.replay(UINT64_MAX, [&](const Event& e) { replayed(e); });
     }
 
-private:
+  private:
     struct Event {
         uint64_t ticks, seq, ptr;
         uint64_t block; // allocations: block_name; releases: the stream's release number
@@ -194,13 +200,17 @@ private:
 
 struct Output {
     std::vector<uint8_t> b;
-    void u8(uint8_t v) { b.push_back(v); }
-    void uleb(uint64_t v) { put_uleb(b, v); }
     void bytes(const uint8_t* p, size_t n) { b.insert(b.end(), p, p + n); }
+    // One record of at most `max` bytes, written by a codec encoder: `encode(p)` returns its end.
+    template <size_t max = 64, class Encode>
+    void put(Encode encode) {
+        uint8_t rec[max];
+        bytes(rec, size_t(encode(rec) - rec));
+    }
 };
 
 class Packer {
-public:
+  public:
     Packer(const std::string& path, unsigned shift, Exceptions exceptions)
         : path_(path), shift_(shift), exceptions_(std::move(exceptions)) {}
 
@@ -213,50 +223,58 @@ public:
         Cursor c{p, end};
         uint64_t pending = 0; // ticks of memory records' deltas carried to the next timed record
         uint64_t last_ptr = 0;
+        // A time delta to the tick, and one in units of 2^shift_ ticks (the rest carried over).
         auto exact = [&](uint64_t dt) {
-            out.uleb(dt + pending);
+            uint64_t total = dt + pending;
             pending = 0;
+            return total;
         };
         auto rounded = [&](uint64_t dt) {
             uint64_t total = dt + pending;
             uint64_t q = total >> shift_;
             pending = total - (q << shift_);
-            out.uleb(q);
+            return q;
         };
         while (c.p < c.end) {
             const uint8_t* rec = c.p;
             auto tag = Tag(c.u8());
             switch (tag) {
-            case Tag::kEnter:     // uleb fn, uleb dt
-            case Tag::kAbandon: { // uleb count, uleb dt
-                uint64_t first = c.uleb();
+            case Tag::kEnter: {
+                uint64_t fn = c.uleb();
                 uint64_t dt = c.uleb();
-                out.u8(uint8_t(tag));
-                out.uleb(first);
-                exact(dt);
+                out.put([&](uint8_t* r) { return format::put_enter(r, fn, exact(dt)); });
                 break;
             }
-            case Tag::kExit:
-            case Tag::kThreadEnd:
-                out.u8(uint8_t(tag));
-                exact(c.uleb());
+            case Tag::kAbandon: {
+                uint64_t count = c.uleb();
+                uint64_t dt = c.uleb();
+                out.put([&](uint8_t* r) { return format::put_abandon(r, count, exact(dt)); });
                 break;
+            }
+            case Tag::kExit: {
+                uint64_t dt = c.uleb();
+                out.put([&](uint8_t* r) { return format::put_exit(r, exact(dt)); });
+                break;
+            }
+            case Tag::kThreadEnd: {
+                uint64_t dt = c.uleb();
+                out.put([&](uint8_t* r) { return format::put_thread_end(r, exact(dt)); });
+                break;
+            }
             case Tag::kThreadBegin: {
                 uint64_t dt = c.uleb();
-                const uint8_t* rest = c.p;
-                c.u32();
-                c.str();
-                out.u8(uint8_t(tag));
-                exact(dt);
-                out.bytes(rest, size_t(c.p - rest));
+                uint32_t tid = c.u32();
+                std::string_view name = c.str();
+                out.put<1 + 2 * format::kMaxUleb + 4 + format::kMaxString>([&](uint8_t* r) {
+                    return format::put_thread_begin(r, exact(dt), tid, name.data(), name.size());
+                });
                 break;
             }
             case Tag::kEnterAddress: {
                 uint64_t address = c.u64();
                 uint64_t dt = c.uleb();
-                out.u8(uint8_t(tag));
-                out.bytes(reinterpret_cast<const uint8_t*>(&address), 8);
-                exact(dt);
+                out.put(
+                    [&](uint8_t* r) { return format::put_enter_address(r, address, exact(dt)); });
                 break;
             }
             case Tag::kFunction:
@@ -281,14 +299,13 @@ public:
                     memory(own, stream, tag, m, last_ptr, rounded, exact, out);
                 } else if (tag == Tag::kRss || tag == Tag::kScopeRun) {
                     // Timed by their first field; the rest is kept as it is.
-                    uint64_t dt = m.uleb();
-                    Output payload;
-                    payload.uleb(dt + pending);
-                    pending = 0;
-                    payload.bytes(m.p, size_t(m.end - m.p));
-                    out.u8(uint8_t(tag));
-                    out.uleb(payload.b.size());
-                    out.bytes(payload.b.data(), payload.b.size());
+                    uint8_t dt[format::kMaxUleb];
+                    size_t dt_len = size_t(format::put_uleb(dt, exact(m.uleb())) - dt);
+                    size_t rest = size_t(m.end - m.p);
+                    out.put(
+                        [&](uint8_t* r) { return format::put_sized_head(r, tag, dt_len + rest); });
+                    out.bytes(dt, dt_len);
+                    out.bytes(m.p, rest);
                 } else {
                     out.bytes(rec, size_t(c.p - rec));
                 }
@@ -301,7 +318,7 @@ public:
         }
     }
 
-private:
+  private:
     std::string path_;
     unsigned shift_;
     Exceptions exceptions_;
@@ -320,32 +337,30 @@ private:
                 Rounded& rounded, Exact& exact, Output& out) {
         const uint64_t own_mask = (uint64_t(1) << kOrdinalBits) - 1;
         uint64_t dt = m.uleb();
-        // A release: its tag (`local`, or `remote` when another stream allocated the block) and
-        // the reference to the block; `extra` is added to a local back reference.
-        auto release = [&](uint64_t ptr, uint8_t local, uint8_t remote, uint64_t extra) {
+        // A release, as its record names its block: in another stream (`remote`, by that
+        // stream and the block's ordinal there), else by how far back it lies in this one
+        // (`back`, to which `extra` is added; 0 for none of the trace's blocks).
+        struct Release {
+            bool remote;
+            uint64_t stream, ordinal, back;
+        };
+        auto release = [&](uint64_t ptr, uint64_t extra) {
             uint64_t block = released_block(own_blocks, stream, ptr);
             if (block && (block >> kOrdinalBits) != stream) {
                 // Timed to the tick: its block's allocation, in another stream, is older, and
                 // rounded down it stays older; rounded down too, this release could come first.
                 ++result.remote_frees;
-                out.u8(remote);
-                exact(dt);
-                out.uleb(block >> kOrdinalBits);
-                out.uleb(block & own_mask);
-            } else {
-                out.u8(local);
-                rounded(dt);
-                out.uleb(block ? own_blocks.blocks - (block & own_mask) + 1 + extra : extra ? 1 : 0);
+                return Release{true, block >> kOrdinalBits, block & own_mask, 0};
             }
+            uint64_t back = block   ? own_blocks.blocks - (block & own_mask) + 1 + extra
+                            : extra ? 1
+                                    : 0;
+            return Release{false, 0, 0, back};
         };
         // The alignment of an operator new or delete form (1.4): a MemAligned record first.
         auto aligned = [&](uint64_t alignment) {
-            if (!alignment) return;
-            Output payload;
-            payload.uleb(alignment);
-            out.u8(uint8_t(Tag::kMemAligned));
-            out.uleb(payload.b.size());
-            out.bytes(payload.b.data(), payload.b.size());
+            if (alignment)
+                out.put([&](uint8_t* r) { return format::put_mem_aligned(r, alignment); });
         };
         if (tag == Tag::kAlloc) {
             last_ptr += uint64_t(m.sleb());
@@ -356,33 +371,34 @@ private:
             if (!m.ok || kind < 1 || kind > 4 || stack > UINT32_MAX) return; // ignored by readers
             own_blocks.allocate(last_ptr);
             aligned(alignment);
-            out.u8(uint8_t(uint8_t(Tag::kMemAlloc) + kind - 1));
-            rounded(dt);
-            out.uleb(size);
-            out.uleb(stack);
+            out.put([&](uint8_t* r) {
+                return format::put_mem_alloc(r, format::AllocKind(kind), rounded(dt), size, stack);
+            });
         } else if (tag == Tag::kFree) {
             last_ptr += uint64_t(m.sleb());
             uint8_t kind = m.u8();
             uint64_t alignment = m.p < m.end ? m.uleb() : 0;
             if (!m.ok || kind < 1 || kind > 3) return;
             aligned(alignment);
-            release(last_ptr, uint8_t(uint8_t(Tag::kMemFree) + kind - 1),
-                    uint8_t(uint8_t(Tag::kMemFreeRemote) + kind - 1), 0);
+            Release rel = release(last_ptr, 0);
+            auto free_kind = format::FreeKind(kind);
+            out.put([&](uint8_t* r) {
+                return rel.remote ? format::put_mem_free_remote(r, free_kind, exact(dt), rel.stream,
+                                                                rel.ordinal)
+                                  : format::put_mem_free(r, free_kind, rounded(dt), rel.back);
+            });
         } else {
             uint64_t old_ptr = last_ptr += uint64_t(m.sleb());
             uint64_t ptr = last_ptr += uint64_t(m.sleb());
             uint64_t size = m.uleb();
             uint64_t stack = m.uleb();
             if (!m.ok || stack > UINT32_MAX) return;
-            if (old_ptr) {
-                release(old_ptr, uint8_t(Tag::kMemRealloc), uint8_t(Tag::kMemReallocRemote), 1);
-            } else {
-                out.u8(uint8_t(Tag::kMemRealloc));
-                rounded(dt);
-                out.uleb(0);
-            }
-            out.uleb(size);
-            out.uleb(stack);
+            Release rel = old_ptr ? release(old_ptr, 1) : Release{false, 0, 0, 0};
+            out.put([&](uint8_t* r) {
+                return rel.remote ? format::put_mem_realloc_remote(r, exact(dt), rel.stream,
+                                                                   rel.ordinal, size, stack)
+                                  : format::put_mem_realloc(r, rounded(dt), rel.back, size, stack);
+            });
             own_blocks.allocate(ptr);
         }
         ++result.memory_records;
@@ -406,7 +422,7 @@ char g_partial[4096];
 // packing the same trace), made durable and renamed over `out` once written. `out` is the file a
 // symbolic link there points to, so that packing a link packs what it names.
 class PackedFile {
-public:
+  public:
     // `like`: the input's status. The permissions are kept (the runtime creates traces 0600:
     // they name files and functions of the program), and the owner when root packs a trace
     // in place.
@@ -467,7 +483,7 @@ public:
         return written_;
     }
 
-private:
+  private:
     std::string out_, tmp_;
     int fd_ = -1;
     uint64_t written_ = 0;
@@ -537,8 +553,8 @@ PackResult pack_trace(const std::string& in, const std::string& out, const PackO
     const uint64_t cs = h.chunk_size;
     Packer packer(in, shift, std::move(matcher.exceptions));
     struct stat out_st;
-    bool in_place = stat(out.c_str(), &out_st) == 0 && out_st.st_dev == st.st_dev &&
-                    out_st.st_ino == st.st_ino;
+    bool in_place =
+        stat(out.c_str(), &out_st) == 0 && out_st.st_dev == st.st_dev && out_st.st_ino == st.st_ino;
     PackedFile file(out, st, in_place);
     file.write(&h, sizeof h); // rewritten at the end
 
@@ -605,9 +621,10 @@ PackResult pack_trace(const std::string& in, const std::string& out, const PackO
     r.bytes_in = map.size;
     r.chunks = chunks;
     r.time_shift = shift;
-    r.time_unit_seconds = ticks_per_second ? double(uint64_t(1) << shift) / double(ticks_per_second) : 0;
+    r.time_unit_seconds =
+        ticks_per_second ? double(uint64_t(1) << shift) / double(ticks_per_second) : 0;
     r.bytes_out = file.commit();
     return r;
 }
 
-} // namespace prof::reader
+} // namespace prof::pack

@@ -1,0 +1,52 @@
+// The memory profiler's core in libprof.so (runtime/memory.cpp), as the allocator interposers of
+// libprofmem.so (preload/memory_preload.cpp) call it: the one declaration of that interface,
+// included by both sides, so that a change on one side that the other does not follow fails to
+// compile. Internal to the two libraries (they always come from the same build); not installed.
+// The functions are exported by libprof.so (runtime/exports.map), the hot-path contract of
+// runtime.hpp applies to them, and none of them changes errno.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+extern "C" {
+
+// One allocation of `size` bytes at `ptr` (null: nothing is recorded); `usable`: its usable
+// size when prof_heap_tracking is set (else 0). `kind`: see prof::mem::kind_with_alignment().
+void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_t usable);
+// The block at `ptr` is about to be released: called before the real free, so that no other
+// thread can be handed the same address first. `kind`: a FreeKind, see
+// prof::mem::kind_with_alignment().
+void prof_mem_record_free(void* ptr, unsigned kind, size_t usable);
+// realloc(old, size) returned `ptr` (old may be null; ptr null when it failed: not recorded).
+void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t old_usable, size_t usable);
+// The interposers are loaded: marked lines then also record heap and RSS deltas.
+void prof_mem_activate(void);
+// dlclose through the runtime, which names the object's functions before they are unmapped
+// (runtime/modules.cpp); libprofmem.so exports dlclose too, being first in the search order.
+int prof_dlclose(void* handle);
+// Set once some PROF_LINE site exists: the interposers then measure usable sizes, for the
+// per-line heap deltas (runtime/sites.cpp).
+extern int prof_heap_tracking;
+
+} // extern "C"
+
+namespace prof::mem {
+
+// The `kind` argument of prof_mem_record_alloc and prof_mem_record_free: the format's AllocKind
+// or FreeKind in the low byte, and for the operator new and delete forms with std::align_val_t,
+// log2 of the alignment plus one in the next byte (the record's `alignment` field, format 1.4).
+__attribute__((no_instrument_function)) inline unsigned kind_with_alignment(unsigned kind,
+                                                                            std::align_val_t a) {
+    auto v = static_cast<size_t>(a);
+    return v ? kind | (unsigned(__builtin_ctzll(v)) + 1) << 8 : kind;
+}
+
+// The alignment a `kind` argument carries (0: none); its low byte is the AllocKind or FreeKind.
+__attribute__((no_instrument_function)) inline uint64_t alignment_of_kind(unsigned kind) {
+    unsigned log2_plus_one = (kind >> 8) & 0xff;
+    return log2_plus_one ? uint64_t(1) << ((log2_plus_one - 1) & 63) : 0;
+}
+
+} // namespace prof::mem
