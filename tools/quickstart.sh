@@ -20,7 +20,7 @@ fuzz) build=${2:-$root/build-fuzz} ;;
 esac
 
 packages=(g++ cmake ninja-build pkg-config python3 libfmt-dev doctest-dev
-          libboost-stacktrace-dev libdw-dev libmimalloc-dev libzstd-dev)
+          libboost-stacktrace-dev libdw-dev libmimalloc-dev libzstd-dev libcli11-dev)
 # The view tests check callgrind exports with callgrind_annotate (valgrind, a Perl script) and
 # the HTML report in headless Chromium (with a font for its screenshot).
 packages+=(valgrind perl chromium fonts-dejavu-core)

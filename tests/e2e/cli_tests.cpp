@@ -3,6 +3,8 @@
 #include "support/temp_dir.hpp"
 #include "support/trace_builder.hpp"
 
+#include <prof/version.h>
+
 #include <doctest/doctest.h>
 
 // libprofmem.so interposes malloc, as ASan and TSan do themselves: the tests that record a
@@ -195,6 +197,111 @@ TEST_CASE("an unwritable PROF_OUT: one line on stderr, the program runs on untou
 TEST_CASE("--help on every tool") {
     CHECK(run({PROFREPORT, "--help"}).out.find("usage: profreport") == 0);
     CHECK(run({PROFRUN, "--help"}).out.find("usage: profrun") == 0);
+    // profrun and profpack: the usage line, the explanation, every option with its value's
+    // name, -h as --help, exit 0 and nothing on stderr.
+    for (const char* help : {"--help", "-h"}) {
+        auto r = run({PROFRUN, help});
+        CHECK(r.exit_code == 0);
+        CHECK(r.err.empty());
+        CHECK(r.out.rfind("usage: profrun [options] [--] COMMAND [ARGS...]\n\nRuns COMMAND with "
+                          "profiling enabled",
+                          0) == 0);
+        for (const char* line :
+             {"\noptions:\n  -o, --output FILE         trace file (default: COMMAND's name + "
+              ".trace); an existing file\n                            is moved to FILE.old",
+              "\n  -f, --force               replace an existing FILE\n",
+              "\n      --pack, --no-pack     after the run, pack each finished trace",
+              "\n      --exclude-modules S   do not record functions of objects",
+              "\n      --chunk-size BYTES    per-thread buffer size (PROF_CHUNK_SIZE, default "
+              "256K)\n",
+              "\n  -q, --quiet               no message after the run\n",
+              "\n      --log-format F        text (default) or json",
+              "\n  -h, --help                show this help\n  -V, --version             show "
+              "the version\n\nEvery PROF_* variable (docs/configuration.md) set in the "
+              "environment is passed on as well.\n"})
+            CHECK_MESSAGE(r.out.find(line) != std::string::npos, line);
+        auto p = run({PROFPACK, help});
+        CHECK(p.exit_code == 0);
+        CHECK(p.out.rfind("usage: profpack [options] TRACE...\n\nRewrites each finished trace",
+                          0) == 0);
+        for (const char* line :
+             {"\noptions:\n  -o, --output FILE     write the packed trace to FILE (one TRACE "
+              "only)",
+              "\n  -l, --level N         zstd level, 1 (fastest) to 19 (smallest); default 9\n",
+              "\n      --exact-times     keep the times of memory records to the clock tick\n",
+              "\n  -V, --version         show the version\n"})
+            CHECK_MESSAGE(p.out.find(line) != std::string::npos, line);
+    }
+    for (const char* tool : {PROFRUN, PROFPACK}) {
+        auto v = run({tool, "--version"});
+        CHECK(v.exit_code == 0);
+        CHECK(v.out.find(" " PROF_VERSION_STRING "\n") != std::string::npos);
+        CHECK(run({tool, "-V"}).out == v.out);
+    }
+}
+
+// Combinations CLI11 refuses from the tools' declarations, and the other usage errors: one
+// line naming the options, exit 2, nothing run or written.
+TEST_CASE("profrun and profpack: usage errors in one line, exit 2") {
+    std::string never = temp_path("cli-never.trace");
+    struct Case {
+        std::vector<std::string> argv;
+        const char* message;
+    };
+    for (const Case& c : std::vector<Case>{
+             {{PROFRUN, "--no-pack", "--exact-times", "-o", never, "--", PROF_SAMPLE_FIB},
+              "--exact-times is an option of the packing, and --no-pack turns it off"},
+             {{PROFRUN, "--exact-times", "--mem", "--pack", "--no-pack", "-o", never, "--",
+               PROF_SAMPLE_FIB},
+              "--exact-times is an option of the packing, and --no-pack turns it off"},
+             {{PROFRUN, "--exact-times", "-o", never, PROF_SAMPLE_FIB},
+              "--exact-times is an option of the packing, which is on with --mem or --pack"},
+             {{PROFRUN, "--frobnicate", "-o", never, PROF_SAMPLE_FIB},
+              "unknown option '--frobnicate' (see profrun --help)"},
+             {{PROFRUN, "-o"}, "option -o needs a value"},
+             {{PROFRUN, "-q", "--exclude"}, "option --exclude needs a value"},
+             {{PROFRUN, "--log-format", "xml", "--", PROF_SAMPLE_FIB},
+              "unknown log format 'xml' (expected text or json)"},
+             {{PROFRUN, "-q", "-o", never}, "no command given (see profrun --help)"},
+             {{PROFPACK, "--frobnicate", never},
+              "unknown option '--frobnicate' (see profpack --help)"},
+             {{PROFPACK, "-o", never, never, never}, "--output takes one trace only"},
+             {{PROFPACK, "--level=0", never}, "expected a number from 1 to 19, not '0'"},
+             {{PROFPACK, "-l", "1x", never}, "expected a number from 1 to 19, not '1x'"},
+             {{PROFPACK, never, "--output"}, "option --output needs a value"},
+             {{PROFPACK, "-q"}, "no trace given (see profpack --help)"},
+         }) {
+        auto r = run(c.argv);
+        CHECK_MESSAGE(r.exit_code == 2, c.message);
+        CHECK_MESSAGE(lines(r.err) == 1, r.err);
+        CHECK_MESSAGE(r.err.find(c.message) != std::string::npos, r.err);
+        CHECK(r.out.empty());
+        CHECK_FALSE(std::filesystem::exists(never));
+    }
+    // In JSON from the first argument on, when --log-format json comes first.
+    for (const char* tool : {PROFRUN, PROFPACK}) {
+        auto j = run({tool, "--log-format", "json", "--frobnicate", never});
+        CHECK(j.exit_code == 2);
+        CHECK(j.err.rfind("{\"tool\":\"", 0) == 0);
+        CHECK(j.err.find("\"level\":\"error\",\"msg\":\"unknown option '--frobnicate'") !=
+              std::string::npos);
+    }
+}
+
+TEST_CASE("profrun: the command's arguments reach it untouched, with or without --") {
+    std::string trace = temp_path("cli-echo.trace");
+    auto dashed = run({PROFRUN, "-q", "--output=" + trace, "--", "/bin/echo", "--help", "-o", "x",
+                       "--", "-q", "--mem"});
+    CHECK(dashed.exit_code == 0);
+    CHECK(dashed.out == "--help -o x -- -q --mem\n");
+    auto bare = run({PROFRUN, "-q", "-o", trace, "/bin/echo", "-V", "--frobnicate"});
+    CHECK(bare.exit_code == 0);
+    CHECK(bare.out == "-V --frobnicate\n");
+    // An option given twice: the last one counts.
+    std::string first = temp_path("cli-first.trace"), last = temp_path("cli-last.trace");
+    REQUIRE(run({PROFRUN, "-q", "-o", first, "-o", last, PROF_SAMPLE_FIB, "5"}).exit_code == 0);
+    CHECK(std::filesystem::exists(last));
+    CHECK_FALSE(std::filesystem::exists(first));
 }
 
 TEST_CASE("progress on a terminal only") {

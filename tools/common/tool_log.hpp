@@ -2,7 +2,8 @@
 // for people, or one JSON object per line with --log-format json or PROF_LOG_FORMAT=json.
 #pragma once
 
-#include "render/report.hpp"
+#include "common/text.hpp"
+#include "reader/trace_reader.hpp"
 
 #include <fmt/format.h>
 
@@ -27,7 +28,7 @@ struct ToolLog {
         std::string text = reader::printable(msg);
         if (json)
             fmt::print(stderr, "{{\"tool\":\"{}\",\"level\":\"{}\",\"msg\":\"{}\"}}\n", tool, level,
-                       analysis::json_escape(msg));
+                       json_escape(msg));
         else {
             std::string quoted;
             for (char c : text) quoted += c == '"' ? std::string("\\\"") : std::string(1, c);

@@ -1,10 +1,10 @@
 // profrun: runs a program with libprof's environment set and passes its exit status through.
+#include "common/cli.hpp"
+#include "common/text.hpp"
 #include "common/tool_log.hpp"
 #include "pack/trace_packer.hpp"
-#include "render/memory_report.hpp"
 
 #include <prof/trace_format.hpp>
-#include <prof/version.h>
 
 #include <fmt/format.h>
 
@@ -18,6 +18,7 @@
 #include <cstring>
 #include <ctime>
 #include <dirent.h>
+#include <optional>
 #include <string>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -26,39 +27,112 @@
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: profrun [options] [--] COMMAND [ARGS...]
+using prof::tools::ToolLog;
 
-Runs COMMAND with profiling enabled and writes its trace. COMMAND is a program built with
+constexpr const char* kDescription =
+    R"(Runs COMMAND with profiling enabled and writes its trace. COMMAND is a program built with
 -finstrument-functions and linked with libprof (CMake target prof::instrument, or
 pkg-config libprof-instrument); with --preload, any program built with
 -finstrument-functions. The exit status of COMMAND is passed through (128+N when it was
-killed by signal N).
+killed by signal N).)";
 
-options:
-  -o, --output FILE         trace file (default: COMMAND's name + .trace); an existing file
-                            is moved to FILE.old first, unless --force replaces it (only a
-                            regular file: a directory or device there is an error)
-  -f, --force               replace an existing FILE
-      --mem                 also profile memory: load libprofmem.so (the allocation
-                            interposer) into COMMAND; works on unmodified programs
-      --pack, --no-pack     after the run, pack each finished trace (profpack: several times
-                            smaller; memory times kept to 4 us), or keep it as written;
-                            default: pack with --mem
-      --exact-times         pack with memory times to the tick (profpack --exact-times);
-                            every report then reads as on the trace as written
-      --preload             load libprof.so into COMMAND with LD_PRELOAD
-      --exclude GLOBS       do not record functions whose symbol matches one of the
-                            comma-separated globs (PROF_EXCLUDE)
-      --exclude-modules S   do not record functions of objects whose path contains one of
-                            the comma-separated strings (PROF_EXCLUDE_MODULES)
-      --chunk-size BYTES    per-thread buffer size (PROF_CHUNK_SIZE, default 256K)
-  -q, --quiet               no message after the run
-      --log-format F        text (default) or json for messages on standard error
-  -h, --help                show this help
-  -V, --version             show the version
+constexpr const char* kFooter =
+    "Every PROF_* variable (docs/configuration.md) set in the environment is passed on as well.";
 
-Every PROF_* variable (docs/configuration.md) set in the environment is passed on as well.
-)";
+// What the command line asks for.
+struct RunOptions {
+    std::string output;
+    bool force = false, preload = false, quiet = false, mem = false;
+    std::optional<bool> pack; // --pack or --no-pack, the last one given; else: with --mem
+    prof::pack::PackOptions pack_options;
+    // Options that set a variable of the runtime (docs/configuration.md), when given.
+    struct Variable {
+        const char *option, *type, *help, *name;
+        std::string value;
+        CLI::Option* given = nullptr;
+    };
+    std::vector<Variable> variables{
+        {"--exclude",
+         "GLOBS",
+         "do not record functions whose symbol matches one of the\n"
+         "comma-separated globs (PROF_EXCLUDE)",
+         "PROF_EXCLUDE",
+         {},
+         nullptr},
+        {"--exclude-modules",
+         "S",
+         "do not record functions of objects whose path contains one of\n"
+         "the comma-separated strings (PROF_EXCLUDE_MODULES)",
+         "PROF_EXCLUDE_MODULES",
+         {},
+         nullptr},
+        {"--chunk-size",
+         "BYTES",
+         "per-thread buffer size (PROF_CHUNK_SIZE, default 256K)",
+         "PROF_CHUNK_SIZE",
+         {},
+         nullptr}};
+    std::vector<std::string> command; // COMMAND [ARGS...]
+
+    bool packs() const { return pack.value_or(mem); }
+};
+
+// The options' flags for --pack and --no-pack, to tell which came last.
+struct PackFlags {
+    CLI::Option *pack = nullptr, *no_pack = nullptr;
+};
+
+PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
+    CLI::App& app = cli.app();
+    cli.help_column(28);
+    app.footer(kFooter);
+    // COMMAND and everything after it are the program's, even what looks like an option.
+    app.prefix_command();
+    app.add_option("-o,--output", o.output,
+                   "trace file (default: COMMAND's name + .trace); an existing file\n"
+                   "is moved to FILE.old first, unless --force replaces it (only a\n"
+                   "regular file: a directory or device there is an error)")
+        ->type_name("FILE");
+    app.add_flag("-f,--force", o.force, "replace an existing FILE");
+    app.add_flag("--mem", o.mem,
+                 "also profile memory: load libprofmem.so (the allocation\n"
+                 "interposer) into COMMAND; works on unmodified programs");
+    PackFlags flags;
+    flags.pack = app.add_flag("--pack")->description(
+        "after the run, pack each finished trace (profpack: several times\n"
+        "smaller; memory times kept to 4 us), or keep it as written;\n"
+        "default: pack with --mem");
+    flags.no_pack = app.add_flag("--no-pack")->group("");
+    cli.help_name(flags.pack, "--pack, --no-pack");
+    CLI::Option* exact =
+        app.add_flag("--exact-times", o.pack_options.exact_times,
+                     "pack with memory times to the tick (profpack --exact-times);\n"
+                     "every report then reads as on the trace as written");
+    cli.excludes(exact, flags.no_pack,
+                 "--exact-times is an option of the packing, and --no-pack turns it off");
+    app.add_flag("--preload", o.preload, "load libprof.so into COMMAND with LD_PRELOAD");
+    for (RunOptions::Variable& v : o.variables)
+        v.given = app.add_option(v.option, v.value, v.help)->type_name(v.type);
+    app.add_flag("-q,--quiet", o.quiet, "no message after the run");
+    return flags;
+}
+
+// After parsing: the command, which of --pack and --no-pack counts, and what the declarations
+// cannot say (--exact-times needs one of two options). Nothing, or the exit status.
+std::optional<int> finish_command_line(prof::tools::Cli& cli, RunOptions& o, PackFlags flags) {
+    for (const CLI::Option* opt : cli.app().parse_order())
+        if (opt == flags.pack || opt == flags.no_pack) o.pack = opt == flags.pack;
+    o.command = cli.app().remaining();
+    if (!o.command.empty() && o.command.front() == "--")
+        o.command.erase(o.command.begin());
+    else if (!o.command.empty() && o.command.front().rfind('-', 0) == 0)
+        return cli.usage_error(cli.unknown_option(o.command.front()));
+    if (o.command.empty()) return cli.usage_error("no command given (see profrun --help)");
+    if (o.pack_options.exact_times && !o.packs())
+        return cli.usage_error("--exact-times is an option of the packing, which is on with "
+                               "--mem or --pack");
+    return std::nullopt;
+}
 
 std::string self_dir() {
     char buf[4096];
@@ -196,96 +270,12 @@ std::string list_some(const std::vector<std::string>& v, size_t shown = 4) {
     return s;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
-    prof::tools::ToolLog log("profrun");
-    std::string output;
-    bool force = false, preload = false, quiet = false, mem = false;
-    int pack = -1; // -1: with --mem
-    prof::pack::PackOptions pack_options;
-    int i = 1;
-    auto value = [&](const char* opt) -> const char* {
-        if (i + 1 >= argc) {
-            log.error(fmt::format("option {} needs a value", opt));
-            std::exit(2);
-        }
-        return argv[++i];
-    };
-    for (; i < argc; ++i) {
-        std::string a = argv[i];
-        if (a == "--") {
-            ++i;
-            break;
-        }
-        if (a.empty() || a[0] != '-') break;
-        if (a == "-h" || a == "--help") {
-            std::fputs(kUsage, stdout);
-            return 0;
-        } else if (a == "-V" || a == "--version") {
-            fmt::print("profrun {}\n", PROF_VERSION_STRING);
-            return 0;
-        } else if (a == "-o" || a == "--output")
-            output = value("-o");
-        else if (a == "-f" || a == "--force")
-            force = true;
-        else if (a == "--preload")
-            preload = true;
-        else if (a == "--mem")
-            mem = true;
-        else if (a == "--pack" || a == "--no-pack")
-            pack = a == "--pack";
-        else if (a == "--exact-times")
-            pack_options.exact_times = true;
-        else if (a == "-q" || a == "--quiet")
-            quiet = true;
-        else if (a == "--exclude")
-            setenv("PROF_EXCLUDE", value("--exclude"), 1);
-        else if (a == "--exclude-modules")
-            setenv("PROF_EXCLUDE_MODULES", value("--exclude-modules"), 1);
-        else if (a == "--chunk-size")
-            setenv("PROF_CHUNK_SIZE", value("--chunk-size"), 1);
-        else if (a == "--log-format") {
-            std::string f = value("--log-format");
-            if (f != "text" && f != "json") {
-                log.error(fmt::format("unknown log format '{}' (expected text or json)", f));
-                return 2;
-            }
-            log.json = f == "json";
-            setenv("PROF_LOG_FORMAT", f.c_str(), 1);
-        } else {
-            log.error(fmt::format("unknown option '{}' (see profrun --help)", a));
-            return 2;
-        }
-    }
-    if (i >= argc) {
-        log.error("no command given (see profrun --help)");
-        return 2;
-    }
-    if (pack_options.exact_times && (pack == 0 || (pack == -1 && !mem))) {
-        log.error(pack == 0
-                      ? "--exact-times is an option of the packing, and --no-pack turns it off"
-                      : "--exact-times is an option of the packing, which is on with --mem "
-                        "or --pack");
-        return 2;
-    }
-    if (output.empty()) output = basename_of(argv[i]) + ".trace";
-    std::string program = resolve_command(argv[i]);
-    bool setuid_program = false;
-    if (mem || preload) {
-        // The dynamic loader ignores LD_PRELOAD for setuid/setgid programs.
-        struct stat st;
-        setuid_program = stat(program.c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID));
-        if (setuid_program && !quiet)
-            log.warn(fmt::format("{} is setuid/setgid: the loader ignores LD_PRELOAD for it, so it "
-                                 "will not be profiled",
-                                 argv[i]));
-    }
-
-    // Only a regular file is ever replaced or moved aside: -o naming a directory or a device
-    // (a typo such as -o /tmp) must not move it.
-    struct stat out_st;
-    if (stat(output.c_str(), &out_st) == 0 && !S_ISREG(out_st.st_mode)) {
+// The trace's path is free: only a regular file is ever replaced or moved aside (-o naming a
+// directory or a device, a typo such as -o /tmp, must not move it). Nothing, or the exit status.
+std::optional<int> prepare_output(const RunOptions& o, const ToolLog& log) {
+    const std::string& output = o.output;
+    struct stat st;
+    if (stat(output.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
         log.error(fmt::format(
             "{} exists and is not a regular file: choose another trace path with -o", output));
         return 2;
@@ -296,29 +286,37 @@ int main(int argc, char** argv) {
                               std::strerror(errno)));
         return 2;
     }
-
-    if (exists(output)) {
-        if (force) {
-            // Removed here rather than through PROF_FORCE, so that a program that writes no
-            // trace is not reported with the old one, and children never inherit the force.
-            if (unlink(output.c_str()) != 0) {
-                log.error(fmt::format("cannot replace {}: {}", output, std::strerror(errno)));
-                return 1;
-            }
-        } else {
-            std::string old = output + ".old";
-            if (std::rename(output.c_str(), old.c_str()) != 0) {
-                log.error(fmt::format("{} exists and cannot be moved to {}: {}", output, old,
-                                      std::strerror(errno)));
-                return 1;
-            }
-            if (!quiet) log.info(fmt::format("moved the existing {} to {}", output, old));
+    if (!exists(output)) return std::nullopt;
+    if (o.force) {
+        // Removed here rather than through PROF_FORCE, so that a program that writes no trace
+        // is not reported with the old one, and children never inherit the force.
+        if (unlink(output.c_str()) != 0) {
+            log.error(fmt::format("cannot replace {}: {}", output, std::strerror(errno)));
+            return 1;
         }
+        return std::nullopt;
     }
-    setenv("PROF_OUT", output.c_str(), 1);
+    std::string old = output + ".old";
+    if (std::rename(output.c_str(), old.c_str()) != 0) {
+        log.error(fmt::format("{} exists and cannot be moved to {}: {}", output, old,
+                              std::strerror(errno)));
+        return 1;
+    }
+    if (!o.quiet) log.info(fmt::format("moved the existing {} to {}", output, old));
+    return std::nullopt;
+}
+
+// The environment COMMAND runs in: the trace's path, the runtime's variables the options set,
+// and the libraries to preload. Nothing, or the exit status.
+std::optional<int> export_environment(const RunOptions& o, const std::string& log_format,
+                                      const ToolLog& log) {
+    setenv("PROF_OUT", o.output.c_str(), 1);
+    for (const RunOptions::Variable& v : o.variables)
+        if (v.given->count()) setenv(v.name, v.value.c_str(), 1);
+    if (!log_format.empty()) setenv("PROF_LOG_FORMAT", log_format.c_str(), 1);
     std::string preloads;
     for (auto [wanted, name] :
-         {std::pair{preload, "libprof.so"}, std::pair{mem, "libprofmem.so"}}) {
+         {std::pair{o.preload, "libprof.so"}, std::pair{o.mem, "libprofmem.so"}}) {
         if (!wanted) continue;
         std::string lib = find_runtime(name);
         if (lib.empty()) {
@@ -332,88 +330,142 @@ int main(int argc, char** argv) {
         std::string v = prev && *prev ? preloads + ":" + prev : preloads;
         setenv("LD_PRELOAD", v.c_str(), 1);
     }
+    return std::nullopt;
+}
 
-    time_t started = std::time(nullptr);
+// Runs the command to its end; false when it could not be started.
+bool run_command(const std::vector<std::string>& command, const ToolLog& log, int& status) {
+    std::vector<char*> argv;
+    for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
     pid_t pid = fork();
     if (pid < 0) {
-        log.error(fmt::format("cannot start {}: {}", argv[i], std::strerror(errno)));
-        return 1;
+        log.error(fmt::format("cannot start {}: {}", command[0], std::strerror(errno)));
+        return false;
     }
     if (pid == 0) {
-        execvp(argv[i], argv + i);
-        log.error(fmt::format("cannot run {}: {}", argv[i], std::strerror(errno)));
+        execvp(argv[0], argv.data());
+        log.error(fmt::format("cannot run {}: {}", command[0], std::strerror(errno)));
         _exit(127);
     }
     // The terminal's Ctrl-C reaches the program directly; profrun waits to report its end.
     std::signal(SIGINT, SIG_IGN);
     std::signal(SIGQUIT, SIG_IGN);
-    int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (WIFSIGNALED(status) && !quiet)
-        log.warn(fmt::format("{} was killed by signal {} ({}); its trace holds what it recorded "
-                             "until then",
-                             argv[i], WTERMSIG(status), strsignal(WTERMSIG(status))));
-    if (code == 127 && !exists(output)) return code;
-    std::vector<std::string> others = other_traces(output, started);
-    if (pack == 1 || (pack == -1 && mem)) {
-        // A trace the process did not finish stays as written: its crash-safe form is the
-        // record of what happened (profreport reads it; profpack refuses it). Ctrl-C stops
-        // the packing again, and removes what it wrote; the traces stay as written.
-        prof::pack::remove_partial_pack_on_signals();
-        std::vector<std::string> all = others;
-        if (exists(output)) all.insert(all.begin(), output);
-        for (const std::string& t : all) {
-            if (!finished_trace(t)) continue;
-            struct stat st;
-            if (!quiet && stat(t.c_str(), &st) == 0 && st.st_size >= (off_t(256) << 20))
-                log.info(fmt::format("packing {} ({})", t,
-                                     prof::analysis::format_bytes(double(st.st_size))));
-            try {
-                prof::pack::PackResult r = prof::pack::pack_trace(t, t, pack_options);
-                if (!quiet)
-                    log.info(fmt::format("packed {}: {} -> {} (profpack)", t,
-                                         prof::analysis::format_bytes(double(r.bytes_in)),
-                                         prof::analysis::format_bytes(double(r.bytes_out))));
-            } catch (const std::exception& e) {
-                log.warn(fmt::format("not packed, kept as written: {}", e.what()));
-            }
+    return true;
+}
+
+// Packs the run's finished traces in place. A trace the process did not finish stays as
+// written: its crash-safe form is the record of what happened (profreport reads it; profpack
+// refuses it). Ctrl-C stops the packing again, and removes what it wrote; the traces stay as
+// written.
+void pack_traces(const RunOptions& o, const std::vector<std::string>& others, const ToolLog& log) {
+    using prof::tools::format_bytes;
+    prof::pack::remove_partial_pack_on_signals();
+    std::vector<std::string> all = others;
+    if (exists(o.output)) all.insert(all.begin(), o.output);
+    for (const std::string& t : all) {
+        if (!finished_trace(t)) continue;
+        struct stat st;
+        if (!o.quiet && stat(t.c_str(), &st) == 0 && st.st_size >= (off_t(256) << 20))
+            log.info(fmt::format("packing {} ({})", t, format_bytes(double(st.st_size))));
+        try {
+            prof::pack::PackResult r = prof::pack::pack_trace(t, t, o.pack_options);
+            if (!o.quiet)
+                log.info(fmt::format("packed {}: {} -> {} (profpack)", t,
+                                     format_bytes(double(r.bytes_in)),
+                                     format_bytes(double(r.bytes_out))));
+        } catch (const std::exception& e) {
+            log.warn(fmt::format("not packed, kept as written: {}", e.what()));
         }
     }
-    if (quiet) return code;
-    if (exists(output)) {
-        if (!WIFSIGNALED(status) && !finished_trace(output))
-            log.warn(fmt::format("{} is not finished: {} ended without its exit handlers (_exit, "
-                                 "exec) or recording stopped (see the messages above); it holds "
-                                 "what was recorded until then",
-                                 output, argv[i]));
-        log.info(fmt::format("trace written to {}; read it with: profreport {}", output, output));
-        if (!others.empty())
-            log.info(fmt::format("{} more from other processes of the run (fork or exec): {}",
-                                 others.size(), list_some(others)));
-        return code;
-    }
-    if (!others.empty()) {
-        log.info(fmt::format("{} wrote no trace at {}; its processes wrote {}", argv[i], output,
-                             list_some(others)));
-        return code;
-    }
+}
+
+// Why `command` wrote no trace at all, as far as its program file tells.
+void explain_no_trace(const RunOptions& o, const std::string& program, bool setuid_program,
+                      const ToolLog& log) {
+    const std::string& command = o.command[0];
     ProgramFacts facts = inspect_program(program);
     if (setuid_program)
-        log.warn(fmt::format("{} wrote no trace: it is setuid/setgid (see above)", argv[i]));
-    else if (facts.elf && !facts.dynamic && (mem || preload))
+        log.warn(fmt::format("{} wrote no trace: it is setuid/setgid (see above)", command));
+    else if (facts.elf && !facts.dynamic && (o.mem || o.preload))
         log.warn(fmt::format("{} wrote no trace: it is statically linked, and the loader can only "
                              "add libraries to dynamically linked programs",
-                             argv[i]));
-    else if (facts.uses_libprof || mem || preload)
+                             command));
+    else if (facts.uses_libprof || o.mem || o.preload)
         log.warn(fmt::format("{} wrote no trace although it loads libprof: see its messages "
                              "above (PROF_LOG=info shows more)",
-                             argv[i]));
+                             command));
     else
         log.warn(fmt::format("{} wrote no trace: build it with -finstrument-functions and "
                              "link libprof (CMake: prof::instrument), or run it with "
                              "profrun --preload or --mem",
-                             argv[i]));
+                             command));
+}
+
+// The messages after the run: where the traces are, or why there is none.
+void report_traces(const RunOptions& o, int status, const std::vector<std::string>& others,
+                   const std::string& program, bool setuid_program, const ToolLog& log) {
+    const std::string& command = o.command[0];
+    if (exists(o.output)) {
+        if (!WIFSIGNALED(status) && !finished_trace(o.output))
+            log.warn(fmt::format("{} is not finished: {} ended without its exit handlers (_exit, "
+                                 "exec) or recording stopped (see the messages above); it holds "
+                                 "what was recorded until then",
+                                 o.output, command));
+        log.info(
+            fmt::format("trace written to {}; read it with: profreport {}", o.output, o.output));
+        if (!others.empty())
+            log.info(fmt::format("{} more from other processes of the run (fork or exec): {}",
+                                 others.size(), list_some(others)));
+    } else if (!others.empty()) {
+        log.info(fmt::format("{} wrote no trace at {}; its processes wrote {}", command, o.output,
+                             list_some(others)));
+    } else {
+        explain_no_trace(o, program, setuid_program, log);
+    }
+}
+
+// The dynamic loader ignores LD_PRELOAD for setuid/setgid programs.
+bool preload_ignored(const RunOptions& o, const std::string& program, const ToolLog& log) {
+    if (!o.mem && !o.preload) return false;
+    struct stat st;
+    bool setuid_program = stat(program.c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID));
+    if (setuid_program && !o.quiet)
+        log.warn(fmt::format("{} is setuid/setgid: the loader ignores LD_PRELOAD for it, so it "
+                             "will not be profiled",
+                             o.command[0]));
+    return setuid_program;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    prof::tools::Cli cli("profrun", "[options] [--] COMMAND [ARGS...]", kDescription);
+    RunOptions o;
+    PackFlags flags = declare(cli, o);
+    if (auto status = cli.parse(argc, argv)) return *status;
+    if (auto status = finish_command_line(cli, o, flags)) return *status;
+    const ToolLog& log = cli.log();
+
+    if (o.output.empty()) o.output = basename_of(o.command[0]) + ".trace";
+    std::string program = resolve_command(o.command[0]);
+    bool setuid_program = preload_ignored(o, program, log);
+    if (auto status = prepare_output(o, log)) return *status;
+    if (auto status = export_environment(o, cli.log_format(), log)) return *status;
+
+    time_t started = std::time(nullptr);
+    int status = 0;
+    if (!run_command(o.command, log, status)) return 1;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (WIFSIGNALED(status) && !o.quiet)
+        log.warn(fmt::format("{} was killed by signal {} ({}); its trace holds what it recorded "
+                             "until then",
+                             o.command[0], WTERMSIG(status), strsignal(WTERMSIG(status))));
+    if (code == 127 && !exists(o.output)) return code;
+    std::vector<std::string> others = other_traces(o.output, started);
+    if (o.packs()) pack_traces(o, others, log);
+    if (!o.quiet) report_traces(o, status, others, program, setuid_program, log);
     return code;
 }
