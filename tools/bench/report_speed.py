@@ -256,7 +256,12 @@ def build_program(work, src, cc, build):
     binary = out / "sqlite_mix"
     if stale(binary, objs):
         check([cc, "-o", binary, *objs, f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lprof", *LIBS])
-    return binary
+    # What the traces are recorded from: the sources, the compiler and its flags (not the
+    # binary's bytes, which change with the checkout's path in the debugging information).
+    h = hashlib.sha256(shlex.join([cc, *CFLAGS, *FI_FLAGS[cc]]).encode())
+    for source in (src / "sqlite3.c", DRIVER):
+        h.update(sha256(source).encode())
+    return binary, h.hexdigest()
 
 
 # ---- traces ----------------------------------------------------------------------------------
@@ -283,7 +288,7 @@ def record(runner, name, rows, threads=1, files=1):
     there. A kind of `files` traces is `files` runs of the program, one trace each."""
     tdir = runner.work / "traces"
     tdir.mkdir(parents=True, exist_ok=True)
-    key = {"binary": runner.binary_sha, "rows": rows, "threads": threads, "files": files}
+    key = {"program": runner.program_key, "rows": rows, "threads": threads, "files": files}
     # Named by size, not by kind: --quick's full trace is a full run's 1/8 trace.
     stem = f"{runner.cc}-{rows}r-{threads}t" + (f"-x{files}" if files > 1 else "")
     paths = [tdir / (f"{stem}.trace" if files == 1 else f"{stem}-{i}.trace") for i in range(files)]
@@ -324,9 +329,9 @@ def record(runner, name, rows, threads=1, files=1):
 
 
 class Runner:
-    def __init__(self, work, build, binary, cc, rerecord):
+    def __init__(self, work, build, binary, program_key, cc, rerecord):
         self.work, self.build, self.binary, self.cc = work, build, binary, cc
-        self.binary_sha = sha256(binary)
+        self.program_key = program_key
         self.rerecord = rerecord
         self.profreport = build / "tools" / "profreport"
         self.rundir = work / "run"
@@ -438,8 +443,8 @@ def main():
     t_start = time.monotonic()
 
     src = fetch_sqlite(work, args.sqlite_package, args.sqlite_src)
-    binary = build_program(work, src, args.cc, build)
-    runner = Runner(work, build, binary, args.cc, args.rerecord)
+    binary, program_key = build_program(work, src, args.cc, build)
+    runner = Runner(work, build, binary, program_key, args.cc, args.rerecord)
     rows = args.rows or ROWS["quick" if args.quick else "full"]
     full = record(runner, "full", rows)
     eighth = record(runner, "eighth", max(1, rows // 8))
@@ -455,7 +460,10 @@ def main():
 
     # Warm-up: every trace read once, so that all timed runs find it in the page cache.
     for t in (full, eighth, *scaling):
-        runner.view("table", t, sample=False)
+        for p in t.paths:
+            with open(p, "rb") as f:
+                while f.read(1 << 24):
+                    pass
 
     # The views on both lengths, interleaved: runs[trace][view] = [(Result, output bytes)].
     runs = {t.name: {v: [] for v in views} for t in (full, eighth)}
@@ -558,8 +566,8 @@ def main():
                        f"them cached; load average {load_start} at start, "
                        f"{loadavg()} at end)"),
               ("command", f"`{command}`"),
-              ("reps", f"{reps} timed runs of each view, interleaved in shuffled order, after one "
-                       "warm-up read of each trace")]
+              ("reps", f"{reps} timed runs of each view, interleaved in shuffled order, after "
+                       "reading every trace once into the page cache")]
     title_speed = (f"views on the full trace ({fmt_int(full.events)} events, {full.functions} "
                    f"functions, {full.bytes / 1e9:.2f} GB), taskset -c 0")
     title_mem = (f"peak memory: the 1/8 trace ({fmt_int(eighth.events)} events) and the full "
@@ -609,8 +617,9 @@ def main():
                             for v, rs in by_view.items()} for name, by_view in runs.items()},
            "scaling": {name: {c: [r.as_dict() for r in rs] for c, rs in d.items()}
                        for name, d in scale_runs.items()}}
-    (work / "results.json").write_text(json.dumps(raw, indent=1))
-    log(f"raw figures: {work / 'results.json'}; took {took // 60}:{took % 60:02d} min")
+    results = work / ("results-quick.json" if args.quick else "results.json")
+    results.write_text(json.dumps(raw, indent=1))
+    log(f"raw figures: {results}; took {took // 60}:{took % 60:02d} min")
 
 
 if __name__ == "__main__":
