@@ -305,8 +305,8 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
     }
     w.write(fmt::format(
         "\n],\"otherData\":{{\"producer\":\"libprof profreport\",\"clock\":\"ns since "
-        "the trace started\",\"from_ns\":{},\"to_ns\":{},\"min_duration_ns\":{}}}}}\n",
-        o.from_ns, o.to_ns == UINT64_MAX ? std::string("null") : fmt::format("{}", o.to_ns),
+        "the trace started{}\",\"from_ns\":{},\"to_ns\":{},\"min_duration_ns\":{}}}}}\n",
+        o.compensate ? ", on each thread's clock less the profiler's measured cost" : "", o.from_ns, o.to_ns == UINT64_MAX ? std::string("null") : fmt::format("{}", o.to_ns),
         o.min_duration_ns));
     return w.result;
 }
