@@ -124,60 +124,6 @@ TEST_CASE("a valid trace reads back with exact counts and times") {
     CHECK(p.total_time == test::approx(300e-9));
 }
 
-TEST_CASE("recursion: ncalls total/primitive, cumtime counted once") {
-    TraceBuilder b;
-    b.chunk(1, 0).function(0x10);
-    // f -> f -> f, each level adds 10 ticks of its own.
-    b.enter(0, 0).enter(0, 10).enter(0, 10).exit(10).exit(10).exit(10);
-    b.chunk(0).end_record(100);
-    std::string path = test::temp_path("rec.trace");
-    b.save(path);
-    analysis::Session pb;
-    pb.add_trace(path);
-    analysis::Profile p = pb.profile();
-    REQUIRE(p.functions.size() == 1);
-    const analysis::Stats& s = p.functions[0].stats;
-    CHECK(s.ncalls == 3);
-    CHECK(s.pcalls == 1);
-    CHECK(s.cumtime == test::approx(50e-9));
-    CHECK(s.tottime == test::approx(50e-9));
-}
-
-TEST_CASE("abandoned frames close at the abandon time and the tree stays balanced") {
-    TraceBuilder b;
-    b.chunk(1, 0).function(0xa).function(0xb).function(0xc);
-    // a enters, b enters, longjmp back into a: b abandoned at t=30, then a calls c.
-    b.enter(0, 0).enter(1, 10).abandon(1, 20);
-    b.enter(2, 10).exit(10).exit(10);
-    b.chunk(0).end_record(100);
-    std::string path = test::temp_path("abandon.trace");
-    b.save(path);
-    analysis::Session pb;
-    pb.add_trace(path);
-    analysis::Profile p = pb.profile();
-    const auto& fb = p.functions[p.match("0xb")[0]];
-    const auto& fc = p.functions[p.match("0xc")[0]];
-    CHECK(fb.stats.cumtime == test::approx(20e-9));
-    CHECK(fc.stats.cumtime == test::approx(10e-9));
-    // c's caller is a, not the abandoned b.
-    size_t a = p.match("0xa")[0], c = p.match("0xc")[0];
-    bool a_calls_c = false;
-    for (const auto& e : p.edges) a_calls_c |= e.caller == a && e.callee == c;
-    CHECK(a_calls_c);
-    CHECK(p.threads.at(0).abandoned == 1);
-}
-
-TEST_CASE("frames still open at the end are closed at the end time") {
-    TraceBuilder b;
-    b.chunk(1, 0).function(0x1).enter(0, 5);
-    b.chunk(0).end_record(105);
-    std::string path = test::temp_path("open.trace");
-    b.save(path);
-    analysis::Session pb;
-    pb.add_trace(path);
-    CHECK(pb.profile().functions.at(0).stats.cumtime == test::approx(100e-9));
-}
-
 TEST_CASE("a file refused at its header leaves no descriptor or mapping behind") {
     std::string newer_path = test::temp_path("refused.trace");
     TraceBuilder newer = small_trace();
@@ -344,31 +290,6 @@ analysis::Stats stats(const analysis::Profile& p, const char* name) {
 
 } // namespace
 
-TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
-    // main calls work 3 times; c_in = 10 ticks per call, c_out = 5 per call made.
-    TraceBuilder b;
-    b.chunk(0).meta("overhead_in_ticks", "10.00");
-    b.meta("overhead_out_ticks", "5.00");
-    b.meta("line_overhead_ticks", "2.00");
-    b.chunk(1, 0).function(0x1000).function(0x2000);
-    // main enters at 0; each work call lasts 100 ticks with 20 ticks between them.
-    b.enter(0, 0).enter(1, 20).exit(100).enter(1, 20).exit(100).enter(1, 20).exit(100).exit(20);
-    b.chunk(0).end_record(380);
-    std::string path = test::temp_path("compensation.trace");
-    b.save(path);
-
-    auto [p, raw] = compensated_and_raw(path);
-    // Raw: work 3 x 100; main 380 total, 80 own.
-    CHECK(stats(raw, "0x2000").tottime == test::approx(300e-9));
-    CHECK(stats(raw, "0x1000").tottime == test::approx(80e-9));
-    // Compensated: work 3 x (100 - 10); main own 80 - 10 - 3 x 5; main total 380 - 10 - 3 x 15.
-    CHECK(stats(p, "0x2000").tottime == test::approx(270e-9));
-    CHECK(stats(p, "0x2000").cumtime == test::approx(270e-9));
-    CHECK(stats(p, "0x1000").tottime == test::approx(55e-9));
-    CHECK(stats(p, "0x1000").cumtime == test::approx(325e-9));
-    CHECK(p.total_time == test::approx(325e-9)); // the sum of tottime equals main's cumtime
-}
-
 TEST_CASE("a scope run reads as the activations it stands for, compensation included") {
     // The trace of the compensation test above, with work's three activations as one run: it
     // starts at 20 and its activations took 300 ticks together; main exits at 380. A run's
@@ -457,29 +378,18 @@ TEST_CASE("LineCounts records add up with LineStats per stream and site") {
     CHECK(error_of(path).find("malformed line counts record") != std::string::npos);
 }
 
-TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happened in") {
-    // main (0..400) calls work (100..300); the runtime opened a chunk for 50 ticks in work
-    // (before its exit) and 30 ticks in main (before the enter of work).
-    TraceBuilder b;
-    b.chunk(1, 0).function(0x1000).function(0x2000);
-    b.enter(0, 0);
-    b.pause(30);
-    b.enter(1, 100);
-    b.pause(50);
-    b.exit(200).exit(100);
-    b.chunk(0).end_record(400);
-    std::string path = test::temp_path("pause.trace");
-    b.save(path);
+namespace {
 
-    auto [p, raw] = compensated_and_raw(path);
-    CHECK(stats(raw, "0x2000").tottime == test::approx(200e-9));
-    CHECK(stats(raw, "0x1000").tottime == test::approx(200e-9));
-    CHECK(stats(p, "0x2000").tottime == test::approx(150e-9));
-    CHECK(stats(p, "0x1000").tottime == test::approx(170e-9));
-    CHECK(stats(p, "0x1000").cumtime == test::approx(320e-9));
-    // Without compensation the times are the raw intervals.
-    CHECK(raw.total_time == test::approx(400e-9));
+TraceBuilder& module(TraceBuilder& b, uint64_t ticks, uint64_t start, uint64_t end,
+                     const std::string& path) {
+    return b.tag(format::Tag::kModule).u64(ticks).u64(start).u64(start).u64(end).str(path).str("");
 }
+
+TraceBuilder& unload(TraceBuilder& b, uint64_t ticks, uint64_t start, uint64_t end) {
+    return b.tag(format::Tag::kUnload).uleb(32).u64(ticks).u64(start).u64(start).u64(end);
+}
+
+} // namespace
 
 // liba.so is unloaded at 2000 and libb.so mapped at its addresses; the runtime recorded libb.so
 // only at 5000, after its first call (2500), and the thread kept the function index it had for

@@ -4,14 +4,16 @@
 usage: check_views.py KIND FILE [--count NAME=N]... [--name NAME]... [--total NS]
                         [--within FROM_NS TO_NS]
 
-KIND is chrome, speedscope, svg or collapsed. Each kind is parsed with a strict parser (json,
+KIND is chrome, speedscope, svg, collapsed or html. Each kind is parsed with a strict parser (json,
 xml.etree) and its structure checked: Chrome complete events nest per thread and every
 thread with events is named; speedscope open/close events are balanced per profile, in time
 order, within [startValue, endValue]; SVG frames lie inside their parents; folded lines are
 `frames <integer>`. --count checks how many events (chrome, speedscope), frames' calls (svg)
 or stacks ending in NAME (collapsed) there are; --name that a name appears exactly as given;
---total the sum of the weights (collapsed) or the root's width in ns (svg); --within that
-every event lies in [FROM_NS, TO_NS] (chrome, speedscope).
+--total the sum of the weights (collapsed), the root's width in ns (svg), the sum over profiles
+of the outermost activations' durations (speedscope) or the call tree's root (html: the data
+the page embeds, with its pstats total_time); --within that every event lies in
+[FROM_NS, TO_NS] (chrome, speedscope).
 Prints a one-line summary on success; on failure, the reason on stderr and exit status 1.
 """
 import argparse
@@ -113,6 +115,7 @@ def check_speedscope(path):
     if not isinstance(profiles, list) or not profiles:
         fail("no profiles")
     counts = collections.Counter()
+    total, roots = 0, 0  # the outermost activations: their summed durations, their number
     for p in profiles:
         if p.get("type") != "evented" or p.get("unit") != "nanoseconds":
             fail(f"profile {p.get('name')} is not evented in nanoseconds")
@@ -128,15 +131,42 @@ def check_speedscope(path):
             last = ev["at"]
             check_window(ev["at"], ev["at"], f"event {ev}")
             if ev["type"] == "O":
+                if not stack:
+                    opened_at = ev["at"]
+                    roots += 1
                 stack.append(ev["frame"])
                 counts[frames[ev["frame"]]["name"]] += 1
             else:
                 if not stack or stack[-1] != ev["frame"]:
                     fail(f"close of frame {ev['frame']} does not match the open {stack[-1:]} in {p['name']}")
                 stack.pop()
+                if not stack:
+                    total += ev["at"] - opened_at
         if stack:
             fail(f"profile {p['name']} ends with {len(stack)} open frames")
-    return counts, {"profiles": len(profiles), "events": sum(counts.values())}, None
+    return counts, {"profiles": len(profiles), "events": sum(counts.values()), "roots": roots}, total
+
+
+def check_html(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r'<script id="profile-data" type="application/json">(.*?)</script>', text, re.S)
+    if not m:
+        fail("no profile-data script")
+    doc = json.loads(m.group(1))
+    nodes = doc["tree"]["nodes"]
+    if not nodes or nodes[0]["p"] != -1:
+        fail("the tree's first node is not the root")
+    counts = collections.Counter()
+    for n in nodes[1:]:
+        if not 0 <= n["p"] < len(nodes) or n["s"] > n["t"]:
+            fail(f"bad tree node {n}")
+        if n["f"] >= 0:
+            counts[doc["tree"]["names"][n["f"]]] += n["c"]
+    children = sum(n["t"] for n in nodes[1:] if n["p"] == 0)
+    if children > nodes[0]["t"]:
+        fail(f"the root's children add up to {children}, above the root's {nodes[0]['t']}")
+    return counts, {"nodes": len(nodes), "total_time": doc["total_time"]}, nodes[0]["t"]
 
 
 def check_svg(path):
@@ -186,7 +216,7 @@ def check_collapsed(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=["chrome", "speedscope", "svg", "collapsed"])
+    ap.add_argument("kind", choices=["chrome", "speedscope", "svg", "collapsed", "html"])
     ap.add_argument("file")
     ap.add_argument("--count", action="append", default=[])
     ap.add_argument("--name", action="append", default=[])
@@ -196,7 +226,8 @@ def main():
     global WITHIN
     WITHIN = a.within
     counts, summary, total = {"chrome": check_chrome, "speedscope": check_speedscope,
-                              "svg": check_svg, "collapsed": check_collapsed}[a.kind](a.file)
+                              "svg": check_svg, "collapsed": check_collapsed,
+                              "html": check_html}[a.kind](a.file)
     for spec in a.count:
         name, _, n = spec.rpartition("=")
         if counts.get(name, 0) != int(n):

@@ -1,0 +1,189 @@
+// The memory report (MemoryReport, from the replay engine): allocations, frees, the peak, leaks,
+// temporaries and mismatched releases, per allocation site.
+#include "unit/analysis/analysis_support.hpp"
+
+#include "analysis/views/diff.hpp"
+#include "analysis/views/render.hpp"
+
+using namespace prof;
+using namespace prof::test;
+
+namespace {
+
+void put_uleb(std::vector<uint8_t>& p, uint64_t v) {
+    do {
+        uint8_t b = v & 0x7f;
+        v >>= 7;
+        p.push_back(b | (v ? 0x80 : 0));
+    } while (v);
+}
+void put_sleb(std::vector<uint8_t>& p, int64_t v) {
+    for (;;) {
+        uint8_t b = v & 0x7f;
+        v >>= 7;
+        bool done = (v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40));
+        p.push_back(done ? b : b | 0x80);
+        if (done) return;
+    }
+}
+
+// Writes one thread's memory records with their time and pointer deltas.
+struct MemoryWriter {
+    TraceBuilder& b;
+    uint64_t t = 0;
+    int64_t ptr = 0;
+    void alloc(uint64_t at, int64_t p, uint64_t size, uint64_t stack, format::AllocKind kind) {
+        std::vector<uint8_t> r;
+        put_uleb(r, at - t);
+        put_sleb(r, p - ptr);
+        put_uleb(r, size);
+        put_uleb(r, stack);
+        r.push_back(uint8_t(kind));
+        b.sized(format::Tag::kAlloc, r);
+        t = at, ptr = p;
+    }
+    void free(uint64_t at, int64_t p, format::FreeKind kind) {
+        std::vector<uint8_t> r;
+        put_uleb(r, at - t);
+        put_sleb(r, p - ptr);
+        r.push_back(uint8_t(kind));
+        b.sized(format::Tag::kFree, r);
+        t = at, ptr = p;
+    }
+    void stack(uint64_t id, std::vector<uint64_t> pcs) {
+        std::vector<uint8_t> r;
+        put_uleb(r, id);
+        put_uleb(r, pcs.size());
+        for (uint64_t pc : pcs)
+            for (int i = 0; i < 8; ++i) r.push_back(uint8_t(pc >> (8 * i)));
+        b.sized(format::Tag::kStack, r);
+    }
+};
+
+// One thread, times in ns; stack 1 is work <- main, stack 2 is main alone.
+//   1000 malloc 100 (s1)   freed at 1100 by free: temporary
+//   2000 new[] 200 (s2)    freed at 4000 by delete: a mismatch
+//   3000 malloc 50 (s1)    never freed: a leak
+//   5000 malloc 400 (s2)   the peak, 450 bytes live; freed at 6000: temporary
+//   7000 free of a pointer never allocated
+std::string memory_trace() {
+    using format::AllocKind;
+    using format::FreeKind;
+    const int64_t p1 = 0x10000, p2 = 0x20000, p3 = 0x30000, p4 = 0x40000;
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1000).enter(0, 0);
+    MemoryWriter w{b};
+    w.stack(1, {0x2000, 0x1000});
+    w.stack(2, {0x1000});
+    w.alloc(1000, p1, 100, 1, AllocKind::kMalloc);
+    w.free(1100, p1, FreeKind::kFree);
+    w.alloc(2000, p2, 200, 2, AllocKind::kNewArray);
+    w.alloc(3000, p3, 50, 1, AllocKind::kMalloc);
+    w.free(4000, p2, FreeKind::kDelete);
+    w.alloc(5000, p4, 400, 2, AllocKind::kMalloc);
+    w.free(6000, p4, FreeKind::kFree);
+    w.free(7000, 0xdead0, FreeKind::kFree);
+    b.exit(1000);
+    b.chunk(0);
+    b.symbol(0x1000, "main", "/src/app.cpp", 3).symbol(0x2000, "work", "/src/app.cpp", 9);
+    b.end_record(10000);
+    return save_trace(b, "memory_report.trace");
+}
+
+std::string fmt_stack(const std::vector<std::string>& s) {
+    std::string out;
+    for (const std::string& f : s) out += f + ";";
+    return out;
+}
+
+const analysis::MemorySite& site(const analysis::MemoryReport& m, size_t frames) {
+    for (const analysis::MemorySite& s : m.sites)
+        if (s.stack.size() == frames) return s;
+    FAIL("no site of " << frames << " frames");
+    return m.sites.front();
+}
+
+} // namespace
+
+TEST_CASE("memory report: counts, bytes, peak, leaks, temporaries, unknown frees") {
+    analysis::Session s;
+    s.add_trace(memory_trace());
+    const analysis::MemoryReport& m = s.memory();
+    CHECK(m.present);
+    CHECK(m.allocations == 4);
+    CHECK(m.frees == 4);
+    CHECK(m.unknown_frees == 1);
+    CHECK(m.bytes_allocated == 750);
+    CHECK(m.temporary == 2);
+    CHECK(m.peak_heap == 450);
+    CHECK(m.peak_heap_time == approx(5000e-9));
+    CHECK(m.leaked_bytes == 50);
+    CHECK(m.leaked_blocks == 1);
+    CHECK(m.late_events == 0);
+}
+
+TEST_CASE("memory report: per site, named by its frames; a mismatch at its site") {
+    analysis::Session s;
+    s.add_trace(memory_trace());
+    const analysis::MemoryReport& m = s.memory();
+    REQUIRE(m.sites.size() == 2);
+    const analysis::MemorySite& in_work = site(m, 2);
+    CHECK(in_work.stack[0].name == "work");
+    CHECK(in_work.stack[1].name == "main");
+    CHECK(in_work.allocations == 2);
+    CHECK(in_work.bytes == 150);
+    CHECK(in_work.temporary == 1);
+    CHECK(in_work.peak_bytes == 50);
+    CHECK(in_work.leaked_bytes == 50);
+    CHECK(in_work.leaked_blocks == 1);
+    const analysis::MemorySite& in_main = site(m, 1);
+    CHECK(in_main.stack[0].name == "main");
+    CHECK(in_main.allocations == 2);
+    CHECK(in_main.bytes == 600);
+    CHECK(in_main.temporary == 1);
+    CHECK(in_main.peak_bytes == 400);
+    CHECK(in_main.leaked_bytes == 0);
+
+    REQUIRE(m.mismatches.size() == 1);
+    CHECK(m.mismatches[0].allocated_with == "new[]");
+    CHECK(m.mismatches[0].freed_with == "delete");
+    CHECK(m.mismatches[0].count == 1);
+    CHECK(&m.sites.at(m.mismatches[0].site) == &in_main);
+
+    // The heap over time reaches the peak.
+    REQUIRE_FALSE(m.heap_timeline.empty());
+    double top = 0;
+    for (const auto& [t, bytes] : m.heap_timeline) top = std::max(top, bytes);
+    CHECK(top == 450);
+}
+
+TEST_CASE("memory report: off in the session's options, no allocation replayed") {
+    analysis::Session s(analysis::SessionOptions{true, false, {}, nullptr});
+    s.add_trace(memory_trace());
+    CHECK(s.memory().allocations == 0);
+    CHECK(s.profile().functions.size() == 1);
+}
+
+TEST_CASE("memory diff: sites matched by their frames, per run") {
+    analysis::Session a, b;
+    a.add_trace(memory_trace());
+    b.add_trace(memory_trace());
+    b.add_trace(memory_trace());
+    analysis::views::MemoryDiffOptions o;
+    o.fail_above = 0;
+    analysis::views::MemoryDiffResult d =
+        analysis::views::diff_memory({a.memory()}, {b.memory()}, o);
+    // The second set read the same run twice into one report: twice the numbers.
+    CHECK(d.base_total.allocations == 4);
+    CHECK(d.base_total.bytes == 750);
+    CHECK(d.new_total.bytes == 1500);
+    REQUIRE(d.rows.size() == 2);
+    CHECK(d.failed());
+    INFO(fmt_stack(d.rows[0].stack));
+    CHECK(d.rows[0].stack == std::vector<std::string>{"main"}); // +600 bytes, the largest
+    CHECK(d.rows[0].change == 600);
+
+    d = analysis::views::diff_memory({a.memory()}, {a.memory()}, o);
+    CHECK_FALSE(d.failed());
+    CHECK(d.rows.at(0).change == 0);
+}

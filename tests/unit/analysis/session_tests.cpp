@@ -1,0 +1,380 @@
+// The replay engine's call-stack semantics and time model (analysis/engine/session.hpp), on
+// traces built record by record with a 1 ns clock.
+#include "unit/analysis/analysis_support.hpp"
+
+#include <utility>
+
+using namespace prof;
+using namespace prof::test;
+
+namespace {
+
+// Everything the engine tells an observer, as text: "open F@T xN", "close @T".
+struct Recorder : analysis::ActivationObserver {
+    std::vector<std::string> events;
+    size_t threads = 0, traces_done = 0;
+    analysis::Session* session = nullptr;
+    void thread_started(size_t) override { ++threads; }
+    void opened(size_t thread, uint32_t function, uint64_t enter_ns, uint64_t count) override {
+        uint64_t address = session->function_address(session->current_trace(), function);
+        events.push_back("t" + std::to_string(thread) + " open 0x" + to_hex(address) + "@" +
+                         std::to_string(enter_ns) + " x" + std::to_string(count));
+    }
+    void closed(size_t thread, uint64_t exit_ns) override {
+        events.push_back("t" + std::to_string(thread) + " close @" + std::to_string(exit_ns));
+    }
+    void trace_done(size_t) override { ++traces_done; }
+    static std::string to_hex(uint64_t v) {
+        char s[32];
+        std::snprintf(s, sizeof s, "%llx", static_cast<unsigned long long>(v));
+        return s;
+    }
+};
+
+void pause(TraceBuilder& b, uint64_t ticks) {
+    REQUIRE(ticks < 128);
+    b.tag(format::Tag::kPause).uleb(1).uleb(ticks);
+}
+
+// a 0..42 calls b 3..40, which calls c 8..30; the hooks cost 10 ticks in the callee and 5 in
+// the caller per call.
+std::string costed_trace() {
+    TraceBuilder b;
+    b.chunk(0);
+    overheads(b, "10.00", "5.00");
+    b.chunk(1, 0);
+    define_functions(b, 3);
+    b.enter(0, 0).enter(1, 3).enter(2, 5).exit(22).exit(10).exit(2);
+    b.chunk(0);
+    name_functions(b, {"a", "b", "c"}).end_record(42);
+    return save_trace(b, "costed.trace");
+}
+
+// The profile of the trace at `path` with overhead compensation, and without.
+std::pair<analysis::Profile, analysis::Profile> compensated_and_raw(const std::string& path) {
+    return {profile_of(path, true), profile_of(path, false)};
+}
+
+// The stats of the first function whose label matches `regex`.
+analysis::Stats matched(const analysis::Profile& p, const char* regex) {
+    return p.functions[p.match(regex)[0]].stats;
+}
+
+} // namespace
+
+TEST_CASE("an exit with no open frame is counted and otherwise ignored") {
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1000);
+    // exit at 5 (unmatched), main 10..30, exit at 40 (unmatched), main 50..60.
+    b.exit(5).enter(0, 5).exit(20).exit(10).enter(0, 10).exit(10);
+    b.chunk(0);
+    name_functions(b, {"main"}).end_record(100);
+    analysis::Session s;
+    s.add_trace(save_trace(b, "unmatched.trace"));
+    analysis::Profile p = s.profile();
+    check_stats(stats(p, "main"), 2, 2, 30, 30);
+    REQUIRE(p.threads.size() == 1);
+    CHECK(p.threads[0].unmatched_exits == 2);
+    CHECK(s.thread(0).unmatched_exits == 2);
+    CHECK(s.call_tree().threads.at(0).unmatched_exits == 2);
+}
+
+TEST_CASE("Abandon closes that many frames at its time; the next call's caller is what is left") {
+    TraceBuilder b;
+    b.chunk(1, 0);
+    define_functions(b, 4); // main a b c
+    // main 0..100; a 10, b 20, both abandoned at 35; main calls c 45..55.
+    b.enter(0, 0).enter(1, 10).enter(2, 10);
+    b.tag(format::Tag::kAbandon).uleb(2).uleb(15);
+    b.enter(3, 10).exit(10).exit(45);
+    b.chunk(0);
+    name_functions(b, {"main", "a", "b", "c"}).end_record(100);
+    analysis::Session s;
+    s.add_trace(save_trace(b, "abandon2.trace"));
+    analysis::Profile p = s.profile();
+    check_stats(stats(p, "b"), 1, 1, 15, 15);
+    check_stats(stats(p, "a"), 1, 1, 10, 25);
+    check_stats(stats(p, "c"), 1, 1, 10, 10);
+    check_stats(stats(p, "main"), 1, 1, 65, 100);
+    check_stats(edge(p, "main", "c"), 1, 1, 10, 10);
+    CHECK(p.edges.size() == 4); // root -> main, main -> a, a -> b, main -> c
+    CHECK(p.threads.at(0).abandoned == 2);
+    CHECK(p.threads.at(0).unmatched_exits == 0);
+    analysis::views::CallTree t = s.call_tree();
+    CHECK(node_at(t, {"main", "c"}) != SIZE_MAX);
+    CHECK(node_at(t, {"main", "a", "b", "c"}) == SIZE_MAX);
+}
+
+TEST_CASE("ThreadEnd closes the thread's frames; frames open at the trace's end close then") {
+    TraceBuilder b;
+    b.chunk(1, 0);
+    define_functions(b, 2);
+    b.enter(0, 0).enter(1, 10).tag(format::Tag::kThreadEnd).uleb(40); // ends at 50
+    b.chunk(2, 0).function(0x3000).enter(0, 100);                     // open from 100
+    b.chunk(0);
+    name_functions(b, {"main", "a", "x"}).end_record(1000);
+    analysis::Session s;
+    s.add_trace(save_trace(b, "thread_end.trace"));
+    analysis::Profile p = s.profile();
+    check_stats(stats(p, "a"), 1, 1, 40, 40);
+    check_stats(stats(p, "main"), 1, 1, 10, 50);
+    check_stats(stats(p, "x"), 1, 1, 900, 900);
+    CHECK(p.threads.at(0).unmatched_exits == 0);
+    CHECK(s.call_tree().root().total_ns == 950);
+}
+
+TEST_CASE("within a thread time never goes back: an older event is taken at the previous time") {
+    TraceBuilder b;
+    // main at 1000, a at 1100; the next chunk of the stream starts at 500: a's exit (dt 0)
+    // is at 500, taken at 1100; main's exit 900 later, at 1400.
+    b.chunk(1, 1000);
+    define_functions(b, 2);
+    b.enter(0, 0).enter(1, 100);
+    b.chunk(1, 500).exit(0).exit(900);
+    b.chunk(0);
+    name_functions(b, {"main", "a"}).end_record(2000);
+    analysis::Session s;
+    s.add_trace(save_trace(b, "backwards.trace"));
+    analysis::Profile p = s.profile();
+    check_stats(stats(p, "a"), 1, 1, 0, 0);
+    check_stats(stats(p, "main"), 1, 1, 400, 400);
+    analysis::views::CallTree t = s.call_tree();
+    CHECK(t.root().total_ns == 400);
+    CHECK(t.nodes[node_at(t, {"main", "a"})].total_ns == 0);
+}
+
+TEST_CASE("a scope run is its count of activations, one after the other") {
+    TraceBuilder b;
+    b.chunk(1, 0);
+    define_functions(b, 2);
+    // main 0..100; four activations of the scope from 20, 40 ticks together; main's exit dt
+    // counts from the run's start.
+    std::vector<uint8_t> run = {20, 1};
+    for (uint64_t v : {uint64_t(4), uint64_t(40)})
+        for (int i = 0; i < 8; ++i) run.push_back(uint8_t(v >> (8 * i)));
+    b.enter(0, 0).sized(format::Tag::kScopeRun, run).exit(80);
+    b.chunk(0);
+    name_functions(b, {"main", "scope"}).end_record(100);
+    std::string path = save_trace(b, "scope_run.trace");
+
+    Recorder r;
+    analysis::SessionOptions o;
+    o.observer = &r;
+    analysis::Session observed(o);
+    r.session = &observed;
+    observed.add_trace(path);
+    CHECK(observed.events() == 2 + 2 * 4);
+    analysis::Profile p = observed.profile();
+    check_stats(stats(p, "scope"), 4, 4, 40, 40);
+    check_stats(stats(p, "main"), 1, 1, 60, 100);
+    check_stats(edge(p, "main", "scope"), 4, 4, 40, 40);
+    analysis::views::CallTree t = observed.call_tree();
+    size_t n = node_at(t, {"main", "scope"});
+    REQUIRE(n != SIZE_MAX);
+    CHECK(t.nodes[n].calls == 4);
+    CHECK(t.nodes[n].total_ns == 40);
+    // The run opens once for all its activations and closes after their summed time.
+    std::vector<std::string> expected = {"t0 open 0x1000@0 x1", "t0 open 0x2000@20 x4",
+                                         "t0 close @60", "t0 close @100"};
+    CHECK(r.events == expected);
+}
+
+TEST_CASE("Pause records: deducted from the frame they happened in, with compensation only") {
+    TraceBuilder b;
+    b.chunk(1, 0);
+    define_functions(b, 2);
+    // main 0..120 calls a 10..110; the runtime paused 25 ticks in a, 7 in main after a.
+    b.enter(0, 0).enter(1, 10);
+    pause(b, 25);
+    b.exit(100);
+    pause(b, 7);
+    b.exit(10);
+    b.chunk(0);
+    name_functions(b, {"main", "a"}).end_record(120);
+    std::string path = save_trace(b, "pause2.trace");
+
+    analysis::Profile on = profile_of(path, true), off = profile_of(path, false);
+    check_stats(stats(on, "a"), 1, 1, 75, 75);
+    check_stats(stats(on, "main"), 1, 1, 10 + 3, 88);
+    CHECK(on.total_time == approx(88e-9));
+    CHECK(on.compensated);
+    check_stats(stats(off, "a"), 1, 1, 100, 100);
+    check_stats(stats(off, "main"), 1, 1, 20, 120);
+    CHECK(off.total_time == approx(120e-9));
+    CHECK_FALSE(off.compensated);
+}
+
+TEST_CASE("time model: each interval less the hooks' cost in it, never below zero") {
+    std::string path = costed_trace();
+    // Compensated, interval by interval: [0,3] a: 3 - 10 -> 0; [3,8] b: 5 - 10 -> 0;
+    // [8,30] c: 22 - 10 = 12; [30,40] b: 10 - 5 = 5; [40,42] a: 2 - 5 -> 0.
+    analysis::Profile p = profile_of(path, true);
+    check_stats(stats(p, "c"), 1, 1, 12, 12);
+    check_stats(stats(p, "b"), 1, 1, 5, 17);
+    check_stats(stats(p, "a"), 1, 1, 0, 17);
+    CHECK(p.total_time == approx(17e-9));
+    // Raw ticks: a 3 + 2, b 5 + 10, c 22.
+    analysis::Profile raw = profile_of(path, false);
+    check_stats(stats(raw, "c"), 1, 1, 22, 22);
+    check_stats(stats(raw, "b"), 1, 1, 15, 37);
+    check_stats(stats(raw, "a"), 1, 1, 5, 42);
+    CHECK(raw.total_time == approx(42e-9));
+
+    for (bool compensate : {true, false}) {
+        analysis::Session s(analysis::SessionOptions{compensate, true, {}, nullptr});
+        s.add_trace(path);
+        analysis::views::CallTree t = s.call_tree();
+        CHECK(t.root().total_ns == (compensate ? 17 : 42));
+        CHECK(t.nodes[node_at(t, {"a"})].self_ns == (compensate ? 0 : 5));
+        CHECK(t.nodes[node_at(t, {"a", "b"})].self_ns == (compensate ? 5 : 15));
+        CHECK(t.nodes[node_at(t, {"a", "b", "c"})].total_ns == (compensate ? 12 : 22));
+    }
+}
+
+TEST_CASE("time model: the costs of a scope run's activations and of the calls around it") {
+    // main 0..380 calls work three times for 100 ticks each, 20 ticks apart, then as one run
+    // of three activations of 300 ticks together; in: 10, out: 5, a run's activation: 7.
+    TraceBuilder b;
+    b.chunk(0);
+    overheads(b, "10.00", "5.00", "7.00");
+    b.chunk(1, 0);
+    define_functions(b, 3);
+    b.enter(0, 0).enter(1, 20).exit(100).enter(1, 20).exit(100).enter(1, 20).exit(100);
+    std::vector<uint8_t> run = {20, 2};
+    for (uint64_t v : {uint64_t(3), uint64_t(300)})
+        for (int i = 0; i < 8; ++i) run.push_back(uint8_t(v >> (8 * i)));
+    b.sized(format::Tag::kScopeRun, run).exit(320);
+    b.chunk(0);
+    name_functions(b, {"main", "work", "scope"}).end_record(700);
+    analysis::Profile p = profile_of(save_trace(b, "costed_run.trace"), true);
+    // work: 3 x (100 - 10); the run: 300 - 3 x 7; main's five intervals of 20: less 10 after
+    // its enter, 5 after each of work's exits and 3 x 5 after the run's activations.
+    check_stats(stats(p, "work"), 3, 3, 270, 270);
+    check_stats(stats(p, "scope"), 3, 3, 279, 279);
+    check_stats(stats(p, "main"), 1, 1, 100 - 10 - 15 - 15, 60 + 270 + 279);
+}
+
+TEST_CASE("observer: every activation opened and closed in order, on the thread's clock") {
+    std::string path = costed_trace();
+    for (bool compensate : {true, false}) {
+        Recorder r;
+        analysis::SessionOptions o;
+        o.compensate = compensate;
+        o.observer = &r;
+        analysis::Session s(o);
+        r.session = &s;
+        s.add_trace(path);
+        CHECK(r.threads == 1);
+        CHECK(r.traces_done == 1);
+        // Compensated: everything before c's interval costs less than the hooks (0 ns).
+        std::vector<std::string> compensated = {"t0 open 0x1000@0 x1", "t0 open 0x2000@0 x1",
+                                                "t0 open 0x3000@0 x1", "t0 close @12",
+                                                "t0 close @17",        "t0 close @17"};
+        std::vector<std::string> raw = {"t0 open 0x1000@0 x1", "t0 open 0x2000@3 x1",
+                                        "t0 open 0x3000@8 x1", "t0 close @30",
+                                        "t0 close @40",        "t0 close @42"};
+        std::vector<std::string> expected = compensate ? compensated : raw;
+        CHECK(r.events == expected);
+    }
+}
+
+TEST_CASE("observer: threads in order of appearance, frames open at the end closed at it") {
+    TraceBuilder b;
+    b.chunk(1, 1000).function(0x1000).enter(0, 0);
+    b.chunk(2, 1500).function(0x2000).enter(0, 0).exit(100);
+    b.chunk(0).end_record(2000);
+    Recorder r;
+    analysis::SessionOptions o;
+    o.observer = &r;
+    analysis::Session s(o);
+    r.session = &s;
+    s.add_trace(save_trace(b, "observer_threads.trace"));
+    CHECK(r.threads == 2);
+    std::vector<std::string> expected = {"t0 open 0x1000@1000 x1", "t1 open 0x2000@1500 x1",
+                                         "t1 close @1600", "t0 close @2000"};
+    CHECK(r.events == expected);
+}
+
+TEST_CASE("abandoned frames close at the abandon time and the tree stays balanced") {
+    TraceBuilder b;
+    b.chunk(1, 0).function(0xa).function(0xb).function(0xc);
+    // a enters, b enters, longjmp back into a: b abandoned at t=30, then a calls c.
+    b.enter(0, 0).enter(1, 10).tag(format::Tag::kAbandon).uleb(1).uleb(20);
+    b.enter(2, 10).exit(10).exit(10);
+    b.chunk(0).end_record(100);
+    std::string path = temp_path("abandon.trace");
+    b.save(path);
+    analysis::Session pb;
+    pb.add_trace(path);
+    analysis::Profile p = pb.profile();
+    const auto& fb = p.functions[p.match("0xb")[0]];
+    const auto& fc = p.functions[p.match("0xc")[0]];
+    CHECK(fb.stats.cumtime == approx(20e-9));
+    CHECK(fc.stats.cumtime == approx(10e-9));
+    // c's caller is a, not the abandoned b.
+    size_t a = p.match("0xa")[0], c = p.match("0xc")[0];
+    bool a_calls_c = false;
+    for (const auto& e : p.edges) a_calls_c |= e.caller == a && e.callee == c;
+    CHECK(a_calls_c);
+    CHECK(p.threads.at(0).abandoned == 1);
+}
+
+TEST_CASE("frames still open at the end are closed at the end time") {
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1).enter(0, 5);
+    b.chunk(0).end_record(105);
+    std::string path = temp_path("open.trace");
+    b.save(path);
+    analysis::Session pb;
+    pb.add_trace(path);
+    CHECK(pb.profile().functions.at(0).stats.cumtime == approx(100e-9));
+}
+
+TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
+    // main calls work 3 times; c_in = 10 ticks per call, c_out = 5 per call made.
+    TraceBuilder b;
+    b.chunk(0).tag(format::Tag::kMeta).str("overhead_in_ticks").str("10.00");
+    b.tag(format::Tag::kMeta).str("overhead_out_ticks").str("5.00");
+    b.tag(format::Tag::kMeta).str("line_overhead_ticks").str("2.00");
+    b.chunk(1, 0).function(0x1000).function(0x2000);
+    // main enters at 0; each work call lasts 100 ticks with 20 ticks between them.
+    b.enter(0, 0).enter(1, 20).exit(100).enter(1, 20).exit(100).enter(1, 20).exit(100).exit(20);
+    b.chunk(0).end_record(380);
+    std::string path = temp_path("compensation.trace");
+    b.save(path);
+
+    auto [p, raw] = compensated_and_raw(path);
+    // Raw: work 3 x 100; main 380 total, 80 own.
+    CHECK(matched(raw, "0x2000").tottime == approx(300e-9));
+    CHECK(matched(raw, "0x1000").tottime == approx(80e-9));
+    // Compensated: work 3 x (100 - 10); main own 80 - 10 - 3 x 5; main total 380 - 10 - 3 x 15.
+    CHECK(matched(p, "0x2000").tottime == approx(270e-9));
+    CHECK(matched(p, "0x2000").cumtime == approx(270e-9));
+    CHECK(matched(p, "0x1000").tottime == approx(55e-9));
+    CHECK(matched(p, "0x1000").cumtime == approx(325e-9));
+    CHECK(p.total_time == approx(325e-9)); // the sum of tottime equals main's cumtime
+}
+
+TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happened in") {
+    // main (0..400) calls work (100..300); the runtime opened a chunk for 50 ticks in work
+    // (before its exit) and 30 ticks in main (before the enter of work).
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1000).function(0x2000);
+    b.enter(0, 0);
+    b.tag(format::Tag::kPause).uleb(1).uleb(30);
+    b.enter(1, 100);
+    b.tag(format::Tag::kPause).uleb(1).uleb(50);
+    b.exit(200).exit(100);
+    b.chunk(0).end_record(400);
+    std::string path = temp_path("pause.trace");
+    b.save(path);
+
+    auto [p, raw] = compensated_and_raw(path);
+    CHECK(matched(raw, "0x2000").tottime == approx(200e-9));
+    CHECK(matched(raw, "0x1000").tottime == approx(200e-9));
+    CHECK(matched(p, "0x2000").tottime == approx(150e-9));
+    CHECK(matched(p, "0x1000").tottime == approx(170e-9));
+    CHECK(matched(p, "0x1000").cumtime == approx(320e-9));
+    // Without compensation the times are the raw intervals.
+    CHECK(raw.total_time == approx(400e-9));
+}
