@@ -108,6 +108,17 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
              o->check_name("--to") || o->check_name("--min-duration")))
             o->group(views);
     declare_traces(cli, *sub, a);
+    // diff's own options, refused here with a message that says so (not listed under --help).
+    for (const char* name : {"--fail-above", "--metric", "--min-share"})
+        sub->add_option_function<std::string>(name,
+                                              [name](const std::string&) {
+                                                  throw CLI::ValidationError(fmt::format(
+                                                      "{} is an option of profreport diff", name));
+                                              })
+            ->group("");
+    sub->add_flag_callback(
+           "--vs", [] { throw CLI::ValidationError("--vs is an option of profreport diff"); })
+        ->group("");
 
     // The refusals that depend on no value; the others are checked after parsing.
     CLI::Option* one_view[] = {tree, flame, html, exporter};
