@@ -550,3 +550,54 @@ TEST_CASE("a trace with allocations but no calls points to --memory" *
     CHECK(r.out.find("see its allocations: profreport --memory.") != std::string::npos);
     CHECK(run({PROFREPORT, fib_trace()}).out.find("profreport --memory") == std::string::npos);
 }
+
+TEST_CASE("profreport's commands give what the flags of the default report give") {
+    const std::string t = fib_trace();
+    struct Pair {
+        std::vector<std::string> command, flags;
+    };
+    for (const Pair& p : std::vector<Pair>{
+             {{"lines", t}, {"--lines", t}},
+             {{"tree", "--depth", "2", t}, {"--tree", "--depth", "2", t}},
+             {{"export", "collapsed", t}, {"--export", "collapsed", t}},
+             {{"export", "callgrind", "-j", "1", t}, {"--export", "callgrind", t}},
+             {{"info", t}, {"--info", t}},
+             {{"report", "--sort", "tottime", t}, {"--sort", "tottime", "-j", "2", t}},
+             {{"diff", "-j", "1", t, t}, {"diff", t, "--vs", t}},
+         }) {
+        std::vector<std::string> a = p.command, b = p.flags;
+        a.insert(a.begin(), PROFREPORT);
+        b.insert(b.begin(), PROFREPORT);
+        auto ra = run(a), rb = run(b);
+        CHECK_MESSAGE(ra.exit_code == 0, a[1], " ", ra.err);
+        CHECK_MESSAGE(rb.exit_code == 0, b[1], " ", rb.err);
+        CHECK_MESSAGE(!ra.out.empty(), a[1]);
+        CHECK_MESSAGE(ra.out == rb.out, a[1]);
+    }
+    std::string svg = temp_path("cli-command.svg");
+    auto flame = run({PROFREPORT, "flamegraph", "-o", svg, t});
+    CHECK(flame.exit_code == 0);
+    CHECK(prof::test::slurp(svg).find("<svg") != std::string::npos);
+    for (const char* command :
+         {"report", "lines", "memory", "tree", "flamegraph", "html", "export", "diff", "info"}) {
+        auto h = run({PROFREPORT, command, "--help"});
+        CHECK_MESSAGE(h.exit_code == 0, command);
+        CHECK_MESSAGE(h.out.rfind(std::string("usage: profreport ") + command + " ", 0) == 0,
+                      command);
+    }
+    CHECK(run({PROFREPORT, "--help"}).out.find("-j, --jobs N") != std::string::npos);
+    // Usage errors of the commands: one line, exit 2.
+    for (std::vector<std::string> argv : {
+             std::vector<std::string>{"flamegraph", t},
+             {"lines", "--callers", "main", t},
+             {"export", "pdf", t},
+             {"flamegraph", "-o", svg + ".2", "--memory", "--thread", "1", t},
+             {"diff", "--memory", "--metric", "ncalls", t, t},
+             {"--jobs", "many", t},
+         }) {
+        argv.insert(argv.begin(), PROFREPORT);
+        auto r = run(argv);
+        CHECK_MESSAGE(r.exit_code == 2, argv[1], " ", argv[2]);
+        CHECK_MESSAGE(lines(r.err) == 1, r.err);
+    }
+}

@@ -101,7 +101,9 @@ void Cli::add_common_options() {
         },
         "")); // no description: --help shows the type name alone
     app_.set_help_flag("-h,--help", "show this help");
-    app_.set_version_flag("-V,--version", tool_ + " " + PROF_VERSION_STRING, "show the version");
+    app_.set_version_flag("-V,--version",
+                         version_.empty() ? tool_ + " " + PROF_VERSION_STRING : version_,
+                         "show the version");
     for (CLI::App* sub : app_.get_subcommands([](CLI::App*) { return true; }))
         sub->set_help_flag("-h,--help", "show this help");
 }
@@ -227,14 +229,15 @@ std::string Cli::option_line(const CLI::Option* opt) const {
 }
 
 // The options of `app` under their groups ("options:" for CLI11's default group); with
-// `with_common`, the options of the tool itself that a subcommand accepts too.
-std::string Cli::options_block(const CLI::App* app, bool with_common) const {
+// `with_common`, the options of the tool itself that a subcommand accepts too; `without_help`
+// leaves out the app's --help (the default subcommand's options in the tool's help).
+std::string Cli::options_block(const CLI::App* app, bool with_common, bool without_help) const {
     std::vector<std::string> groups;
     std::map<std::string, std::string> lines;
     for (const CLI::Option* opt : app->get_options()) {
         const std::string& group = opt->get_group();
         if (group.empty() || opt->get_positional()) continue;    // hidden, or not an option
-        if (with_common && opt == app->get_help_ptr()) continue; // the subcommand's own
+        if ((with_common || without_help) && opt == app->get_help_ptr()) continue; // its own
         std::string title = with_common ? "common options" : group == "Options" ? "options" : group;
         if (!lines.count(title)) groups.push_back(title);
         lines[title] += option_line(opt);
@@ -249,6 +252,8 @@ std::string Cli::help(const CLI::App* app) const {
     std::string out = fmt::format("usage: {} {}\n", path_of(app),
                                   usage == usages_.end() ? "[options]" : usage->second);
     if (!app->get_description().empty()) out += "\n" + with_newline(app->get_description());
+    // The tool's help shows the default subcommand's options: they are the tool's own.
+    if (app == &app_ && default_sub_) out += options_block(default_sub_, false, true);
     out += options_block(app, false);
     auto subs = app->get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); });
     if (!subs.empty()) {

@@ -13,8 +13,9 @@
 // them with `cli.add_subcommand` (each gets its own usage line and --help, and accepts the
 // common options after its name); `cli.default_subcommand(sub)` makes a command line that names
 // no subcommand mean that one (`profreport --sort cumtime TRACE` is `profreport report --sort
-// cumtime TRACE`). Options shared by several subcommands are declared by one function that takes
-// the `CLI::App&` and the struct the values go to, called once per subcommand.
+// cumtime TRACE`), and the tool's --help lists that one's options too. Options shared by
+// several subcommands are declared by one function that takes the `CLI::App&` and the struct
+// the values go to, called once per subcommand.
 #pragma once
 
 #include "common/tool_log.hpp"
@@ -59,6 +60,8 @@ class Cli {
     // an option's line (e.g. "--pack, --no-pack" for two flags shown as one; hide the other
     // one with `group("")`).
     void help_column(std::size_t width) { help_column_ = width; }
+    // What --version prints (default: "TOOL VERSION").
+    void version(std::string text) { version_ = std::move(text); }
     void help_name(const CLI::Option* opt, std::string name) { help_names_[opt] = std::move(name); }
 
     // Parses the command line: nothing when the tool goes on, else its exit status.
@@ -87,7 +90,8 @@ class Cli {
     std::string message_for(const CLI::ParseError& e) const;
     std::string help_hint() const;
     std::string option_line(const CLI::Option* opt) const;
-    std::string options_block(const CLI::App* app, bool with_common) const;
+    std::string options_block(const CLI::App* app, bool with_common,
+                              bool without_help = false) const;
 
     std::string tool_;
     ToolLog log_;
@@ -99,6 +103,7 @@ class Cli {
     CLI::App* default_sub_ = nullptr;
     std::size_t help_column_ = 26;
     std::string log_format_;
+    std::string version_;
     std::vector<std::string> args_;
 };
 

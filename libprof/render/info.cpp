@@ -1,0 +1,77 @@
+// The report's notes on the traces themselves: --info, no marked lines, source directories.
+#include "render/info.hpp"
+
+#include "reader/trace_reader.hpp"
+
+#include <fmt/format.h>
+
+namespace prof::analysis {
+
+void print_info(std::FILE* out, const Profile& p) {
+    for (const reader::TraceInfo& t : p.traces) {
+        auto meta = [&](const char* k) {
+            auto it = t.meta.find(k);
+            return it == t.meta.end() ? std::string("?") : reader::printable(it->second);
+        };
+        fmt::print(out, "trace:     {}\n", reader::printable(t.path));
+        if (t.header.flags & format::kFilePacked)
+            fmt::print(out,
+                       "format:    {}.{} packed ({} bytes, {} chunks of up to {} KiB; memory "
+                       "times to {:.2f} us)\n",
+                       t.header.major, t.header.minor, t.bytes, t.chunks,
+                       t.header.chunk_size / 1024,
+                       t.seconds(uint64_t(1) << t.header.memory_time_shift) * 1e6);
+        else
+            fmt::print(out, "format:    {}.{}  ({} bytes, {} chunks of {} KiB)\n", t.header.major,
+                       t.header.minor, t.bytes, t.chunks, t.header.chunk_size / 1024);
+        fmt::print(out, "process:   pid {} (parent {})  {}\n", t.header.pid, t.header.ppid,
+                   meta("cmdline"));
+        fmt::print(out, "clock:     {} at {:.6f} GHz\n",
+                   t.header.clock_kind == uint32_t(format::ClockKind::kTsc) ? "tsc" : "monotonic",
+                   t.ticks_per_second / 1e9);
+        fmt::print(out, "state:     {}\n",
+                   t.incomplete ? "incomplete: " + t.incomplete_reason : "complete");
+        fmt::print(out, "symbols:   {}   modules: {}\n", t.symbols.size(), t.modules.size());
+        for (const auto& [stream, th] : t.threads)
+            fmt::print(out, "thread:    {} tid {} '{}' {} events{}{}\n", stream, th.tid,
+                       reader::printable(th.name), th.events,
+                       th.dropped ? fmt::format(", {} dropped", th.dropped) : "",
+                       th.abandoned ? fmt::format(", {} frames abandoned", th.abandoned) : "");
+        for (const reader::Module& m : t.modules)
+            fmt::print(out, "module:    {:#x}-{:#x} {} {}{}\n", m.start, m.end,
+                       reader::printable(m.path), m.build_id,
+                       m.unload_ticks == UINT64_MAX
+                           ? ""
+                           : fmt::format("  unloaded at {:.6f} s",
+                                         t.seconds(m.unload_ticks - t.header.start_ticks)));
+        fmt::print(out, "\n");
+    }
+}
+
+// "No marked lines" unless the counts may have been lost: before format 1.3 they were written
+// when each thread ended, so a process that did not finish (killed, crashed) left none; since,
+// only the hits that sample the resident set size are.
+std::string no_lines_text(const Profile& p) {
+    for (const reader::TraceInfo& t : p.traces) {
+        if (t.finished && !t.incomplete) continue;
+        if (t.header.major == 1 && t.header.minor < 3)
+            return fmt::format(
+                "No line counts in this trace: they are written when each thread ends, and {} "
+                "is incomplete ({}).",
+                reader::printable(t.path), t.incomplete_reason);
+        return fmt::format("No marked lines in this trace. {} is incomplete ({}): the counts of "
+                           "lines that sample the resident set size (PROF_LINE_RSS=1, the "
+                           "memory profiler) are written when each thread ends.",
+                           reader::printable(t.path), t.incomplete_reason);
+    }
+    return "No marked lines in this trace: mark code with PROF_LINE, PROF_SCOPE or "
+           "PROF_FUNCTION (see <prof/prof.hpp>).";
+}
+
+std::vector<std::string> source_dirs(const Profile& p, std::vector<std::string> given) {
+    for (const reader::TraceInfo& t : p.traces)
+        if (auto cwd = t.meta.find("cwd"); cwd != t.meta.end()) given.push_back(cwd->second);
+    return given;
+}
+
+} // namespace prof::analysis

@@ -1,0 +1,43 @@
+// profreport's commands: each declares its subcommand (options, refusals, help) and runs it.
+// The default `report` also takes the views' old flags (--lines, --memory, --tree,
+// --flamegraph FILE, --html FILE, --export FORMAT, --info); whichever way a view is asked for,
+// the same values are set and `run` hands over to the same command.
+#pragma once
+
+#include "common/cli.hpp"
+#include "options.hpp"
+
+#include "analysis/model/profile.hpp"
+
+#include <cstdio>
+#include <string>
+
+namespace prof::profreport {
+
+CLI::App* add_report(tools::Cli& cli, Args& a);
+CLI::App* add_lines(tools::Cli& cli, Args& a);
+CLI::App* add_memory(tools::Cli& cli, Args& a);
+CLI::App* add_tree(tools::Cli& cli, Args& a);
+CLI::App* add_flamegraph(tools::Cli& cli, Args& a);
+CLI::App* add_html(tools::Cli& cli, Args& a);
+CLI::App* add_export(tools::Cli& cli, Args& a);
+CLI::App* add_diff(tools::Cli& cli, Args& a);
+CLI::App* add_info(tools::Cli& cli, Args& a);
+
+int run_report(const Args& a, const tools::ToolLog& log);
+int run_memory(const Args& a, const tools::ToolLog& log);
+int run_tree(const Args& a, const tools::ToolLog& log);
+int run_flamegraph(const Args& a, const tools::ToolLog& log);
+int run_html(const Args& a, const tools::ToolLog& log);
+int run_export(const Args& a, const tools::ToolLog& log);
+int run_diff(const Args& a, const tools::ToolLog& log);
+int run_info(const Args& a, const tools::ToolLog& log);
+
+// The command the values name (after parsing, whichever spelling was used).
+int run(const Args& a, const tools::ToolLog& log);
+
+// The line tables of one profile (a thread's, or all threads merged), in the format asked for.
+void print_lines(std::FILE* out, const Args& a, const analysis::Profile& p,
+                 const std::string& title);
+
+} // namespace prof::profreport

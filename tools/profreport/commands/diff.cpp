@@ -1,0 +1,95 @@
+// profreport diff BASE NEW (or BASE... --vs NEW...): per-function ncalls, tottime and cumtime,
+// mean per run of each set; with --memory, the allocation sites.
+#include "commands/commands.hpp"
+
+#include "analysis/engine/session.hpp"
+#include "analysis/model/diff.hpp"
+#include "output.hpp"
+#include "reading.hpp"
+#include "render/diff.hpp"
+
+#include <stdexcept>
+
+namespace prof::profreport {
+
+CLI::App* add_diff(tools::Cli& cli, Args& a) {
+    CLI::App* sub = cli.add_subcommand(
+        "diff", "[options] BASE NEW       (or: BASE... --vs NEW...)",
+        "Compares two traces or two sets of traces.\n"
+        "\n"
+        "Compares per-function ncalls, tottime and cumtime, mean per run of each set.");
+    declare_diff_options(*sub, a);
+    CLI::Option* metric = sub->get_option("--metric");
+    CLI::Option* traces = declare_traces(cli, *sub, a);
+    // Triggered where it stands: the traces given before it are the base ones.
+    sub->add_flag_callback(
+           "--vs", [&a, traces] { a.view.vs = traces->results().size(); },
+           "separates the base traces from the new ones")
+        ->trigger_on_parse();
+    CLI::Option* memory = declare_memory_flag(
+        *sub, a,
+        "compare allocation sites instead (matched by their stacks' function\n"
+        "names): allocations, bytes, bytes live at the peak and leaked bytes,\n"
+        "and the totals; --fail-above checks all four (--weight W: only W, which\n"
+        "also orders the sites)");
+    CLI::Option* weight =
+        declare_weight(*sub, a, "with --memory: bytes, allocations, leaked or peak");
+    declare_limit(*sub, a);
+    declare_precision(*sub, a);
+    declare_format(*sub, a, {"text", "json", "csv"});
+    declare_output(*sub, a);
+    declare_reading(*sub, a);
+    cli.excludes(memory, metric, "diff --memory takes --weight, not --metric");
+    cli.needs(weight, memory, "--weight applies to --flamegraph --memory and diff --memory");
+    sub->footer("Exit status 3 when --fail-above finds a regression.");
+    sub->callback([&a] { a.view.diff = true; });
+    return sub;
+}
+
+int run_diff(const Args& a, const tools::ToolLog& log) {
+    namespace views = analysis::views;
+    const ViewArgs& v = a.view;
+    Output out(a.output);
+    return guarded(out, log, [&] {
+        if (a.memory) { // one report per run: sets are compared per run
+            std::vector<analysis::MemoryReport> base, next;
+            for (size_t i = 0; i < a.traces.size(); ++i) {
+                Reading r(a, {a.traces[i]});
+                (i < v.vs ? base : next).push_back(r.session->memory());
+            }
+            views::MemoryDiffOptions o;
+            o.measure = v.weight;
+            o.fail_above = v.diff_opts.fail_above;
+            o.min_share = v.diff_opts.min_share;
+            o.limit = a.table.limit;
+            views::MemoryDiffResult d;
+            try {
+                d = views::diff_memory(base, next, o);
+            } catch (const std::invalid_argument& e) {
+                log.error(e.what());
+                return 1;
+            }
+            if (!out.open(log)) return 1;
+            views::print_memory_diff(out.file(), d, o, a.format);
+            if (!out.close(log)) return 1;
+            std::vector<std::string> failures = views::memory_diff_failures(d, o);
+            for (const std::string& f : failures) log.error("regression: " + f);
+            return failures.empty() ? 0 : 3;
+        }
+        Reading base(a, {a.traces.begin(), a.traces.begin() + ptrdiff_t(v.vs)});
+        Reading next(a, {a.traces.begin() + ptrdiff_t(v.vs), a.traces.end()});
+        views::DiffOptions o = v.diff_opts;
+        o.limit = a.table.limit;
+        if (a.table.precision != 3) o.precision = a.table.precision;
+        views::DiffResult d = views::diff_profiles(
+            base.session->profile(), v.vs, next.session->profile(), a.traces.size() - v.vs, o);
+        if (!out.open(log)) return 1;
+        views::print_diff(out.file(), d, o, a.format);
+        if (!out.close(log)) return 1;
+        std::vector<std::string> failures = views::diff_failures(d, o);
+        for (const std::string& f : failures) log.error("regression: " + f);
+        return failures.empty() ? 0 : 3;
+    });
+}
+
+} // namespace prof::profreport

@@ -1,0 +1,82 @@
+// profreport export FORMAT (or --export FORMAT): chrome, speedscope, collapsed or callgrind.
+#include "commands/commands.hpp"
+
+#include "analysis/engine/session.hpp"
+#include "output.hpp"
+#include "reader/trace_reader.hpp"
+#include "reading.hpp"
+#include "render/render.hpp"
+#include "render/timeline.hpp"
+
+#include <fmt/format.h>
+
+namespace prof::profreport {
+
+CLI::App* add_export(tools::Cli& cli, Args& a) {
+    CLI::App* sub = cli.add_subcommand(
+        "export", "FORMAT [options] TRACE...",
+        "Chrome, speedscope, collapsed stacks or callgrind.\n"
+        "\n"
+        "Writes the traces for other viewers (the same as profreport --export FORMAT), to -o\n"
+        "FILE or standard output, FORMAT one of:\n"
+        "  chrome      Chrome Trace Event JSON (Perfetto UI, chrome://tracing); heap and RSS\n"
+        "              as counters for `profrun --mem` traces (perfetto is the same)\n"
+        "  speedscope  speedscope's evented profiles, one per thread\n"
+        "  collapsed   folded stacks `a;b;c <self ns>` (flamegraph.pl, inferno)\n"
+        "  callgrind   callgrind format, event `ns` (KCachegrind, callgrind_annotate)");
+    CLI::Option* format = sub->add_option_function<std::string>(
+        "FORMAT", [&a](const std::string& f) { a.view.exporter = parse_export_format(f); });
+    cli.required(format, "no export format given (expected chrome, speedscope, collapsed or "
+                         "callgrind)");
+    declare_timeline_options(*sub, a);
+    declare_threads(*sub, a);
+    declare_output(*sub, a);
+    declare_reading(*sub, a);
+    declare_traces(cli, *sub, a);
+    return sub;
+}
+
+int run_export(const Args& a, const tools::ToolLog& log) {
+    namespace views = analysis::views;
+    const ViewArgs& v = a.view;
+    Output out(a.output);
+    return guarded(out, log, [&] {
+        if (v.exporter == "chrome" || v.exporter == "speedscope") {
+            // Streamed while the traces are read: their headers are checked before the output is
+            // opened, and a regular file is only replaced once the whole export was written.
+            for (const std::string& t : a.traces) reader::TraceReader check(t);
+            if (!out.open(log)) return 1;
+            views::TimelineOptions o = v.timeline;
+            o.tid = a.thread.value_or(0);
+            o.compensate = !a.raw;
+            ProgressLine progress;
+            o.progress = progress.callback();
+            views::TimelineResult r = v.exporter == "chrome"
+                                          ? views::write_chrome_trace(out.file(), a.traces, o)
+                                          : views::write_speedscope(out.file(), a.traces, o);
+            if (!out.close(log)) return 1;
+            if (r.events > views::kTimelineWarnEvents || r.bytes > views::kTimelineWarnBytes)
+                log.warn(fmt::format("{} events in {:.0f} MB: browser viewers load a few million "
+                                     "events at most; narrow it with --from/--to, --min-duration "
+                                     "or --thread",
+                                     r.events, r.bytes / 1e6));
+            if (a.thread && r.threads == 0) {
+                log.error(fmt::format("no events of a thread with tid {} in the trace", *a.thread));
+                return 1;
+            }
+            return 0;
+        }
+        Reading r(a, a.traces);
+        views::CallTreeOptions co;
+        if (!call_tree_options(a, log, *r.session, co)) return 1;
+        views::CallTree tree = r.session->call_tree(co);
+        if (!out.open(log)) return 1;
+        if (v.exporter == "collapsed")
+            views::write_collapsed(out.file(), tree);
+        else
+            views::write_callgrind(out.file(), tree);
+        return out.close(log) ? 0 : 1;
+    });
+}
+
+} // namespace prof::profreport

@@ -1,0 +1,78 @@
+// profreport flamegraph (or --flamegraph FILE): the interactive SVG of the call tree, or with
+// --memory the allocation flame graph of a `profrun --mem` trace.
+#include "commands/commands.hpp"
+
+#include "analysis/engine/session.hpp"
+#include "output.hpp"
+#include "reading.hpp"
+#include "render/memory_report.hpp"
+#include "render/render.hpp"
+
+#include <fmt/format.h>
+
+namespace prof::profreport {
+
+CLI::App* add_flamegraph(tools::Cli& cli, Args& a) {
+    CLI::App* sub = cli.add_subcommand(
+        "flamegraph", "-o FILE [options] TRACE...",
+        "An interactive flame graph (SVG).\n"
+        "\n"
+        "A self-contained interactive SVG (hover, click to zoom, Ctrl-F to search); widths are\n"
+        "exact nanoseconds of each call path (the same as profreport --flamegraph FILE).");
+    CLI::Option* file = sub->add_option("-o,--output,--flamegraph", a.view.flamegraph,
+                                        "write the SVG to FILE (replaced only once it was written)")
+                            ->type_name("FILE");
+    cli.help_name(file, "-o, --output FILE");
+    cli.required(file, "profreport flamegraph needs its file: -o FILE");
+    declare_flame_options(*sub, a);
+    declare_title(*sub, a, "the graph's title");
+    CLI::Option* memory =
+        declare_memory_flag(*sub, a, "the allocation flame graph of a `profrun --mem` trace");
+    CLI::Option* weight =
+        declare_weight(*sub, a,
+                       "with --memory: widths are the sites' bytes (default), allocations,\n"
+                       "leaked bytes or peak (bytes live at the peak heap)");
+    auto [threads, thread] = declare_threads(*sub, a);
+    declare_reading(*sub, a);
+    declare_traces(cli, *sub, a);
+    cli.needs(weight, memory, "--weight applies to --flamegraph --memory and diff --memory");
+    const char* per_process =
+        "allocation sites are per process: --threads and --thread do not apply to --memory views";
+    cli.excludes(memory, threads, per_process);
+    cli.excludes(memory, thread, per_process);
+    return sub;
+}
+
+int run_flamegraph(const Args& a, const tools::ToolLog& log) {
+    namespace views = analysis::views;
+    const ViewArgs& v = a.view;
+    Output out(v.flamegraph);
+    views::FlameOptions o;
+    o.icicle = v.icicle;
+    o.min_width = v.min_width;
+    o.title = v.title;
+    return guarded(out, log, [&] {
+        Reading r(a, a.traces);
+        analysis::Session& session = *r.session;
+        if (a.memory) {
+            if (!session.memory().present) {
+                log.error(fmt::format("no allocation data in {}: record it with `profrun --mem`",
+                                      a.traces.size() == 1 ? a.traces.front() : "these traces"));
+                return 1;
+            }
+            if (!out.open(log)) return 1;
+            views::write_memory_flamegraph(out.file(), session.memory(),
+                                           v.weight.value_or(views::MemoryWeight::kBytes),
+                                           session.traces(), o);
+            return out.close(log) ? 0 : 1;
+        }
+        views::CallTreeOptions co;
+        if (!call_tree_options(a, log, session, co)) return 1;
+        views::CallTree tree = session.call_tree(co);
+        if (!out.open(log)) return 1;
+        views::write_flamegraph(out.file(), tree, o);
+        return out.close(log) ? 0 : 1;
+    });
+}
+
+} // namespace prof::profreport

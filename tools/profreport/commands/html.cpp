@@ -1,0 +1,60 @@
+// profreport html (or --html FILE): one self-contained page of the whole report.
+#include "commands/commands.hpp"
+
+#include "analysis/engine/session.hpp"
+#include "analysis/model/lines.hpp"
+#include "output.hpp"
+#include "reader/trace_reader.hpp"
+#include "reading.hpp"
+#include "render/info.hpp"
+#include "render/render.hpp"
+#include "render/report.hpp"
+
+namespace prof::profreport {
+
+CLI::App* add_html(tools::Cli& cli, Args& a) {
+    CLI::App* sub = cli.add_subcommand(
+        "html", "-o FILE [options] TRACE...",
+        "One self-contained HTML page of the whole report.\n"
+        "\n"
+        "One self-contained page (no network): sortable pstats table, callers/callees on\n"
+        "click, icicle of the call tree, line tables; for a `profrun --mem` trace also the\n"
+        "memory summary, heap/RSS plot and sortable allocation sites with their stacks (the\n"
+        "same as profreport --html FILE).");
+    CLI::Option* file =
+        sub->add_option("-o,--output,--html", a.view.html,
+                        "write the page to FILE (replaced only once it was written)")
+            ->type_name("FILE");
+    cli.help_name(file, "-o, --output FILE");
+    cli.required(file, "profreport html needs its file: -o FILE");
+    declare_title(*sub, a, "the page's title");
+    declare_source_dir(*sub, a);
+    declare_threads(*sub, a);
+    declare_reading(*sub, a);
+    declare_traces(cli, *sub, a);
+    return sub;
+}
+
+int run_html(const Args& a, const tools::ToolLog& log) {
+    namespace views = analysis::views;
+    Output out(a.view.html);
+    return guarded(out, log, [&] {
+        Reading r(a, a.traces);
+        analysis::Session& session = *r.session;
+        views::CallTreeOptions co;
+        if (!call_tree_options(a, log, session, co)) return 1;
+        views::CallTree tree = session.call_tree(co);
+        analysis::Profile p = session.profile(co.thread);
+        for (const std::string& w : analysis::data_warnings(p)) log.warn(w);
+        views::HtmlOptions ho;
+        ho.title = a.view.title;
+        ho.source_dirs = analysis::source_dirs(p, a.line.source_dirs);
+        auto lines = analysis::line_tables(p);
+        ho.memory = &session.memory(); // the memory section, when the trace has allocations
+        if (!out.open(log)) return 1;
+        views::write_html(out.file(), p, tree, lines, ho);
+        return out.close(log) ? 0 : 1;
+    });
+}
+
+} // namespace prof::profreport

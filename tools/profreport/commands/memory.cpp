@@ -1,0 +1,65 @@
+// profreport memory (or --memory): the memory report of a `profrun --mem` trace, and --plot.
+#include "commands/commands.hpp"
+
+#include "analysis/engine/session.hpp"
+#include "output.hpp"
+#include "reader/trace_reader.hpp"
+#include "reading.hpp"
+#include "render/memory_report.hpp"
+#include "render/report.hpp"
+
+namespace prof::profreport {
+
+CLI::App* add_memory(tools::Cli& cli, Args& a) {
+    CLI::App* sub = cli.add_subcommand(
+        "memory", "[options] TRACE...",
+        "The memory report of a `profrun --mem` trace.\n"
+        "\n"
+        "The memory report of a `profrun --mem` trace: allocation calls, peak heap and RSS,\n"
+        "leaks, temporaries, top sites with stacks (the same as profreport --memory; for\n"
+        "memory_profiler's view per line, profreport lines --memory).");
+    declare_limit(*sub, a)->description("print at most N sites per section (0: no limit)");
+    declare_full_paths(*sub, a);
+    sub->add_option("--plot", a.plot, "draw heap and RSS over time into FILE (SVG)")
+        ->type_name("FILE");
+    declare_format(*sub, a, {"text", "json"});
+    declare_output(*sub, a);
+    declare_reading(*sub, a);
+    declare_traces(cli, *sub, a);
+    sub->callback([&a] { a.memory = a.line.memory = true; });
+    return sub;
+}
+
+int run_memory(const Args& a, const tools::ToolLog& log) {
+    std::unique_ptr<Reading> reading;
+    try {
+        reading = std::make_unique<Reading>(a, a.traces);
+    } catch (const reader::TraceError& e) {
+        log.error(e.what());
+        return 1;
+    }
+    analysis::Session& session = *reading->session;
+    for (const std::string& w : analysis::data_warnings(session.profile())) log.warn(w);
+    // The traces are read: only now are the outputs opened.
+    Output out(a.output), plot(a.plot);
+    int status = guarded(plot, log, [&] {
+        if (a.plot.empty()) return 0;
+        if (!plot.open(log)) return 1;
+        analysis::write_memory_plot(plot.file(), session.memory(), "memory: " + a.traces.front());
+        return plot.close(log) ? 0 : 1;
+    });
+    if (status) return status;
+    return guarded(out, log, [&] {
+        if (!out.open(log)) return 1;
+        analysis::MemoryOptions mo;
+        if (a.limit_given) mo.limit = a.table.limit ? a.table.limit : SIZE_MAX; // 0: all
+        mo.full_paths = a.table.full_paths;
+        if (a.format == "json")
+            analysis::print_memory_json(out.file(), session.memory(), mo);
+        else
+            analysis::print_memory(out.file(), session.memory(), mo);
+        return out.close(log) ? 0 : 1;
+    });
+}
+
+} // namespace prof::profreport

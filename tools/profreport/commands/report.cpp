@@ -1,0 +1,248 @@
+// profreport report, the default command: the cProfile-style table of one or more traces, or
+// the callers/callees of functions; it also takes the views' flags of the earlier command line
+// (--lines, --memory, --tree, --flamegraph FILE, --html FILE, --export FORMAT, --info), which
+// hand over to their commands.
+#include "commands/commands.hpp"
+
+#include "analysis/engine/session.hpp"
+#include "output.hpp"
+#include "reader/trace_reader.hpp"
+#include "reading.hpp"
+#include "render/render.hpp"
+#include "render/report.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace prof::profreport {
+
+CLI::App* add_report(tools::Cli& cli, Args& a) {
+    CLI::App* sub = cli.add_subcommand(
+        "report", "[options] TRACE [TRACE...]",
+        "The cProfile-style table, or callers/callees.\n"
+        "\n"
+        "Prints the cProfile-style table of one or more libprof traces (several traces are\n"
+        "merged, like pstats' Stats.add); the views' flags hand over to their commands.");
+    cli.help_name(declare_table(*sub, a).match, "-m, --match REGEX");
+    CLI::Option* lines =
+        sub->add_flag("--lines", a.lines,
+                      "line_profiler's view: per function with PROF_LINE/PROF_SCOPE/\n"
+                      "PROF_FUNCTION sites, hits and time per source line (profreport lines)");
+    CLI::Option* memory = declare_memory_flag(
+        *sub, a,
+        "the memory report of a `profrun --mem` trace: allocation calls,\n"
+        "peak heap and RSS, leaks, temporaries, top sites with stacks\n"
+        "(--limit sites per section); with --lines, memory_profiler's\n"
+        "view (Mem usage, Increment, Occurrences per line) (profreport memory)");
+    sub->add_option("--plot", a.plot,
+                    "with --memory (without --lines): draw heap and RSS over time into\n"
+                    "FILE (SVG)")
+        ->type_name("FILE");
+    declare_unit(*sub, a);
+    declare_source_dir(*sub, a);
+    CLI::Option* callers =
+        sub->add_option("--callers", a.callers,
+                        "who called the matching functions (pstats print_callers)")
+            ->type_name("REGEX");
+    CLI::Option* callees =
+        sub->add_option("--callees", a.callees,
+                        "what the matching functions called (pstats print_callees)")
+            ->type_name("REGEX");
+    declare_threads(*sub, a);
+    declare_format(*sub, a, {"text", "json", "csv"});
+    CLI::Option* output = declare_output(*sub, a);
+    declare_reading(*sub, a);
+    CLI::Option* info =
+        sub->add_flag("--info", a.info,
+                      "describe the trace (process, threads, modules, clock) and stop\n"
+                      "(profreport info)");
+
+    // The views of the earlier command line, each also a command of its own.
+    const std::string views = "views and exports (one at a time; --thread, --threads, -o and "
+                              "--format csv apply)";
+    CLI::Option* tree =
+        sub->add_flag("--tree", a.view.tree,
+                      "the call tree in the terminal (uftrace graph-like); --format csv\n"
+                      "gives one row per call path (id, parent, calls, total_ns, self_ns)\n"
+                      "(profreport tree)")
+            ->group(views);
+    declare_tree_options(*sub, a);
+    CLI::Option* flame =
+        sub->add_option("--flamegraph", a.view.flamegraph,
+                        "self-contained interactive SVG (hover, click to zoom, Ctrl-F to\n"
+                        "search); widths are exact nanoseconds of each call path; --threads\n"
+                        "splits by thread; with --memory, the allocation flame graph of a\n"
+                        "`profrun --mem` trace (profreport flamegraph)")
+            ->type_name("FILE")
+            ->group(views);
+    declare_flame_options(*sub, a);
+    declare_title(*sub, a, "the title of --flamegraph and --html");
+    declare_weight(*sub, a,
+                   "--flamegraph --memory: widths are the sites' bytes (default),\n"
+                   "allocations, leaked bytes or peak (bytes live at the peak heap),\n"
+                   "W one of bytes, allocations, leaked, peak");
+    CLI::Option* html =
+        sub->add_option("--html", a.view.html,
+                        "one self-contained page (no network): sortable pstats table,\n"
+                        "callers/callees on click, icicle of the call tree, line tables;\n"
+                        "for a `profrun --mem` trace also the memory summary, heap/RSS\n"
+                        "plot and sortable allocation sites with their stacks (profreport html)")
+            ->type_name("FILE")
+            ->group(views);
+    CLI::Option* exporter =
+        sub->add_option_function<std::string>(
+               "--export", [&a](const std::string& f) { a.view.exporter = parse_export_format(f); },
+               "to -o FILE or standard output, FORMAT one of chrome (Chrome Trace\n"
+               "Event JSON), speedscope, collapsed (folded stacks) or callgrind\n"
+               "(profreport export)")
+            ->type_name("FORMAT")
+            ->group(views);
+    declare_timeline_options(*sub, a);
+    for (CLI::Option* o : sub->get_options())
+        if (o->get_group() == "Options" &&
+            (o->check_name("--depth") || o->check_name("--min-percent") ||
+             o->check_name("--icicle") || o->check_name("--min-width") ||
+             o->check_name("--title") || o->check_name("--weight") || o->check_name("--from") ||
+             o->check_name("--to") || o->check_name("--min-duration")))
+            o->group(views);
+    declare_traces(cli, *sub, a);
+    // diff's own options, refused here with a message that says so (not listed under --help).
+    for (const char* name : {"--fail-above", "--metric", "--min-share"})
+        sub->add_option_function<std::string>(name,
+                                              [name](const std::string&) {
+                                                  throw CLI::ValidationError(fmt::format(
+                                                      "{} is an option of profreport diff", name));
+                                              })
+            ->group("");
+    sub->add_flag_callback(
+           "--vs", [] { throw CLI::ValidationError("--vs is an option of profreport diff"); })
+        ->group("");
+
+    // The refusals that depend on no value; the others are checked after parsing.
+    CLI::Option* one_view[] = {tree, flame, html, exporter};
+    for (size_t i = 0; i < std::size(one_view); ++i)
+        for (size_t j = i + 1; j < std::size(one_view); ++j) cli.excludes(one_view[i], one_view[j]);
+    for (CLI::Option* v : one_view) cli.excludes(info, v), cli.excludes(lines, v);
+    cli.excludes(info, lines);
+    cli.excludes(info, memory);
+    cli.excludes(lines, callers, "--callers and --callees do not apply to --lines");
+    cli.excludes(lines, callees, "--callers and --callees do not apply to --lines");
+    cli.excludes(flame, output, "--flamegraph and --html take their file: -o does not apply");
+    cli.excludes(html, output, "--flamegraph and --html take their file: -o does not apply");
+    cli.default_subcommand(sub);
+    return sub;
+}
+
+namespace {
+
+// Under an empty pstats table: where the data of a trace without function calls is.
+std::string no_calls_hint(const analysis::Profile& p, const analysis::Session& b) {
+    bool lines = false;
+    for (const reader::TraceInfo& t : p.traces) lines |= !t.lines.empty() || !t.sites.empty();
+    std::vector<std::string> where;
+    if (b.memory().present) where.push_back("its allocations: profreport --memory");
+    if (lines) where.push_back("its marked lines: profreport --lines");
+    if (where.empty()) return {};
+    return fmt::format("No function calls in this trace (no code built with "
+                       "-finstrument-functions ran); see {}.",
+                       where.size() == 1 ? where[0] : where[0] + "; " + where[1]);
+}
+
+// One view of one profile (a thread's, or all threads merged): the line tables, callers or
+// callees, or the pstats table, in the format asked for.
+void print_view(std::FILE* out, const Args& a, const analysis::Profile& p,
+                const std::string& title) {
+    if (a.lines) return print_lines(out, a, p, title);
+    analysis::TableOptions o = a.table;
+    o.title = title;
+    if (!a.callers.empty() || !a.callees.empty()) {
+        if (!title.empty() && a.format != "csv") fmt::print(out, "{}\n", reader::printable(title));
+        for (bool callees : {false, true}) {
+            const std::string& filter = callees ? a.callees : a.callers;
+            if (filter.empty()) continue;
+            o.filter = filter;
+            if (a.format == "csv")
+                analysis::views::print_callers_csv(out, p, o.filter, callees);
+            else
+                analysis::print_callers(out, p, o, callees);
+        }
+    } else if (a.format == "json") {
+        analysis::print_json(out, p, o);
+    } else if (a.format == "csv") {
+        analysis::print_csv(out, p, o);
+    } else {
+        analysis::print_table(out, p, o);
+    }
+}
+
+} // namespace
+
+// The table, callers/callees and the line tables: merged, or one per thread.
+int run_report(const Args& a, const tools::ToolLog& log) {
+    std::unique_ptr<Reading> reading;
+    try {
+        reading = std::make_unique<Reading>(a, a.traces);
+    } catch (const reader::TraceError& e) {
+        log.error(e.what());
+        return 1;
+    }
+    analysis::Session& session = *reading->session;
+    analysis::Profile merged = session.profile();
+    for (const std::string& w : analysis::data_warnings(merged)) log.warn(w);
+
+    struct View {
+        std::string title;
+        analysis::Profile profile;
+    };
+    std::vector<View> views;
+    if (a.threads || a.thread) {
+        std::vector<analysis::ThreadFilter> list = session.thread_list();
+        for (size_t i = 0; i < list.size(); ++i) {
+            // The thread's tid is known without building its profile.
+            analysis::ThreadSummary th = session.thread(i);
+            if (a.thread && th.tid != *a.thread) continue;
+            analysis::Profile p = session.profile(list[i]);
+            views.push_back({fmt::format("Thread {} (tid {}{}{})", th.stream, th.tid,
+                                         th.name.empty() ? "" : ", ", th.name),
+                             std::move(p)});
+        }
+        if (views.empty()) {
+            log.error(fmt::format("no thread with tid {} in the trace", a.thread.value_or(0)));
+            return 1;
+        }
+    }
+
+    // The traces are read: only now is the output opened.
+    Output out(a.output);
+    return guarded(out, log, [&] {
+        if (!out.open(log)) return 1;
+        std::FILE* f = out.file();
+        if (views.empty()) {
+            print_view(f, a, merged, "");
+            if (a.format == "text" && !a.lines && a.callers.empty() && a.callees.empty() &&
+                merged.total_calls == 0)
+                if (std::string hint = no_calls_hint(merged, session); !hint.empty())
+                    fmt::print(f, "{}\n", hint);
+        } else if (a.threads && a.format != "text") { // one document for all threads
+            std::vector<analysis::ThreadDocument> docs;
+            for (const View& v : views) {
+                char* buf = nullptr;
+                size_t len = 0;
+                std::FILE* m = open_memstream(&buf, &len);
+                if (!m) throw std::runtime_error("out of memory");
+                print_view(m, a, v.profile, v.title);
+                std::fclose(m);
+                docs.push_back({v.profile.threads.front(), std::string(buf, len)});
+                std::free(buf);
+            }
+            analysis::print_thread_documents(f, docs, a.format);
+        } else {
+            for (const View& v : views) print_view(f, a, v.profile, v.title);
+        }
+        return out.close(log) ? 0 : 1;
+    });
+}
+
+} // namespace prof::profreport

@@ -1,0 +1,43 @@
+// profreport tree (or --tree): the call tree in the terminal, or one CSV row per call path.
+#include "commands/commands.hpp"
+
+#include "analysis/engine/session.hpp"
+#include "output.hpp"
+#include "reading.hpp"
+#include "render/render.hpp"
+
+namespace prof::profreport {
+
+CLI::App* add_tree(tools::Cli& cli, Args& a) {
+    CLI::App* sub = cli.add_subcommand(
+        "tree", "[options] TRACE...",
+        "The call tree in the terminal.\n"
+        "\n"
+        "The call tree in the terminal (uftrace graph-like) (the same as profreport --tree);\n"
+        "--format csv gives one row per call path (id, parent, calls, total_ns, self_ns).");
+    declare_tree_options(*sub, a);
+    declare_threads(*sub, a);
+    declare_format(*sub, a, {"text", "csv"});
+    declare_output(*sub, a);
+    declare_reading(*sub, a);
+    declare_traces(cli, *sub, a);
+    sub->callback([&a] { a.view.tree = true; });
+    return sub;
+}
+
+int run_tree(const Args& a, const tools::ToolLog& log) {
+    Output out(a.output);
+    return guarded(out, log, [&] {
+        Reading r(a, a.traces);
+        analysis::views::CallTreeOptions co;
+        if (!call_tree_options(a, log, *r.session, co)) return 1;
+        analysis::views::CallTree tree = r.session->call_tree(co);
+        if (!out.open(log)) return 1;
+        analysis::views::TreeOptions o = a.view.tree_opts;
+        o.csv = a.format == "csv";
+        analysis::views::print_tree(out.file(), tree, o);
+        return out.close(log) ? 0 : 1;
+    });
+}
+
+} // namespace prof::profreport

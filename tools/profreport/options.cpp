@@ -1,0 +1,416 @@
+// profreport's options, declared with CLI11; the checks that need the values given.
+#include "options.hpp"
+
+#include <fmt/format.h>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <regex>
+
+namespace prof::profreport {
+
+namespace {
+
+[[noreturn]] void refuse(std::string msg) {
+    throw CLI::ValidationError(std::move(msg));
+}
+
+uint64_t parse_number(const std::string& opt, const std::string& v) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end || errno || v[0] == '-')
+        refuse(fmt::format("{} expects a non-negative whole number, got '{}'", opt, v));
+    return n;
+}
+
+double parse_percent(const std::string& opt, std::string v) {
+    if (!v.empty() && v.back() == '%') v.pop_back();
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end || !(d >= 0) || d > 1e9)
+        refuse(fmt::format("{} expects a percentage such as 5 or 5%, got '{}'", opt, v));
+    return d;
+}
+
+uint64_t parse_time(const std::string& opt, const std::string& v) {
+    uint64_t ns = 0;
+    if (!analysis::views::parse_duration(v, ns))
+        refuse(
+            fmt::format("{} expects a time such as 1.5s, 200ms, 30us or 100ns, got '{}'", opt, v));
+    return ns;
+}
+
+// An option whose value `set` takes apart (and refuses with its own message).
+template <class Set>
+CLI::Option* value(CLI::App& app, const std::string& names, const char* type, Set set,
+                   const std::string& description) {
+    return app.add_option_function<std::string>(names, set, description)->type_name(type);
+}
+
+} // namespace
+
+CLI::Option* declare_traces(tools::Cli& cli, CLI::App& app, Args& a) {
+    CLI::Option* t =
+        app.add_option("TRACE", a.traces)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    cli.required(t, fmt::format("no trace given (see profreport{} --help)",
+                                app.get_parent() ? " " + app.get_name() : ""));
+    return t;
+}
+
+void declare_reading(CLI::App& app, Args& a) {
+    app.add_flag("--no-compensation", a.raw,
+                 "do not subtract the runtime's own cost per call and per marked line\n"
+                 "(measured when the program started) from the times");
+    value(
+        app, "-j,--jobs", "N",
+        [&a](const std::string& v) { a.jobs = unsigned(parse_number("--jobs", v)); },
+        "read with N threads (default: one per core)");
+}
+
+CLI::Option* declare_output(CLI::App& app, Args& a) {
+    return app
+        .add_option("-o,--output", a.output,
+                    "write the report to FILE instead of standard output; FILE (like\n"
+                    "the files of --flamegraph, --html and --plot) is replaced only once\n"
+                    "the whole report was written, and never when it is one of the traces")
+        ->type_name("FILE");
+}
+
+CLI::Option* declare_format(CLI::App& app, Args& a, std::vector<std::string> formats) {
+    std::string list;
+    for (size_t i = 0; i < formats.size(); ++i)
+        list += (i ? i + 1 == formats.size() ? " or " : ", " : "") + formats[i];
+    std::string description = formats[0] + " (default)";
+    for (size_t i = 1; i < formats.size(); ++i)
+        description += (i + 1 == formats.size() ? " or " : ", ") + formats[i];
+    return value(
+        app, "-f,--format", "FORMAT",
+        [&a](const std::string& f) {
+            if (f != "text" && f != "json" && f != "csv")
+                refuse(fmt::format("unknown format '{}' (expected text, json or csv)", f));
+            a.format = f;
+        },
+        description);
+}
+
+CLI::Option* declare_limit(CLI::App& app, Args& a) {
+    return value(
+        app, "-n,--limit", "N",
+        [&a](const std::string& v) {
+            a.table.limit = parse_number("--limit", v);
+            a.limit_given = true;
+        },
+        "print at most N rows (0: no limit)");
+}
+
+CLI::Option* declare_precision(CLI::App& app, Args& a) {
+    return value(
+        app, "--precision", "N",
+        [&a](const std::string& v) {
+            uint64_t n = parse_number("--precision", v);
+            if (n > 9) refuse("--precision takes 0 to 9");
+            a.table.precision = int(n);
+        },
+        "decimals in time columns (default 3)");
+}
+
+CLI::Option* declare_full_paths(CLI::App& app, Args& a) {
+    return app.add_flag("--full-paths", a.table.full_paths, "keep directories in file names");
+}
+
+TableFlags declare_table(CLI::App& app, Args& a) {
+    TableFlags f{};
+    f.sort = value(
+        app, "-s,--sort", "KEY",
+        [&a](const std::string& k) {
+            auto key = analysis::parse_sort_key(k);
+            if (!key)
+                refuse(fmt::format("unknown sort key '{}' (expected cumtime, tottime, ncalls, "
+                                   "pcalls, name, file, line, nfl or stdname)",
+                                   k));
+            a.table.sort = *key;
+            a.sort_given = true;
+        },
+        "order rows by KEY: cumtime (default), tottime, ncalls, pcalls, name,\n"
+        "file, line, nfl, stdname; pstats aliases work too (cumulative, time,\n"
+        "calls, filename, module)");
+    f.limit = declare_limit(app, a);
+    f.match = app.add_option("-m,--match,--filter", a.table.filter,
+                             "only functions whose `path:line(function)` (full path) matches REGEX")
+                  ->type_name("REGEX");
+    f.full_paths = declare_full_paths(app, a);
+    f.precision = declare_precision(app, a);
+    return f;
+}
+
+CLI::Option* declare_thread(CLI::App& app, Args& a) {
+    return value(
+        app, "--thread", "TID",
+        [&a](const std::string& v) { a.thread = uint32_t(parse_number("--thread", v)); },
+        "only the thread with this kernel thread id");
+}
+
+std::pair<CLI::Option*, CLI::Option*> declare_threads(CLI::App& app, Args& a) {
+    CLI::Option* threads =
+        app.add_flag("--threads", a.threads,
+                     "one table per thread instead of one merged table (JSON: one\n"
+                     "document with a `threads` array; CSV: one header and a `tid` column)");
+    return {threads, declare_thread(app, a)};
+}
+
+CLI::Option* declare_unit(CLI::App& app, Args& a) {
+    return value(
+        app, "--unit", "SECONDS",
+        [&a](const std::string& v) {
+            char* end = nullptr;
+            double u = std::strtod(v.c_str(), &end);
+            if (v.empty() || *end || !(u > 0) || u > 1e3)
+                refuse(fmt::format("--unit expects seconds per unit such as 1e-6, got '{}'", v));
+            a.line.unit = u;
+            a.unit_given = true;
+        },
+        "timer unit of --lines (default 1e-9)");
+}
+
+CLI::Option* declare_source_dir(CLI::App& app, Args& a) {
+    return app
+        .add_option("--source-dir", a.line.source_dirs,
+                    "also look for source files in DIR (repeatable)")
+        ->type_name("DIR")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+CLI::Option* declare_memory_flag(CLI::App& app, Args& a, const std::string& description) {
+    return app.add_flag_callback(
+        "--memory", [&a] { a.memory = a.line.memory = true; }, description);
+}
+
+CLI::Option* declare_weight(CLI::App& app, Args& a, const std::string& description) {
+    return value(
+        app, "--weight", "W",
+        [&a](const std::string& w) {
+            a.view.weight = analysis::views::parse_memory_weight(w);
+            if (!a.view.weight)
+                refuse(fmt::format(
+                    "unknown weight '{}' (expected bytes, allocations, leaked or peak)", w));
+        },
+        description);
+}
+
+void declare_tree_options(CLI::App& app, Args& a) {
+    value(
+        app, "--depth", "N",
+        [&a](const std::string& v) {
+            a.view.tree_opts.max_depth = uint32_t(parse_number("--depth", v));
+        },
+        "with --tree: down to depth N");
+    value(
+        app, "--min-percent", "P",
+        [&a](const std::string& v) {
+            a.view.tree_opts.min_percent = parse_percent("--min-percent", v);
+        },
+        "with --tree: hide call paths under P% of the total time");
+}
+
+CLI::Option* declare_title(CLI::App& app, Args& a, const std::string& description) {
+    return app.add_option("--title", a.view.title, description)->type_name("TEXT");
+}
+
+void declare_flame_options(CLI::App& app, Args& a) {
+    app.add_flag("--icicle", a.view.icicle, "the root on top");
+    value(
+        app, "--min-width", "PX",
+        [&a](const std::string& w) {
+            char* end = nullptr;
+            a.view.min_width = std::strtod(w.c_str(), &end);
+            if (w.empty() || *end || !(a.view.min_width >= 0) || a.view.min_width > 1e6)
+                refuse(fmt::format("--min-width expects pixels such as 0.1, got '{}'", w));
+        },
+        "leave out frames narrower than PX (default 0.1)");
+}
+
+void declare_timeline_options(CLI::App& app, Args& a) {
+    auto& t = a.view.timeline;
+    value(
+        app, "--from", "T", [&t](const std::string& v) { t.from_ns = parse_time("--from", v); },
+        "chrome/speedscope: only activations overlapping [T, T'] after the\n"
+        "trace started, clipped to it (T like 1.5s, 200ms, 30us, 100ns)");
+    value(
+        app, "--to", "T", [&t](const std::string& v) { t.to_ns = parse_time("--to", v); },
+        "chrome/speedscope: the end T' of that window");
+    value(
+        app, "--min-duration", "T",
+        [&t](const std::string& v) { t.min_duration_ns = parse_time("--min-duration", v); },
+        "chrome/speedscope: drop activations shorter than T");
+}
+
+CLI::Option* declare_diff_options(CLI::App& app, Args& a) {
+    auto& d = a.view.diff_opts;
+    value(
+        app, "--fail-above", "PCT",
+        [&d](const std::string& v) { d.fail_above = parse_percent("--fail-above", v); },
+        "exit with status 3 when the total or a function (at least\n"
+        "--min-share of the total) regressed by more than PCT percent");
+    CLI::Option* metric = value(
+        app, "--metric", "KEY",
+        [&a](const std::string& m) {
+            auto metric = analysis::views::parse_diff_metric(m);
+            if (!metric)
+                refuse(fmt::format("unknown metric '{}' (expected cumtime, tottime or ncalls)", m));
+            a.view.diff_opts.metric = *metric;
+            a.view.metric_given = true;
+        },
+        "cumtime (default), tottime or ncalls: what is compared and sorted");
+    value(
+        app, "--min-share", "PCT",
+        [&d](const std::string& v) { d.min_share = parse_percent("--min-share", v); },
+        "functions under PCT% of the total never fail the gate (default 1)");
+    return metric;
+}
+
+std::string parse_export_format(const std::string& f) {
+    std::string e = f == "perfetto" ? "chrome" : f;
+    if (e != "chrome" && e != "speedscope" && e != "collapsed" && e != "callgrind")
+        refuse(fmt::format("unknown export format '{}' (expected chrome, speedscope, "
+                           "collapsed or callgrind)",
+                           f));
+    return e;
+}
+
+namespace {
+
+// The combinations of views that the declarations cannot tell apart.
+std::string check_views(Args& a) {
+    ViewArgs& v = a.view;
+    int views = v.diff + v.tree + !v.flamegraph.empty() + !v.html.empty() + !v.exporter.empty();
+    if (views > 1) return "give one of diff, --tree, --flamegraph, --html and --export at a time";
+    // Memory views: the allocation flame graph and the memory diff.
+    const bool memory_view = a.memory && !a.lines && (!v.flamegraph.empty() || v.diff);
+    if (views && a.memory && !memory_view)
+        return "--memory applies to --flamegraph and diff (the HTML report and "
+               "--export chrome include allocations when the trace has them)";
+    if (v.weight && !memory_view)
+        return "--weight applies to --flamegraph --memory and diff --memory";
+    if (memory_view && (a.threads || a.thread))
+        return "allocation sites are per process: --threads and --thread do not apply "
+               "to --memory views";
+    if (memory_view && v.diff && v.metric_given)
+        return "diff --memory takes --weight, not --metric";
+    if (views && (a.info || a.lines || (a.memory && !memory_view) || !a.callers.empty() ||
+                  !a.callees.empty()))
+        return "--info, --lines, --memory, --callers and --callees are not views of "
+               "diff, --tree, --flamegraph, --html or --export";
+    if (v.timeline.from_ns > v.timeline.to_ns) return "--from is later than --to";
+    bool timeline = v.exporter == "chrome" || v.exporter == "speedscope";
+    if (!timeline &&
+        (v.timeline.from_ns || v.timeline.to_ns != UINT64_MAX || v.timeline.min_duration_ns))
+        return "--from, --to and --min-duration apply to --export chrome and speedscope";
+    if (!v.tree && (v.tree_opts.max_depth || v.tree_opts.min_percent > 0))
+        return "--depth and --min-percent apply to --tree";
+    if (v.flamegraph.empty() && (v.icicle || v.min_width != 0.1))
+        return "--icicle and --min-width apply to --flamegraph";
+    if (v.flamegraph.empty() && v.html.empty() && !v.title.empty())
+        return "--title applies to --flamegraph and --html";
+    if (v.diff) {
+        size_t split = v.vs == SIZE_MAX ? 1 : v.vs;
+        if ((v.vs == SIZE_MAX && a.traces.size() != 2) || split == 0 || split >= a.traces.size())
+            return "diff compares two traces (BASE NEW), or two sets (BASE... --vs NEW...)";
+        v.vs = split;
+    }
+    if (a.format == "json" && (v.tree || !v.exporter.empty()))
+        return "--format json is not available for --tree and --export";
+    return {};
+}
+
+// Options that the report given would silently ignore.
+std::string check_report(const Args& a) {
+    const ViewArgs& v = a.view;
+    const bool view = v.active();
+    const bool memory_report = a.memory && !a.lines && !view; // the --memory text/JSON report
+    if (!a.plot.empty() && !memory_report)
+        return "--plot applies to --memory (not with --lines or a view)";
+    if (a.unit_given && !a.lines) return "--unit applies to --lines";
+    if (!a.line.source_dirs.empty() && !a.lines && v.html.empty())
+        return "--source-dir applies to --lines and --html";
+    if (a.lines && (!a.callers.empty() || !a.callees.empty()))
+        return "--callers and --callees do not apply to --lines";
+    if (memory_report) {
+        if (a.threads || a.thread)
+            return "allocation sites are per process: --threads and --thread do not "
+                   "apply to --memory (they do to --lines --memory)";
+        if (!a.table.filter.empty())
+            return "--match does not apply to --memory (it does to --lines --memory)";
+        if (!a.callers.empty() || !a.callees.empty())
+            return "--callers and --callees do not apply to --memory";
+        if (a.sort_given) return "--sort does not apply to --memory (each section has its order)";
+        if (a.format == "csv") return "--memory prints text or --format json";
+    }
+    if (a.info && (a.format != "text" || a.lines || a.memory || a.threads || a.thread ||
+                   !a.callers.empty() || !a.callees.empty()))
+        return "--info describes the trace as text and takes no other view";
+    if (!view && a.format == "json" && (!a.callers.empty() || !a.callees.empty()))
+        return "--format json is not available for --callers and --callees";
+    if (!view && a.format == "csv" && !a.callers.empty() && !a.callees.empty())
+        return "--format csv takes one of --callers and --callees at a time";
+    if (a.format != "text" && (!v.flamegraph.empty() || !v.html.empty() || !v.exporter.empty()))
+        return "--format does not apply to --flamegraph, --html and --export (each "
+               "has its own format)";
+    return {};
+}
+
+// An output that is one of the traces would destroy it; two outputs on one file, each other.
+std::string check_outputs(const Args& a) {
+    const std::pair<const char*, std::string> outs[] = {{"-o", a.output},
+                                                        {"--flamegraph", a.view.flamegraph},
+                                                        {"--html", a.view.html},
+                                                        {"--plot", a.plot}};
+    auto same = [](const struct stat& x, const struct stat& y) {
+        return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+    };
+    for (size_t i = 0; i < std::size(outs); ++i) {
+        const auto& [opt, path] = outs[i];
+        if (path.empty() || path == "-") continue;
+        struct stat so {};
+        bool exists = ::stat(path.c_str(), &so) == 0;
+        for (const std::string& t : a.traces) {
+            struct stat st {};
+            if (t == path || (exists && ::stat(t.c_str(), &st) == 0 && same(so, st)))
+                return fmt::format("{} {} is the trace {}: refusing to overwrite it", opt, path, t);
+        }
+        for (size_t j = 0; j < i; ++j) {
+            const auto& [opt2, path2] = outs[j];
+            if (path2.empty() || path2 == "-") continue;
+            struct stat s2 {};
+            if (path2 == path || (exists && ::stat(path2.c_str(), &s2) == 0 && same(so, s2)))
+                return fmt::format("{} and {} name the same file", opt2, opt);
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+std::string check(Args& a, const tools::ToolLog& log) {
+    for (const std::string& dir : a.line.source_dirs) {
+        struct stat st {};
+        if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+            log.warn(fmt::format("--source-dir {}: not a directory", dir));
+    }
+    if (std::string msg = check_views(a); !msg.empty()) return msg;
+    if (std::string msg = check_report(a); !msg.empty()) return msg;
+    if (std::string msg = check_outputs(a); !msg.empty()) return msg;
+    for (const std::string* re : {&a.table.filter, &a.callers, &a.callees}) {
+        try {
+            if (!re->empty()) std::regex check(*re);
+        } catch (const std::regex_error& e) {
+            return fmt::format("bad regular expression '{}': {}", *re, e.what());
+        }
+    }
+    return {};
+}
+
+} // namespace prof::profreport

@@ -1,0 +1,68 @@
+// Reading profreport's traces.
+#include "reading.hpp"
+
+#include "reader/trace_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace prof::profreport {
+
+ProgressLine::ProgressLine() : tty_(isatty(2)) {}
+
+ProgressLine::~ProgressLine() {
+    if (shown_) std::fputs("\r\033[K", stderr);
+}
+
+analysis::ProgressFn ProgressLine::callback() {
+    if (!tty_) return {};
+    return [this](const analysis::Progress& p) {
+        if (p.fraction < 0)
+            std::fprintf(stderr, "\rprofreport: reading %s: %llu M events",
+                         reader::printable(*p.path).c_str(), (unsigned long long)(p.events >> 20));
+        else
+            std::fprintf(stderr, "\rprofreport: reading %s: %3.0f%%",
+                         reader::printable(*p.path).c_str(), 100 * p.fraction);
+        shown_ = true;
+    };
+}
+
+Reading::Reading(const Args& a, const std::vector<std::string>& traces) {
+    analysis::SessionOptions o;
+    o.compensate = !a.raw;
+    o.progress = progress.callback();
+    session = std::make_unique<analysis::Session>(o);
+    session->add_traces(traces, a.jobs);
+}
+
+int guarded(Output& out, const tools::ToolLog& log, const std::function<int()>& body) {
+    try {
+        return body();
+    } catch (const std::system_error& e) {
+        if (!out.report_write_error(log, e)) log.error(e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        out.discard();
+        log.error(e.what());
+        return 1;
+    }
+}
+
+bool call_tree_options(const Args& a, const tools::ToolLog& log, analysis::Session& session,
+                       analysis::views::CallTreeOptions& o) {
+    o.split_threads = a.threads;
+    if (a.thread) {
+        auto f = session.find_thread(*a.thread);
+        if (!f) {
+            log.error(fmt::format("no thread with tid {} in the trace", *a.thread));
+            return false;
+        }
+        o.thread = *f;
+    }
+    return true;
+}
+
+} // namespace prof::profreport
