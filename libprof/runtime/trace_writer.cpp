@@ -396,7 +396,9 @@ PROF_NOINSTR void fork_parent() {
 // into the chunks it inherited from the parent's mapping.
 PROF_NOINSTR void fork_child() {
     g.pid = uint32_t(getpid());
-    pthread_mutex_init(&g.lock, nullptr);
+    // This thread took the lock in fork_prepare and is the child's only thread: it releases
+    // it (re-initializing a held mutex is undefined, and thread checkers see it still held).
+    pthread_mutex_unlock(&g.lock);
     modules_after_fork();
     sites_after_fork();
     g.started = false;

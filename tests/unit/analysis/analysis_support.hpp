@@ -3,8 +3,8 @@
 #pragma once
 
 #include "analysis/engine/session.hpp"
-#include "analysis/profile.hpp"
-#include "analysis/views/call_tree.hpp"
+#include "analysis/model/profile.hpp"
+#include "analysis/model/call_tree.hpp"
 #include "support/approx.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_builder.hpp"

@@ -1,7 +1,7 @@
 // diff_profiles and diff_failures (views/diff.hpp) over two profiles from built traces.
 #include "unit/analysis/analysis_support.hpp"
 
-#include "analysis/views/diff.hpp"
+#include "analysis/model/diff.hpp"
 
 #include <cmath>
 

@@ -1,8 +1,8 @@
-// Line tables (analysis/lines.hpp): PROF_LINE sums from the trace's LineCounts and LineStats,
+// Line tables (analysis/model/lines.hpp): PROF_LINE sums from the trace's LineCounts and LineStats,
 // scopes from the call profile, per thread and compensated by the clock reads around a line.
 #include "unit/analysis/analysis_support.hpp"
 
-#include "analysis/lines.hpp"
+#include "analysis/model/lines.hpp"
 
 using namespace prof;
 using namespace prof::test;

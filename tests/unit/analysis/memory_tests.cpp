@@ -2,8 +2,8 @@
 // temporaries and mismatched releases, per allocation site.
 #include "unit/analysis/analysis_support.hpp"
 
-#include "analysis/views/diff.hpp"
-#include "analysis/views/render.hpp"
+#include "analysis/model/diff.hpp"
+#include "render/render.hpp"
 
 using namespace prof;
 using namespace prof::test;

@@ -1,4 +1,4 @@
-// The pstats model (analysis/profile.hpp) from the replay engine: cProfile's numbers per
+// The pstats model (analysis/model/profile.hpp) from the replay engine: cProfile's numbers per
 // function and per caller -> callee edge, recursion counted once, threads and traces merged.
 #include "unit/analysis/analysis_support.hpp"
 
