@@ -12,9 +12,9 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <thread>
-#include <map>
 #include <tuple>
 #include <unordered_map>
 

@@ -26,8 +26,8 @@
 // its caller's and self times add up to the total exactly.
 #pragma once
 
-#include "analysis/model/profile.hpp"
 #include "analysis/model/call_tree.hpp"
+#include "analysis/model/profile.hpp"
 #include "reader/trace_reader.hpp"
 
 #include <cstdint>
