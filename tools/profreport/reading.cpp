@@ -38,6 +38,15 @@ Reading::Reading(const Args& a, const std::vector<std::string>& traces) {
     session->add_traces(traces, a.jobs);
 }
 
+std::unique_ptr<Reading> read_traces(const Args& a, const tools::ToolLog& log) {
+    try {
+        return std::make_unique<Reading>(a, a.traces);
+    } catch (const reader::TraceError& e) {
+        log.error(e.what());
+        return nullptr;
+    }
+}
+
 int guarded(Output& out, const tools::ToolLog& log, const std::function<int()>& body) {
     try {
         return body();

@@ -35,6 +35,9 @@ struct Reading {
     Reading(const Args& a, const std::vector<std::string>& traces);
 };
 
+// The traces of `a`, read once; null (and the reader's error line) when one cannot be read.
+std::unique_ptr<Reading> read_traces(const Args& a, const tools::ToolLog& log);
+
 // Runs `body` (which writes `out`), turning an exception into one error line and status 1;
 // the output is discarded then.
 int guarded(Output& out, const tools::ToolLog& log, const std::function<int()>& body);

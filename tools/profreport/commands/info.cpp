@@ -27,13 +27,8 @@ CLI::App* add_info(tools::Cli& cli, Args& a) {
 }
 
 int run_info(const Args& a, const tools::ToolLog& log) {
-    std::unique_ptr<Reading> reading;
-    try {
-        reading = std::make_unique<Reading>(a, a.traces);
-    } catch (const reader::TraceError& e) {
-        log.error(e.what());
-        return 1;
-    }
+    std::unique_ptr<Reading> reading = read_traces(a, log);
+    if (!reading) return 1;
     analysis::Profile merged = reading->session->profile();
     for (const std::string& w : analysis::data_warnings(merged)) log.warn(w);
     Output out(a.output);

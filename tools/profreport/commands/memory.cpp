@@ -31,13 +31,8 @@ CLI::App* add_memory(tools::Cli& cli, Args& a) {
 }
 
 int run_memory(const Args& a, const tools::ToolLog& log) {
-    std::unique_ptr<Reading> reading;
-    try {
-        reading = std::make_unique<Reading>(a, a.traces);
-    } catch (const reader::TraceError& e) {
-        log.error(e.what());
-        return 1;
-    }
+    std::unique_ptr<Reading> reading = read_traces(a, log);
+    if (!reading) return 1;
     analysis::Session& session = *reading->session;
     for (const std::string& w : analysis::data_warnings(session.profile())) log.warn(w);
     // The traces are read: only now are the outputs opened.

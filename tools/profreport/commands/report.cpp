@@ -181,13 +181,8 @@ void print_view(std::FILE* out, const Args& a, const analysis::Profile& p,
 
 // The table, callers/callees and the line tables: merged, or one per thread.
 int run_report(const Args& a, const tools::ToolLog& log) {
-    std::unique_ptr<Reading> reading;
-    try {
-        reading = std::make_unique<Reading>(a, a.traces);
-    } catch (const reader::TraceError& e) {
-        log.error(e.what());
-        return 1;
-    }
+    std::unique_ptr<Reading> reading = read_traces(a, log);
+    if (!reading) return 1;
     analysis::Session& session = *reading->session;
     analysis::Profile merged = session.profile();
     for (const std::string& w : analysis::data_warnings(merged)) log.warn(w);
