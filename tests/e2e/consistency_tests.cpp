@@ -26,16 +26,10 @@
 using prof::test::run;
 using prof::test::slurp;
 using prof::test::temp_path;
+using prof::test::trace_of;
 using prof::test::which;
 
 namespace {
-
-std::string trace_of(const std::string& name, const std::vector<std::string>& argv) {
-    std::string p = temp_path(name);
-    auto r = run(argv, {{"PROF_OUT", p}});
-    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    return p;
-}
 
 // profreport with `args` on `trace`, with --no-compensation unless `compensate`.
 std::string report(const std::vector<std::string>& args, const std::string& trace,

@@ -26,6 +26,7 @@
 using prof::test::run;
 using prof::test::slurp;
 using prof::test::temp_path;
+using prof::test::trace_of;
 
 using prof::test::browse;
 using prof::test::check_console;
@@ -33,15 +34,6 @@ using prof::test::chromium;
 using prof::test::which;
 
 namespace {
-
-// The program's path if it is on PATH, else "".
-
-std::string trace_of(const std::string& name, const std::vector<std::string>& argv) {
-    std::string p = temp_path(name);
-    auto r = run(argv, {{"PROF_OUT", p}});
-    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    return p;
-}
 
 const std::string& fib15() {
     static const std::string p = trace_of("views-fib15.trace", {PROF_SAMPLE_FIB, "15"});

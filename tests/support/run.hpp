@@ -3,6 +3,8 @@
 
 #include "support/temp_dir.hpp"
 
+#include <doctest/doctest.h>
+
 #include <fcntl.h>
 #include <fstream>
 #include <spawn.h>
@@ -69,6 +71,15 @@ inline RunResult run(const std::vector<std::string>& argv,
     r.out = slurp(out);
     r.err = slurp(err);
     return r;
+}
+
+// Runs an instrumented program with its trace going to temp_path(name), which it returns; the
+// program must succeed.
+inline std::string trace_of(const std::string& name, const std::vector<std::string>& argv) {
+    std::string p = temp_path(name);
+    auto r = run(argv, {{"PROF_OUT", p}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return p;
 }
 
 } // namespace prof::test
