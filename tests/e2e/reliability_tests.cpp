@@ -242,13 +242,16 @@ TEST_CASE("signal handlers that call instrumented functions") {
     analysis::Profile p = life("signals", &out);
     long handled = std::stol(out.substr(out.find(' ') + 1));
     CHECK(calls_of(p, "spin(int)") == 200000);
-    // A handler that interrupts a hook is not recorded (the hook is busy) and is counted as
-    // dropped; all others are recorded.
+    // A handler that interrupts a hook is not recorded (the hook is busy): its four events,
+    // the enter and exit of on_alarm and of in_handler, are counted as dropped. All others are
+    // recorded. How many land in a hook depends on the machine (a sanitizer slows the hooks),
+    // so the check is the exact sum, not a share.
     uint64_t recorded = calls_of(p, "in_handler()"), dropped = 0;
     for (const auto& t : p.threads) dropped += t.dropped;
-    CHECK(recorded <= uint64_t(handled));
-    CHECK(recorded >= uint64_t(handled) * 3 / 4);
-    CHECK(recorded + dropped / 2 >= uint64_t(handled)); // each lost call: its enter and exit
+    CHECK(recorded > 0);
+    CHECK(dropped % 4 == 0);
+    CHECK(recorded + dropped / 4 == uint64_t(handled));
+    CHECK(calls_of(p, "on_alarm(int)") == recorded);
     balanced(p);
 }
 
