@@ -610,12 +610,15 @@ void TraceReader::read_chunks(EventSink* sink) {
         } else if (ch.kind == uint16_t(format::StreamKind::kThread)) {
             if (ch.stream == 0)
                 throw TraceError(info_.path, off + 8, "thread chunk with stream id 0");
-            Thread& th = info_.threads[ch.stream];
-            th.stream = ch.stream;
-            if (!th.tid) th.tid = ch.tid;
-            if (ch.base_ticks && (!th.first_ticks || ch.base_ticks < th.first_ticks))
-                th.first_ticks = ch.base_ticks;
-            if (sink) thread_records(st, th, p, end, ch.base_ticks, off + sizeof ch, cut, sink);
+            if (!wanted_ || wanted_(ch.stream)) {
+                Thread& th = info_.threads[ch.stream];
+                th.stream = ch.stream;
+                if (!th.tid) th.tid = ch.tid;
+                if (ch.base_ticks && (!th.first_ticks || ch.base_ticks < th.first_ticks))
+                    th.first_ticks = ch.base_ticks;
+                if (sink)
+                    thread_records(st, th, p, end, ch.base_ticks, off + sizeof ch, cut, sink);
+            }
         } else {
             throw TraceError(info_.path, off + 4, fmt::format("unknown chunk kind {}", ch.kind));
         }
@@ -871,6 +874,25 @@ void TraceReader::sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32
 const TraceInfo& TraceReader::read_metadata() {
     read_chunks(nullptr);
     return info_;
+}
+
+std::vector<StreamExtent> TraceReader::stream_extents() const {
+    std::vector<StreamExtent> out;
+    if (packed_) return out;
+    const uint64_t cs = info_.header.chunk_size;
+    std::unordered_map<uint32_t, size_t> at; // stream -> index in `out`
+    uint64_t chunk = 0;
+    for (uint64_t off = info_.header.header_size; off + sizeof(ChunkHeader) <= size_;
+         off += cs, ++chunk) {
+        ChunkHeader ch;
+        std::memcpy(&ch, data_ + off, sizeof ch);
+        if (ch.magic != format::kChunkMagic || ch.kind != uint16_t(format::StreamKind::kThread))
+            continue;
+        auto [it, fresh] = at.try_emplace(ch.stream, out.size());
+        if (fresh) out.push_back(StreamExtent{ch.stream, 0, chunk});
+        out[it->second].bytes += std::min<uint64_t>(ch.used, cs);
+    }
+    return out;
 }
 
 const TraceInfo& TraceReader::read(EventSink& sink) {

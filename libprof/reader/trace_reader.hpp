@@ -9,6 +9,7 @@
 #include <prof/trace_format.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -201,6 +202,14 @@ public:
 
 struct Cursor; // bounds-checked record decoder (cursor.hpp)
 
+// How much of a trace one thread stream holds: what a reader spreading streams over several
+// cores needs to balance them (TraceReader::stream_extents).
+struct StreamExtent {
+    uint32_t stream = 0;
+    uint64_t bytes = 0;       // record bytes of its chunks
+    uint64_t first_chunk = 0; // file position (in chunks) of its first chunk
+};
+
 class TraceReader {
 public:
     // Opens and checks the file header. Throws TraceError: missing file, not a trace, a newer
@@ -217,6 +226,15 @@ public:
 
     // Reads the process stream only (metadata, modules, symbols): cheap for `profreport --info`.
     const TraceInfo& read_metadata();
+
+    // The thread streams of an unpacked trace, from its chunk headers alone, in order of
+    // their first chunk; empty for a packed trace, whose chunks are one compressed stream and
+    // cannot be read apart.
+    std::vector<StreamExtent> stream_extents() const;
+    // Makes read() deliver (and count in TraceInfo::threads and lines) only the thread streams
+    // `wanted` accepts; the process stream is always read. The other streams' chunks are
+    // skipped by their headers, so that several readers can share one trace's streams.
+    void select_streams(std::function<bool(uint32_t)> wanted) { wanted_ = std::move(wanted); }
 
 private:
     struct StreamState;
@@ -244,6 +262,7 @@ private:
         void operator()(ZSTD_DCtx_s* d) const;
     };
     std::unique_ptr<ZSTD_DCtx_s, ZstdFree> unpack_;
+    std::function<bool(uint32_t)> wanted_; // select_streams
     uint64_t unknown_blocks_ = 0; // names for frees of blocks the trace did not allocate
     // Clock sync pairs (ticks, monotonic ns) from chunk headers: derive the frequency of a
     // trace that has no End record.

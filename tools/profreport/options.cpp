@@ -68,7 +68,8 @@ void declare_reading(CLI::App& app, Args& a) {
     value(
         app, "-j,--jobs", "N",
         [&a](const std::string& v) { a.jobs = unsigned(parse_number("--jobs", v)); },
-        "read with N threads (default: one per core)");
+        "read with N threads (default: one per core): several traces at once, or\n"
+        "the thread streams of one trace");
 }
 
 CLI::Option* declare_output(CLI::App& app, Args& a) {

@@ -94,6 +94,7 @@ struct ThreadReplay {
     std::vector<uint32_t> fn_map; // the stream's Function index -> trace function (| kReusedBit)
     std::unordered_map<uint64_t, uint32_t> address_fn; // EnterAddress records
     std::vector<PathNode> nodes{PathNode{kNoCaller, kUndefined}};
+    uint64_t seen = 0; // Impl::order_key() when the thread's first record was read
     PathIndex paths;
     std::vector<Frame> stack;
     // The clock (session.hpp, "the time model"): ticks since the trace started, less the
@@ -120,12 +121,14 @@ struct ThreadReplay {
 struct TraceFunctions {
     std::vector<uint64_t> address;
     std::vector<size_t> module;
+    std::vector<uint64_t> seen; // Impl::order_key() when the function was first called
     std::map<std::pair<uint64_t, size_t>, uint32_t> index;
-    uint32_t of(uint64_t a, size_t m) {
+    uint32_t of(uint64_t a, size_t m, uint64_t order) {
         auto [it, fresh] = index.try_emplace({a, m}, uint32_t(address.size()));
         if (fresh) {
             address.push_back(a);
             module.push_back(m);
+            seen.push_back(order);
         }
         return it->second;
     }
@@ -204,6 +207,12 @@ struct Session::Impl : reader::EventSink {
     ThreadReplay* last_thread = nullptr;
     size_t trace_index = 0;
     uint64_t events_read = 0;
+    // Where the reading is in the trace, as (chunks read, lookups in this chunk): threads and
+    // functions remember it, so that streams read apart on several cores merge in the order
+    // one reader would have met them.
+    uint64_t chunks_read = 0;
+    uint32_t definitions = 0;
+    uint64_t order_key() { return chunks_read << 32 | definitions++; }
 
     // The trace being read: its process records, from a first pass over its process stream
     // (an object's Unload record can lie later in the file than the events it separates; the
@@ -223,7 +232,12 @@ struct Session::Impl : reader::EventSink {
 
     void begin_trace(const std::string& path) {
         reader::TraceReader meta(path);
-        layout = meta.read_metadata();
+        begin_trace(meta.read_metadata());
+    }
+    void begin_trace(const reader::TraceInfo& process) {
+        layout = process;
+        chunks_read = 0;
+        definitions = 0;
         history = std::make_unique<reader::AddressHistory>(layout);
         trace_index = traces.size();
         functions.emplace_back();
@@ -253,6 +267,7 @@ struct Session::Impl : reader::EventSink {
             t->trace = trace_index;
             t->stream = id;
             t->index = threads.size() - 1;
+            t->seen = order_key();
             it = current.emplace(id, t).first;
             if (options.observer) options.observer->thread_started(t->index);
         }
@@ -296,14 +311,14 @@ struct Session::Impl : reader::EventSink {
     }
 
     // The trace function that a call of stream function `fn` at `ticks` is.
-    uint32_t resolve(ThreadReplay& t, uint32_t mapped, uint64_t ticks) {
+    uint32_t resolve(ThreadReplay&, uint32_t mapped, uint64_t ticks) {
         if (!(mapped & kReusedBit)) return mapped;
         uint64_t address = fns->address[mapped & ~kReusedBit];
-        return fns->of(address, history->module_at(address, ticks));
+        return fns->of(address, history->module_at(address, ticks), order_key());
     }
     uint32_t define(uint64_t address) {
-        return reused(address) ? fns->of(address, reader::kNoModule) | kReusedBit
-                               : fns->of(address, reader::kNoModule);
+        uint32_t f = fns->of(address, reader::kNoModule, order_key());
+        return reused(address) ? f | kReusedBit : f;
     }
 
     void open(ThreadReplay& t, uint32_t function, uint64_t count) {
@@ -605,6 +620,8 @@ struct Session::Impl : reader::EventSink {
         s.last_alloc_site = site;
     }
     void on_chunk_done(uint64_t sync_ticks) override {
+        ++chunks_read;
+        definitions = 0;
         memory_replay.chunk_done(sync_ticks, [&](const MemoryEvent& e) { replay_event(e); });
     }
 
@@ -774,6 +791,141 @@ struct Session::Impl : reader::EventSink {
         size_t first = threads.size();
         const reader::TraceInfo& info = r.read(*this);
         end_trace(info, first, name_sites);
+    }
+
+    // Reads one trace with its thread streams spread over up to `jobs` cores: each core
+    // replays the streams given to it (their calls and times depend on nothing else), and
+    // the threads and functions are merged in the order a single reader would have met them,
+    // so the result is the one read_trace gives. Memory records need one time order across
+    // threads, and an observer sees every event in file order: such traces are read by one
+    // core.
+    void read_trace_streams(const std::string& path, unsigned jobs) {
+        reader::TraceReader probe(path);
+        const reader::TraceInfo process = probe.read_metadata();
+        std::vector<reader::StreamExtent> streams = probe.stream_extents();
+        bool memory_trace = options.memory && process.meta.count("memory_profiler");
+        jobs = unsigned(std::min<size_t>(jobs, streams.size()));
+        if (jobs <= 1 || options.observer || memory_trace) return read_trace(path);
+        // The largest streams first, each to the core with the fewest bytes so far.
+        std::vector<reader::StreamExtent> by_size = streams;
+        std::stable_sort(by_size.begin(), by_size.end(),
+                         [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+        std::vector<uint64_t> load(jobs, 0);
+        std::unordered_map<uint32_t, unsigned> core_of;
+        for (const reader::StreamExtent& e : by_size) {
+            unsigned c = unsigned(std::min_element(load.begin(), load.end()) - load.begin());
+            core_of[e.stream] = c;
+            load[c] += e.bytes;
+        }
+        SessionOptions one = options;
+        one.memory = false;
+        std::mutex progress_lock;
+        std::vector<uint64_t> progress_seen(jobs, 0);
+        uint64_t progress_total = events_read;
+        std::vector<std::unique_ptr<Impl>> parts(jobs);
+        std::vector<reader::TraceInfo> infos(jobs);
+        std::vector<std::exception_ptr> errors(jobs);
+        auto work = [&](unsigned c) {
+            try {
+                SessionOptions mine = one;
+                if (options.progress)
+                    mine.progress = [&, c](const Progress& p) {
+                        std::lock_guard<std::mutex> hold(progress_lock);
+                        progress_total += p.events - progress_seen[c];
+                        progress_seen[c] = p.events;
+                        Progress all = p;
+                        all.events = progress_total;
+                        options.progress(all);
+                    };
+                auto part = std::make_unique<Impl>(mine);
+                part->begin_trace(process);
+                reader::TraceReader r(path);
+                r.select_streams([&, c](uint32_t stream) {
+                    auto it = core_of.find(stream);
+                    return it != core_of.end() && it->second == c;
+                });
+                infos[c] = r.read(*part);
+                parts[c] = std::move(part);
+            } catch (...) {
+                errors[c] = std::current_exception();
+            }
+        };
+        std::vector<std::thread> workers;
+        for (unsigned c = 1; c < jobs; ++c) workers.emplace_back(work, c);
+        work(0);
+        for (std::thread& w : workers) w.join();
+        rethrow_first(errors);
+        // A trace the writer did not finish can hold memory records without saying so.
+        if (options.memory)
+            for (const reader::TraceInfo& i : infos)
+                if (i.memory_records) return read_trace(path);
+        begin_trace(process);
+        size_t first = threads.size();
+        // Functions in the order of their first call in the file, then each part's call
+        // paths renumbered to them.
+        std::vector<std::tuple<uint64_t, unsigned, uint32_t>> defined; // (seen, part, index)
+        for (unsigned c = 0; c < jobs; ++c) {
+            const TraceFunctions& f = parts[c]->functions.front();
+            for (uint32_t i = 0; i < f.address.size(); ++i) defined.emplace_back(f.seen[i], c, i);
+        }
+        std::sort(defined.begin(), defined.end());
+        std::vector<std::vector<uint32_t>> renumber(jobs);
+        for (unsigned c = 0; c < jobs; ++c)
+            renumber[c].resize(parts[c]->functions.front().address.size());
+        for (const auto& [seen, c, i] : defined) {
+            const TraceFunctions& f = parts[c]->functions.front();
+            renumber[c][i] = fns->of(f.address[i], f.module[i], seen);
+        }
+        std::vector<std::pair<unsigned, std::unique_ptr<ThreadReplay>>> merged;
+        for (unsigned c = 0; c < jobs; ++c)
+            for (auto& t : parts[c]->threads) {
+                for (size_t n = 1; n < t->nodes.size(); ++n)
+                    t->nodes[n].function = renumber[c][t->nodes[n].function];
+                // `paths` stays keyed by the part's numbers: the trace is read, no call
+                // path is added to it again.
+                t->fn_map.clear();
+                t->address_fn.clear();
+                merged.emplace_back(c, std::move(t));
+            }
+        std::stable_sort(merged.begin(), merged.end(),
+                         [](const auto& a, const auto& b) { return a.second->seen < b.second->seen; });
+        for (auto& [c, t] : merged) {
+            t->trace = trace_index;
+            t->index = threads.size();
+            threads.push_back(std::move(t));
+        }
+        // The process records are the same in every part; what the thread streams add to the
+        // trace's summary is each part's own.
+        reader::TraceInfo info = std::move(infos[0]);
+        for (unsigned c = 1; c < jobs; ++c) {
+            reader::TraceInfo& i = infos[c];
+            info.threads.insert(i.threads.begin(), i.threads.end());
+            info.lines.insert(i.lines.begin(), i.lines.end());
+            info.sites.insert(i.sites.begin(), i.sites.end());
+            info.minor_unknown_records += i.minor_unknown_records - process.minor_unknown_records;
+            info.memory_records += i.memory_records;
+            if (!info.finished) info.end_ticks = std::max(info.end_ticks, i.end_ticks);
+        }
+        for (unsigned c = 0; c < jobs; ++c) events_read += parts[c]->events_read;
+        end_trace(info, first);
+    }
+
+    // Of errors met reading parts of one trace, the earliest in the file: the one a single
+    // reader would have stopped at.
+    static void rethrow_first(const std::vector<std::exception_ptr>& errors) {
+        std::exception_ptr first;
+        uint64_t first_offset = UINT64_MAX;
+        for (const std::exception_ptr& e : errors) {
+            if (!e) continue;
+            try {
+                std::rethrow_exception(e);
+            } catch (const reader::TraceError& t) {
+                if (t.offset() < first_offset) first = e, first_offset = t.offset();
+            } catch (...) {
+                if (!first) first = e;
+            }
+        }
+        if (first) std::rethrow_exception(first);
     }
 
     // Takes over what `other` read of its one trace, as if this had read it next.
@@ -1028,6 +1180,8 @@ const reader::TraceInfo& Session::add_trace(const std::string& path) {
 void Session::add_traces(const std::vector<std::string>& paths, unsigned jobs) {
     Impl& s = *impl_;
     if (jobs == 0) jobs = std::max(1u, std::thread::hardware_concurrency());
+    // One trace: its thread streams share the cores.
+    if (paths.size() == 1) return s.read_trace_streams(paths[0], jobs);
     jobs = unsigned(std::min<size_t>(jobs, paths.size()));
     // An observer sees every trace's events in order: one trace at a time.
     if (jobs <= 1 || s.options.observer) {

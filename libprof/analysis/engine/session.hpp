@@ -83,7 +83,9 @@ class Session {
     const reader::TraceInfo& add_trace(const std::string& path);
     // Reads several traces, up to `jobs` at once (0: one per core; one at a time with an
     // observer), with the same result as add_trace on each in order. The first trace, in that
-    // order, that cannot be read throws.
+    // order, that cannot be read throws. A single trace has its thread streams read on up to
+    // `jobs` cores instead, merged as one reader would have met them (not a trace of the
+    // memory profiler, whose allocations are matched in one time order across threads).
     void add_traces(const std::vector<std::string>& paths, unsigned jobs = 0);
 
     const std::vector<reader::TraceInfo>& traces() const;
