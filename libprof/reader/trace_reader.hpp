@@ -152,6 +152,16 @@ struct CallRecord {
     uint32_t exit; // 1 for an Exit
 };
 
+// A Sample record of a thread stream (format 1.5), decoded (EventSink::on_sample): a CPU-time
+// sample taken at this point of the stream, so in the frame open there.
+struct SampleRecord {
+    uint64_t ticks;     // when it was taken, on the trace's clock
+    uint64_t cpu_ns;    // the thread's CPU clock then
+    uint64_t own_ns;    // CPU time of the samples since the previous record that landed in
+    uint32_t own_count; //   the profiler's own code, and how many they were
+    uint32_t count;     // samples this record stands for (0: the clock's reading at the start)
+};
+
 // Receives thread events in stream order. `fn` in on_enter is the stream-local function index
 // announced by on_function; on_enter_address carries an address directly.
 class EventSink {
@@ -193,6 +203,7 @@ public:
     // The runtime's own time inside the frame open now (format 1.2 Pause records).
     virtual void on_pause(uint32_t /*stream*/, uint64_t /*ticks*/) {}
     virtual void on_thread_end(uint32_t /*stream*/, uint64_t /*ticks*/) {}
+    virtual void on_sample(uint32_t /*stream*/, const SampleRecord& /*sample*/) {}
     // A chunk was read to its end; `sync_ticks` is the clock reading when it was opened. The
     // writer assigns chunks their place in the file and reads that clock under one lock, and
     // (from 1.2 on) times every memory record at or after the opening of its chunk: no memory

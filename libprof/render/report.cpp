@@ -106,11 +106,48 @@ std::string shown_label(const Function& f, bool full_paths) {
 
 } // namespace
 
+namespace {
+
+// 2713 -> "2,713"
+std::string grouped(uint64_t n) {
+    std::string digits = std::to_string(n), out;
+    for (size_t i = 0; i < digits.size(); ++i) {
+        if (i && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
+}
+
+} // namespace
+
+std::string time_basis_text(const TimeBasis& t) {
+    std::string text;
+    if (t.sampled_traces) {
+        text = fmt::format("times from {} CPU samples at {:.0f} Hz (a 10% share is within +-{:.1f} "
+                           "points, 95%)",
+                           grouped(t.samples), t.hz(), t.points_at_10());
+        if (t.own_samples)
+            text += fmt::format("; {} samples in the profiler itself ({:.3f} s) left out",
+                                grouped(t.own_samples), t.own_seconds);
+        if (t.traced_traces) text += fmt::format("; {} traces timed by their hooks", t.traced_traces);
+    } else if (t.chosen == TimeSource::kTraced) {
+        text = "times traced by the hooks, less their measured cost (--time traced)";
+    } else if (t.too_few) {
+        text = fmt::format("times traced by the hooks, less their measured cost: {} CPU samples "
+                           "are too few to time by",
+                           grouped(t.too_few));
+    }
+    return text;
+}
+
 void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
     if (!o.title.empty()) fmt::print(out, "{}\n", reader::printable(o.title));
     fmt::print(out, "         {} function calls", p.total_calls);
     if (p.primitive_calls != p.total_calls) fmt::print(out, " ({} primitive calls)", p.primitive_calls);
-    fmt::print(out, " in {:.3f} seconds\n\n", p.total_time);
+    fmt::print(out, " in {:.3f} seconds\n", p.total_time);
+    if (std::string basis = time_basis_text(p.time); !basis.empty())
+        fmt::print(out, "   {}\n", basis);
+    fmt::print(out, "\n");
     fmt::print(out, "   Ordered by: {}\n", sort_description(o.sort));
     std::vector<size_t> rows = selected(p, o);
     if (!o.filter.empty() || (o.limit && rows.size() < p.functions.size()))

@@ -29,6 +29,9 @@ struct TableOptions {
 
 // The cProfile/pstats table with its header line.
 void print_table(std::FILE* out, const Profile& p, const TableOptions& o);
+// How the times were obtained, for a report's header: "times from 2,713 CPU samples at 250 Hz
+// (...)", or empty for traces that were never sampled (their times are the hooks', as always).
+std::string time_basis_text(const TimeBasis& t);
 // pstats' print_callers / print_callees for the functions matching `o.filter`.
 void print_callers(std::FILE* out, const Profile& p, const TableOptions& o, bool callees);
 void print_csv(std::FILE* out, const Profile& p, const TableOptions& o);

@@ -66,6 +66,17 @@ void declare_reading(CLI::App& app, Args& a) {
                  "do not subtract the runtime's own cost per call and per marked line\n"
                  "(measured when the program started) from the times");
     value(
+        app, "--time", "SOURCE",
+        [&a](const std::string& v) {
+            if (v == "auto") a.time = analysis::TimeSource::kAuto;
+            else if (v == "sampled") a.time = analysis::TimeSource::kSampled;
+            else if (v == "traced") a.time = analysis::TimeSource::kTraced;
+            else refuse(fmt::format("--time expects auto, sampled or traced, got '{}'", v));
+        },
+        "where times come from: sampled (CPU samples for time on CPU, the hooks'\n"
+        "clock for time off CPU), traced (the hooks' clock less their measured\n"
+        "cost), or auto (default: sampled when a trace has enough samples)");
+    value(
         app, "-j,--jobs", "N",
         [&a](const std::string& v) { a.jobs = unsigned(parse_number("--jobs", v)); },
         "read with N threads (default: one per core): several traces at once, or\n"

@@ -43,12 +43,13 @@ struct Args {
     bool threads = false, info = false, lines = false, memory = false, raw = false;
     bool limit_given = false, sort_given = false, unit_given = false;
     unsigned jobs = 0; // 0: one per core
+    analysis::TimeSource time = analysis::TimeSource::kAuto;
     std::string plot;
     analysis::LineOptions line;
     ViewArgs view;
 };
 
-// Every command: TRACE..., --no-compensation, -j/--jobs.
+// Every command: TRACE..., --no-compensation, --time, -j/--jobs.
 CLI::Option* declare_traces(tools::Cli& cli, CLI::App& app, Args& a);
 void declare_reading(CLI::App& app, Args& a);
 CLI::Option* declare_output(CLI::App& app, Args& a);

@@ -33,6 +33,7 @@ analysis::ProgressFn ProgressLine::callback() {
 Reading::Reading(const Args& a, const std::vector<std::string>& traces) {
     analysis::SessionOptions o;
     o.compensate = !a.raw;
+    o.time = a.time;
     o.progress = progress.callback();
     session = std::make_unique<analysis::Session>(o);
     session->add_traces(traces, a.jobs);

@@ -32,6 +32,10 @@ constexpr uint32_t kUndefined = UINT32_MAX;
 constexpr int kClockFraction = 8;
 constexpr double kClockUnit = 1.0 / (1 << kClockFraction); // ticks
 
+// Fewer CPU samples than this time a trace by the hooks' clock (TimeSource::kAuto): a function
+// at a 10% share would be known to +-6 points only.
+constexpr uint64_t kEnoughSamples = 100;
+
 // A call path: (parent path, function). Node 0 is the thread's root.
 struct PathNode {
     uint32_t parent;
@@ -86,6 +90,13 @@ struct Frame {
     int64_t start; // the thread's clock when the frame opened
 };
 
+// An interval between two events of a thread long enough to have been spent off CPU, in the
+// span between two samples: the frame on top then, and its length on the thread's clock.
+struct LongInterval {
+    uint32_t node;
+    int64_t length;
+};
+
 // One thread of one trace.
 struct ThreadReplay {
     size_t trace = 0;
@@ -100,9 +111,19 @@ struct ThreadReplay {
     // The clock (session.hpp, "the time model"): ticks since the trace started, less the
     // profiler's cost; `pending` is that cost in the interval since the last event.
     bool started = false;
-    uint64_t last = 0;
+    uint64_t first = 0, last = 0;
     int64_t clock = 0, pending = 0;
     uint64_t unmatched_exits = 0;
+    // Sampled time (session.hpp, "the time model"), in the clock's units: each node's own
+    // time, from the samples that landed in it and the time off CPU located in it. A span is
+    // the time between two samples; `span_*` are its start's clocks.
+    bool sampled = false, spans_closed = false;
+    uint64_t span_ticks = 0, span_cpu_ns = 0;
+    std::vector<LongInterval> long_intervals; // of this span
+    int64_t scope_credit = 0; // scope runs' time in this span, already given to their nodes
+    std::vector<int64_t> self;
+    uint64_t samples = 0, own_samples = 0;
+    int64_t own = 0, sampled_cpu = 0; // the profiler's CPU time, all CPU time sampled
     // Memory: unwound stacks (Stack records) and the latest allocation for temporaries.
     std::unordered_map<uint32_t, std::vector<uint64_t>> unwound; // Stack id -> return addresses
     std::unordered_map<uint32_t, size_t> unwound_site;           // Stack id -> memory site
@@ -225,6 +246,13 @@ struct Session::Impl : reader::EventSink {
     // The costs compensated (ticks): per call inside the callee, per call outside it, per
     // activation of a scope run.
     int64_t cost_in = 0, cost_out = 0, cost_line = 0; // on the clock's scale
+    // Intervals longer than this (clock units) are noted for the time off CPU; INT64_MAX
+    // until the trace shows samples.
+    int64_t long_interval = INT64_MAX;
+    double units_per_ns = 0;      // clock units per nanosecond
+    int64_t sample_period = 0;    // clock units between samples the runtime asked for
+    // How each trace read was timed (Profile::time), by trace.
+    std::vector<TimeBasis> time_bases;
 
     explicit Impl(SessionOptions o) : options(std::move(o)) {}
 
@@ -256,6 +284,13 @@ struct Session::Impl : reader::EventSink {
         cost_in = scaled(layout.overhead_in);
         cost_out = scaled(layout.overhead_out);
         cost_line = scaled(layout.line_overhead);
+        units_per_ns = tps / 1e9 * (1 << kClockFraction);
+        double hz = 0;
+        if (auto it = layout.meta.find("sample_hz"); it != layout.meta.end())
+            hz = std::strtod(it->second.c_str(), nullptr);
+        sample_period = int64_t((hz > 0 ? 1e9 / hz : 1e6) * units_per_ns);
+        long_interval = hz > 0 && options.time != TimeSource::kTraced ? long_interval_units()
+                                                                      : INT64_MAX;
     }
 
     ThreadReplay& thread(uint32_t id) {
@@ -298,16 +333,148 @@ struct Session::Impl : reader::EventSink {
     // hooks spent in it.
     void start(ThreadReplay& t, uint64_t ticks) {
         t.started = true;
-        t.last = ticks;
+        t.first = t.last = ticks;
         t.clock = ticks > start_ticks ? int64_t(ticks - start_ticks) << kClockFraction : 0;
     }
     void advance(ThreadReplay& t, uint64_t ticks) {
         if (!t.started) return start(t, ticks);
         if (ticks < t.last) ticks = t.last;
         int64_t elapsed = int64_t((ticks - t.last) << kClockFraction) - t.pending;
-        if (elapsed > 0) t.clock += elapsed;
+        if (elapsed > 0) {
+            t.clock += elapsed;
+            if (elapsed > long_interval) note_long(t, elapsed);
+        }
         t.pending = 0;
         t.last = ticks;
+    }
+
+    // ---- sampled time --------------------------------------------------------------------
+    // On CPU, a sample stands for the thread's CPU time since the one before it (its clock is
+    // in the record) and goes to the frame open where it was taken. Off CPU (sleeping,
+    // blocked, preempted), the time of a span less its CPU time was spent in the span's long
+    // intervals between events: the CPU time the short ones leave is spread over them as
+    // evenly as their lengths allow, and the rest of each is its time off CPU.
+    int64_t long_interval_units() const { return int64_t(20e3 * units_per_ns); } // 20 us
+    static uint32_t top(const ThreadReplay& t) { return t.stack.empty() ? 0 : t.stack.back().node; }
+    void note_long(ThreadReplay& t, int64_t elapsed) {
+        t.long_intervals.push_back(LongInterval{top(t), elapsed});
+    }
+    static void give(ThreadReplay& t, uint32_t node, int64_t units) {
+        if (units <= 0) return;
+        if (t.self.size() <= node) t.self.resize(t.nodes.size(), 0);
+        t.self[node] += units;
+    }
+    void on_sample(uint32_t id, const reader::SampleRecord& r) override {
+        if (options.time == TimeSource::kTraced) return;
+        if (long_interval == INT64_MAX) long_interval = long_interval_units();
+        ThreadReplay& t = thread(id);
+        advance(t, r.ticks);
+        if (!t.sampled) {
+            t.sampled = true;
+            t.span_ticks = t.first;
+        }
+        t.samples += r.count;
+        t.own_samples += r.own_count;
+        int64_t own = int64_t(double(r.own_ns) * units_per_ns);
+        t.own += own;
+        int64_t cpu =
+            r.cpu_ns > t.span_cpu_ns ? int64_t(double(r.cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
+        // A record of count 0 is the clock read when sampling began: its span is not sampled.
+        if (r.count) {
+            t.sampled_cpu += cpu;
+            give(t, top(t), cpu - own - t.scope_credit);
+        }
+        close_span(t, r.ticks, cpu);
+        t.span_cpu_ns = r.cpu_ns;
+    }
+    // Ends the span at `ticks`, of which `cpu` was on CPU: its time off CPU goes to its long
+    // intervals, what they cannot hold to the frame on top.
+    void close_span(ThreadReplay& t, uint64_t ticks, int64_t cpu) {
+        int64_t wall = ticks > t.span_ticks ? int64_t((ticks - t.span_ticks) << kClockFraction) : 0;
+        int64_t off = wall - cpu;
+        if (off > 0) {
+            std::vector<LongInterval>& l = t.long_intervals;
+            int64_t in_long = 0;
+            for (const LongInterval& i : l) in_long += i.length;
+            // The short intervals ran on CPU; the CPU time left is spread over the long ones
+            // up to a common level.
+            int64_t left = std::clamp<int64_t>(cpu - (wall - in_long), 0, in_long);
+            std::sort(l.begin(), l.end(),
+                      [](const LongInterval& a, const LongInterval& b) { return a.length < b.length; });
+            int64_t given = 0;
+            for (size_t i = 0; i < l.size(); ++i) {
+                int64_t level = left / int64_t(l.size() - i);
+                int64_t on = std::min(l[i].length, level);
+                left -= on;
+                give(t, l[i].node, l[i].length - on);
+                given += l[i].length - on;
+            }
+            give(t, top(t), off - given);
+        }
+        t.long_intervals.clear();
+        t.scope_credit = 0;
+        t.span_ticks = ticks;
+    }
+    // The last span of a sampled thread, from its last sample to its end: its CPU time is
+    // not measured, at most one sampling period.
+    void close_last_span(ThreadReplay& t) {
+        if (!t.sampled || t.spans_closed) return;
+        t.spans_closed = true;
+        int64_t wall = t.last > t.span_ticks ? int64_t((t.last - t.span_ticks) << kClockFraction) : 0;
+        int64_t cpu = std::min(wall, sample_period);
+        give(t, top(t), cpu - t.scope_credit);
+        close_span(t, t.last, cpu);
+    }
+    // How the traces that `filter` covers were timed.
+    TimeBasis time_basis(const ThreadFilter& filter) const {
+        TimeBasis all;
+        all.chosen = options.time;
+        for (size_t i = 0; i < time_bases.size(); ++i) {
+            if (!filter.all() && filter.trace != i) continue;
+            const TimeBasis& b = time_bases[i];
+            all.sampled_traces += b.sampled_traces;
+            all.traced_traces += b.traced_traces;
+            all.samples += b.samples;
+            all.own_samples += b.own_samples;
+            all.cpu_seconds += b.cpu_seconds;
+            all.own_seconds += b.own_seconds;
+            all.too_few += b.too_few;
+        }
+        return all;
+    }
+    // Whether the trace is timed by its samples, and its node totals from them if so.
+    void time_trace(size_t first_thread) {
+        TimeBasis b;
+        uint64_t samples = 0;
+        for (size_t i = first_thread; i < threads.size(); ++i) samples += threads[i]->samples;
+        bool use = options.time == TimeSource::kSampled ? samples > 0
+                   : options.time == TimeSource::kAuto  ? samples >= kEnoughSamples
+                                                        : false;
+        if (!use) {
+            b.traced_traces = 1;
+            if (samples) b.too_few = samples;
+            time_bases.push_back(b);
+            return;
+        }
+        b.sampled_traces = 1;
+        double tps = layout.ticks_per_second > 0 ? layout.ticks_per_second : 1e9;
+        double seconds_per_unit = kClockUnit / tps;
+        for (size_t i = first_thread; i < threads.size(); ++i) {
+            ThreadReplay& t = *threads[i];
+            b.samples += t.samples;
+            b.own_samples += t.own_samples;
+            b.cpu_seconds += double(t.sampled_cpu) * seconds_per_unit;
+            b.own_seconds += double(t.own) * seconds_per_unit;
+            if (!t.sampled) continue; // too short to be sampled: the hooks' clock
+            // Own times to totals: children come after their parents.
+            t.self.resize(t.nodes.size(), 0);
+            for (size_t n = t.nodes.size(); n-- > 1;) {
+                t.nodes[n].total = t.self[n];
+                t.self[t.nodes[n].parent] += t.self[n];
+            }
+            std::vector<int64_t>().swap(t.self);
+        }
+        time_bases.push_back(b);
     }
 
     // The trace function that a call of stream function `fn` at `ticks` is.
@@ -373,6 +540,7 @@ struct Session::Impl : reader::EventSink {
             uint64_t ticks = std::max(r[i].ticks, last);
             int64_t elapsed = int64_t((ticks - last) << kClockFraction) - pending;
             clock += elapsed > 0 ? elapsed : 0;
+            if (__builtin_expect(elapsed > long_interval, 0)) note_long(t, elapsed);
             last = ticks;
             pending = 0;
             if (r[i].exit) {
@@ -421,8 +589,15 @@ struct Session::Impl : reader::EventSink {
         advance(t, ticks);
         if (fn >= t.fn_map.size() || t.fn_map[fn] == kUndefined) return;
         open(t, resolve(t, t.fn_map[fn], ticks), count);
-        t.clock +=
+        int64_t run =
             std::max<int64_t>(0, int64_t(total << kClockFraction) - cost_line * int64_t(count));
+        t.clock += run;
+        // Samples taken during the run landed in the scope's parent (the run's record is
+        // written after it): sampled, the run keeps the time it measured.
+        if (long_interval != INT64_MAX) {
+            give(t, top(t), run);
+            t.scope_credit += run;
+        }
         close(t);
         t.last = ticks + total > t.last ? ticks + total : t.last;
         t.pending = cost_out * int64_t(count);
@@ -439,6 +614,7 @@ struct Session::Impl : reader::EventSink {
     void on_thread_end(uint32_t id, uint64_t ticks) override {
         ThreadReplay& t = thread(id);
         advance(t, ticks);
+        close_last_span(t);
         close_all(t);
     }
 
@@ -773,10 +949,11 @@ struct Session::Impl : reader::EventSink {
     void end_trace(const reader::TraceInfo& info, size_t first_thread, bool name_sites = true) {
         for (size_t i = first_thread; i < threads.size(); ++i) {
             ThreadReplay& t = *threads[i];
-            if (t.stack.empty()) continue;
-            advance(t, std::max(info.end_ticks, t.last));
+            if (!t.stack.empty()) advance(t, std::max(info.end_ticks, t.last));
+            close_last_span(t);
             close_all(t);
         }
+        time_trace(first_thread);
         if (options.observer) options.observer->trace_done(trace_index);
         if (options.memory) finish_memory(info);
         traces.push_back(info);
@@ -1017,6 +1194,7 @@ struct Session::Impl : reader::EventSink {
         Profile p;
         p.traces = traces;
         p.compensated = options.compensate;
+        p.time = time_basis(filter);
         Naming name{*this, p.functions, {}, {}};
         std::map<std::pair<size_t, size_t>, size_t> edge_at;
         std::vector<uint32_t> first, list;
@@ -1114,6 +1292,7 @@ struct Session::Impl : reader::EventSink {
         tree.nodes.push_back(CallTreeNode{});
         tree.nodes[0].label = "all";
         tree.traces = traces;
+        tree.time = time_basis(o.thread);
         Naming name{*this, tree.functions, {}, {}};
         std::map<std::pair<size_t, size_t>, size_t> child_of; // (parent, function) -> node
         auto child = [&](size_t parent, size_t function, const std::string& label) {

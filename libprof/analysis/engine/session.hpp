@@ -24,6 +24,18 @@
 // (overhead_out per call), and the runtime's own pauses (Pause records); an interval never goes
 // below zero. Every activation's time is its span on this clock, so a callee's time lies inside
 // its caller's and self times add up to the total exactly.
+//
+// Sampled time (TimeSource::kSampled, and kAuto for a trace with enough samples): per-call hooks
+// inflate small functions however well their average cost is subtracted, so time on CPU comes
+// from CPU samples (format 1.5 Sample records) instead, as gprof does, and counts stay exact.
+// A sample stands for the thread's CPU time since the one before it and goes to the frame open
+// where the runtime took it (its place in the stream). The time between two samples less
+// their CPU time was spent off CPU (sleeping, blocked, preempted) in the span's long intervals
+// between events (over 20 us on the hooks' clock): the CPU time the short intervals leave is
+// spread over the long ones up to a common level, and the rest of each is its frame's time off
+// CPU. Samples that landed in the profiler are left out. A scope run keeps the time it
+// measured; a thread never sampled (too short) keeps the hooks' times. Each node's own time
+// is summed up to its ancestors, so a callee's time still lies inside its caller's.
 #pragma once
 
 #include "analysis/model/call_tree.hpp"
@@ -69,6 +81,7 @@ struct SessionOptions {
     bool memory = true;     // replay allocation records (the memory report)
     ProgressFn progress;    // called every few million events
     ActivationObserver* observer = nullptr;
+    TimeSource time = TimeSource::kAuto; // profreport --time
 };
 
 class Session {

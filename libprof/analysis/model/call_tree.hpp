@@ -32,6 +32,7 @@ struct CallTree {
     std::vector<CallTreeNode> nodes; // nodes[0] is the root ("all")
     std::vector<ThreadSummary> threads;
     std::vector<reader::TraceInfo> traces;
+    TimeBasis time;
     const CallTreeNode& root() const { return nodes.front(); }
     // Display name of a node: the function's name, or the root's/thread's label.
     const std::string& name(const CallTreeNode& n) const {

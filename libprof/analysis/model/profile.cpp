@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 #include <regex>
 
@@ -100,6 +101,10 @@ ThreadSummary summarize_thread(const reader::TraceInfo& info, size_t trace, uint
         ts.seconds = (it->second.last_ticks - it->second.first_ticks) / tps;
     }
     return ts;
+}
+
+double TimeBasis::points_at_10() const {
+    return samples ? 100 * 1.96 * std::sqrt(0.1 * 0.9 / double(samples)) : 0;
 }
 
 void Profile::recount() {

@@ -65,6 +65,30 @@ struct ThreadSummary {
     double seconds = 0; // first to last event
 };
 
+// Where a profile's times come from (session.hpp, "the time model").
+enum class TimeSource {
+    kAuto,    // sampled where a trace has enough CPU samples, else traced
+    kSampled, // CPU samples for time on CPU, the hooks' clock for time off CPU
+    kTraced,  // the hooks' clock, less the profiler's measured cost
+};
+
+// How the times of the traces in a profile were obtained, for its header.
+struct TimeBasis {
+    uint64_t sampled_traces = 0, traced_traces = 0;
+    uint64_t samples = 0;     // CPU samples charged to the program (sampled traces)
+    uint64_t own_samples = 0; // samples that landed in the profiler itself, left out
+    double cpu_seconds = 0;   // CPU time the samples stand for, the program's and the profiler's
+    double own_seconds = 0;   // of which the profiler's
+    // Sampled traces: samples per CPU second. A sample stands for the CPU time since the one
+    // before it, so the rate only sets the precision, not the totals.
+    double hz() const { return cpu_seconds > 0 ? double(samples + own_samples) / cpu_seconds : 0; }
+    // Half the 95% interval, in points of a function at a 10% share: 1.96 sqrt(p (1 - p) / n).
+    double points_at_10() const;
+    // Samples of the traced traces, too few to time them by (0: none had samples).
+    uint64_t too_few = 0;
+    TimeSource chosen = TimeSource::kAuto; // what the reader asked for
+};
+
 struct Profile {
     std::vector<Function> functions;
     std::vector<Edge> edges;
@@ -74,6 +98,7 @@ struct Profile {
     uint64_t primitive_calls = 0;
     double total_time = 0; // sum of tottime, as cProfile's header
     bool compensated = true; // the runtime's measured costs were subtracted (lines too)
+    TimeBasis time;
 
     void recount();
     // Functions whose label `file:line(name)` contains a match of the ECMAScript regex.
