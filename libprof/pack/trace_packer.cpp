@@ -1,4 +1,4 @@
-// profpack: a finished trace rewritten in the packed form (format 2.1).
+// profpack: a finished trace rewritten in the packed form (format 2.2).
 //
 // Two passes. The first reads the trace through TraceReader and replays its allocations and
 // releases in time order, as the memory report does, to learn which block every release
@@ -297,7 +297,7 @@ class Packer {
                     // (readers skip it), and copied it would mean something.
                 } else if (tag == Tag::kAlloc || tag == Tag::kFree || tag == Tag::kRealloc) {
                     memory(own, stream, tag, m, last_ptr, rounded, exact, out);
-                } else if (tag == Tag::kRss || tag == Tag::kScopeRun) {
+                } else if (tag == Tag::kRss || tag == Tag::kScopeRun || tag == Tag::kSample) {
                     // Timed by their first field; the rest is kept as it is.
                     uint8_t dt[format::kMaxUleb];
                     size_t dt_len = size_t(format::put_uleb(dt, exact(m.uleb())) - dt);

@@ -1,4 +1,4 @@
-// profpack's rewrite of a finished trace into the packed form, format 2.1 (docs/trace-format.md,
+// profpack's rewrite of a finished trace into the packed form, format 2.2 (docs/trace-format.md,
 // section 13): the chunks of the file one after the other, each zstd-compressed, and in the
 // thread streams the memory records as references to blocks instead of pointers, with their
 // times rounded down to a power-of-two number of ticks (at most 4 us). Every other record keeps its

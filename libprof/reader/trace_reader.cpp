@@ -254,6 +254,7 @@ void TraceReader::process_records(const uint8_t* p, const uint8_t* end, uint64_t
                 if (key == "overhead_in_ticks") info_.overhead_in = number();
                 else if (key == "overhead_out_ticks") info_.overhead_out = number();
                 else if (key == "line_overhead_ticks") info_.line_overhead = number();
+                if (key == "sample_hz") info_.sample_hz = number(); // 1.5
                 info_.meta[std::string(key)] = std::move(v);
             }
             break;
@@ -667,8 +668,8 @@ uint64_t apply_delta(uint64_t& last, int64_t delta) {
 
 } // namespace
 
-// Sized records of a thread stream (the memory profiler's, Pause); false for any other tag. `m`
-// covers the payload.
+// Sized records of a thread stream (the memory profiler's, Pause, Sample); false for any other
+// tag. `m` covers the payload.
 bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& ticks,
                                 uint64_t& last_ptr, EventSink* sink) {
     switch (tag) {
@@ -728,6 +729,25 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
     case Tag::kPause: {
         uint64_t spent = m.uleb();
         if (m.ok && sink) sink->on_pause(stream, spent);
+        return true;
+    }
+    case Tag::kSample: { // 1.5
+        SampleRecord s{};
+        ticks += m.uleb();
+        s.ticks = ticks;
+        s.cpu_ns = m.uleb();
+        s.own_ns = m.uleb();
+        uint64_t own_count = m.uleb();
+        uint64_t count = m.uleb();
+        if (!m.ok || own_count > UINT32_MAX || count > UINT32_MAX) {
+            m.ok = false;
+            return true;
+        }
+        s.own_count = uint32_t(own_count);
+        s.count = uint32_t(count);
+        info_.samples += count;
+        info_.own_samples += own_count;
+        if (sink) sink->on_sample(stream, s);
         return true;
     }
     default:

@@ -113,6 +113,11 @@ struct TraceInfo {
     double ticks_per_second = 0;   // from the End record, or derived from clock sync points
     uint64_t minor_unknown_records = 0; // records of a newer minor version that were skipped
     uint64_t memory_records = 0;        // Alloc/Free/Realloc records (memory profiler)
+    // CPU-time samples (format 1.5 Sample records): the sum of their `count`s, and of their
+    // `own_count`s (samples that landed in the profiler's own code); read with the events.
+    uint64_t samples = 0;
+    uint64_t own_samples = 0;
+    double sample_hz = 0; // the rate the runtime asked for (Meta sample_hz); 0: not sampled
     // The runtime's own cost measured at start (Meta overhead_*_ticks; 0 when not measured).
     double overhead_in = 0;   // ticks inside a callee's interval per call
     double overhead_out = 0;  // ticks a call adds to its caller
@@ -152,14 +157,16 @@ struct CallRecord {
     uint32_t exit; // 1 for an Exit
 };
 
-// A Sample record of a thread stream (format 1.5), decoded (EventSink::on_sample): a CPU-time
-// sample taken at this point of the stream, so in the frame open there.
+// A Sample record of a thread stream, decoded (format 1.5, EventSink::on_sample). The program's
+// CPU time it stands for, in the frame open at this point of the stream, is cpu_ns minus the
+// previous SampleRecord's cpu_ns (of the same stream) minus own_ns. A record of count 0 (the
+// first of a stream: its timer was armed) stands for nothing; it is the base of the next.
 struct SampleRecord {
-    uint64_t ticks;     // when it was taken, on the trace's clock
-    uint64_t cpu_ns;    // the thread's CPU clock then
-    uint64_t own_ns;    // CPU time of the samples since the previous record that landed in
-    uint32_t own_count; //   the profiler's own code, and how many they were
-    uint32_t count;     // samples this record stands for (0: the clock's reading at the start)
+    uint64_t ticks;     // when the record's last sample was taken
+    uint64_t cpu_ns;    // the thread's CPU clock then (CLOCK_THREAD_CPUTIME_ID, absolute)
+    uint64_t own_ns;    // CPU ns since the previous record that landed in the profiler itself
+    uint32_t own_count; // samples since the previous record that landed in the profiler itself
+    uint32_t count;     // samples this record stands for at this point (0: the base)
 };
 
 // Receives thread events in stream order. `fn` in on_enter is the stream-local function index
@@ -202,8 +209,10 @@ public:
     virtual void on_rss(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*bytes*/) {}
     // The runtime's own time inside the frame open now (format 1.2 Pause records).
     virtual void on_pause(uint32_t /*stream*/, uint64_t /*ticks*/) {}
+    // CPU-time samples of the thread at this point of its stream (format 1.5). The calls
+    // before it have been delivered (on_calls) when it comes.
+    virtual void on_sample(uint32_t /*stream*/, const SampleRecord& /*s*/) {}
     virtual void on_thread_end(uint32_t /*stream*/, uint64_t /*ticks*/) {}
-    virtual void on_sample(uint32_t /*stream*/, const SampleRecord& /*sample*/) {}
     // A chunk was read to its end; `sync_ticks` is the clock reading when it was opened. The
     // writer assigns chunks their place in the file and reads that clock under one lock, and
     // (from 1.2 on) times every memory record at or after the opening of its chunk: no memory

@@ -21,7 +21,7 @@ using prof::test::temp_path;
 namespace {
 
 // profreport's output for `trace` with `options`, the trace's path replaced by TRACE and its
-// format version (1.4 as written, 2.1 packed) by VERSION; fails the test on a non-zero exit.
+// format version (1.5 as written, 2.2 packed) by VERSION; fails the test on a non-zero exit.
 std::string report(const std::string& trace, std::vector<std::string> options) {
     std::vector<std::string> argv{PROFREPORT, trace};
     argv.insert(argv.end(), options.begin(), options.end());

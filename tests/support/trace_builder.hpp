@@ -97,6 +97,13 @@ public:
         return encode(64,
                       [&](uint8_t* p) { return format::put_line_counts(p, site, hits, ticks); });
     }
+    // 1.5: CPU-time samples (count 0: the timer was armed).
+    TraceBuilder& sample(uint64_t dt, uint64_t cpu_ns, uint64_t own_ns, uint64_t own_count,
+                         uint64_t count) {
+        return encode(format::kMaxSampleRecord, [&](uint8_t* p) {
+            return format::put_sample(p, dt, cpu_ns, own_ns, own_count, count);
+        });
+    }
     // Memory records: `ptr_delta` from the chunk's previous pointer; `alignment` 0: none.
     TraceBuilder& alloc(uint64_t dt, int64_t ptr_delta, uint64_t size, uint32_t stack,
                         format::AllocKind kind, uint64_t alignment = 0) {

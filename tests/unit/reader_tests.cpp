@@ -80,6 +80,27 @@ TraceBuilder small_trace_1_3() {
     return b;
 }
 
+// Format 1.5: main (0x1000) calls work (0x2000), with CPU-time samples: the first at arming
+// (count 0), two in work (the second standing for two samples, one of them in the profiler),
+// one in main after work returns. Times in ns.
+TraceBuilder sampled_trace() {
+    TraceBuilder b;
+    b.chunk(1, 1000).function(0x1000).function(0x2000);
+    b.sample(0, 500000, 0, 0, 0);           // t 1000: armed, CPU clock 0.5 ms
+    b.enter(0, 10).enter(1, 10);            // t 1010, 1020
+    b.sample(4000, 4500000, 0, 0, 1);       // t 5020, in work: 4 ms
+    b.sample(8000, 12700000, 200000, 1, 2); // t 13020, in work: 8.2 ms, 0.2 of it the profiler's
+    b.exit(100);                            // t 13120
+    b.sample(3000, 16000000, 0, 0, 1);      // t 16120, in main: 3.3 ms
+    b.exit(80);                             // t 16200
+    b.thread_end(0);
+    b.chunk(0).meta("sample_signal", "64").meta("sample_hz", "1000");
+    b.meta("sample_clock", "thread_cputime");
+    b.symbol(0x1000, "main", "/src/app.cpp", 3).symbol(0x2000, "work(int)", "/src/app.cpp", 9);
+    b.end_record(20000);
+    return b;
+}
+
 std::string error_of(const std::string& path) {
     try {
         CountingSink sink;
@@ -220,7 +241,8 @@ TEST_CASE("the 1.3 variant of the small trace reads back whole") {
 }
 
 TEST_CASE("a trace cut at any byte reads partially or fails cleanly") {
-    for (const TraceBuilder& source : {small_trace(), small_trace_1_3(), aligned_trace(0)}) {
+    for (const TraceBuilder& source :
+         {small_trace(), small_trace_1_3(), aligned_trace(0), sampled_trace()}) {
         auto full = source.bytes();
         // Bytes after the last record of the last chunk are padding: a cut there loses nothing.
         format::ChunkHeader last{};
@@ -249,7 +271,8 @@ TEST_CASE("a trace cut at any byte reads partially or fails cleanly") {
 }
 
 TEST_CASE("every single flipped byte gives a result or a TraceError") {
-    for (const TraceBuilder& source : {small_trace(), small_trace_1_3(), aligned_trace(0)}) {
+    for (const TraceBuilder& source :
+         {small_trace(), small_trace_1_3(), aligned_trace(0), sampled_trace()}) {
         auto full = source.bytes();
         std::string path = test::temp_path("flip.trace");
         size_t errors = 0;
@@ -790,4 +813,120 @@ TEST_CASE("a packed trace cut at any byte or with any byte flipped: a partial re
         }
         CHECK(errors > 0);
     }
+}
+
+namespace {
+
+// Every call and sample of a trace in the order the sink gets them.
+struct SampleSink : CountingSink {
+    std::vector<std::string> order;
+    std::vector<reader::SampleRecord> samples;
+    void on_calls(uint32_t stream, const reader::CallRecord* r, size_t n) override {
+        for (size_t i = 0; i < n; ++i)
+            order.push_back(r[i].exit ? fmt::format("exit@{}", r[i].ticks)
+                                      : fmt::format("enter {}@{}", r[i].fn, r[i].ticks));
+        reader::EventSink::on_calls(stream, r, n);
+    }
+    void on_sample(uint32_t stream, const reader::SampleRecord& s) override {
+        CHECK(stream == 1);
+        order.push_back(fmt::format("sample {}@{}", s.count, s.ticks));
+        samples.push_back(s);
+    }
+};
+
+} // namespace
+
+TEST_CASE("Sample records (1.5): in stream order among the calls, timed in their chain") {
+    std::string path = test::temp_path("sampled.trace");
+    sampled_trace().save(path);
+    SampleSink sink;
+    reader::TraceReader r(path);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(info.finished);
+    CHECK(info.minor_unknown_records == 0);
+    // The calls before a sample reach the sink before it, and its dt counts in the times after.
+    CHECK(sink.order == std::vector<std::string>{"sample 0@1000", "enter 0@1010", "enter 1@1020",
+                                                 "sample 1@5020", "sample 2@13020", "exit@13120",
+                                                 "sample 1@16120", "exit@16200"});
+    REQUIRE(sink.samples.size() == 4);
+    const reader::SampleRecord& s = sink.samples[2];
+    CHECK(s.cpu_ns == 12700000);
+    CHECK(s.own_ns == 200000);
+    CHECK(s.own_count == 1);
+    CHECK(s.count == 2);
+    CHECK(info.samples == 4);
+    CHECK(info.own_samples == 1);
+    CHECK(info.sample_hz == 1000);
+    CHECK(info.meta.at("sample_clock") == "thread_cputime");
+    // The call profile is that of the same calls without samples.
+    analysis::Session pb;
+    pb.add_trace(path);
+    analysis::Profile p = pb.profile();
+    CHECK(stats(p, "work").cumtime == test::approx(12100e-9));
+    CHECK(stats(p, "main").cumtime == test::approx(15190e-9));
+}
+
+TEST_CASE("malformed Sample records are corruption at their offset; elsewhere they are unknown") {
+    auto build = [](std::vector<uint8_t> payload, size_t* at) {
+        TraceBuilder b;
+        b.chunk(1, 0).function(0x1000).enter(0, 0);
+        *at = format::kHeaderSize + sizeof(format::ChunkHeader) + b.chunk_bytes();
+        b.sized(format::Tag::kSample, payload).exit(10);
+        b.chunk(0).end_record(100);
+        return b;
+    };
+    std::string path = test::temp_path("bad-sample.trace");
+    size_t at = 0;
+    build(payload({10, 20, 0, 0}, {}), &at).save(path); // ends before `count`
+    CHECK(error_of(path) ==
+          fmt::format("{}: corrupt trace at byte {}: malformed record 0x4c", path, at));
+    build(payload({10, 20, 0, 0, uint64_t(1) << 32}, {}), &at).save(path); // count over 32 bits
+    CHECK(error_of(path).find(fmt::format("at byte {}: malformed record 0x4c", at)) !=
+          std::string::npos);
+    build(payload({10, 20, 0, uint64_t(1) << 32, 1}, {}), &at).save(path); // own_count too
+    CHECK(error_of(path).find("malformed record 0x4c") != std::string::npos);
+    // Fields appended by a later minor version are ignored.
+    build(payload({10, 20, 0, 0, 1, 77}, {}), &at).save(path);
+    CHECK(error_of(path) == "");
+
+    // The writer puts them in thread streams only: in the process stream, an unknown record.
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1000).enter(0, 0).exit(10);
+    b.chunk(0).sample(0, 1, 0, 0, 1).end_record(100);
+    b.save(path);
+    SampleSink sink;
+    reader::TraceReader r(path);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(info.minor_unknown_records == 1);
+    CHECK(info.samples == 0);
+    CHECK(sink.samples.empty());
+}
+
+TEST_CASE("packed traces keep Sample records and their exact times (2.2)") {
+    // An allocation right before a sample: packed, the allocation's time is rounded down and
+    // the remainder carried into the next timed record, the sample, which stays exact.
+    using format::Tag;
+    TraceBuilder b;
+    b.chunk(1, 0).function(0x1000).enter(0, 0);
+    b.sample(0, 100, 0, 0, 0);
+    b.sized(Tag::kAlloc, memory_payload({4099, 0x5000, 100, 0, 1}, {1})); // t 4099
+    b.sample(1000, 4000000, 0, 0, 1);                                     // t 5099
+    b.sized(Tag::kFree, memory_payload({3001, 0, 1}, {1}));               // t 8100
+    b.sample(7, 8000000, 5000, 1, 1);                                     // t 8107
+    b.exit(3);                                                            // t 8110
+    b.chunk(0).end_record(10000);
+    std::string raw = test::temp_path("sampled-mem.trace"), packed = raw + ".packed";
+    b.save(raw);
+    pack::PackResult r = pack::pack_trace(raw, packed, {});
+    CHECK(r.time_shift == 11);
+    SampleSink a, p;
+    reader::TraceReader(raw).read(a);
+    reader::TraceReader packed_reader(packed);
+    const reader::TraceInfo& info = packed_reader.read(p);
+    CHECK(info.header.major == format::kPackedMajor);
+    CHECK(info.header.minor == 2);
+    CHECK(info.samples == 2);
+    CHECK(p.order == a.order);
+    CHECK(p.order == std::vector<std::string>{"enter 0@0", "sample 0@0", "sample 1@5099",
+                                              "sample 1@8107", "exit@8110"});
 }

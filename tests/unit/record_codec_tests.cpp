@@ -164,6 +164,10 @@ TEST_CASE("the memory record encoders stay within their stated room") {
     Buffer e;
     end = format::put_enter_address(e.bytes, big, big);
     CHECK(size_t(end - e.bytes) == format::kMaxEventRecord);
+    Buffer s;
+    end = format::put_sample(s.bytes, big, big, big, big, big);
+    CHECK(size_t(end - s.bytes) == format::kMaxSampleRecord);
+    CHECK(s.touched() == format::kMaxSampleRecord);
 }
 
 // A sized record's length covers its payload exactly, and the payload decodes field by field.
@@ -219,4 +223,16 @@ TEST_CASE("the sized record encoders write their length and payload") {
     c = payload(b.bytes, end, format::Tag::kPause);
     CHECK(c.uleb() == 1000);
     CHECK((c.ok && c.p == c.end));
+
+    end = format::put_sample(b.bytes, 10400, 123456789012, 4000000, 1, 3);
+    c = payload(b.bytes, end, format::Tag::kSample);
+    for (uint64_t v :
+         {uint64_t(10400), uint64_t(123456789012), uint64_t(4000000), uint64_t(1), uint64_t(3)})
+        CHECK(c.uleb() == v);
+    CHECK((c.ok && c.p == c.end));
+    // The longest one still has a one-byte length.
+    end = format::put_sample(b.bytes, ~uint64_t(0), ~uint64_t(0), ~uint64_t(0), ~uint64_t(0),
+                             ~uint64_t(0));
+    c = payload(b.bytes, end, format::Tag::kSample);
+    CHECK(b.bytes[1] == format::kMaxSampleRecord - 2);
 }

@@ -1,4 +1,4 @@
-// profpack: rewrites finished traces in the packed form (format 2.1), which profreport reads
+// profpack: rewrites finished traces in the packed form (format 2.2), which profreport reads
 // like any other.
 #include "common/cli.hpp"
 #include "common/text.hpp"
@@ -19,7 +19,7 @@
 namespace {
 
 constexpr const char* kDescription =
-    R"(Rewrites each finished trace in the packed form (trace format 2.1): its chunks compressed
+    R"(Rewrites each finished trace in the packed form (trace format 2.2): its chunks compressed
 with zstd, and the memory profiler's records as references to blocks (no pointers), their
 times kept to the largest power of two of clock ticks not above 4 us. Calls, scopes and lines
 keep their exact times, and profreport reads from the packed file what it read from the

@@ -262,6 +262,16 @@ PROF_CODEC_INLINE uint8_t* put_rss(uint8_t* p, uint64_t dt, uint64_t bytes) {
     return end_small(p, put_uleb(put_uleb(begin_small(p, Tag::kRss), dt), bytes));
 }
 
+// 1.5: CPU-time samples of the thread (count 0: the timer was armed, the base of the next).
+inline constexpr uint32_t kMaxSampleRecord = 2 + 5 * kMaxUleb; // payload < 128
+
+PROF_CODEC_INLINE uint8_t* put_sample(uint8_t* p, uint64_t dt, uint64_t cpu_ns, uint64_t own_ns,
+                                      uint64_t own_count, uint64_t count) {
+    uint8_t* q = put_uleb(put_uleb(begin_small(p, Tag::kSample), dt), cpu_ns);
+    q = put_uleb(put_uleb(put_uleb(q, own_ns), own_count), count);
+    return end_small(p, q);
+}
+
 // ---- packed memory records (2.0/2.1, profpack) ------------------------------------------------
 // `dtq`: a delta in units of 2^memory_time_shift ticks; `dt`: in ticks.
 

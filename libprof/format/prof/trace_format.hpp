@@ -26,14 +26,15 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 4; // 1.1: sites, line statistics; 1.2: unloads, pauses;
-                                      // 1.3: scope runs; 1.4: aligned operator new/delete
+inline constexpr uint16_t kMinor = 5; // 1.1: sites, line statistics; 1.2: unloads, pauses;
+                                      // 1.3: scope runs; 1.4: aligned operator new/delete;
+                                      // 1.5: CPU-time samples
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
 // readers of 1.x refuse by name. Its records are those of 1.x plus the packed memory records
-// (2.1: and MemAligned).
+// (2.1: and MemAligned; 2.2: the Sample records of 1.5, as written).
 inline constexpr uint16_t kPackedMajor = 2;
-inline constexpr uint16_t kPackedMinor = 1; // 2.1: MemAligned
+inline constexpr uint16_t kPackedMinor = 2; // 2.1: MemAligned; 2.2: Sample
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
 // 2.0: a chunk of a packed file (kFilePacked): its records are ChunkHeader::packed_size bytes
@@ -196,6 +197,17 @@ enum class Tag : uint8_t {
     // MemFree/MemFreeRemote of a new or delete kind; of nothing otherwise.
     //   uleb alignment
     kMemAligned = 0x4b,
+    // 1.5, thread streams: the thread's timer on its own CPU clock fired `count` times with the
+    // thread at this point of the stream (or, for count 0, the timer was armed). Timed like
+    // Alloc: dt is the first field, and the next record's dt counts from it. `cpu_ns` is the
+    // thread's CPU clock (CLOCK_THREAD_CPUTIME_ID) when the record's last sample was taken;
+    // `own_ns` and `own_count` are the CPU time and the samples, since the stream's previous
+    // Sample record, that landed in the profiler's own code. The program's CPU time that the
+    // record stands for, in the frame open at this point, is cpu_ns minus the previous Sample
+    // record's cpu_ns minus own_ns; a record of count 0 (the first of a stream, when its timer
+    // is armed) stands for nothing and is the base of the next.
+    //   uleb dt, uleb cpu_ns, uleb own_ns, uleb own_count, uleb count
+    kSample = 0x4c,
 };
 
 enum class AllocKind : uint8_t {
