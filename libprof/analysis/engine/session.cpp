@@ -121,6 +121,7 @@ struct ThreadReplay {
     uint64_t span_ticks = 0, span_cpu_ns = 0;
     std::vector<LongInterval> long_intervals; // of this span
     int64_t scope_credit = 0; // scope runs' time in this span, already given to their nodes
+    uint32_t last_top = 0;    // the last frame closed, once none is open
     std::vector<int64_t> self;
     uint64_t samples = 0, own_samples = 0;
     int64_t own = 0, sampled_cpu = 0; // the profiler's CPU time, all CPU time sampled
@@ -384,12 +385,12 @@ struct Session::Impl : reader::EventSink {
             t.sampled_cpu += cpu;
             give(t, top(t), cpu - own - t.scope_credit);
         }
-        close_span(t, r.ticks, cpu);
+        close_span(t, r.ticks, cpu, top(t));
         t.span_cpu_ns = r.cpu_ns;
     }
     // Ends the span at `ticks`, of which `cpu` was on CPU: its time off CPU goes to its long
-    // intervals, what they cannot hold to the frame on top.
-    void close_span(ThreadReplay& t, uint64_t ticks, int64_t cpu) {
+    // intervals, what they cannot hold to node `rest`.
+    void close_span(ThreadReplay& t, uint64_t ticks, int64_t cpu, uint32_t rest) {
         int64_t wall = ticks > t.span_ticks ? int64_t((ticks - t.span_ticks) << kClockFraction) : 0;
         int64_t off = wall - cpu;
         if (off > 0) {
@@ -409,21 +410,23 @@ struct Session::Impl : reader::EventSink {
                 give(t, l[i].node, l[i].length - on);
                 given += l[i].length - on;
             }
-            give(t, top(t), off - given);
+            give(t, rest, off - given);
         }
         t.long_intervals.clear();
         t.scope_credit = 0;
         t.span_ticks = ticks;
     }
     // The last span of a sampled thread, from its last sample to its end: its CPU time is
-    // not measured, at most one sampling period.
+    // not measured, at most one sampling period, and goes to the frame open at the end (or
+    // the last one closed).
     void close_last_span(ThreadReplay& t) {
         if (!t.sampled || t.spans_closed) return;
         t.spans_closed = true;
         int64_t wall = t.last > t.span_ticks ? int64_t((t.last - t.span_ticks) << kClockFraction) : 0;
         int64_t cpu = std::min(wall, sample_period);
-        give(t, top(t), cpu - t.scope_credit);
-        close_span(t, t.last, cpu);
+        uint32_t node = t.stack.empty() ? t.last_top : top(t);
+        give(t, node, cpu - t.scope_credit);
+        close_span(t, t.last, cpu, node);
     }
     // How the traces that `filter` covers were timed.
     TimeBasis time_basis(const ThreadFilter& filter) const {
@@ -499,6 +502,7 @@ struct Session::Impl : reader::EventSink {
         Frame f = t.stack.back();
         t.stack.pop_back();
         t.nodes[f.node].total += t.clock - f.start;
+        if (t.stack.empty()) t.last_top = f.node;
         t.pending = cost_out;
         if (options.observer) options.observer->closed(t.index, ns(t.clock));
     }
@@ -551,6 +555,7 @@ struct Session::Impl : reader::EventSink {
                 Frame f = t.stack.back();
                 t.stack.pop_back();
                 t.nodes[f.node].total += clock - f.start;
+                if (t.stack.empty()) t.last_top = f.node;
                 pending = cost_out;
                 if (observer) observer->closed(t.index, ns(clock));
             } else {

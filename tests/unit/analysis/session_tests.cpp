@@ -471,3 +471,73 @@ TEST_CASE("thread streams read on several cores give what one reader gives") {
     CHECK(!sequential.empty());
     CHECK(parallel == sequential);
 }
+
+namespace {
+
+// main 0..10 ms calls a 1..4 ms and b 4..10 ms; b is off CPU for 4 ms. Samples (CPU clock in
+// the record): armed at 0; at 2 ms (CPU 2 ms, in a); at 3.5 ms (CPU 3.5 ms, in a, 0.5 ms of it
+// in the profiler); at 9 ms (CPU 5 ms, in b). 1 tick = 1 ns.
+std::string sampled_trace() {
+    TraceBuilder b;
+    b.chunk(0);
+    b.meta("sample_hz", "1000");
+    b.chunk(1, 0);
+    define_functions(b, 3);
+    b.enter(0, 0).sample(0, 0, 0, 0, 0);
+    b.enter(1, 1000000).sample(1000000, 2000000, 0, 0, 1);
+    b.sample(1500000, 3500000, 500000, 1, 1);
+    b.exit(500000).enter(2, 0);
+    b.sample(5000000, 5000000, 0, 0, 1);
+    b.exit(1000000).exit(0);
+    b.chunk(0);
+    name_functions(b, {"main", "a", "b"}).end_record(10000000);
+    return save_trace(b, "sampled.trace");
+}
+
+analysis::Profile timed(const std::string& path, analysis::TimeSource time) {
+    analysis::SessionOptions o;
+    o.time = time;
+    analysis::Session s(o);
+    s.add_trace(path);
+    return s.profile();
+}
+
+} // namespace
+
+TEST_CASE("sampled time: CPU from the samples' clock, off CPU in the long intervals") {
+    std::string path = sampled_trace();
+    analysis::Profile p = timed(path, analysis::TimeSource::kSampled);
+    // a: the first sample's 2 ms (main's first millisecond included: a sample stands for the
+    // CPU time since the one before) and 1.5 - 0.5 ms of the second. b: the third sample's
+    // 1.5 ms and the 4 ms the span from 3.5 to 9 ms was off CPU, all in b's interval (a's
+    // 0.5 ms interval of that span is short enough to have run). main: the last span, after
+    // the last sample, 1 ms at most one period of CPU, in the frame closed last.
+    check_stats(stats(p, "a"), 1, 1, 3e6, 3e6);
+    check_stats(stats(p, "b"), 1, 1, 5.5e6, 5.5e6);
+    check_stats(stats(p, "main"), 1, 1, 1e6, 9.5e6);
+    CHECK(p.time.sampled_traces == 1);
+    CHECK(p.time.samples == 3);
+    CHECK(p.time.own_samples == 1);
+    CHECK(same_time(p.time.own_seconds, 0.5e6));
+    CHECK(same_time(p.time.cpu_seconds, 5e6));
+
+    // The hooks' clock, asked for or because 3 samples are too few.
+    for (analysis::TimeSource t : {analysis::TimeSource::kTraced, analysis::TimeSource::kAuto}) {
+        analysis::Profile traced = timed(path, t);
+        check_stats(stats(traced, "a"), 1, 1, 3e6, 3e6);
+        check_stats(stats(traced, "b"), 1, 1, 6e6, 6e6);
+        check_stats(stats(traced, "main"), 1, 1, 1e6, 10e6);
+        CHECK(traced.time.sampled_traces == 0);
+        CHECK(traced.time.too_few == (t == analysis::TimeSource::kAuto ? 3 : 0));
+    }
+
+    // The call tree and the profile agree.
+    analysis::SessionOptions o;
+    o.time = analysis::TimeSource::kSampled;
+    analysis::Session s(o);
+    s.add_trace(path);
+    analysis::views::CallTree tree = s.call_tree();
+    CHECK(tree.nodes[node_at(tree, {"main"})].total_ns == 9500000);
+    CHECK(tree.nodes[node_at(tree, {"main", "b"})].total_ns == 5500000);
+    CHECK(tree.time.samples == 3);
+}
