@@ -76,6 +76,9 @@ PROF_NOINSTR bool refill(ThreadState& s, uint64_t now) {
 // was ours.
 __attribute__((noinline)) PROF_NOINSTR bool refill_event(ThreadState& s, uint64_t& now) {
     if (!refill(s, now)) return false;
+    // A sample that found no room in the old chunk comes first: it was taken before this event,
+    // and the thread has written nothing since (every writer needs more room than it did).
+    sampler_flush(s);
     uint64_t after = now_ticks();
     if (after > now) {
         s.w.cursor = format::put_pause(s.w.cursor, after - now);
@@ -275,6 +278,7 @@ PROF_NOINSTR void thread_end(void*) {
     // Whatever the state (a thread whose recording stopped on a full disk is still linked):
     // the finish must not read this thread's memory once it is gone.
     if (s.state == kNew) return;
+    sampler_thread_stop(); // whatever the state too: the timer would outlive the thread
     if (s.state == kDeferred) settle(s);
     uint8_t prev = s.state;
     s.state = kBusy;
@@ -288,6 +292,7 @@ PROF_NOINSTR void thread_end(void*) {
     }
     uint64_t now = now_ticks();
     if (!collected) flush_lines(s, now);
+    if (sampler_pending() && ensure_bytes(s, now, format::kMaxSampleRecord)) sampler_flush(s);
     if (ensure(s, now)) {
         uint8_t* p = s.w.cursor;
         if (s.dropped) {
@@ -366,6 +371,9 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
     lock_global();
     live_link(s);
     unlock_global();
+    // Last: the runtime's own start-up is in no sample, and the calibration's records went to a
+    // scratch buffer that samples must not reach.
+    sampler_thread_start(s);
     s.state = kActive;
     errno = saved;
 }
@@ -381,6 +389,8 @@ PROF_NOINSTR void thread_after_fork_child() {
     g_live = nullptr;
     g_lines_collected = false;
     s.live_prev = s.live_next = nullptr;
+    // The parent's timer is not the child's (timers are not inherited), nor its waiting samples.
+    sampler_after_fork();
     // The fork handler settled a deferred activation in the parent; its frame is entered again
     // below with the others.
     if (s.state == kDeferred) s.state = kActive;
@@ -413,11 +423,13 @@ PROF_NOINSTR void thread_after_fork_child() {
         write_enter(s, f.fn, f.site, f.cfa, now);
         commit(s.w);
     }
+    sampler_thread_start(s); // the child's thread samples its own CPU time
     s.state = prev;
 }
 
 PROF_NOINSTR void thread_off_after_fork() {
     ThreadState& s = prof_tls;
+    sampler_after_fork();
     g_live = nullptr;
     s.live_prev = s.live_next = nullptr;
     if (s.w.base) munmap(s.w.base, size_t(s.w.end - s.w.base)); // the parent's chunk
@@ -434,6 +446,10 @@ PROF_NOINSTR void thread_flush_counters() {
     s.state = kBusy;
     // After the finish collected every thread's sums (a fork at exit), they are written.
     if (!__atomic_load_n(&g_lines_collected, __ATOMIC_ACQUIRE)) flush_lines(s, now_ticks());
+    if (sampler_pending()) {
+        uint64_t now = now_ticks();
+        if (ensure_bytes(s, now, format::kMaxSampleRecord)) sampler_flush(s);
+    }
     if (!s.dropped) {
         s.state = kActive;
         return;

@@ -75,6 +75,20 @@ PROF_NOINSTR inline void forget_runs(ThreadState& s) {
     s.leaf_end = nullptr;
 }
 
+// ---- CPU-time sampling (sampler.cpp) ---------------------------------------------------------
+// Chooses the signal and installs its handler; at start, before the trace file is made.
+void sampler_init();
+int sampler_signal(); // 0 when not sampling
+// Arms the calling thread's timer and writes its first Sample record; the thread is busy and
+// its stream open (thread_start, a forked child).
+void sampler_thread_start(ThreadState& s);
+void sampler_thread_stop(); // the calling thread's timer is deleted
+void sampler_after_fork();  // a forked child forgets its parent's timer and samples
+// Samples that found no room in the chunk wait; the runtime writes them (the thread busy, with
+// format::kMaxSampleRecord bytes of room) before anything else it writes.
+bool sampler_pending();
+void sampler_flush(ThreadState& s);
+
 // Set while this thread runs the calibration: its functions are not noted for the symbol table.
 extern thread_local bool t_calibrating __attribute__((tls_model("initial-exec")));
 

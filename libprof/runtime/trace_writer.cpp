@@ -313,6 +313,13 @@ PROF_NOINSTR void write_process_meta() {
     if (gethostname(buf, sizeof buf) == 0) write_meta("host", buf, strnlen(buf, sizeof buf));
     write_meta("runtime", "libprof " PROF_VERSION_STRING, sizeof("libprof " PROF_VERSION_STRING) - 1);
     if (g.overhead[0]) write_overhead_meta(g.overhead); // a forked child: the parent's figures
+    if (int sig = sampler_signal()) { // CPU-time samples (Sample records, format 1.5)
+        len = snprintf(buf, sizeof buf, "%d", sig);
+        write_meta("sample_signal", buf, size_t(len));
+        len = snprintf(buf, sizeof buf, "%u", g_options.sample_hz);
+        write_meta("sample_hz", buf, size_t(len));
+        write_meta("sample_clock", "thread_cputime", sizeof("thread_cputime") - 1);
+    }
 }
 
 PROF_NOINSTR bool choose_clock() {
@@ -510,6 +517,7 @@ PROF_NOINSTR void runtime_start() {
     prof_line_fast = prof_clock_is_tsc && !prof_line_rss_enabled;
     prof_scope_runs = g_options.scope_runs ? 1 : 0;
     g.chunk_size = g_options.chunk_size;
+    sampler_init(); // before the file: its Meta records name the signal
     if (g_options.out_given) snprintf(g.base_path, sizeof g.base_path, "%s", g_options.out);
     else snprintf(g.base_path, sizeof g.base_path, "prof.%d.trace", int(getpid()));
     start_file(g.base_path, true);
@@ -528,6 +536,10 @@ PROF_NOINSTR void runtime_finish() {
         g.finish_taken_by_child.store(true, std::memory_order_relaxed);
         return;
     }
+    // The finish is the runtime's own work: this thread's samples end here (the samples still
+    // waiting for room are written with its counters, below). Other threads keep sampling into
+    // the chunks they hold until the process ends.
+    sampler_thread_stop();
     int saved = errno;
     if (g_memory_active) {
         // libstdc++ keeps an emergency exception pool for the life of the process; release it

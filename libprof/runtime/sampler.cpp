@@ -1,0 +1,416 @@
+// CPU-time sampling (trace format 1.5, Sample records): every traced thread gets a POSIX timer on
+// its own CPU clock that sends it a real-time signal every 1/PROF_SAMPLE_HZ seconds of its CPU
+// time, and the signal handler appends a Sample record to the thread's current chunk: the
+// thread's CPU clock at that moment, at that point of its stream (in the frame open there).
+// Readers weigh each record by the CPU time since the stream's previous one, so the weights are
+// exact whatever rate the kernel delivers: CPU-time timers fire at most once per kernel tick
+// (250 Hz on this kernel), whatever rate is asked for.
+//
+// Why a timer on CLOCK_THREAD_CPUTIME_ID, created by the thread itself with SIGEV_THREAD_ID, and
+// not a perf_event cpu-clock descriptor: no descriptor per thread, it works where
+// perf_event_open is refused (perf_event_paranoid, seccomp), and on kernels with
+// POSIX_CPU_TIMERS_TASK_WORK the signal is generated on the thread's return to user mode, so it
+// never interrupts a blocking system call (no EINTR from poll, nanosleep, ...: tested by
+// tests/programs/sampled.cpp, which can also run the perf_event variant for comparison).
+//
+// The handler's contract, on top of runtime.hpp's: no lock, no allocation, no call into the
+// hooks, errno kept, nothing instrumented. It writes only when the thread's state says that no
+// other writer of its chunk is in progress (kActive, or kDeferred once settled), and only into
+// the room left in the thread's current chunk: opening a chunk takes the global lock. A sample
+// that does not fit waits in thread-local storage; the runtime writes it when the thread next
+// opens a chunk (refill_event), before the event that needed the room, which is where the thread
+// was when the sample was taken. A sample that lands in the profiler's own code (the thread is
+// busy in the runtime or in an inline record write, or the interrupted instruction lies in the
+// text of libprof.so or libprofmem.so) is no sample of the program: its CPU time is counted as
+// the profiler's own and reported in the next record written.
+//
+// The signal: the highest real-time signal whose disposition is SIG_DFL when tracing starts. Its
+// handler stays installed for the life of the process, because a timer signal still in flight
+// would kill a process whose disposition went back to SIG_DFL. libprof.so interposes sigaction
+// and signal so that a program which installs a handler on that very signal keeps it: the
+// program's disposition is recorded and applied to every signal that is not one of our timers'
+// (si_code SI_TIMER with our sigev_value). When libprof.so does not come before the C library in
+// symbol lookup (a preloaded libprofmem.so in an uninstrumented program), the interposers would
+// not be called, and sampling stays off.
+#include "thread_state.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <link.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+extern "C" {
+// The C library's own functions, which the interposers below forward to: glibc's sigaction and
+// signal are weak aliases of __sigaction and ssignal.
+int __sigaction(int sig, const struct sigaction* act, struct sigaction* old);
+// The interposer below as this library itself sees it (not as the dynamic linker binds the
+// name sigaction).
+int libprof_own_sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept
+    __attribute__((visibility("hidden")));
+}
+
+namespace prof::rt {
+namespace {
+
+// The sigev_value of our timers: the address of this object, which no other sender knows.
+constinit char g_timer_tag = 0;
+// The signal of our timers; 0 while not sampling (the interposers then pass every call on).
+std::atomic<int> g_signal{0};
+long g_period_ns = 0;
+
+// The code of the profiler: a sample whose interrupted instruction lies here is its own.
+struct CodeRange {
+    uintptr_t start, end;
+};
+constexpr int kMaxRanges = 8;
+CodeRange g_own_code[kMaxRanges];
+int g_own_ranges = 0;
+
+// What the program set for our signal through the interposed sigaction or signal. Two slots:
+// a writer fills the one not in use and then publishes it, so that a handler running on another
+// thread reads a whole disposition.
+struct sigaction g_program_action[2];
+std::atomic<int> g_program_slot{0};
+std::atomic<bool> g_program_writer{false};
+
+// Per thread, in initial-exec TLS (zero-initialised, readable from a signal handler). While the
+// timer is armed, the fields a handler updates when the thread is busy (`last_cpu`, `own_ns`,
+// `own_count`) are never written by the runtime; the others are written by a handler only when
+// the thread is not busy and by the runtime only while it is, so no field has two writers at
+// once.
+struct ThreadSampler {
+    timer_t timer;
+    bool armed;
+    uint64_t last_cpu;  // the thread's CPU clock at the previous sample (or at arming)
+    uint64_t own_ns;    // CPU time of the samples that landed in the profiler, since arming
+    uint64_t own_count; // and their number
+    uint64_t reported_own_ns, reported_own_count; // the part of both in records already
+    // Samples of the program that found no room in the chunk: the latest one's clocks, and the
+    // profiler's totals at that moment.
+    uint32_t pending;
+    uint64_t pending_ticks, pending_cpu, pending_own_ns, pending_own_count;
+};
+thread_local ThreadSampler t_sampler __attribute__((tls_model("initial-exec")));
+
+std::atomic<bool> g_arm_failed_logged{false};
+
+PROF_NOINSTR uint64_t thread_cpu_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
+PROF_NOINSTR bool in_own_code(const void* context) {
+#if defined(__x86_64__)
+    auto pc = uintptr_t(static_cast<const ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP]);
+    for (int i = 0; i < g_own_ranges; ++i)
+        if (pc >= g_own_code[i].start && pc < g_own_code[i].end) return true;
+#else
+    (void)context;
+#endif
+    return false;
+}
+
+// Writes `rec` (n bytes) at the thread's cursor, timed `now`, and publishes it.
+PROF_NOINSTR void append(ThreadState& s, const uint8_t* rec, size_t n, uint64_t now) {
+    memcpy(s.w.cursor, rec, n);
+    s.w.cursor += n;
+    if (now > s.w.last_ticks) s.w.last_ticks = now;
+    commit(s.w);
+}
+
+// A sample of the program: its record at the thread's cursor, or pending when it does not fit.
+// The thread is marked busy around it (the caller found it active).
+PROF_NOINSTR void program_sample(ThreadState& s, ThreadSampler& t, uint64_t cpu) {
+    s.state = kBusy;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    uint64_t now = now_ticks();
+    uint8_t rec[format::kMaxSampleRecord];
+    uint64_t dt = now > s.w.last_ticks ? now - s.w.last_ticks : 0;
+    size_t n = size_t(format::put_sample(rec, dt, cpu, t.own_ns - t.reported_own_ns,
+                                         t.own_count - t.reported_own_count, t.pending + 1ull) -
+                      rec);
+    if (s.w.base && s.w.end - s.w.cursor >= ptrdiff_t(n)) {
+        append(s, rec, n, now);
+        t.pending = 0;
+        t.reported_own_ns = t.own_ns;
+        t.reported_own_count = t.own_count;
+    } else {
+        ++t.pending;
+        t.pending_ticks = now;
+        t.pending_cpu = cpu;
+        t.pending_own_ns = t.own_ns;
+        t.pending_own_count = t.own_count;
+    }
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    s.state = kActive;
+}
+
+PROF_NOINSTR void take_sample(void* context) {
+    ThreadState& s = prof_tls;
+    ThreadSampler& t = t_sampler;
+    uint8_t state = s.state;
+    // A thread that records nothing (stopped, ended, or a vfork child running on this memory)
+    // is left alone: not even the clock is read.
+    if (!t.armed || (state != kActive && state != kDeferred && state != kBusy)) return;
+    uint64_t cpu = thread_cpu_ns();
+    uint64_t spent = cpu > t.last_cpu ? cpu - t.last_cpu : 0;
+    t.last_cpu = cpu;
+    if (state == kBusy || in_own_code(context)) {
+        t.own_ns += spent;
+        ++t.own_count;
+        return;
+    }
+    // A scope activation joining a run is open with its Enter not written: written now, the
+    // sample is inside it (the inline path notices and ends it with an Exit).
+    if (state == kDeferred) settle(s);
+    program_sample(s, t, cpu);
+}
+
+// The program's disposition of our signal, for a signal that is not a sample.
+PROF_NOINSTR void pass_on(int sig, siginfo_t* info, void* context) {
+    int slot = g_program_slot.load(std::memory_order_acquire);
+    struct sigaction a = g_program_action[slot];
+    if (a.sa_flags & SA_RESETHAND) {
+        struct sigaction dfl {};
+        dfl.sa_handler = SIG_DFL;
+        g_program_action[slot ^ 1] = dfl;
+        g_program_slot.store(slot ^ 1, std::memory_order_release);
+    }
+    if (a.sa_flags & SA_SIGINFO) {
+        a.sa_sigaction(sig, info, context);
+    } else if (a.sa_handler == SIG_DFL) {
+        // What the signal would have done without us: terminate the process. It is sent again
+        // with the default disposition; it is blocked here and arrives when the handler returns.
+        struct sigaction dfl {};
+        dfl.sa_handler = SIG_DFL;
+        __sigaction(sig, &dfl, nullptr);
+        syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
+    } else if (a.sa_handler != SIG_IGN) {
+        a.sa_handler(sig);
+    }
+}
+
+PROF_NOINSTR void on_signal(int sig, siginfo_t* info, void* context) {
+    if (info->si_code != SI_TIMER || info->si_value.sival_ptr != &g_timer_tag) {
+        pass_on(sig, info, context);
+        return;
+    }
+    int saved = errno;
+    take_sample(context);
+    errno = saved;
+}
+
+// Finds the text of libprof.so (the object holding this function) and of libprofmem.so.
+PROF_NOINSTR int note_own_code(dl_phdr_info* info, size_t, void*) {
+    auto here = reinterpret_cast<uintptr_t>(&note_own_code);
+    const char* name = info->dlpi_name ? info->dlpi_name : "";
+    const char* base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    bool ours = strncmp(base, "libprofmem.so", 13) == 0;
+    for (int pass = 0; pass < 2; ++pass)
+        for (size_t i = 0; i < info->dlpi_phnum; ++i) {
+            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+            if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+            uintptr_t start = info->dlpi_addr + ph.p_vaddr, end = start + ph.p_memsz;
+            if (pass == 0) {
+                ours = ours || (here >= start && here < end);
+            } else if (ours && g_own_ranges < kMaxRanges) {
+                g_own_code[g_own_ranges++] = CodeRange{start, end};
+            }
+        }
+    return 0;
+}
+
+// Whether calls to sigaction anywhere in the process reach the interposer below: it is the
+// definition the dynamic linker bound libprof.so's own reference to.
+PROF_NOINSTR bool sigaction_interposed() {
+#if defined(__x86_64__)
+    void* bound;
+    __asm__("movq sigaction@GOTPCREL(%%rip), %0" : "=r"(bound));
+    return bound == reinterpret_cast<void*>(&libprof_own_sigaction);
+#else
+    return false;
+#endif
+}
+
+// The program's view of our signal: what it last set (initially the default disposition).
+PROF_NOINSTR int program_sigaction(const struct sigaction* act, struct sigaction* old) {
+    // Blocked while the slots change, so that no handler on this thread sees them half-written.
+    sigset_t all, before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &before);
+    while (g_program_writer.exchange(true, std::memory_order_acquire)) {
+    }
+    int slot = g_program_slot.load(std::memory_order_relaxed);
+    if (old) *old = g_program_action[slot];
+    if (act) {
+        g_program_action[slot ^ 1] = *act;
+        g_program_slot.store(slot ^ 1, std::memory_order_release);
+    }
+    g_program_writer.store(false, std::memory_order_release);
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    return 0;
+}
+
+} // namespace
+
+// At start, before the trace file is created (its Meta records name the signal).
+PROF_NOINSTR void sampler_init() {
+    if (!g_options.sample_hz) return;
+    if (!sigaction_interposed()) {
+        log(LogLevel::kInfo, "sampling_off",
+            "reason=\"libprof.so comes after the C library in symbol lookup, so a program's "
+            "signal handlers could displace the sampler's\"");
+        return;
+    }
+    int sig = 0;
+    for (int n = SIGRTMAX; n >= SIGRTMIN && !sig; --n) {
+        struct sigaction old {};
+        if (__sigaction(n, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+            old.sa_handler == SIG_DFL)
+            sig = n;
+    }
+    if (!sig) {
+        log(LogLevel::kWarn, "sampling_off", "reason=\"no real-time signal is free\"");
+        return;
+    }
+    g_own_ranges = 0;
+    dl_iterate_phdr(note_own_code, nullptr);
+    g_program_action[0] = {};
+    g_program_action[0].sa_handler = SIG_DFL;
+    struct sigaction act {};
+    act.sa_sigaction = on_signal;
+    // Every signal blocked while it runs: a handler of the program that interrupted it could
+    // otherwise record into the chunk it is writing (its hooks would see the thread busy, but
+    // the sample's bookkeeping is not made for that).
+    sigfillset(&act.sa_mask);
+    act.sa_flags = SA_SIGINFO | SA_RESTART;
+    if (__sigaction(sig, &act, nullptr) != 0) {
+        log(LogLevel::kWarn, "sampling_off", "reason=\"sigaction failed\" error=\"%s\"",
+            strerror(errno));
+        return;
+    }
+    g_period_ns = long(1000000000u / g_options.sample_hz);
+    if (!g_period_ns) g_period_ns = 1;
+    g_signal.store(sig, std::memory_order_release);
+    log(LogLevel::kInfo, "sampling", "signal=%d hz=%u clock=thread_cputime", sig,
+        g_options.sample_hz);
+}
+
+PROF_NOINSTR int sampler_signal() {
+    return g_signal.load(std::memory_order_relaxed);
+}
+
+// The thread's timer, armed by the thread itself (it is busy: no sample is taken meanwhile). The
+// first record of its samples, of count 0, gives the CPU clock the next one counts from.
+PROF_NOINSTR void sampler_thread_start(ThreadState& s) {
+    ThreadSampler& t = t_sampler;
+    t = ThreadSampler{};
+    int sig = g_signal.load(std::memory_order_relaxed);
+    if (!sig || s.state != kBusy) return;
+    int saved = errno;
+    sigevent ev{};
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = sig;
+    ev.sigev_value.sival_ptr = &g_timer_tag;
+    ev._sigev_un._tid = int(s.w.tid); // sigev_notify_thread_id
+    timer_t timer;
+    if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &timer) != 0) {
+        if (!g_arm_failed_logged.exchange(true))
+            log(LogLevel::kWarn, "thread_not_sampled", "tid=%u error=\"%s\"%s", s.w.tid,
+                strerror(errno), errno == EAGAIN ? " hint=\"RLIMIT_SIGPENDING (ulimit -i)\"" : "");
+        errno = saved;
+        return;
+    }
+    uint64_t now = now_ticks();
+    if (!ensure_bytes(s, now, format::kMaxSampleRecord)) {
+        timer_delete(timer);
+        errno = saved;
+        return;
+    }
+    uint64_t cpu = thread_cpu_ns();
+    s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, now), cpu, 0, 0, 0);
+    commit(s.w);
+    t.last_cpu = cpu;
+    t.timer = timer;
+    t.armed = true;
+    itimerspec every{};
+    every.it_interval.tv_nsec = every.it_value.tv_nsec = g_period_ns % 1000000000;
+    every.it_interval.tv_sec = every.it_value.tv_sec = g_period_ns / 1000000000;
+    timer_settime(timer, 0, &every, nullptr);
+    errno = saved;
+}
+
+// The calling thread's timer is deleted (its thread ends, or the process finishes). A signal of
+// it that is still on its way finds the thread disarmed and is dropped.
+PROF_NOINSTR void sampler_thread_stop() {
+    ThreadSampler& t = t_sampler;
+    if (!t.armed) return;
+    int saved = errno;
+    t.armed = false;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    timer_delete(t.timer);
+    errno = saved;
+}
+
+// A forked child's thread: the timer is the parent's (timers are not inherited), and so are
+// the samples waiting.
+PROF_NOINSTR void sampler_after_fork() {
+    t_sampler = ThreadSampler{};
+}
+
+PROF_NOINSTR bool sampler_pending() {
+    return t_sampler.pending != 0;
+}
+
+// Writes the samples that found no room, at the cursor: the caller is the runtime (the thread is
+// busy) and has made kMaxSampleRecord bytes of room.
+PROF_NOINSTR void sampler_flush(ThreadState& s) {
+    ThreadSampler& t = t_sampler;
+    if (!t.pending) return;
+    s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, t.pending_ticks), t.pending_cpu,
+                                    t.pending_own_ns - t.reported_own_ns,
+                                    t.pending_own_count - t.reported_own_count, t.pending);
+    commit(s.w);
+    t.reported_own_ns = t.pending_own_ns;
+    t.reported_own_count = t.pending_own_count;
+    t.pending = 0;
+}
+
+} // namespace prof::rt
+
+// ---- sigaction and signal ---------------------------------------------------------------------
+// Every call passes through to the C library but those for the sampler's signal, which set and
+// return the program's own disposition of it (see the top of this file).
+using prof::rt::g_signal;
+
+extern "C" PROF_NOINSTR __attribute__((visibility("default"))) int
+sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+    int ours = g_signal.load(std::memory_order_acquire);
+    if (!ours || sig != ours) return __sigaction(sig, act, old);
+    return prof::rt::program_sigaction(act, old);
+}
+
+extern "C" int libprof_own_sigaction(int, const struct sigaction*, struct sigaction*) noexcept
+    __attribute__((alias("sigaction")));
+
+// glibc's signal(): BSD semantics (SA_RESTART, the signal blocked in its handler).
+extern "C" PROF_NOINSTR __attribute__((visibility("default"))) __sighandler_t
+signal(int sig, __sighandler_t handler) noexcept {
+    int ours = g_signal.load(std::memory_order_acquire);
+    if (!ours || sig != ours) return ssignal(sig, handler);
+    struct sigaction act {
+    }, old{};
+    act.sa_handler = handler;
+    sigemptyset(&act.sa_mask);
+    sigaddset(&act.sa_mask, sig);
+    act.sa_flags = SA_RESTART;
+    prof::rt::program_sigaction(&act, &old);
+    return old.sa_handler; // glibc: one union with sa_sigaction, as signal() returns it
+}
