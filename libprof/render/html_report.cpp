@@ -164,8 +164,10 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
     // The data. Numbers are plain JSON numbers; every string goes through json_escape.
     fmt::print(out,
                "<script id=\"profile-data\" type=\"application/json\">{{\"total_calls\":{},"
-               "\"primitive_calls\":{},\"total_time\":{:.9f},\"threads\":{},\"traces\":[",
-               p.total_calls, p.primitive_calls, p.total_time, p.threads.size());
+               "\"primitive_calls\":{},\"total_time\":{:.9f},\"threads\":{},\"times\":{},"
+               "\"traces\":[",
+               p.total_calls, p.primitive_calls, p.total_time, p.threads.size(),
+               js(time_basis_text(p.time)));
     for (size_t i = 0; i < trace_names.size(); ++i)
         fmt::print(out, "{}{}", i ? "," : "", js(trace_names[i]));
     fmt::print(out, "],\n\"functions\":[");

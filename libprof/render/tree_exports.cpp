@@ -150,6 +150,8 @@ void print_tree(std::FILE* out, const CallTree& t, const TreeOptions& o) {
             fmt::print(
                 out, " (showing{}{})", o.max_depth ? fmt::format(" depth <= {}", o.max_depth) : "",
                 o.min_percent > 0 ? fmt::format(" paths >= {}% of the total", o.min_percent) : "");
+        if (std::string basis = time_basis_text(t.time); !basis.empty())
+            fmt::print(out, "\n# {}", basis);
         fmt::print(out, "\n#\n#  TOTAL TIME    SELF TIME       CALLS  FUNCTION\n");
     }
     // Depth-first; `prefix` draws the tree lines as uftrace graph does.

@@ -23,7 +23,8 @@ function ncalls(n, p) { return n === p ? String(n) : n + "/" + p; }
 var sub = document.getElementById("summary");
 sub.textContent = D.total_calls + " function calls" +
   (D.primitive_calls !== D.total_calls ? " (" + D.primitive_calls + " primitive calls)" : "") +
-  " in " + sec(D.total_time) + " seconds \u2022 " + D.threads + " thread(s) \u2022 " + D.traces.join(", ");
+  " in " + sec(D.total_time) + " seconds \u2022 " + D.threads + " thread(s) \u2022 " + D.traces.join(", ") +
+  (D.times ? " \u2022 " + D.times : "");
 
 // ---- functions table, sortable; callers and callees on click
 var cols = [
