@@ -370,7 +370,8 @@ struct Session::Impl : reader::EventSink {
         if (long_interval == INT64_MAX) long_interval = long_interval_units();
         ThreadReplay& t = thread(id);
         advance(t, r.ticks);
-        if (!t.sampled) {
+        bool first = !t.sampled;
+        if (first) {
             t.sampled = true;
             t.span_ticks = t.first;
         }
@@ -380,12 +381,20 @@ struct Session::Impl : reader::EventSink {
         t.own += own;
         int64_t cpu =
             r.cpu_ns > t.span_cpu_ns ? int64_t(double(r.cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
-        // A record of count 0 is the clock read when sampling began: its span is not sampled.
+        // A record of count 0 is the clocks read when sampling began (the thread's first) or
+        // ended: the first span is not sampled; the last one's CPU time goes to the frame open
+        // at the end, or the one closed last.
+        uint32_t node = top(t);
         if (r.count) {
             t.sampled_cpu += cpu;
-            give(t, top(t), cpu - own - t.scope_credit);
+            give(t, node, cpu - own - t.scope_credit);
+        } else if (!first && !t.spans_closed) {
+            if (t.stack.empty()) node = t.last_top;
+            t.sampled_cpu += cpu;
+            give(t, node, cpu - own - t.scope_credit);
+            t.spans_closed = true;
         }
-        close_span(t, r.ticks, cpu, top(t));
+        close_span(t, r.ticks, cpu, node);
         t.span_cpu_ns = r.cpu_ns;
     }
     // Ends the span at `ticks`, of which `cpu` was on CPU: its time off CPU goes to its long
