@@ -232,33 +232,41 @@ def sqlite_version(src):
     return m.group(1) if m else "unknown"
 
 
-def build_program(work, src, cc, build):
+def build_program(work, src, cc, build, instrument=True):
     """sqlite3.c and the driver compiled with -finstrument-functions, linked with libprof.so of
     the build directory (found at run time through the rpath). Rebuilt when an input or the
-    flags change; sqlite3.o (a minute or more of compiling) is kept otherwise."""
-    out = work / f"build-{cc}"
+    flags change; sqlite3.o (a minute or more of compiling) is kept otherwise. With
+    instrument=False: the same sources and CFLAGS without the instrumentation flags and without
+    libprof, in plain-CC/ (the uninstrumented build true_time.py samples with perf)."""
+    out = work / (f"build-{cc}" if instrument else f"plain-{cc}")
     out.mkdir(parents=True, exist_ok=True)
     libdir = build / "libprof"
-    if not any(libdir.glob("libprof.so*")):
+    if instrument and not any(libdir.glob("libprof.so*")):
         sys.exit(f"report_speed: {libdir}/libprof.so not found (ninja -C {build} prof profreport)")
-    flags = [*CFLAGS, *FI_FLAGS[cc], "-I", str(src)]
+    fi_flags = FI_FLAGS[cc] if instrument else []
+    flags = [*CFLAGS, *fi_flags, "-I", str(src)]
     stamp = out / "flags.txt"
     changed = not stamp.exists() or stamp.read_text() != shlex.join(flags)
     objs = []
     for source, obj in ((src / "sqlite3.c", out / "sqlite3.o"), (DRIVER, out / "sqlite_mix.o")):
         if changed or stale(obj, [source]):
-            log(f"compiling {source.name} with {cc} {shlex.join(FI_FLAGS[cc])}")
+            log(f"compiling {source.name} with {cc} {shlex.join(fi_flags) or '(uninstrumented)'}")
             t0 = time.monotonic()
             check([cc, *flags, "-c", source, "-o", obj])
             log(f"compiled {source.name} in {time.monotonic() - t0:.0f} s")
         objs.append(obj)
     stamp.write_text(shlex.join(flags))
     binary = out / "sqlite_mix"
-    if stale(binary, objs):
-        check([cc, "-o", binary, *objs, f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lprof", *LIBS])
+    # Linked again when the link line changes too: another --build means another rpath.
+    prof = [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lprof"] if instrument else []
+    link = [cc, "-o", binary, *objs, *prof, *LIBS]
+    link_stamp, link_line = out / "link.txt", shlex.join(map(str, link))
+    if stale(binary, objs) or not link_stamp.exists() or link_stamp.read_text() != link_line:
+        check(link)
+        link_stamp.write_text(link_line)
     # What the traces are recorded from: the sources, the compiler and its flags (not the
     # binary's bytes, which change with the checkout's path in the debugging information).
-    h = hashlib.sha256(shlex.join([cc, *CFLAGS, *FI_FLAGS[cc]]).encode())
+    h = hashlib.sha256(shlex.join([cc, *CFLAGS, *fi_flags]).encode())
     for source in (src / "sqlite3.c", DRIVER):
         h.update(sha256(source).encode())
     return binary, h.hexdigest()
