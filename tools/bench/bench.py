@@ -207,15 +207,22 @@ class Build:
         if ALLOC in workloads:
             self.alloc()
         for w in workloads:
-            if w not in WORKLOADS:
-                continue
-            src = HERE / "workloads" / WORKLOADS[w][0]
-            for variant, (flags, lib) in VARIANTS.items():
-                libdir = self.libprof_lib if lib == "prof" else self.hooks
-                link = ["-L", libdir, f"-l{lib}", f"-Wl,-rpath,{libdir}"] if lib else []
-                out = self.binary(w, variant)
-                if stale(out, [src] + ([libdir / f"lib{lib}.so"] if lib else [])):
-                    check([CXX, *COMMON_FLAGS, *flags, src, "-o", out, *link])
+            if w in WORKLOADS:
+                self.workload(w)
+
+    def workload(self, w, variants=tuple(VARIANTS)):
+        """The binaries of one call workload, one per variant; "fi" links libprof.so of
+        libprof_lib (true_time.py points it at another build), the hook variants need the
+        hook libraries that all() builds first."""
+        self.bin.mkdir(parents=True, exist_ok=True)
+        src = HERE / "workloads" / WORKLOADS[w][0]
+        for variant in variants:
+            flags, lib = VARIANTS[variant]
+            libdir = self.libprof_lib if lib == "prof" else self.hooks
+            link = ["-L", libdir, f"-l{lib}", f"-Wl,-rpath,{libdir}"] if lib else []
+            out = self.binary(w, variant)
+            if stale(out, [src] + ([libdir / f"lib{lib}.so"] if lib else [])):
+                check([CXX, *COMMON_FLAGS, *flags, src, "-o", out, *link])
 
     def memfloor(self, mode):
         return self.hooks / f"libmemfloor_{mode}.so"
