@@ -1,0 +1,851 @@
+#!/usr/bin/env python3
+"""True time: libprof's per-function times on SQLite against CPU samples of the uninstrumented program.
+
+What a profiler's table should say is where an uninstrumented run spends its CPU time. This
+benchmark builds SQLite (the amalgamation report_speed.py fetches) with
+workloads/sqlite_mix.c four ways, with the same -O2 -g:
+
+  clang        uninstrumented: clang's truth
+  clang + fi   -finstrument-functions-after-inlining, linked with libprof.so of --build
+               (what prof::instrument gives with Clang)
+  gcc + fi     -finstrument-functions -finstrument-functions-exclude-file-list=/usr/include,
+               linked with libprof.so (prof::instrument with GCC)
+  gcc          uninstrumented: GCC's truth
+
+Truth: `perf record --call-graph dwarf -F 999 -e cpu-clock` of each uninstrumented build. Every
+sample is charged to the first frame, from the leaf, that lies in the program binary (a sample
+in libc or in the kernel goes to the program function that called into it); a function's self
+share is its samples over all samples charged to the program, its cumulative share the samples
+with it anywhere on the chain. Clones (.isra, .part, .constprop, .cold) count as their origin.
+Which frames are functions follows what the hooks time: for Clang (hooks after inlining) the
+physical frames, for GCC (whose inlined bodies keep their hooks) the inlined functions too, as
+the debugging information names them; the notes give the verdict with the other choice.
+
+libprof: each instrumented build run with its defaults (`profrun -o TRACE -- PROGRAM`), read
+with `profreport --format json`: a function's self share is its tottime over the sum of tottime,
+its cumulative share its cumtime over that sum. Whatever time model the runtime and profreport
+of --build use is what gets measured (the time-basis line of profreport's table says which).
+
+Per build it prints the shares side by side for every function above 2% in either, the top
+function of each, and the issue's targets: every function above 2% within 3 points, the same
+top function, libprof's total within 1.25x the uninstrumented run's wall and CPU time; also
+the instrumented run's own time, and what sampling costs (the instrumented run with
+PROF_SAMPLE_HZ=0 against the default, interleaved). Last, the per-call cost on fib(30)
+(workloads/fib.cpp built as bench.py builds it): uninstrumented, libprof's default,
+PROF_TIME=sampled and `uftrace record --no-libcall`, in extra ns per call and against uftrace's.
+
+Variables a runtime does not know (PROF_SAMPLE_HZ, PROF_TIME on older trees) are passed anyway;
+the runtime ignores them. Every run of a rep runs once, in shuffled order; figures are medians
+over reps. The download, the builds and the raw results (results.json) are kept in --work.
+Standard library only; needs clang, gcc, g++, perf (as root, or kernel.perf_event_paranoid <= 1
+and kernel samples allowed), uftrace, npm (unless --sqlite-src) and a built libprof, profrun and
+profreport (`ninja -C build prof profrun profreport`).
+"""
+
+import argparse
+import concurrent.futures
+import datetime
+import hashlib
+import json
+import os
+import random
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import bench  # noqa: E402
+import report_speed  # noqa: E402
+from bench import fmt_int, loadavg, machine_line, med, render_md, render_text  # noqa: E402
+from report_speed import (CFLAGS, FI_FLAGS, SQLITE_PACKAGE, build_program, clean_env,  # noqa: E402
+                          fetch_sqlite, sqlite_version)
+
+# Rows of sqlite_mix: the uninstrumented run takes 2-3 s here (about 2.3 CPU s, half of it
+# system time writing the database file); --quick runs an eighth.
+ROWS = {"full": 160_000, "quick": 20_000}
+COMPILERS = ("clang", "gcc")
+PERF_HZ = 999
+PERF_RECORD = ["perf", "record", "-q", "--call-graph", "dwarf", "-F", str(PERF_HZ), "-e", "cpu-clock"]
+FIB_N = 30
+# Which of perf's frames stand for the functions libprof times. Clang's
+# -finstrument-functions-after-inlining puts hooks in the functions left after inlining, the
+# physical frames; GCC's -finstrument-functions keeps the hooks of an inlined function in its
+# inlined body, so libprof times it as a function, as DWARF's inlined frames name it.
+FRAME_VIEWS = {"physical": "physical frames only (perf script --no-inline)",
+               "inlined": "inlined functions as frames of their own (perf script --inline)"}
+PERF_VIEW = {"clang": "physical", "gcc": "inlined"}
+
+# The issue's targets.
+SHARE_FLOOR = 2.0     # functions above 2% (self) in either profile are compared
+TARGET_POINTS = 3.0   # each within 3 points
+TARGET_TOTAL = 1.25   # libprof's total within 1.25x the uninstrumented run's time
+
+# GCC's and Clang's clone suffixes: foo.isra.0, foo.part.0, foo.constprop.0.isra.0, foo.cold.
+CLONE = re.compile(r"(?:\.(?:isra|part|constprop|cold|lto_priv|llvm|specialized|localalias)"
+                   r"(?:\.\d+)*)+$")
+
+
+def log(event, **fields):
+    """One `true_time: event=... key=value ...` line on standard error."""
+    def text(v):
+        if isinstance(v, float):
+            v = f"{v:.3f}"
+        v = str(v)
+        return json.dumps(v) if not v or re.search(r'[\s"=]', v) else v
+    parts = [f"event={event}"] + [f"{k}={text(v)}" for k, v in fields.items()]
+    print("true_time: " + " ".join(parts), file=sys.stderr, flush=True)
+
+
+# report_speed's fetch and build steps log through its log(): in the same format here.
+report_speed.log = lambda msg: log("step", msg=msg)
+
+
+def origin(name):
+    """A clone's origin: sqlite3VdbeExec.part.0 -> sqlite3VdbeExec."""
+    return CLONE.sub("", name)
+
+
+def rel(a, b):
+    return a / b if b else float("nan")
+
+
+# ---- perf: the truth -------------------------------------------------------------------------
+
+class Samples:
+    """perf samples of one run charged to program functions: self and cumulative weight (the
+    samples' periods, ns of CPU time) per function, by origin name."""
+
+    def __init__(self):
+        self.self = defaultdict(float)
+        self.cum = defaultdict(float)
+        self.program = 0.0    # weight of samples with a program frame
+        self.outside = 0.0    # weight of samples with none (loader, exit, unwinding failures)
+        self.to_main = 0.0    # weight of samples whose chain reaches main
+        self.samples = 0
+        self.misaligned = 0   # samples whose inlined frames did not line up (physical used)
+        self.clones = defaultdict(float)  # raw clone name -> self weight
+
+    def record(self):
+        """Shares in percent of the program's samples, as kept per rep."""
+        all_w = self.program + self.outside
+        pct = lambda d: {f: 100 * w / self.program for f, w in d.items()}  # noqa: E731
+        return {"self": pct(self.self), "cum": pct(self.cum), "clones": pct(self.clones),
+                "outside": 100 * self.outside / all_w, "to_main": 100 * self.to_main / self.program,
+                "sampled_cpu": all_w / 1e9, "misaligned": self.misaligned}
+
+
+FRAME = re.compile(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)$")
+
+
+def read_perf_script(lines):
+    """Samples of `perf script -F comm,pid,tid,period,ip,sym,dso`: a header line per sample,
+    then its frames one a line from the leaf (`ip sym (dso)`, or `(inlined)` for an inlined
+    function's entry), then a blank line. Returns [(comm, period, [(ip, sym, dso)])]."""
+    out, head, frames = [], None, []
+
+    def finish():
+        if head is None:
+            return
+        words = head.split()
+        try:
+            period = float(words[-1])
+        except (IndexError, ValueError):
+            period = 1.0
+        out.append((words[0] if words else "", period, frames))
+
+    for line in lines:
+        line = line.rstrip("\n")
+        if not line.strip():
+            finish()
+            head, frames = None, []
+        elif line[0] not in " \t":
+            finish()
+            head, frames = line, []
+        else:
+            m = FRAME.match(line)
+            if m:
+                frames.append(m.groups())
+    finish()
+    return out
+
+
+def charge(samples, binary, inlined=None):
+    """Charges each sample to the first program frame from its leaf (frames in libc, the
+    kernel, [unknown] and PLT stubs are passed over). With `inlined`, the same samples as perf
+    script gives them with inlined frames: each physical frame of the program then stands for
+    the functions inlined at its address, innermost first, followed by itself (the lines of
+    one address are matched to the physical frame of that address; perf repeats or leaves out
+    the physical line of some addresses)."""
+    exe = os.path.realpath(binary)
+    comm = Path(binary).name[:15]
+    s = Samples()
+    for i, (who, period, frames) in enumerate(samples):
+        if who != comm:
+            continue
+        s.samples += 1
+        logical = None
+        if inlined is not None:
+            logical, j, prev = [], 0, None
+            extra = inlined[i][2]
+            for ip, sym, dso in frames:
+                names = []
+                while j < len(extra) and extra[j][0] == ip:
+                    names.append(extra[j][1])
+                    j += 1
+                if not names and prev and prev[0] == ip:  # recursion at one address
+                    names = prev[1]
+                prev = (ip, names)
+                if not names:
+                    logical = None
+                    break
+                logical.append((sym, dso, names))
+            if logical is None or j != len(extra):
+                s.misaligned += 1
+                logical = None
+        chain = []  # program functions from the leaf
+        for k, (sym, dso) in enumerate((sym, dso) for _, sym, dso in frames):
+            if dso != exe and os.path.basename(dso) != os.path.basename(exe):
+                continue
+            if sym == "[unknown]" or sym.endswith("@plt"):
+                continue
+            if logical is None:
+                chain.append(sym)
+                continue
+            seen = []
+            for name in logical[k][2]:
+                if name != "[unknown]" and origin(name) not in (origin(x) for x in seen):
+                    seen.append(name)
+            if origin(sym) not in (origin(x) for x in seen):
+                seen.append(sym)
+            chain.extend(seen)
+        if not chain:
+            s.outside += period
+            continue
+        s.program += period
+        leaf = origin(chain[0])
+        s.self[leaf] += period
+        if chain[0] != leaf:
+            s.clones[chain[0]] += period
+        for f in {origin(f) for f in chain}:
+            s.cum[f] += period
+        if "main" in chain:
+            s.to_main += period
+    return s
+
+
+# ---- libprof's table -------------------------------------------------------------------------
+
+class Table:
+    """profreport's JSON table of one trace, by origin name."""
+
+    def __init__(self, doc):
+        self.total = doc["total_time"]
+        self.calls = doc["total_calls"]
+        self.functions = len(doc["functions"])
+        self.tot = defaultdict(float)
+        self.cumtime = defaultdict(float)
+        self.clones = {}
+        for f in doc["functions"]:
+            name = origin(f["name"])
+            if name != f["name"]:
+                self.clones[f["name"]] = f["tottime"]
+            self.tot[name] += f["tottime"]
+            self.cumtime[name] += f["cumtime"]
+
+    def shares(self):
+        return ({f: 100 * t / self.total for f, t in self.tot.items()},
+                {f: 100 * t / self.total for f, t in self.cumtime.items()})
+
+
+def time_basis(profreport, trace):
+    """The line under the header of profreport's text table that says how times were obtained
+    (none on a tree before the sampled time model)."""
+    r = subprocess.run([str(profreport), "-n", "1", str(trace)], capture_output=True, text=True)
+    lines = r.stdout.splitlines()
+    for i, line in enumerate(lines):
+        if "function calls" in line:
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            return nxt if nxt.startswith("times") else ""
+    return ""
+
+
+# ---- the runs --------------------------------------------------------------------------------
+
+class Bench:
+    def __init__(self, work, build, rows, keep_traces):
+        self.work, self.build, self.rows = work, build, rows
+        self.keep_traces = keep_traces
+        self.profrun = build / "tools" / "profrun"
+        self.profreport = build / "tools" / "profreport"
+        self.rundir = work / "run"
+        self.perfdir = work / "perf"
+        self.outdir = work / "out"
+        for d in (self.rundir, self.perfdir, self.outdir):
+            d.mkdir(parents=True, exist_ok=True)
+        self.err_log = str(work / "last-stderr.txt")
+        self.stdout = self.rundir / "program.out"
+        self.programs = {}   # (cc, instrumented) -> binary
+        self.checksums = defaultdict(int)  # the program's output line -> runs that printed it
+        self.basis = {}      # cc -> profreport's time-basis line
+
+    def argv(self, cc, instrumented):
+        return [self.programs[cc, instrumented], self.rows, 1, self.rundir]
+
+    def timed(self, argv, env=None):
+        r = report_speed.run(argv, stdout=str(self.stdout), cwd=self.rundir,
+                             env=env if env is not None else clean_env(), err_log=self.err_log)
+        line = self.stdout.read_text(errors="replace").strip().splitlines()
+        self.checksums[line[-1] if line else ""] += 1
+        return r
+
+    def plain(self, cc):
+        r = self.timed(self.argv(cc, False))
+        return {"wall": r.wall, "cpu": r.cpu}
+
+    def perf(self, cc, rep):
+        """One perf record of the uninstrumented build, its samples charged to functions two
+        ways: physical frames only, and with inlined functions as frames of their own."""
+        data = self.perfdir / f"{cc}.data"
+        data.unlink(missing_ok=True)
+        r = self.timed([*PERF_RECORD, "-o", data, "--", *self.argv(cc, False)])
+        read = {}
+        for view, extra in (("physical", ["--no-inline"]), ("inlined", ["--inline"])):
+            script = self.perfdir / f"{cc}.{view}.txt"
+            with open(script, "w") as out:
+                p = subprocess.run(["perf", "script", "-i", str(data), *extra,
+                                    "-F", "comm,pid,tid,period,ip,sym,dso"],
+                                   stdout=out, stderr=subprocess.PIPE, text=True)
+            if p.returncode != 0:
+                sys.exit(f"true_time: perf script failed ({p.returncode}): {p.stderr[-2000:]}")
+            with open(script) as f:
+                read[view] = read_perf_script(f)
+            script.unlink()
+        binary = self.programs[cc, False]
+        rec = {"wall": r.wall, "cpu": r.cpu}
+        for view in ("physical", "inlined"):
+            s = charge(read["physical"], binary, read["inlined"] if view == "inlined" else None)
+            if s.program == 0:
+                sys.exit(f"true_time: no perf sample of {cc}'s run lies in the program "
+                         f"({s.samples} samples; see {data})")
+            rec["samples"] = s.samples
+            rec[view] = s.record()
+        log("perf", cc=cc, rep=rep, wall_s=r.wall, cpu_s=r.cpu, samples=rec["samples"],
+            outside_pct=rec["physical"]["outside"], to_main_pct=rec["physical"]["to_main"],
+            inline_misaligned=rec["inlined"]["misaligned"])
+        return rec
+
+    def profiled(self, cc, rep, sample_hz=None):
+        """One run of the instrumented build under profrun with the runtime's defaults (or
+        PROF_SAMPLE_HZ=sample_hz); with the defaults also its table."""
+        trace = self.rundir / f"{cc}{'' if sample_hz is None else '-hz' + sample_hz}.trace"
+        trace.unlink(missing_ok=True)
+        env = clean_env()
+        if sample_hz is not None:
+            env["PROF_SAMPLE_HZ"] = sample_hz
+        r = self.timed([self.profrun, "-q", "-f", "-o", trace, "--", *self.argv(cc, True)], env)
+        rec = {"wall": r.wall, "cpu": r.cpu, "trace_bytes": trace.stat().st_size}
+        if sample_hz is None:
+            out = self.outdir / f"{cc}.rep{rep}.json"
+            with open(out, "w") as f:
+                p = subprocess.run([str(self.profreport), "--format", "json", "-n", "0", str(trace)],
+                                   stdout=f, stderr=subprocess.PIPE, text=True)
+            if p.returncode != 0:
+                sys.exit(f"true_time: profreport failed on {trace}: {p.stderr[-2000:]}")
+            t = Table(json.loads(out.read_text()))
+            if cc not in self.basis:
+                self.basis[cc] = time_basis(self.profreport, trace)
+            self_share, cum_share = t.shares()
+            rec.update(total=t.total, calls=t.calls, functions=t.functions, self=self_share,
+                       cum=cum_share, clones=t.clones)
+            log("libprof", cc=cc, rep=rep, wall_s=r.wall, cpu_s=r.cpu, total_s=t.total,
+                calls=t.calls, trace_mb=rec["trace_bytes"] / 1e6)
+            if self.keep_traces:
+                return rec
+        else:
+            log("libprof", cc=cc, rep=rep, sample_hz=sample_hz, wall_s=r.wall, cpu_s=r.cpu)
+        trace.unlink()
+        return rec
+
+
+# ---- fib: the per-call cost ------------------------------------------------------------------
+
+class FibRunner(bench.Runner):
+    """bench.py's runner of the fib workload, on fib(n) and with the libprof of --build."""
+
+    def __init__(self, build, n):
+        super().__init__(build, quick=False)
+        self.n = n
+
+    def args(self, w, tiny=False):
+        return ["1"] if tiny else [str(self.n)]
+
+
+FIB_CONFIGS = {
+    "base": "uninstrumented",
+    "fi": "libprof, defaults",
+    "sampled": "libprof, PROF_TIME=sampled",
+    "uftrace": "uftrace record --no-libcall --no-event",
+}
+
+
+def fib_once(runner, cfg):
+    """One run of a fib config: (bench.Result, trace bytes or None)."""
+    argv, env = runner.command("fib", "fi" if cfg == "sampled" else cfg)
+    if cfg == "sampled":
+        env["PROF_TIME"] = "sampled"
+    out = runner.output("fib", "fi" if cfg == "sampled" else cfg)
+    if out:
+        bench.remove(out)
+    r = bench.run(argv, env=env, cwd=runner.rundir, err_log=runner.err_log)
+    size = bench.path_bytes(out) if out else None
+    if out:
+        bench.remove(out)
+    return r, size
+
+
+def fib_bench(work, repo, build, n, reps):
+    """fib(n) in bench.py's builds (base, -finstrument-functions linked with the libprof of
+    --build, the same without libprof for uftrace), interleaved. Returns (title, head, rows,
+    notes, raw)."""
+    b = bench.Build(work / "fib", repo)
+    b.libprof_dir = build
+    b.libprof_lib = build / "libprof"
+    b.profreport = build / "tools" / "profreport"
+    # One binary directory per build directory: a binary linked to another build's libprof.so
+    # (its rpath) is never taken for this one's.
+    b.bin = work / "fib" / ("bin-" + hashlib.sha256(str(build).encode()).hexdigest()[:10])
+    b.workload("fib", ("base", "fi", "noop"))
+    runner = FibRunner(b, n)
+    calls = bench.fib_calls(n) + 1  # fib's calls and main's
+    # The count cross-checked against what libprof records.
+    runner.once("fib", "fi", keep=True)
+    doc = runner.profreport_json(runner.output("fib", "fi"))
+    bench.remove(runner.output("fib", "fi"))
+    ncalls = sum(f["ncalls"] for f in doc["functions"])
+    runs = {c: [] for c in FIB_CONFIGS}
+    order = random.Random()
+    for rep in range(-1, reps):  # rep -1: the warm-up pass
+        cfgs = list(FIB_CONFIGS)
+        order.shuffle(cfgs)
+        for cfg in cfgs:
+            r, size = fib_once(runner, cfg)
+            if rep >= 0:
+                runs[cfg].append((r, size))
+    stats = bench.summarize(runs, calls)
+    fixed = bench.fixed_cost(runner, "fib")
+    ut = stats["uftrace"]
+    head = ["config", "median wall ms", "wall ratio", "extra wall ns/call", "extra CPU ns/call",
+            "extra wall / uftrace's", "extra CPU / uftrace's", "trace bytes"]
+    rows = []
+    for cfg, label in FIB_CONFIGS.items():
+        s = stats[cfg]
+        base = cfg == "base"
+        size = med([sz for _, sz in runs[cfg] if sz is not None]) if cfg != "base" else None
+        rows.append([label, f"{s['wall'] * 1e3:.1f}", f"{s['wall_ratio']:.2f}x",
+                     "-" if base else f"{med(s['wall_ns']):.1f}",
+                     "-" if base else f"{med(s['cpu_ns']):.1f}",
+                     "-" if base else f"{bench.per_rep_ratio(s['wall_ns'], ut['wall_ns']):.2f}x",
+                     "-" if base else f"{bench.per_rep_ratio(s['cpu_ns'], ut['cpu_ns']):.2f}x",
+                     "-" if not size else fmt_int(size)])
+    notes = [f"calls: {fmt_int(calls)} (2 F({n + 1}) - 1 calls of fib and main's); libprof's table "
+             f"counts {fmt_int(ncalls)}: " + ("the same" if ncalls == calls else "DIFFERENT"),
+             f"libprof's fixed cost per process (fib(1), instrumented - uninstrumented, median of "
+             f"{bench.FIXED_COST_PAIRS} pairs): {fixed * 1e3:.1f} ms = {fixed / calls * 1e9:.1f} ns "
+             f"per call of fib({n}); without it the default costs "
+             f"{med([x - fixed / calls * 1e9 for x in stats['fi']['wall_ns']]):.1f} wall ns/call"]
+    title = (f"per-call cost: fib({n}), {fmt_int(calls)} calls, bench.py's builds (g++ "
+             f"{' '.join(bench.COMMON_FLAGS)}), {reps} interleaved reps")
+    raw = {"n": n, "calls": calls, "libprof_ncalls": ncalls, "fixed_cost_s": fixed,
+           "runs": {c: [{"wall": r.wall, "cpu": r.cpu, "bytes": sz} for r, sz in rs]
+                    for c, rs in runs.items()}}
+    return title, head, rows, notes, raw
+
+
+# ---- summaries -------------------------------------------------------------------------------
+
+def median_shares(recs, key):
+    """Per function, the median over reps of its share (0 in a rep where it does not appear)."""
+    names = set().union(*(r[key] for r in recs))
+    return {f: med([r[key].get(f, 0.0) for r in recs]) for f in names}
+
+
+def per_rep(xs, ys, key):
+    return [x[key] / y[key] for x, y in zip(xs, ys) if y[key] > 0]
+
+
+def spread(ratios):
+    return f"{med(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-"
+
+
+def compare(p_self, l_self):
+    """The functions above the floor in either profile, by the larger share; how many are
+    within the target; the worst one; the top function of each."""
+    shown = sorted({f for f, v in p_self.items() if v > SHARE_FLOOR}
+                   | {f for f, v in l_self.items() if v > SHARE_FLOOR},
+                   key=lambda f: -max(p_self.get(f, 0), l_self.get(f, 0)))
+    diff = {f: l_self.get(f, 0.0) - p_self.get(f, 0.0) for f in shown}
+    worst = max(shown, key=lambda f: abs(diff[f])) if shown else None
+    within = sum(1 for f in shown if abs(diff[f]) <= TARGET_POINTS)
+    text = f"{within} of {len(shown)}" + (f"; worst {worst} {diff[worst]:+.1f}" if worst else "")
+    return {"shown": shown, "within": within, "text": text, "met": within == len(shown),
+            "p_top": max(p_self, key=p_self.get), "l_top": max(l_self, key=l_self.get)}
+
+
+def verdict(ok):
+    return "met" if ok else "NOT met"
+
+
+def summarize_build(cc, runs, basis, view):
+    """The share table, the targets and the notes of one compiler's builds; `view` is perf's
+    frames the table uses (physical, or inlined functions as frames of their own)."""
+    perf, prof = runs["perf"], runs["prof"]
+    plain, nosample = runs["plain"], runs["nosample"]
+    pv = [r[view] for r in perf]
+    p_self, p_cum = median_shares(pv, "self"), median_shares(pv, "cum")
+    l_self, l_cum = median_shares(prof, "self"), median_shares(prof, "cum")
+    c = compare(p_self, l_self)
+    head = ["function", "perf self %", "libprof self %", "self diff points", "perf cum %",
+            "libprof cum %", "cum diff points"]
+    rows = []
+    for f in c["shown"]:
+        ps, ls = p_self.get(f, 0.0), l_self.get(f, 0.0)
+        pc, lc = p_cum.get(f, 0.0), l_cum.get(f, 0.0)
+        rows.append([f, f"{ps:.1f}", f"{ls:.1f}", f"{ls - ps:+.1f}", f"{pc:.1f}", f"{lc:.1f}",
+                     f"{lc - pc:+.1f}"])
+    p_top, l_top = c["p_top"], c["l_top"]
+
+    plain_wall, plain_cpu = med([r["wall"] for r in plain]), med([r["cpu"] for r in plain])
+    total = med([r["total"] for r in prof])
+    tw, tc = total / plain_wall, total / plain_cpu
+    ok_w = 1 / TARGET_TOTAL <= tw <= TARGET_TOTAL
+    ok_c = 1 / TARGET_TOTAL <= tc <= TARGET_TOTAL
+    inst_wall, inst_cpu = per_rep(prof, plain, "wall"), per_rep(prof, plain, "cpu")
+    hz_wall, hz_cpu = per_rep(prof, nosample, "wall"), per_rep(prof, nosample, "cpu")
+    targets = {
+        "shares": (c["text"], c["met"]),
+        "top": (f"perf {p_top} ({p_self[p_top]:.1f}%), libprof {l_top} ({l_self[l_top]:.1f}%)",
+                p_top == l_top),
+        "total_wall": (f"{total:.2f} s / {plain_wall:.2f} s = {tw:.2f}x", ok_w),
+        "total_cpu": (f"{total:.2f} s / {plain_cpu:.2f} s = {tc:.2f}x", ok_c),
+    }
+    notes = [
+        f"target every function above {SHARE_FLOOR:.0f}% within {TARGET_POINTS:.0f} points: "
+        f"{targets['shares'][0]}; {verdict(targets['shares'][1])}",
+        f"target the top function the same: {targets['top'][0]}; {verdict(targets['top'][1])}",
+        f"target libprof's total (sum of tottime, median {total:.3f} s) within {TARGET_TOTAL}x the "
+        f"uninstrumented run's time: {tw:.2f}x its wall time ({plain_wall:.3f} s), {verdict(ok_w)}; "
+        f"{tc:.2f}x its CPU time ({plain_cpu:.3f} s), {verdict(ok_c)}",
+        f"the instrumented run itself (profrun, defaults): {med([r['wall'] for r in prof]):.2f} s "
+        f"wall, {med([r['cpu'] for r in prof]):.2f} s CPU: {spread(inst_wall)} the uninstrumented "
+        f"run's wall time, {spread(inst_cpu)} its CPU time (per-rep ratios, median (min-max))",
+        f"sampling's cost: the instrumented run with the defaults / with PROF_SAMPLE_HZ=0: wall "
+        f"{spread(hz_wall)}, CPU {spread(hz_cpu)} (interleaved, per-rep ratios)",
+        "time basis: " + (basis or "profreport printed no time-basis line: times traced by the "
+                                   "hooks, less their measured cost"),
+    ]
+    # The same comparison with perf's other view of the frames.
+    other = "inlined" if view == "physical" else "physical"
+    o_self = median_shares([r[other] for r in perf], "self")
+    oc = compare(o_self, l_self)
+    notes.append(f"perf's frames: {FRAME_VIEWS[view]}. With {FRAME_VIEWS[other]} instead: "
+                 f"{oc['within']} of {len(oc['shown'])} functions within {TARGET_POINTS:.0f} "
+                 f"points, {verdict(oc['met'])}; perf's top function {oc['p_top']} "
+                 f"({o_self[oc['p_top']]:.1f}%)")
+    # What perf measured, and how well its stacks unwound.
+    samples = med([r["samples"] for r in perf])
+    sampled_cpu = med([r["sampled_cpu"] for r in pv])
+    misaligned = max(r["inlined"]["misaligned"] for r in perf)
+    notes.append(
+        f"perf: {fmt_int(samples)} samples per run (median; a 10% share is known to about "
+        f"+-{196 * (0.1 * 0.9 / samples) ** 0.5:.1f} points per run at 95%), standing for "
+        f"{sampled_cpu:.2f} CPU s = {sampled_cpu / plain_cpu:.2f}x the uninstrumented run's CPU "
+        f"time without perf; {med([r['outside'] for r in pv]):.2f}% of them with no program "
+        f"frame (loader, exit; left out of the shares), "
+        f"{med([r['to_main'] for r in pv]):.1f}% of the program's unwound to main"
+        + (f", up to {misaligned} per run whose inlined frames did not line up (physical frames "
+           f"used)" if misaligned else "")
+        + f"; the perf runs took {med([r['wall'] for r in perf]):.2f} s wall, "
+        f"{med([r['cpu'] for r in perf]):.2f} s CPU (perf's own included)")
+    # Names one side has and the other not.
+    only_prof = sorted((f for f in l_self if f not in p_cum and l_self[f] > 0.1),
+                       key=lambda f: -l_self[f])
+    only_perf = sorted((f for f in p_self if f not in l_cum and p_self[f] > 0.1),
+                       key=lambda f: -p_self[f])
+    if only_prof:
+        notes.append(f"{len(only_prof)} functions libprof times at > 0.1% are on no perf "
+                     f"sample's chain (inlined, or left by a tail call, in the uninstrumented "
+                     f"build; or too brief to be sampled), "
+                     f"{sum(l_self[f] for f in only_prof):.1f}% of libprof's total together: "
+                     + ", ".join(f"{f} {l_self[f]:.1f}%" for f in only_prof[:8])
+                     + (", ..." if len(only_prof) > 8 else ""))
+    if only_perf:
+        notes.append(f"{len(only_perf)} functions perf charges > 0.1% to have no row in libprof's "
+                     f"table (not instrumented, or inlined in the instrumented build): "
+                     + ", ".join(f"{f} {p_self[f]:.1f}%" for f in only_perf[:8])
+                     + (", ..." if len(only_perf) > 8 else ""))
+    # Clone names are the symbols of physical frames (inlined frames carry DWARF's names).
+    clones = defaultdict(float)
+    for r in perf:
+        for k, v in r["physical"]["clones"].items():
+            clones[k] += v / len(perf)
+    if clones:
+        big = sorted(clones, key=lambda k: -clones[k])
+        notes.append(f"{len(big)} clones in perf's samples (physical frames, self %) counted "
+                     f"as their origin: "
+                     + ", ".join(f"{k} {clones[k]:.1f}%" for k in big[:8])
+                     + (", ..." if len(big) > 8 else ""))
+    lclones = set().union(*(r["clones"] for r in prof))
+    notes.append(f"libprof's table: {med([r['functions'] for r in prof]):.0f} functions, "
+                 f"{fmt_int(med([r['calls'] for r in prof]))} calls, trace "
+                 f"{med([r['trace_bytes'] for r in prof]) / 1e6:,.0f} MB"
+                 + (f"; clone names in it: {', '.join(sorted(lclones)[:8])}" if lclones
+                    else "; no clone names in it (the hooks name the origin)"))
+    summary = {"view": view, "p_self": p_self, "l_self": l_self, "p_cum": p_cum, "l_cum": l_cum,
+               "shown": c["shown"], "within": c["within"], "p_top": p_top, "l_top": l_top,
+               "other_view": {"view": other, "within": oc["within"], "shown": oc["shown"],
+                              "p_top": oc["p_top"]},
+               "total": total, "plain_wall": plain_wall, "plain_cpu": plain_cpu,
+               "inst_wall": med(inst_wall), "inst_cpu": med(inst_cpu),
+               "hz_wall": med(hz_wall) if hz_wall else None, "hz_cpu": med(hz_cpu) if hz_cpu else None,
+               "targets": {k: {"text": t, "met": ok} for k, (t, ok) in targets.items()}}
+    return head, rows, notes, summary
+
+
+def tools_line(repo, build):
+    def first_line(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0]
+        except (OSError, IndexError):
+            return "not found"
+    base = report_speed.tools_line(repo, build, "clang")
+    return (f"{base}; {first_line(['gcc', '--version'])}; {first_line(['perf', '--version'])}; "
+            f"{first_line(['uftrace', '--version'])}")
+
+
+def perf_ready():
+    """What perf needs here: the binary, and the right to sample the kernel too (root, or
+    kernel.perf_event_paranoid <= 1). Returns a description for the header."""
+    if shutil.which("perf") is None:
+        sys.exit("true_time: perf not found (apt-get install linux-perf)")
+    try:
+        paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
+    except (OSError, ValueError):
+        paranoid = None
+    root = os.geteuid() == 0
+    if not root and paranoid is not None and paranoid > 1:
+        sys.exit(f"true_time: perf cannot sample the kernel as this user "
+                 f"(kernel.perf_event_paranoid={paranoid}); run as root or "
+                 f"`sysctl kernel.perf_event_paranoid=1`")
+    return (f"{'root' if root else 'uid ' + str(os.geteuid())}, "
+            f"kernel.perf_event_paranoid={paranoid}")
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog="Example: python3 tools/bench/true_time.py --build build --markdown /tmp/true-time.md",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", type=Path, default=HERE.parent.parent / "build",
+                    help="build directory holding libprof/libprof.so, tools/profrun and "
+                         "tools/profreport (default: build/ of this source tree)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/libprof-true-time"),
+                    help="scratch directory: download, builds, perf data, results "
+                         "(default /tmp/libprof-true-time; kept between runs as a cache)")
+    ap.add_argument("--reps", type=int, help="reps of every SQLite run (default 3, 2 with --quick)")
+    ap.add_argument("--rows", type=int, help=f"rows of sqlite_mix (default {ROWS['full']:,}, "
+                                             f"{ROWS['quick']:,} with --quick)")
+    ap.add_argument("--quick", action="store_true", help="an eighth of the rows, 2 reps, fewer fib reps")
+    ap.add_argument("--compilers", default=",".join(COMPILERS),
+                    help="comma-separated subset of clang,gcc (default both)")
+    ap.add_argument("--fib", type=int, default=FIB_N, help=f"N of the fib(N) runs (default {FIB_N})")
+    ap.add_argument("--fib-reps", type=int, help="reps of the fib runs (default 11, 5 with --quick)")
+    ap.add_argument("--no-fib", action="store_true", help="skip the per-call cost on fib")
+    ap.add_argument("--perf-frames", choices=["auto", *FRAME_VIEWS], default="auto",
+                    help="perf's frames the tables compare with: physical, inlined (inlined "
+                         "functions as frames of their own) or auto (default: physical for "
+                         "clang, inlined for gcc); the notes give the other one's verdict")
+    ap.add_argument("--keep-traces", action="store_true",
+                    help="keep the last libprof trace of each build in WORK/run (1-2 GB each)")
+    ap.add_argument("--sqlite-package", default=SQLITE_PACKAGE,
+                    help=f"npm package whose tarball holds deps/sqlite3/sqlite3.c (default {SQLITE_PACKAGE})")
+    ap.add_argument("--sqlite-src", type=Path,
+                    help="a directory holding sqlite3.c and sqlite3.h instead of the package")
+    ap.add_argument("--markdown", type=Path, help="also write the tables as a Markdown section")
+    args = ap.parse_args()
+
+    compilers = [c for c in args.compilers.split(",") if c]
+    for c in compilers:
+        if c not in COMPILERS:
+            ap.error(f"unknown compiler {c!r} (choose from {', '.join(COMPILERS)})")
+    reps = args.reps if args.reps is not None else (2 if args.quick else 3)
+    fib_reps = args.fib_reps if args.fib_reps is not None else (5 if args.quick else 11)
+    if reps < 1 or fib_reps < 1:
+        ap.error("--reps and --fib-reps must be at least 1")
+    rows = args.rows or ROWS["quick" if args.quick else "full"]
+    for tool in [*compilers, "perf", "g++"] + ([] if args.no_fib else ["uftrace"]):
+        if shutil.which(tool) is None:
+            sys.exit(f"true_time: {tool} not found")
+    perf_rights = perf_ready()
+    build = args.build.resolve()
+    for f in ("libprof/libprof.so", "tools/profrun", "tools/profreport"):
+        if not (build / f).exists():
+            sys.exit(f"true_time: {build / f} not found (ninja -C {build} prof profrun profreport)")
+    repo = HERE.parent.parent
+    work = args.work.resolve()
+    if work == repo or repo in work.parents and not str(work).startswith(str(build)):
+        sys.exit("true_time: --work must be outside the source tree (or under the build directory)")
+    work.mkdir(parents=True, exist_ok=True)
+    command = shlex.join([os.path.basename(sys.executable), *sys.argv])
+    started = datetime.datetime.now().astimezone()
+    load_start = loadavg()
+    t_start = time.monotonic()
+    log("start", build=build, work=work, rows=rows, reps=reps, compilers=",".join(compilers),
+        perf=perf_rights)
+
+    # ---- builds: the four programs on both cores
+    src = fetch_sqlite(work, args.sqlite_package, args.sqlite_src)
+    b = Bench(work, build, rows, args.keep_traces)
+    jobs = [(cc, inst) for cc in compilers for inst in (False, True)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as ex:
+        built = ex.map(lambda j: build_program(work, src, j[0], build, instrument=j[1]), jobs)
+        for job, (binary, _) in zip(jobs, built):
+            b.programs[job] = binary
+    prep = int(time.monotonic() - t_start)
+    log("built", seconds=prep, programs=" ".join(str(p) for p in b.programs.values()))
+
+    # ---- the SQLite runs, interleaved: runs[cc][kind] = [record per rep]
+    runs = {cc: {"perf": [], "plain": [], "prof": [], "nosample": []} for cc in compilers}
+    order = random.Random()
+    for rep in range(reps):
+        tasks = [(cc, kind) for cc in compilers for kind in runs[cc]]
+        order.shuffle(tasks)
+        log("rep", rep=rep + 1, of=reps, order=",".join(f"{cc}:{k}" for cc, k in tasks))
+        for cc, kind in tasks:
+            if kind == "perf":
+                rec = b.perf(cc, rep)
+            elif kind == "plain":
+                rec = b.plain(cc)
+                log("plain", cc=cc, rep=rep, wall_s=rec["wall"], cpu_s=rec["cpu"])
+            elif kind == "prof":
+                rec = b.profiled(cc, rep)
+            else:
+                rec = b.profiled(cc, rep, sample_hz="0")
+            runs[cc][kind].append(rec)
+
+    fib = None
+    if not args.no_fib:
+        log("fib", n=args.fib, reps=fib_reps)
+        fib = fib_bench(work, repo, build, args.fib, fib_reps)
+
+    # ---- the report
+    sections, summaries = [], {}
+    for cc in compilers:
+        view = PERF_VIEW[cc] if args.perf_frames == "auto" else args.perf_frames
+        head, rows_, notes, summary = summarize_build(cc, runs[cc], b.basis.get(cc, ""), view)
+        summaries[cc] = summary
+        title = (f"{cc}: `{cc} {' '.join(CFLAGS + FI_FLAGS[cc])}` + libprof against `{cc} "
+                 f"{' '.join(CFLAGS)}` under perf ({view} frames): self and cumulative shares, "
+                 f"functions above {SHARE_FLOOR:.0f}% in either (medians of {reps} "
+                 f"run{'s' if reps > 1 else ''} each)")
+        sections.append((title, head, rows_, notes))
+    if fib:
+        title, head, rows_, notes, _ = fib
+        sections.append((title, head, rows_, notes))
+
+    def cell(cc, key):
+        t = summaries[cc]["targets"][key]
+        return f"{t['text']}: {'met' if t['met'] else 'NOT met'}"
+    target_head = ["target", *compilers]
+    target_rows = [
+        [f"every function above {SHARE_FLOOR:.0f}% within {TARGET_POINTS:.0f} points (self)",
+         *[cell(cc, "shares") for cc in compilers]],
+        ["the top function the same", *[cell(cc, "top") for cc in compilers]],
+        [f"libprof's total within {TARGET_TOTAL}x the uninstrumented wall time",
+         *[cell(cc, "total_wall") for cc in compilers]],
+        [f"libprof's total within {TARGET_TOTAL}x the uninstrumented CPU time",
+         *[cell(cc, "total_cpu") for cc in compilers]],
+        ["instrumented run / uninstrumented, wall (CPU)",
+         *[f"{summaries[cc]['inst_wall']:.2f}x ({summaries[cc]['inst_cpu']:.2f}x)" for cc in compilers]],
+        ["defaults / PROF_SAMPLE_HZ=0, wall (CPU)",
+         *[f"{summaries[cc]['hz_wall']:.2f}x ({summaries[cc]['hz_cpu']:.2f}x)" for cc in compilers]],
+    ]
+    checks = [f"checksums: " + ("every run printed the same line: " + next(iter(b.checksums))
+                                if len(b.checksums) == 1 else
+                                "the runs DIFFER: " + "; ".join(f"{n} x {k}" for k, n in b.checksums.items()))]
+    took = int(time.monotonic() - t_start)
+    source = (f"SQLite {sqlite_version(src)} from "
+              + (str(src) if args.sqlite_src else f"npm package {args.sqlite_package}"))
+    header = [("machine", machine_line()),
+              ("tools", tools_line(repo, build)),
+              ("program", f"{source} with tools/bench/workloads/sqlite_mix.c, {fmt_int(rows)} rows, "
+                          "one thread"),
+              ("perf", f"`{' '.join(PERF_RECORD)}` ({perf_rights}); `perf script --no-inline` "
+                       "and `perf script --inline` of the same data"),
+              ("date", f"{started.isoformat(timespec='seconds')} (took {took // 60}:{took % 60:02d} "
+                       f"min, of which {prep // 60}:{prep % 60:02d} fetching and building or finding "
+                       f"them built; load average {load_start} at start, {loadavg()} at end)"),
+              ("command", f"`{command}`"),
+              ("reps", f"{reps} rep{'s' if reps > 1 else ''}; each runs, per compiler, the uninstrumented build, the same "
+                       "under perf, the instrumented build with the defaults and with "
+                       "PROF_SAMPLE_HZ=0, all in shuffled order")]
+    footnotes = [
+        "perf self %: samples whose first program frame from the leaf is the function, over all "
+        "samples with a program frame (a sample in libc or the kernel goes to the program function "
+        "that called into it); perf cum %: samples with the function anywhere on the chain. Sample "
+        "weights are their periods. Clones (.isra, .part, .constprop, .cold) count as their "
+        "origin. Physical frames: an inlined function is part of the function it is inlined "
+        "into; inlined frames: each physical frame stands for the functions inlined at its "
+        "address (DWARF), innermost first, and itself.",
+        "libprof self %: tottime over the sum of tottime (the table's total); cum %: cumtime over "
+        "that sum. Shares are medians over reps (0 in a rep without the function); diff = "
+        "libprof - perf in points.",
+        "times: wall time around fork/exec/wait4, CPU time user + sys from wait4's rusage (all "
+        "threads and children: profrun's and perf's own included).",
+        *checks,
+        f"raw results: {work / ('results-quick.json' if args.quick else 'results.json')}; "
+        f"profreport's JSON of every rep: {b.outdir}",
+    ]
+
+    print()
+    print("\n".join(f"{k}: {v.replace('`', '')}" for k, v in header))
+    print("\n== targets\n")
+    print(render_text(target_head, target_rows))
+    for title, head, rows_, notes in sections:
+        print(f"\n== {title.replace('`', '')}\n")
+        print(render_text(head, rows_))
+        for line in notes:
+            print(f"  {line}")
+    print()
+    for line in footnotes:
+        print(f"- {line}")
+
+    if args.markdown:
+        md = ["## True time: libprof's shares against perf's on SQLite (tools/bench/true_time.py)", ""]
+        md += [f"- {k}: {v}" for k, v in header]
+        md += ["", "### targets", "", render_md(target_head, target_rows)]
+        for title, head, rows_, notes in sections:
+            md += ["", f"### {title}", "", render_md(head, rows_), ""] + [f"- {n}" for n in notes]
+        md += [""] + [f"- {line}" for line in footnotes]
+        args.markdown.write_text("\n".join(md) + "\n")
+        log("markdown", path=args.markdown)
+
+    raw = {"command": command, "machine": machine_line(), "date": started.isoformat(),
+           "rows": rows, "reps": reps, "basis": b.basis,
+           "programs": {f"{cc}{'+fi' if inst else ''}": str(p) for (cc, inst), p in b.programs.items()},
+           "runs": runs, "checksums": b.checksums,
+           "summary": {cc: {k: v for k, v in s.items() if k not in ("p_self", "l_self", "p_cum", "l_cum")}
+                       for cc, s in summaries.items()},
+           "fib": fib[4] if fib else None}
+    results = work / ("results-quick.json" if args.quick else "results.json")
+    results.write_text(json.dumps(raw, indent=1))
+    log("done", results=results, seconds=took)
+
+
+if __name__ == "__main__":
+    main()
