@@ -278,16 +278,18 @@ def time_basis(profreport, trace):
 # ---- the runs --------------------------------------------------------------------------------
 
 class Bench:
-    def __init__(self, work, build, rows, keep_traces):
+    def __init__(self, work, build, rows, keep_traces, quick):
         self.work, self.build, self.rows = work, build, rows
         self.keep_traces = keep_traces
         self.profrun = build / "tools" / "profrun"
         self.profreport = build / "tools" / "profreport"
         self.rundir = work / "run"
         self.perfdir = work / "perf"
-        self.outdir = work / "out"
+        self.outdir = work / ("out-quick" if quick else "out")  # profreport's JSON, this run's
         for d in (self.rundir, self.perfdir, self.outdir):
             d.mkdir(parents=True, exist_ok=True)
+        for old in self.outdir.glob("*.json"):
+            old.unlink()
         self.err_log = str(work / "last-stderr.txt")
         self.stdout = self.rundir / "program.out"
         self.programs = {}   # (cc, instrumented) -> binary
@@ -710,7 +712,7 @@ def main():
 
     # ---- builds: the four programs on both cores
     src = fetch_sqlite(work, args.sqlite_package, args.sqlite_src)
-    b = Bench(work, build, rows, args.keep_traces)
+    b = Bench(work, build, rows, args.keep_traces, args.quick)
     jobs = [(cc, inst) for cc in compilers for inst in (False, True)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as ex:
         built = ex.map(lambda j: build_program(work, src, j[0], build, instrument=j[1]), jobs)
@@ -728,14 +730,14 @@ def main():
         log("rep", rep=rep + 1, of=reps, order=",".join(f"{cc}:{k}" for cc, k in tasks))
         for cc, kind in tasks:
             if kind == "perf":
-                rec = b.perf(cc, rep)
+                rec = b.perf(cc, rep + 1)
             elif kind == "plain":
                 rec = b.plain(cc)
-                log("plain", cc=cc, rep=rep, wall_s=rec["wall"], cpu_s=rec["cpu"])
+                log("plain", cc=cc, rep=rep + 1, wall_s=rec["wall"], cpu_s=rec["cpu"])
             elif kind == "prof":
-                rec = b.profiled(cc, rep)
+                rec = b.profiled(cc, rep + 1)
             else:
-                rec = b.profiled(cc, rep, sample_hz="0")
+                rec = b.profiled(cc, rep + 1, sample_hz="0")
             runs[cc][kind].append(rec)
 
     fib = None
