@@ -86,7 +86,6 @@ std::atomic<bool> g_program_writer{false};
 struct ThreadSampler {
     timer_t timer;
     bool armed;
-    bool closing; // stopped: the closing record (count 0) waits for sampler_flush
     uint64_t last_cpu;  // the thread's CPU clock at the previous sample (or at arming)
     uint64_t own_ns;    // CPU time of the samples that landed in the profiler, since arming
     uint64_t own_count; // and their number
@@ -357,14 +356,6 @@ PROF_NOINSTR void sampler_thread_stop() {
     t.armed = false;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     timer_delete(t.timer);
-    // The record that closes the thread's samples: its CPU clock now and the profiler's part of
-    // the time since the last record, so that a reader knows the CPU time of the last span (a
-    // thread whose samples all landed in the profiler at the end would leave it unknown).
-    t.pending_ticks = now_ticks();
-    t.pending_cpu = thread_cpu_ns();
-    t.pending_own_ns = t.own_ns;
-    t.pending_own_count = t.own_count;
-    t.closing = true;
     errno = saved;
 }
 
@@ -375,15 +366,14 @@ PROF_NOINSTR void sampler_after_fork() {
 }
 
 PROF_NOINSTR bool sampler_pending() {
-    return t_sampler.pending != 0 || t_sampler.closing;
+    return t_sampler.pending != 0;
 }
 
 // Writes the samples that found no room, at the cursor: the caller is the runtime (the thread is
 // busy) and has made kMaxSampleRecord bytes of room.
 PROF_NOINSTR void sampler_flush(ThreadState& s) {
     ThreadSampler& t = t_sampler;
-    if (!t.pending && !t.closing) return;
-    t.closing = false;
+    if (!t.pending) return;
     s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, t.pending_ticks), t.pending_cpu,
                                     t.pending_own_ns - t.reported_own_ns,
                                     t.pending_own_count - t.reported_own_count, t.pending);
