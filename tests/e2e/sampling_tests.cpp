@@ -1,0 +1,369 @@
+// The CPU-time sampler (trace format 1.5 Sample records) on the programs of
+// tests/programs/sampled.cpp: every thread sampled, its CPU time accounted for, no EINTR from
+// blocking calls, the program's own signals and timers untouched, fork, exec, vfork, SIGKILL,
+// samples that wait for room, and PROF_SAMPLE_HZ. Exact facts only: counts, orders, and the
+// bounds the kernel's timers guarantee on CPU time (never on wall time).
+#include "reader/trace_reader.hpp"
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace prof;
+using prof::test::run;
+using prof::test::temp_path;
+
+namespace {
+
+// What the reader delivers of each stream: its samples, with the function open at each, and
+// whether its times ever went back.
+struct Samples : reader::EventSink {
+    struct Stream {
+        std::vector<uint64_t> functions; // by stream-local index
+        std::vector<uint64_t> open;      // the open frames' functions
+        std::vector<reader::SampleRecord> samples;
+        std::vector<uint64_t> in; // per sample: the innermost open function, 0 for none
+        uint64_t last_ticks = 0;
+        bool ordered = true;
+    };
+    std::map<uint32_t, Stream> streams;
+
+    void at(Stream& s, uint64_t ticks) {
+        if (ticks < s.last_ticks) s.ordered = false;
+        s.last_ticks = ticks;
+    }
+    void on_calls(uint32_t stream, const reader::CallRecord* r, size_t n) override {
+        Stream& s = streams[stream];
+        for (size_t i = 0; i < n; ++i) {
+            at(s, r[i].ticks);
+            if (!r[i].exit)
+                s.open.push_back(s.functions.at(r[i].fn));
+            else if (!s.open.empty())
+                s.open.pop_back();
+        }
+    }
+    void on_function(uint32_t stream, uint32_t fn, uint64_t address) override {
+        Stream& s = streams[stream];
+        s.functions.resize(std::max<size_t>(s.functions.size(), fn + 1));
+        s.functions[fn] = address;
+    }
+    void on_enter(uint32_t, uint32_t, uint64_t) override {}
+    void on_exit(uint32_t, uint64_t) override {}
+    void on_enter_address(uint32_t stream, uint64_t address, uint64_t ticks) override {
+        at(streams[stream], ticks);
+        streams[stream].open.push_back(address);
+    }
+    void on_scope_run(uint32_t stream, uint32_t, uint64_t ticks, uint64_t, uint64_t) override {
+        at(streams[stream], ticks);
+    }
+    void on_abandon(uint32_t stream, uint32_t frames, uint64_t ticks) override {
+        Stream& s = streams[stream];
+        at(s, ticks);
+        s.open.resize(s.open.size() > frames ? s.open.size() - frames : 0);
+    }
+    void on_thread_end(uint32_t stream, uint64_t ticks) override { at(streams[stream], ticks); }
+    void on_sample(uint32_t stream, const reader::SampleRecord& r) override {
+        Stream& s = streams[stream];
+        at(s, r.ticks);
+        s.samples.push_back(r);
+        s.in.push_back(s.open.empty() ? 0 : s.open.back());
+    }
+};
+
+struct Trace {
+    reader::TraceInfo info;
+    Samples sink;
+
+    explicit Trace(const std::string& path) {
+        reader::TraceReader r(path);
+        info = r.read(sink);
+    }
+    const Samples::Stream& of_tid(uint32_t tid) const {
+        for (const auto& [stream, t] : info.threads)
+            if (t.tid == tid) return sink.streams.at(stream);
+        FAIL("no stream of thread ", tid);
+        return sink.streams.begin()->second;
+    }
+    std::string name(uint64_t address) const {
+        const reader::Symbol* s = info.symbol_at(address);
+        return s ? s->name : "";
+    }
+    uint64_t samples_in(const Samples::Stream& s, const std::string& prefix) const {
+        uint64_t n = 0;
+        for (size_t i = 0; i < s.samples.size(); ++i)
+            if (s.in[i] && name(s.in[i]).rfind(prefix, 0) == 0) n += s.samples[i].count;
+        return n;
+    }
+};
+
+uint64_t count_of(const Samples::Stream& s) {
+    uint64_t n = 0;
+    for (const auto& r : s.samples) n += r.count;
+    return n;
+}
+
+// What every sampled stream must be: a first record of count 0, then records of count 1 or more
+// whose CPU clock never goes back by more than their own time says, and times that never
+// decrease.
+void check_stream(const Samples::Stream& s) {
+    CHECK(s.ordered);
+    REQUIRE(!s.samples.empty());
+    CHECK(s.samples[0].count == 0);
+    CHECK(s.samples[0].own_ns == 0);
+    for (size_t i = 1; i < s.samples.size(); ++i) {
+        CAPTURE(i);
+        CHECK(s.samples[i].count >= 1);
+        CHECK(s.samples[i].cpu_ns >= s.samples[i - 1].cpu_ns + s.samples[i].own_ns);
+        CHECK(s.samples[i].ticks >= s.samples[i - 1].ticks);
+    }
+}
+
+// `key value value...` lines of a program's output.
+std::vector<std::vector<std::string>> lines_of(const std::string& out, const std::string& key) {
+    std::vector<std::vector<std::string>> found;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream words(line);
+        std::vector<std::string> w;
+        for (std::string x; words >> x;) w.push_back(x);
+        if (!w.empty() && w[0] == key) found.push_back(w);
+    }
+    return found;
+}
+
+// The value of `name=` in a line of words.
+std::string field(const std::vector<std::string>& words, const std::string& name) {
+    for (const std::string& w : words)
+        if (w.rfind(name + "=", 0) == 0) return w.substr(name.size() + 1);
+    FAIL("no field ", name);
+    return "";
+}
+
+std::string sampled(const std::string& name, const std::string& mode,
+                    std::vector<std::pair<std::string, std::string>> env = {},
+                    std::string* out = nullptr) {
+    std::string trace = temp_path(name + ".trace");
+    env.emplace_back("PROF_OUT", trace);
+    auto r = run({PROF_TEST_SAMPLED, mode}, env);
+    REQUIRE_MESSAGE(r.exit_code == 0, mode, ": exit ", r.exit_code, ": ", r.err);
+    if (out) *out = r.out;
+    return trace;
+}
+
+} // namespace
+
+// Every thread of tests/programs/sampled.cpp ends its work by burning CPU time until a sample of
+// it is recorded (sampled()), so each one that burns has at least one, however seldom the kernel
+// fired its timer.
+TEST_CASE("CPU-time samples: every thread, its CPU time accounted to within one period") {
+    std::string out;
+    Trace t(sampled("sampled-threads", "threads", {}, &out));
+    CHECK(t.info.finished);
+    CHECK(t.info.sample_hz == 1000);
+    CHECK(t.info.meta.at("sample_clock") == "thread_cputime");
+    int signal = std::stoi(t.info.meta.at("sample_signal"));
+    CHECK(signal >= SIGRTMIN);
+    CHECK(signal <= SIGRTMAX);
+    auto printed = lines_of(out, "cpu"); // main last: the early, the late, the main thread
+    REQUIRE(printed.size() == 3);
+    CHECK(t.info.threads.size() == 3);
+    const uint64_t period = 1000000; // ns at 1000 Hz
+    MESSAGE("samples ", t.info.samples, " (", t.info.own_samples, " in the profiler)");
+    std::vector<const Samples::Stream*> streams;
+    for (const auto& words : printed) {
+        uint32_t tid = uint32_t(std::stoul(words[1]));
+        uint64_t cpu = std::stoull(words[2]);
+        CAPTURE(tid);
+        const Samples::Stream& s = t.of_tid(tid);
+        streams.push_back(&s);
+        check_stream(s);
+        // Each thread burned 40 to 120 ms of CPU time in burn() and leaf(), then in print_cpu()
+        // until it was sampled (the functions of the program, in its anonymous namespace).
+        CHECK(count_of(s) > 0);
+        CHECK(t.samples_in(s, "(anonymous namespace)::") > 0);
+        // The samples account for the thread's CPU time up to the one it waited for, which
+        // came less than a sampling period before it read its clock.
+        auto waited = std::find_if(s.samples.rbegin(), s.samples.rend(),
+                                   [&](const reader::SampleRecord& r) { return r.cpu_ns <= cpu; });
+        REQUIRE(waited != s.samples.rend());
+        CHECK(waited->count >= 1);
+        CHECK(cpu - waited->cpu_ns < period);
+        uint64_t last = s.samples.back().cpu_ns;
+        // The program's and the profiler's CPU time add up to the clock's.
+        uint64_t program = 0, own = 0;
+        for (size_t i = 1; i < s.samples.size(); ++i) {
+            program += s.samples[i].cpu_ns - s.samples[i - 1].cpu_ns - s.samples[i].own_ns;
+            own += s.samples[i].own_ns;
+        }
+        CHECK(program + own == last - s.samples[0].cpu_ns);
+        CHECK(program > own);
+    }
+    // The thread that ended early was sampled before the late one started.
+    CHECK(streams[0]->samples.back().ticks < streams[1]->samples.front().ticks);
+    // Both ended before the process finished; nothing of theirs is later than the end.
+    CHECK(streams[0]->last_ticks <= t.info.end_ticks);
+    CHECK(streams[1]->last_ticks <= t.info.end_ticks);
+}
+
+TEST_CASE("samples that find no room in the chunk wait for the next one, none is lost") {
+    std::string out;
+    Trace t(sampled("sampled-pending", "pending", {}, &out));
+    REQUIRE(lines_of(out, "pending").size() == 1);
+    REQUIRE(t.info.threads.size() == 2);
+    for (const auto& [stream, s] : t.sink.streams) {
+        CAPTURE(stream);
+        check_stream(s);
+        // The thread burned 30 ms with at most 40 bytes left in its chunk: some samples were
+        // written as they came, the others waited and came in one record of count 2 or more.
+        uint32_t widest = 0;
+        size_t at = 0;
+        for (size_t i = 0; i < s.samples.size(); ++i)
+            if (s.samples[i].count > widest) widest = s.samples[i].count, at = i;
+        CHECK(widest >= 2);
+        // In the main thread, where it waited: in starve() (the thread had not moved on when
+        // the record was written, at its next call). The other thread recorded no frame.
+        if (stream == 1)
+            CHECK(t.name(s.in.at(at)) == "(anonymous namespace)::starve()");
+        else
+            CHECK(s.in.at(at) == 0);
+    }
+}
+
+TEST_CASE("no EINTR: blocking calls between bursts of CPU time are never interrupted") {
+    std::string out;
+    Trace t(sampled("sampled-eintr", "eintr", {}, &out));
+    for (const char* call : {"poll", "epoll_wait", "nanosleep", "read", "sem_wait", "waitpid"}) {
+        CAPTURE(call);
+        auto found = lines_of(out, call);
+        REQUIRE(found.size() == 1);
+        CHECK(field(found[0], "eintr") == "0");
+        CHECK(std::stoi(field(found[0], "calls")) == (std::string(call) == "waitpid" ? 50 : 300));
+    }
+    // Every thread that burned CPU time was sampled meanwhile (the main thread only waits).
+    size_t sampled_threads = 0;
+    for (const auto& [stream, s] : t.sink.streams) {
+        if (s.samples.empty()) continue;
+        check_stream(s);
+        sampled_threads += count_of(s) > 0;
+    }
+    CHECK(sampled_threads == 7);
+    MESSAGE(t.info.samples, " samples in ", sampled_threads, " threads");
+}
+
+TEST_CASE("the program's own SIGPROF and SIGALRM timers keep their signals") {
+    std::string out;
+    Trace t(sampled("sampled-signals", "signals", {}, &out));
+    long prof = -1, alrm = -1;
+    REQUIRE(std::sscanf(out.c_str(), "prof=%ld alrm=%ld", &prof, &alrm) == 2);
+    CHECK(prof > 0);
+    CHECK(alrm > 0);
+    REQUIRE(t.info.threads.size() == 1);
+    check_stream(t.sink.streams.at(1));
+    CHECK(t.info.samples > 0);
+}
+
+TEST_CASE("a program that takes the sampler's signal for itself: its handler, its disposition") {
+    for (const char* hz : {"1000", "0"}) {
+        CAPTURE(hz);
+        std::string out;
+        Trace t(
+            sampled(std::string("sampled-rtsig-") + hz, "rtsig", {{"PROF_SAMPLE_HZ", hz}}, &out));
+        auto found = lines_of(out, "queued=1000");
+        REQUIRE(found.size() == 1);
+        // Every signal it queued reached its handler, and its own timer's too; ignored, the
+        // signal did nothing. The samples went on meanwhile.
+        CHECK(field(found[0], "handled") == "1000");
+        CHECK(field(found[0], "timer") == "yes");
+        if (std::string(hz) == "1000") {
+            // It found the sampler's signal free (sigaction reports the program's view) and
+            // took it: the case the interposers are for.
+            CHECK(field(found[0], "signal") == t.info.meta.at("sample_signal"));
+            check_stream(t.sink.streams.at(1));
+            CHECK(t.info.samples > 0);
+        } else {
+            CHECK(t.info.samples == 0);
+        }
+    }
+}
+
+TEST_CASE("fork, exec and vfork: each process samples its own threads") {
+    std::string trace = sampled("sampled-fork", "fork");
+    std::string child = test::child_trace(trace);
+    REQUIRE(!child.empty());
+    for (const std::string& path : {trace, child}) {
+        CAPTURE(path);
+        Trace t(path);
+        CHECK(t.info.finished);
+        REQUIRE(t.info.threads.size() == 1);
+        const Samples::Stream& s = t.sink.streams.at(1);
+        check_stream(s);
+        CHECK(count_of(s) > 0);
+    }
+    // The child's samples are its own: taken in child_work() (or what it calls), on its clock.
+    Trace kid(child);
+    CHECK(kid.samples_in(kid.sink.streams.at(1), "(anonymous namespace)::") > 0);
+    CHECK(kid.info.meta.count("sample_signal") == 1);
+
+    // exec: the first image's trace is left unfinished, the new image writes its own.
+    std::string first = sampled("sampled-exec", "exec");
+    std::vector<std::string> next = test::traces_next_to(first);
+    REQUIRE(next.size() == 1);
+    for (const std::string& path : {first, next[0]}) {
+        CAPTURE(path);
+        Trace t(path);
+        CHECK(t.info.finished == (path != first));
+        check_stream(t.sink.streams.at(1));
+        CHECK(t.info.samples > 0);
+    }
+
+    // vfork: children that _exit or exec record nothing; the parent samples on.
+    std::string parent = sampled("sampled-vfork", "vfork");
+    CHECK(test::traces_next_to(parent).empty());
+    Trace t(parent);
+    CHECK(t.info.finished);
+    check_stream(t.sink.streams.at(1));
+    CHECK(t.info.samples > 0);
+}
+
+TEST_CASE("SIGKILL keeps the samples written so far") {
+    std::string trace = temp_path("sampled-kill.trace");
+    auto r = run({PROF_TEST_SAMPLED, "kill"}, {{"PROF_OUT", trace}});
+    REQUIRE(r.exit_code == 128 + SIGKILL);
+    Trace t(trace);
+    CHECK(t.info.incomplete);
+    check_stream(t.sink.streams.at(1));
+    CHECK(t.info.samples > 0);
+}
+
+TEST_CASE(
+    "PROF_SAMPLE_HZ: 0 writes no Sample record, a bad value is reported and the default used") {
+    Trace off(sampled("sampled-off", "threads", {{"PROF_SAMPLE_HZ", "0"}}));
+    CHECK(off.info.finished);
+    CHECK(off.info.samples == 0);
+    CHECK(off.info.sample_hz == 0);
+    CHECK(off.info.meta.count("sample_signal") == 0);
+    CHECK(off.info.minor_unknown_records == 0);
+    for (const auto& [stream, s] : off.sink.streams) CHECK(s.samples.empty());
+
+    for (const char* bad : {"often", "200000", "-1"}) {
+        CAPTURE(bad);
+        std::string trace = temp_path(std::string("sampled-bad-") + bad + ".trace");
+        auto r = run({PROF_TEST_SAMPLED, "burn"}, {{"PROF_OUT", trace}, {"PROF_SAMPLE_HZ", bad}});
+        REQUIRE(r.exit_code == 0);
+        CHECK(r.err.find("event=bad_option") != std::string::npos);
+        CHECK(r.err.find("name=PROF_SAMPLE_HZ") != std::string::npos);
+        CHECK(r.err.find("using=1000") != std::string::npos);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        Trace t(trace);
+        CHECK(t.info.sample_hz == 1000);
+        CHECK(t.info.samples > 0);
+    }
+}
