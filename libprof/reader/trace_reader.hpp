@@ -159,14 +159,15 @@ struct CallRecord {
 
 // A Sample record of a thread stream, decoded (format 1.5, EventSink::on_sample). The program's
 // CPU time it stands for, in the frame open at this point of the stream, is cpu_ns minus the
-// previous SampleRecord's cpu_ns (of the same stream) minus own_ns. A record of count 0 (the
-// first of a stream: its timer was armed) stands for nothing; it is the base of the next.
+// previous SampleRecord's cpu_ns (of the same stream) minus own_ns. A record of count 0 stands
+// for no sample of the program: the first of a stream (its timer was armed), and the last one
+// of a thread whose latest samples all landed in the profiler (they are its own_ns).
 struct SampleRecord {
     uint64_t ticks;     // when the record's last sample was taken
     uint64_t cpu_ns;    // the thread's CPU clock then (CLOCK_THREAD_CPUTIME_ID, absolute)
     uint64_t own_ns;    // CPU ns since the previous record that landed in the profiler itself
     uint32_t own_count; // samples since the previous record that landed in the profiler itself
-    uint32_t count;     // samples this record stands for at this point (0: the base)
+    uint32_t count;     // samples of the program this record stands for at this point
 };
 
 // Receives thread events in stream order. `fn` in on_enter is the stream-local function index

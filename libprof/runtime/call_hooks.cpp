@@ -78,7 +78,7 @@ __attribute__((noinline)) PROF_NOINSTR bool refill_event(ThreadState& s, uint64_
     if (!refill(s, now)) return false;
     // A sample that found no room in the old chunk comes first: it was taken before this event,
     // and the thread has written nothing since (every writer needs more room than it did).
-    sampler_flush(s);
+    sampler_flush(s, false);
     uint64_t after = now_ticks();
     if (after > now) {
         s.w.cursor = format::put_pause(s.w.cursor, after - now);
@@ -292,7 +292,8 @@ PROF_NOINSTR void thread_end(void*) {
     }
     uint64_t now = now_ticks();
     if (!collected) flush_lines(s, now);
-    if (sampler_pending() && ensure_bytes(s, now, format::kMaxSampleRecord)) sampler_flush(s);
+    if (sampler_pending(true) && ensure_bytes(s, now, 2 * format::kMaxSampleRecord))
+        sampler_flush(s, true);
     if (ensure(s, now)) {
         uint8_t* p = s.w.cursor;
         if (s.dropped) {
@@ -439,16 +440,16 @@ PROF_NOINSTR void thread_off_after_fork() {
     s.state = kOff;
 }
 
-PROF_NOINSTR void thread_flush_counters() {
+PROF_NOINSTR void thread_flush_counters(bool finish) {
     ThreadState& s = prof_tls;
     if (s.state == kDeferred) settle(s);
     if (s.state != kActive) return;
     s.state = kBusy;
     // After the finish collected every thread's sums (a fork at exit), they are written.
     if (!__atomic_load_n(&g_lines_collected, __ATOMIC_ACQUIRE)) flush_lines(s, now_ticks());
-    if (sampler_pending()) {
+    if (sampler_pending(finish)) { // at the finish, after the thread's timer was deleted
         uint64_t now = now_ticks();
-        if (ensure_bytes(s, now, format::kMaxSampleRecord)) sampler_flush(s);
+        if (ensure_bytes(s, now, 2 * format::kMaxSampleRecord)) sampler_flush(s, finish);
     }
     if (!s.dropped) {
         s.state = kActive;

@@ -176,7 +176,8 @@ prof_site* site_by_id(uint32_t id);
 void sites_after_fork();
 
 // ---- thread side (hooks.cpp) ---------------------------------------------------------------
-void thread_flush_counters(); // records the calling thread's drop count at process finish
+// Records the calling thread's drop count and line sums (before fork, and at the `finish`).
+void thread_flush_counters(bool finish = false);
 void collect_running_lines(); // at the finish: line sums of the threads still running
 void thread_after_fork_child();
 void thread_off_after_fork(); // the child writes no trace: this thread records nothing more

@@ -365,22 +365,36 @@ PROF_NOINSTR void sampler_after_fork() {
     t_sampler = ThreadSampler{};
 }
 
-PROF_NOINSTR bool sampler_pending() {
-    return t_sampler.pending != 0;
+PROF_NOINSTR bool sampler_pending(bool last) {
+    const ThreadSampler& t = t_sampler;
+    return t.pending != 0 || (last && t.own_count != t.reported_own_count);
 }
 
 // Writes the samples that found no room, at the cursor: the caller is the runtime (the thread is
-// busy) and has made kMaxSampleRecord bytes of room.
-PROF_NOINSTR void sampler_flush(ThreadState& s) {
+// busy) and has made kMaxSampleRecord bytes of room, twice that for the thread's `last` records.
+PROF_NOINSTR void sampler_flush(ThreadState& s, bool last) {
     ThreadSampler& t = t_sampler;
-    if (!t.pending) return;
-    s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, t.pending_ticks), t.pending_cpu,
-                                    t.pending_own_ns - t.reported_own_ns,
-                                    t.pending_own_count - t.reported_own_count, t.pending);
-    commit(s.w);
-    t.reported_own_ns = t.pending_own_ns;
-    t.reported_own_count = t.pending_own_count;
-    t.pending = 0;
+    if (t.pending) {
+        s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, t.pending_ticks), t.pending_cpu,
+                                        t.pending_own_ns - t.reported_own_ns,
+                                        t.pending_own_count - t.reported_own_count, t.pending);
+        commit(s.w);
+        t.reported_own_ns = t.pending_own_ns;
+        t.reported_own_count = t.pending_own_count;
+        t.pending = 0;
+    }
+    // The thread's last record (its timer is deleted): the samples of the profiler not reported
+    // yet, in a record that stands for no sample of the program (count 0). Every sample since the
+    // previous record was the profiler's, so its CPU clock, the latest sample's, is the previous
+    // record's plus their time.
+    if (last && t.own_count != t.reported_own_count) {
+        s.w.cursor =
+            format::put_sample(s.w.cursor, take_delta(s.w, now_ticks()), t.last_cpu,
+                               t.own_ns - t.reported_own_ns, t.own_count - t.reported_own_count, 0);
+        commit(s.w);
+        t.reported_own_ns = t.own_ns;
+        t.reported_own_count = t.own_count;
+    }
 }
 
 } // namespace prof::rt

@@ -85,9 +85,11 @@ void sampler_thread_start(ThreadState& s);
 void sampler_thread_stop(); // the calling thread's timer is deleted
 void sampler_after_fork();  // a forked child forgets its parent's timer and samples
 // Samples that found no room in the chunk wait; the runtime writes them (the thread busy, with
-// format::kMaxSampleRecord bytes of room) before anything else it writes.
-bool sampler_pending();
-void sampler_flush(ThreadState& s);
+// format::kMaxSampleRecord bytes of room) before anything else it writes. The `last` records
+// of a thread whose timer is deleted (twice the room) also carry the samples of the profiler
+// that no record has reported yet.
+bool sampler_pending(bool last);
+void sampler_flush(ThreadState& s, bool last);
 
 // Set while this thread runs the calibration: its functions are not noted for the symbol table.
 extern thread_local bool t_calibrating __attribute__((tls_model("initial-exec")));

@@ -536,9 +536,9 @@ PROF_NOINSTR void runtime_finish() {
         g.finish_taken_by_child.store(true, std::memory_order_relaxed);
         return;
     }
-    // The finish is the runtime's own work: this thread's samples end here (the samples still
-    // waiting for room are written with its counters, below). Other threads keep sampling into
-    // the chunks they hold until the process ends.
+    // The finish is the runtime's own work: this thread's samples end here (those that no
+    // record has reported yet are written with its counters, below). Other threads keep
+    // sampling into the chunks they hold until the process ends.
     sampler_thread_stop();
     int saved = errno;
     if (g_memory_active) {
@@ -548,7 +548,7 @@ PROF_NOINSTR void runtime_finish() {
         if (auto freeres = reinterpret_cast<Freeres>(dlsym(RTLD_DEFAULT, "_ZN9__gnu_cxx9__freeresEv")))
             freeres();
     }
-    thread_flush_counters();
+    thread_flush_counters(true);
     collect_running_lines();
     // The traced program ends here: what follows is the runtime's own work (its memory too:
     // the peak resident set size is read before symbolization).

@@ -262,7 +262,7 @@ PROF_CODEC_INLINE uint8_t* put_rss(uint8_t* p, uint64_t dt, uint64_t bytes) {
     return end_small(p, put_uleb(put_uleb(begin_small(p, Tag::kRss), dt), bytes));
 }
 
-// 1.5: CPU-time samples of the thread (count 0: the timer was armed, the base of the next).
+// 1.5: CPU-time samples of the thread (count 0: no sample of the program, see Tag::kSample).
 inline constexpr uint32_t kMaxSampleRecord = 2 + 5 * kMaxUleb; // payload < 128
 
 PROF_CODEC_INLINE uint8_t* put_sample(uint8_t* p, uint64_t dt, uint64_t cpu_ns, uint64_t own_ns,

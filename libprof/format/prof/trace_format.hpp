@@ -204,8 +204,10 @@ enum class Tag : uint8_t {
     // `own_ns` and `own_count` are the CPU time and the samples, since the stream's previous
     // Sample record, that landed in the profiler's own code. The program's CPU time that the
     // record stands for, in the frame open at this point, is cpu_ns minus the previous Sample
-    // record's cpu_ns minus own_ns; a record of count 0 (the first of a stream, when its timer
-    // is armed) stands for nothing and is the base of the next.
+    // record's cpu_ns minus own_ns. A record of count 0 stands for no sample of the program: the
+    // first of a stream (its timer was armed; own 0), and one written when the thread ends or
+    // the process finishes, for samples of the profiler that no record reported yet (its cpu_ns
+    // is then the previous one's plus own_ns).
     //   uleb dt, uleb cpu_ns, uleb own_ns, uleb own_count, uleb count
     kSample = 0x4c,
 };
