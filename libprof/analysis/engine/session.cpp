@@ -32,8 +32,8 @@ constexpr uint32_t kUndefined = UINT32_MAX;
 constexpr int kClockFraction = 8;
 constexpr double kClockUnit = 1.0 / (1 << kClockFraction); // ticks
 
-// Fewer CPU samples than this time a trace by the hooks' clock (TimeSource::kAuto): a function
-// at a 10% share would be known to +-6 points only.
+// Fewer CPU samples than this (the program's and the profiler's) time a trace by the hooks'
+// clock (TimeSource::kAuto): below, a run is shorter than half a second of CPU time at 250 Hz.
 constexpr uint64_t kEnoughSamples = 100;
 
 // A call path: (parent path, function). Node 0 is the thread's root.
@@ -457,8 +457,11 @@ struct Session::Impl : reader::EventSink {
     // Whether the trace is timed by its samples, and its node totals from them if so.
     void time_trace(size_t first_thread) {
         TimeBasis b;
+        // Samples in the profiler count too: the program's total is then known (the CPU
+        // clock in the records is exact), only its split among functions is estimated.
         uint64_t samples = 0;
-        for (size_t i = first_thread; i < threads.size(); ++i) samples += threads[i]->samples;
+        for (size_t i = first_thread; i < threads.size(); ++i)
+            samples += threads[i]->samples + threads[i]->own_samples;
         bool use = options.time == TimeSource::kSampled ? samples > 0
                    : options.time == TimeSource::kAuto  ? samples >= kEnoughSamples
                                                         : false;
