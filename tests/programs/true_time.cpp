@@ -48,9 +48,15 @@ double uniform() { // 0.5 .. 1.5
 
 } // namespace
 
-__attribute__((noinline)) void share_60(uint64_t ns) { burn(ns); }
-__attribute__((noinline)) void share_30(uint64_t ns) { burn(ns); }
-__attribute__((noinline)) void share_10(uint64_t ns) { burn(ns); }
+__attribute__((noinline)) void share_60(uint64_t ns) {
+    burn(ns);
+}
+__attribute__((noinline)) void share_30(uint64_t ns) {
+    burn(ns);
+}
+__attribute__((noinline)) void share_10(uint64_t ns) {
+    burn(ns);
+}
 
 __attribute__((noinline)) void tiny() {
     for (int i = 0; i < 32; ++i) g_sink = g_sink * 2862933555777941757ULL + 3037000493ULL;

@@ -250,8 +250,8 @@ struct Session::Impl : reader::EventSink {
     // Intervals longer than this (clock units) are noted for the time off CPU; INT64_MAX
     // until the trace shows samples.
     int64_t long_interval = INT64_MAX;
-    double units_per_ns = 0;      // clock units per nanosecond
-    int64_t sample_period = 0;    // clock units between samples the runtime asked for
+    double units_per_ns = 0;   // clock units per nanosecond
+    int64_t sample_period = 0; // clock units between samples the runtime asked for
     // How each trace read was timed (Profile::time), by trace.
     std::vector<TimeBasis> time_bases;
 
@@ -290,8 +290,8 @@ struct Session::Impl : reader::EventSink {
         if (auto it = layout.meta.find("sample_hz"); it != layout.meta.end())
             hz = std::strtod(it->second.c_str(), nullptr);
         sample_period = int64_t((hz > 0 ? 1e9 / hz : 1e6) * units_per_ns);
-        long_interval = hz > 0 && options.time != TimeSource::kTraced ? long_interval_units()
-                                                                      : INT64_MAX;
+        long_interval =
+            hz > 0 && options.time != TimeSource::kTraced ? long_interval_units() : INT64_MAX;
     }
 
     ThreadReplay& thread(uint32_t id) {
@@ -409,8 +409,9 @@ struct Session::Impl : reader::EventSink {
             // The short intervals ran on CPU; the CPU time left is spread over the long ones
             // up to a common level.
             int64_t left = std::clamp<int64_t>(cpu - (wall - in_long), 0, in_long);
-            std::sort(l.begin(), l.end(),
-                      [](const LongInterval& a, const LongInterval& b) { return a.length < b.length; });
+            std::sort(l.begin(), l.end(), [](const LongInterval& a, const LongInterval& b) {
+                return a.length < b.length;
+            });
             int64_t given = 0;
             for (size_t i = 0; i < l.size(); ++i) {
                 int64_t level = left / int64_t(l.size() - i);
@@ -431,7 +432,8 @@ struct Session::Impl : reader::EventSink {
     void close_last_span(ThreadReplay& t) {
         if (!t.sampled || t.spans_closed) return;
         t.spans_closed = true;
-        int64_t wall = t.last > t.span_ticks ? int64_t((t.last - t.span_ticks) << kClockFraction) : 0;
+        int64_t wall =
+            t.last > t.span_ticks ? int64_t((t.last - t.span_ticks) << kClockFraction) : 0;
         int64_t cpu = std::min(wall, sample_period);
         uint32_t node = t.stack.empty() ? t.last_top : top(t);
         give(t, node, cpu - t.scope_credit);
@@ -1081,8 +1083,9 @@ struct Session::Impl : reader::EventSink {
                 t->address_fn.clear();
                 merged.emplace_back(c, std::move(t));
             }
-        std::stable_sort(merged.begin(), merged.end(),
-                         [](const auto& a, const auto& b) { return a.second->seen < b.second->seen; });
+        std::stable_sort(merged.begin(), merged.end(), [](const auto& a, const auto& b) {
+            return a.second->seen < b.second->seen;
+        });
         for (auto& [c, t] : merged) {
             t->trace = trace_index;
             t->index = threads.size();
