@@ -169,6 +169,9 @@ std::string sampled(const std::string& name, const std::string& mode,
 // Every thread of tests/programs/sampled.cpp ends its work by burning CPU time until a sample of
 // it is recorded (sampled()), so each one that burns has at least one, however seldom the kernel
 // fired its timer.
+// Under a sanitizer, whose runtime interposes sigaction itself, libprof.so's interposer is not
+// reached and the sampler stays off (by design): these tests need it.
+#ifndef PROF_SANITIZER_BUILD
 TEST_CASE("CPU-time samples: every thread, its CPU time accounted to within one period") {
     std::string out;
     Trace t(sampled("sampled-threads", "threads", {}, &out));
@@ -373,3 +376,4 @@ TEST_CASE(
         CHECK(t.info.samples > 0);
     }
 }
+#endif // PROF_SANITIZER_BUILD
