@@ -443,17 +443,8 @@ struct Session::Impl : reader::EventSink {
     TimeBasis time_basis(const ThreadFilter& filter) const {
         TimeBasis all;
         all.chosen = options.time;
-        for (size_t i = 0; i < time_bases.size(); ++i) {
-            if (!filter.all() && filter.trace != i) continue;
-            const TimeBasis& b = time_bases[i];
-            all.sampled_traces += b.sampled_traces;
-            all.traced_traces += b.traced_traces;
-            all.samples += b.samples;
-            all.own_samples += b.own_samples;
-            all.cpu_seconds += b.cpu_seconds;
-            all.own_seconds += b.own_seconds;
-            all.too_few += b.too_few;
-        }
+        for (size_t i = 0; i < time_bases.size(); ++i)
+            if (filter.all() || filter.trace == i) all.add(time_bases[i]);
         return all;
     }
     // Whether the trace is timed by its samples, and its node totals from them if so.
@@ -980,9 +971,13 @@ struct Session::Impl : reader::EventSink {
         if (options.memory && name_sites) merge_sites();
     }
 
-    // Reads one trace to its end.
-    void read_trace(const std::string& path, bool name_sites = true) {
-        begin_trace(path);
+    // Reads one trace to its end (`process`: its process records, when already read).
+    void read_trace(const std::string& path, bool name_sites = true,
+                    const reader::TraceInfo* process = nullptr) {
+        if (process)
+            begin_trace(*process);
+        else
+            begin_trace(path);
         reader::TraceReader r(path);
         size_t first = threads.size();
         const reader::TraceInfo& info = r.read(*this);
@@ -1001,7 +996,7 @@ struct Session::Impl : reader::EventSink {
         std::vector<reader::StreamExtent> streams = probe.stream_extents();
         bool memory_trace = options.memory && process.meta.count("memory_profiler");
         jobs = unsigned(std::min<size_t>(jobs, streams.size()));
-        if (jobs <= 1 || options.observer || memory_trace) return read_trace(path);
+        if (jobs <= 1 || options.observer || memory_trace) return read_trace(path, true, &process);
         // The largest streams first, each to the core with the fewest bytes so far.
         std::vector<reader::StreamExtent> by_size = streams;
         std::stable_sort(by_size.begin(), by_size.end(),
@@ -1054,7 +1049,7 @@ struct Session::Impl : reader::EventSink {
         // A trace the writer did not finish can hold memory records without saying so.
         if (options.memory)
             for (const reader::TraceInfo& i : infos)
-                if (i.memory_records) return read_trace(path);
+                if (i.memory_records) return read_trace(path, true, &process);
         begin_trace(process);
         size_t first = threads.size();
         // Functions in the order of their first call in the file, then each part's call

@@ -87,6 +87,15 @@ struct TimeBasis {
     // Samples of the traced traces, too few to time them by (0: none had samples).
     uint64_t too_few = 0;
     TimeSource chosen = TimeSource::kAuto; // what the reader asked for
+    void add(const TimeBasis& o) {
+        sampled_traces += o.sampled_traces;
+        traced_traces += o.traced_traces;
+        samples += o.samples;
+        own_samples += o.own_samples;
+        cpu_seconds += o.cpu_seconds;
+        own_seconds += o.own_seconds;
+        too_few += o.too_few;
+    }
 };
 
 struct Profile {
