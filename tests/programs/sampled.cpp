@@ -1,7 +1,7 @@
 // Test program for the CPU-time sampler (trace format 1.5 Sample records). Instrumented; every
 // mode burns CPU in burn(), a loop that calls an instrumented leaf now and then, so that the
 // thread's timer fires, and each thread that burns ends its work with sampled(): it burns on,
-// recording nothing, until a Sample record of it has been written (at most 2 s of CPU time).
+// recording nothing, until a Sample record of it has been written (at most 10 s of CPU time).
 // The kernel fires CPU-time timers at most once per tick, and far less often on a CPU that
 // another busy thread shares (down to none in 200 ms of CPU time, measured), so a fixed amount
 // of CPU time would not make a sample certain. Modes (argv[1]):
@@ -27,8 +27,8 @@
 //   pending  fills the thread's chunk (calls, then the 26-byte record of a PROF_LINE's first hit
 //            in the chunk, then samples) to less room than a Sample record takes, then burns
 //            CPU without recording anything, so that its samples wait: the main thread in
-//            starve(), whose next call opens a chunk, and a second thread (not instrumented)
-//            that ends instead; prints `pending <main tries> <thread tries>`
+//            starve(), whose next call opens a chunk (again until samples had waited), and a
+//            second thread (not instrumented) that ends instead; prints `pending <attempts>`
 #include <prof/prof.hpp>
 
 #include <cerrno>
@@ -96,7 +96,7 @@ __attribute__((no_instrument_function)) long sampled() {
     if (room() < 128) leaf(0);
     const uint8_t* cursor = prof_tls.w.cursor;
     uint32_t seq = prof_tls.w.seq;
-    long until = thread_cpu_ns() + 2000000000L;
+    long until = thread_cpu_ns() + 10000000000L;
     unsigned long x = g_sink;
     for (unsigned long i = 0;; ++i) {
         if (prof_tls.w.cursor != cursor || prof_tls.w.seq != seq) break;
@@ -469,35 +469,41 @@ __attribute__((no_instrument_function)) int fill_chunk() {
 }
 
 // After fill_chunk(): the samples that still fit take the rest of the chunk (at most 1 s of CPU
-// time), then every sample waits, for 500 ms of CPU time (dozens of samples on an idle CPU,
-// a few where another busy thread shares it).
-__attribute__((no_instrument_function)) void starve_quietly() {
+// time), then every sample waits, for `us` microseconds of CPU time.
+__attribute__((no_instrument_function)) void starve_quietly(long us) {
     long until = thread_cpu_ns() + 1000000000L;
     while (room() >= 13 && thread_cpu_ns() < until) burn_quietly(100);
-    burn_quietly(500000);
+    burn_quietly(us);
 }
 
-int g_main_tries = 0;
-
-__attribute__((noinline)) void starve() {
-    g_main_tries = fill_chunk();
-    starve_quietly();
-    leaf(1); // opens the next chunk: the samples that waited go first
+// Until the samples that waited were written first in the next chunk, which its first record
+// then is (Sample, 0x4c; otherwise a Pause or the call's Enter): where another busy thread
+// shares the CPU, the kernel may not fire the timer for hundreds of milliseconds of CPU time.
+// At most 10 s of CPU time; returns the attempts.
+__attribute__((noinline)) int starve() {
+    long until = thread_cpu_ns() + 10000000000L;
+    for (int attempt = 1;; ++attempt) {
+        fill_chunk();
+        starve_quietly(50000);
+        leaf(1); // opens the next chunk
+        if (prof_tls.w.base[PROF_DETAIL_CHUNK_HEADER] == 0x4c || thread_cpu_ns() >= until)
+            return attempt;
+    }
 }
 
-__attribute__((no_instrument_function)) void* quiet_thread(void* tries) {
-    *static_cast<int*>(tries) = fill_chunk();
-    starve_quietly();
+// The same, once, in a thread that then ends with its samples waiting (when there were any).
+__attribute__((no_instrument_function)) void* quiet_thread(void*) {
+    fill_chunk();
+    starve_quietly(200000);
     return nullptr; // the samples that waited are written when the thread ends
 }
 
 int pending_mode() {
-    starve();
-    int thread_tries = 0;
+    int attempts = starve();
     pthread_t t;
-    if (pthread_create(&t, nullptr, quiet_thread, &thread_tries) != 0) return 1;
+    if (pthread_create(&t, nullptr, quiet_thread, nullptr) != 0) return 1;
     pthread_join(t, nullptr);
-    std::printf("pending %d %d\n", g_main_tries, thread_tries);
+    std::printf("pending %d\n", attempts);
     return 0;
 }
 
