@@ -230,7 +230,7 @@ PROF_NOINSTR int note_own_code(dl_phdr_info* info, size_t, void*) {
 // Whether calls to sigaction anywhere in the process reach the interposer below: it is the
 // definition the dynamic linker bound libprof.so's own reference to.
 PROF_NOINSTR bool sigaction_interposed() {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(PROF_SANITIZER_BUILD)
     void* bound;
     __asm__("movq sigaction@GOTPCREL(%%rip), %0" : "=r"(bound));
     return bound == reinterpret_cast<void*>(&libprof_own_sigaction);
@@ -402,6 +402,9 @@ PROF_NOINSTR void sampler_flush(ThreadState& s, bool last) {
 // ---- sigaction and signal ---------------------------------------------------------------------
 // Every call passes through to the C library but those for the sampler's signal, which set and
 // return the program's own disposition of it (see the top of this file).
+// Not in sanitizer builds: the sanitizers' runtimes call sigaction while they start, before
+// instrumented code such as this may run, and interpose it themselves (the sampler is off).
+#ifndef PROF_SANITIZER_BUILD
 using prof::rt::g_signal;
 
 extern "C" PROF_NOINSTR __attribute__((visibility("default"))) int
@@ -428,3 +431,4 @@ signal(int sig, __sighandler_t handler) noexcept {
     prof::rt::program_sigaction(&act, &old);
     return old.sa_handler; // glibc: one union with sa_sigaction, as signal() returns it
 }
+#endif // PROF_SANITIZER_BUILD
