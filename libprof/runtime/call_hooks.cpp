@@ -79,6 +79,9 @@ __attribute__((noinline)) PROF_NOINSTR bool refill_event(ThreadState& s, uint64_
     // A sample that found no room in the old chunk comes first: it was taken before this event,
     // and the thread has written nothing since (every writer needs more room than it did).
     sampler_flush(s, false);
+    // PROF_TIME=sampled: `now` is the last clock read, not the time of this event, and samples
+    // that land in the runtime are its own: no Pause.
+    if (s.switch_word) return true;
     uint64_t after = now_ticks();
     if (after > now) {
         s.w.cursor = format::put_pause(s.w.cursor, after - now);
@@ -169,8 +172,8 @@ PROF_NOINSTR void write_abandon(ThreadState& s, uint32_t count, uint64_t now) {
     s.depth -= count;
 }
 
-PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintptr_t cfa,
-                              uint64_t now) {
+PROF_NOINSTR inline __attribute__((always_inline)) void
+write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintptr_t cfa, uint64_t now) {
     Slot* slot = lookup(s, a, site == kScopeMark ? reinterpret_cast<prof_site*>(a) : nullptr);
     if (slot && slot->excluded) return;
     if (PROF_UNLIKELY(!slot)) { // the table is full: the filter still applies
@@ -362,7 +365,8 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
     if (g_key_ready.load(std::memory_order_acquire)) pthread_setspecific(g_thread_key, &s);
     // Once per process (a forked child keeps its parent's figures): the hooks' own cost.
     static std::atomic<bool> calibrated{false};
-    if (g_options.calibrate && !calibrated.exchange(true)) {
+    // PROF_TIME=sampled: no per-call time to correct.
+    if (g_options.calibrate && !switch_clock_on() && !calibrated.exchange(true)) {
         char figures[96] = {};
         calibrate_overhead(s, figures, sizeof figures);
         if (figures[0]) record_overhead(figures);
@@ -375,6 +379,7 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
     // Last: the runtime's own start-up is in no sample, and the calibration's records went to a
     // scratch buffer that samples must not reach.
     sampler_thread_start(s);
+    switch_clock_thread_start(s);
     s.state = kActive;
     errno = saved;
 }
@@ -531,7 +536,7 @@ __cyg_profile_func_enter(void* fn, void* call_site) {
     // No load of the writer's state may move above the guard: a signal handler could run in
     // between and write records of its own.
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    uint64_t now = now_ticks();
+    uint64_t now = hook_ticks(s);
     auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
     if (PROF_UNLIKELY(!ensure(s, now))) return;
     if (PROF_UNLIKELY(s.depth && s.frames[s.depth - 1].cfa <= cfa)) {
@@ -603,7 +608,7 @@ __cyg_profile_func_exit(void* fn, void* call_site) {
     }
     s.state = kBusy;
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    uint64_t now = now_ticks();
+    uint64_t now = hook_ticks(s);
     auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
     auto a = reinterpret_cast<uintptr_t>(fn);
     auto site = reinterpret_cast<uintptr_t>(call_site);

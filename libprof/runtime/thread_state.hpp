@@ -91,6 +91,32 @@ void sampler_after_fork();  // a forked child forgets its parent's timer and sam
 bool sampler_pending(bool last);
 void sampler_flush(ThreadState& s, bool last);
 
+// ---- PROF_TIME=sampled: the clock read after switches only (switch_clock.cpp) -------------
+// The kernel's struct rseq_cs: the critical section whose address the hooks keep in the
+// thread's rseq area, and that the kernel clears when the thread was off CPU.
+struct alignas(32) SwitchSection {
+    uint32_t version, flags;
+    uint64_t start_ip, post_commit_offset, abort_ip;
+};
+extern SwitchSection g_switch_section __attribute__((visibility("hidden")));
+// Whether the C library registers rseq for threads: at start, with the options. False leaves
+// the hooks reading the clock per call.
+bool switch_clock_init();
+bool switch_clock_on();
+// The calling thread's `switch_word` (null: the clock per call), when its stream opens.
+void switch_clock_thread_start(ThreadState& s);
+// The hooks' time: the clock, or, in PROF_TIME=sampled while the thread has not been off CPU
+// (nor signalled) since the clock was last read, the time of its last record (the next
+// sample says how much CPU time the events between took).
+PROF_NOINSTR inline uint64_t hook_ticks(ThreadState& s) {
+    uint64_t* word = s.switch_word;
+    if (PROF_LIKELY(!word)) return now_ticks();
+    const uint64_t mark = reinterpret_cast<uintptr_t>(&g_switch_section);
+    if (PROF_LIKELY(__atomic_load_n(word, __ATOMIC_RELAXED) == mark)) return s.w.last_ticks;
+    __atomic_store_n(word, mark, __ATOMIC_RELAXED);
+    return now_ticks();
+}
+
 // Set while this thread runs the calibration: its functions are not noted for the symbol table.
 extern thread_local bool t_calibrating __attribute__((tls_model("initial-exec")));
 

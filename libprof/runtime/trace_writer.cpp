@@ -320,6 +320,8 @@ PROF_NOINSTR void write_process_meta() {
         write_meta("sample_hz", buf, size_t(len));
         write_meta("sample_clock", "thread_cputime", sizeof("thread_cputime") - 1);
     }
+    // PROF_TIME=sampled: the hooks' records carry no time of their own (switch_clock.cpp).
+    if (switch_clock_on()) write_meta("time", "sampled", sizeof("sampled") - 1);
 }
 
 PROF_NOINSTR bool choose_clock() {
@@ -517,7 +519,13 @@ PROF_NOINSTR void runtime_start() {
     prof_line_fast = prof_clock_is_tsc && !prof_line_rss_enabled;
     prof_scope_runs = g_options.scope_runs ? 1 : 0;
     g.chunk_size = g_options.chunk_size;
-    sampler_init(); // before the file: its Meta records name the signal
+    sampler_init();               // before the file: its Meta records name the signal
+    if (g_options.time_sampled) { // the hooks' clock only after switches: needs samples
+        const char* why = !sampler_signal() ? "no CPU samples (PROF_SAMPLE_HZ=0, or sampling off)"
+                          : !switch_clock_init() ? "the C library registers no rseq area"
+                                                 : nullptr;
+        if (why) log(LogLevel::kWarn, "time_sampled_off", "reason=\"%s\" using=traced", why);
+    }
     if (g_options.out_given) snprintf(g.base_path, sizeof g.base_path, "%s", g_options.out);
     else snprintf(g.base_path, sizeof g.base_path, "prof.%d.trace", int(getpid()));
     start_file(g.base_path, true);

@@ -26,9 +26,10 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 5; // 1.1: sites, line statistics; 1.2: unloads, pauses;
+inline constexpr uint16_t kMinor = 6; // 1.1: sites, line statistics; 1.2: unloads, pauses;
                                       // 1.3: scope runs; 1.4: aligned operator new/delete;
-                                      // 1.5: CPU-time samples
+                                      // 1.5: CPU-time samples; 1.6: hooks without a clock
+                                      // (Meta time=sampled)
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
 // readers of 1.x refuse by name. Its records are those of 1.x plus the packed memory records

@@ -96,6 +96,9 @@ typedef struct prof_thread {
      * sums of threads still running. */
     struct prof_thread* live_prev;
     struct prof_thread* live_next;
+    /* PROF_TIME=sampled: the rseq_cs word of the thread's rseq area, which the kernel clears
+     * when the thread was off CPU; null when the hooks read the clock per call. */
+    uint64_t* switch_word;
 } prof_thread;
 
 /* Zero-initialised, no constructor: reading it costs one %fs-relative load. */

@@ -1,0 +1,93 @@
+// PROF_TIME=sampled: hooks that read no clock per call. Times then come from the CPU samples
+// (sampler.cpp); the clock is read only where the thread may have been off CPU since the hooks
+// last read it, so that time spent sleeping, blocked or preempted still lands at its place in
+// the call tree (the engine's sampled time model, analysis/engine/session.hpp).
+//
+// The kernel says when that may be, through restartable sequences (rseq), which glibc 2.35 and
+// later registers for every thread: on the way back to user space after the thread was
+// descheduled, migrated or sent a signal, the kernel looks at the thread's `rseq_cs` word, and
+// if it names a critical section that the interrupted instruction is not in, clears it. Ours is
+// a one-byte section no thread ever executes, so the word is cleared at every switch and
+// nowhere else: the hooks compare it with the descriptor's address (one load), and when it was
+// cleared, store it again and read the clock. No system call, no signal.
+//
+// The descriptor must be valid, or the kernel kills the thread (SIGSEGV): version and flags 0,
+// its addresses in user space, the abort address outside the section and preceded by the
+// signature glibc registered (RSEQ_SIG). A thread whose registration failed (cpu_id < 0), or a
+// C library without rseq (older glibc, GLIBC_TUNABLES=glibc.pthread.rseq=0, valgrind), reads the
+// clock per call as in the default mode.
+#include "thread_state.hpp"
+
+#include <cstddef>
+
+#if defined(__x86_64__) && defined(__GLIBC__) && __has_include(<sys/rseq.h>)
+#include <sys/rseq.h>
+#define PROF_HAVE_RSEQ 1
+// Weak: a C library without them leaves them null, and the mode falls back to the clock.
+#pragma weak __rseq_offset
+#pragma weak __rseq_size
+
+// The section [start, start + 1) is never executed; the abort label after the signature is
+// never jumped to (no instruction of the section is ever interrupted).
+__asm__(".pushsection .text.prof_switch_mark,\"ax\",@progbits\n"
+        ".balign 16\n"
+        "prof_switch_section:\n"
+        "  nop\n"
+        "  .long 0x53053053\n" // RSEQ_SIG on x86-64, checked below
+        "prof_switch_abort:\n"
+        "  ud2\n"
+        ".popsection\n");
+extern "C" char prof_switch_section[], prof_switch_abort[];
+static_assert(RSEQ_SIG == 0x53053053, "the signature before prof_switch_abort");
+#endif
+
+namespace prof::rt {
+
+// Filled in at start. Its layout is the kernel's struct rseq_cs.
+SwitchSection g_switch_section = {};
+#ifdef PROF_HAVE_RSEQ
+static_assert(sizeof(SwitchSection) == sizeof(struct rseq_cs) &&
+              offsetof(SwitchSection, start_ip) == offsetof(struct rseq_cs, start_ip) &&
+              offsetof(SwitchSection, post_commit_offset) ==
+                  offsetof(struct rseq_cs, post_commit_offset) &&
+              offsetof(SwitchSection, abort_ip) == offsetof(struct rseq_cs, abort_ip));
+#endif
+
+namespace {
+bool g_switch_clock = false;
+} // namespace
+
+PROF_NOINSTR bool switch_clock_init() {
+#ifdef PROF_HAVE_RSEQ
+    if (!&__rseq_offset || !&__rseq_size || __rseq_size < offsetof(struct rseq, rseq_cs) + 8)
+        return false;
+    g_switch_section.version = 0;
+    g_switch_section.flags = 0;
+    g_switch_section.start_ip = reinterpret_cast<uintptr_t>(prof_switch_section);
+    g_switch_section.post_commit_offset = 1;
+    g_switch_section.abort_ip = reinterpret_cast<uintptr_t>(prof_switch_abort);
+    g_switch_clock = true;
+    return true;
+#else
+    return false;
+#endif
+}
+
+PROF_NOINSTR bool switch_clock_on() {
+    return g_switch_clock;
+}
+
+PROF_NOINSTR void switch_clock_thread_start(ThreadState& s) {
+    s.switch_word = nullptr;
+#ifdef PROF_HAVE_RSEQ
+    if (!g_switch_clock) return;
+    auto* area = reinterpret_cast<struct rseq*>(static_cast<char*>(__builtin_thread_pointer()) +
+                                                __rseq_offset);
+    if (int32_t(__atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED)) < 0) return; // not registered
+    // Cleared: the thread's first hook reads the clock.
+    s.switch_word = reinterpret_cast<uint64_t*>(&area->rseq_cs);
+    __atomic_store_n(s.switch_word, uint64_t(0), __ATOMIC_RELAXED);
+#endif
+}
+
+} // namespace prof::rt
