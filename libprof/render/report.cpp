@@ -130,6 +130,11 @@ std::string time_basis_text(const TimeBasis& t) {
             text += fmt::format("; {} samples in the profiler itself ({:.3f} s) left out",
                                 grouped(t.own_samples), t.own_seconds);
         if (t.traced_traces) text += fmt::format("; {} traces timed by their hooks", t.traced_traces);
+        if (t.untimed_traces)
+            text += t.untimed_traces == t.sampled_traces
+                        ? std::string("; hooks without a clock (PROF_TIME=sampled)")
+                        : fmt::format("; {} traces with hooks without a clock (PROF_TIME=sampled)",
+                                      t.untimed_traces);
     } else if (t.chosen == TimeSource::kTraced) {
         text = "times traced by the hooks, less their measured cost (--time traced)";
     } else if (t.too_few) {

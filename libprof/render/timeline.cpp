@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <unordered_map>
@@ -242,6 +243,7 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
     so.memory = o.memory_counters;
     so.progress = o.progress;
     so.observer = &w;
+    so.time = o.time;
     Session session(so);
     w.attach(session);
     w.write("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
@@ -291,6 +293,7 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
                             "\"args\":{{\"name\":\"{}\"}}}}",
                             pid, tid, json_escape(reader::printable(tname))));
     }
+    w.result.sampled_time = session.time_basis().sampled_traces > 0;
     // Processes with counters but no complete events (a program run under profrun --mem alone).
     for (size_t i = 0; i < infos.size(); ++i) {
         if (named[i] || !counted[i]) continue;
@@ -311,49 +314,158 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
     return w.result;
 }
 
-TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& traces,
-                                const TimelineOptions& o) {
-    SpeedscopeWriter w(o);
-    SessionOptions so;
-    so.compensate = o.compensate;
-    so.memory = false;
-    so.progress = o.progress;
-    so.observer = &w;
-    Session session(so);
-    w.attach(session);
-    for (const std::string& path : traces) session.add_trace(path);
-    std::vector<ThreadFilter> threads = session.thread_list();
+namespace {
+
+// The name of a thread's profile: its name, pid and tid, and the trace's file when there are
+// several.
+std::string profile_name(const std::vector<reader::TraceInfo>& infos, const ThreadFilter& t,
+                         uint32_t tid) {
+    const reader::TraceInfo& info = infos[t.trace];
+    std::string tname;
+    if (auto it = info.threads.find(t.stream); it != info.threads.end()) tname = it->second.name;
+    return fmt::format("{} (pid {}, tid {}){}{}", tname.empty() ? "thread" : tname, info.header.pid,
+                       tid, infos.size() > 1 ? " " : "",
+                       infos.size() > 1 ? base_name(info.path) : "");
+}
+
+// Sampled times have no per-call timestamps to put on a timeline: each thread becomes a sampled
+// profile of its call tree instead, one sample per call path weighted by the path's own time,
+// so that speedscope's totals are the table's. Returns the threads written; `samples_written`
+// counts the samples.
+uint64_t write_sampled_profiles(const Session& session, uint32_t tid,
+                                const std::function<void(const std::string&)>& write,
+                                uint64_t& samples_written) {
     const std::vector<reader::TraceInfo>& infos = session.traces();
-    TimelineResult& r = w.result;
-    auto write = [&](const std::string& s) {
-        std::fputs(s.c_str(), f);
-        r.bytes += s.size();
-    };
+    std::map<std::string, size_t> frame_of; // the frame's JSON -> its index
+    std::vector<const std::string*> frames;
+    uint64_t written = 0;
+    std::vector<ThreadFilter> threads = session.thread_list();
+    for (size_t index = 0; index < threads.size(); ++index) {
+        const ThreadFilter& t = threads[index];
+        uint32_t thread_tid = session.thread(index).tid;
+        if (!thread_tid) thread_tid = t.stream;
+        if (tid && thread_tid != tid) continue;
+        CallTreeOptions co;
+        co.thread = t;
+        CallTree tree = session.call_tree(co);
+        std::vector<size_t> frame(tree.functions.size(), SIZE_MAX);
+        std::string samples, weights;
+        uint64_t total = 0;
+        for (size_t n = 1; n < tree.nodes.size(); ++n) {
+            const CallTreeNode& node = tree.nodes[n];
+            if (!node.self_ns || node.function == kNoFunction) continue;
+            std::string stack;
+            for (size_t p : tree.path(n)) {
+                size_t fn = tree.nodes[p].function;
+                if (fn == kNoFunction) continue;
+                if (frame[fn] == SIZE_MAX) {
+                    const Function& f = tree.functions[fn];
+                    std::string json =
+                        fmt::format("{{\"name\":\"{}\"", json_escape(reader::printable(f.name)));
+                    if (!f.file.empty())
+                        json += fmt::format(",\"file\":\"{}\",\"line\":{}",
+                                            json_escape(reader::printable(f.file)), f.line);
+                    json += "}";
+                    auto [it, fresh] = frame_of.emplace(std::move(json), frames.size());
+                    if (fresh) frames.push_back(&it->first);
+                    frame[fn] = it->second;
+                }
+                stack += fmt::format("{}{}", stack.empty() ? "" : ",", frame[fn]);
+            }
+            samples += fmt::format("{}[{}]", samples.empty() ? "" : ",", stack);
+            weights += fmt::format("{}{}", weights.empty() ? "" : ",", node.self_ns);
+            total += node.self_ns;
+            ++samples_written;
+        }
+        if (samples.empty()) continue;
+        write(fmt::format("{}\n{{\"type\":\"sampled\",\"name\":\"{}\",\"unit\":\"nanoseconds\","
+                          "\"startValue\":0,\"endValue\":{},\"samples\":[{}],\"weights\":[{}]}}",
+                          written ? "," : "",
+                          json_escape(reader::printable(profile_name(infos, t, thread_tid))), total,
+                          samples, weights));
+        ++written;
+    }
+    write("\n],\"shared\":{\"frames\":[");
+    for (size_t i = 0; i < frames.size(); ++i)
+        write(fmt::format("{}\n{}", i ? "," : "", *frames[i]));
+    write("\n]}}\n");
+    return written;
+}
+
+} // namespace
+
+// The speedscope file's head, named after the first trace's program.
+std::string speedscope_head(const std::vector<reader::TraceInfo>& infos) {
     std::string title = "libprof";
     if (!infos.empty()) {
         const reader::TraceInfo& info = infos.front();
         auto exe = info.meta.find("exe");
         if (exe != info.meta.end()) title = base_name(exe->second);
     }
-    write(
-        fmt::format("{{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
-                    "\"exporter\":\"libprof profreport\",\"name\":\"{}\",\"activeProfileIndex\":0,"
-                    "\"profiles\":[",
-                    json_escape(reader::printable(title))));
+    return fmt::format(
+        "{{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
+        "\"exporter\":\"libprof profreport\",\"name\":\"{}\",\"activeProfileIndex\":0,"
+        "\"profiles\":[",
+        json_escape(reader::printable(title)));
+}
+
+TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& traces,
+                                const TimelineOptions& o) {
+    TimelineResult result;
+    auto write_to = [f](TimelineResult& r) {
+        return [f, &r](const std::string& s) {
+            std::fputs(s.c_str(), f);
+            r.bytes += s.size();
+        };
+    };
+    // Timed by samples, and no time window asked for: the call trees, with the table's times.
+    // Whether the samples are enough is known once the traces are read: traces with a sampling
+    // rate are read without the timeline first, and only if too few samples time them again
+    // with it (short traces: a trace long enough to be large has its samples).
+    bool window = o.from_ns || o.to_ns != UINT64_MAX || o.min_duration_ns;
+    bool sampling = false;
+    for (const std::string& path : traces) {
+        reader::TraceInfo info = reader::TraceReader(path).read_metadata();
+        sampling = sampling || info.meta.count("sample_hz");
+    }
+    if (!window && sampling && o.time != TimeSource::kTraced) {
+        SessionOptions so;
+        so.compensate = o.compensate;
+        so.memory = false;
+        so.progress = o.progress;
+        so.time = o.time;
+        Session session(so);
+        session.add_traces(traces);
+        if (session.time_basis().sampled_traces) {
+            write_to(result)(speedscope_head(session.traces()));
+            result.sampled_time = result.sampled_profiles = true;
+            result.threads =
+                write_sampled_profiles(session, o.tid, write_to(result), result.events);
+            return result;
+        }
+    }
+    SpeedscopeWriter w(o);
+    SessionOptions so;
+    so.compensate = o.compensate;
+    so.memory = false;
+    so.progress = o.progress;
+    so.observer = &w;
+    so.time = TimeSource::kTraced; // the timeline's clock
+    Session session(so);
+    w.attach(session);
+    for (const std::string& path : traces) session.add_trace(path);
+    std::vector<ThreadFilter> threads = session.thread_list();
+    const std::vector<reader::TraceInfo>& infos = session.traces();
+    TimelineResult& r = w.result;
+    auto write = write_to(r);
+    write(speedscope_head(infos));
     bool first = true;
     for (size_t index = 0; index < threads.size(); ++index) {
         const ThreadFilter* tp = &threads[index];
         ThreadOut& to = w.out_[index];
         if (!to.events || !to.tmp) continue;
         ++r.threads;
-        const reader::TraceInfo& info = infos[tp->trace];
-        std::string tname;
-        if (auto it = info.threads.find(tp->stream); it != info.threads.end())
-            tname = it->second.name;
-        uint32_t tid = to.tid ? to.tid : tp->stream;
-        std::string name = fmt::format("{} (pid {}, tid {}){}{}", tname.empty() ? "thread" : tname,
-                                       info.header.pid, tid, infos.size() > 1 ? " " : "",
-                                       infos.size() > 1 ? base_name(info.path) : "");
+        std::string name = profile_name(infos, *tp, to.tid ? to.tid : tp->stream);
         write(fmt::format("{}\n{{\"type\":\"evented\",\"name\":\"{}\",\"unit\":\"nanoseconds\","
                           "\"startValue\":{},\"endValue\":{},\"events\":[",
                           first ? "" : ",", json_escape(reader::printable(name)), to.first,

@@ -71,6 +71,14 @@ struct RunOptions {
          "per-thread buffer size (PROF_CHUNK_SIZE, default 256K)",
          "PROF_CHUNK_SIZE",
          {},
+         nullptr},
+        {"--time",
+         "SOURCE",
+         "traced (default): the hooks read the clock per call; sampled:\n"
+         "exact counts and call tree, no clock per call, times from the\n"
+         "CPU samples (cheaper; no timeline export) (PROF_TIME)",
+         "PROF_TIME",
+         {},
          nullptr}};
     std::vector<std::string> command; // COMMAND [ARGS...]
 
@@ -111,8 +119,11 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
     cli.excludes(exact, flags.no_pack,
                  "--exact-times is an option of the packing, and --no-pack turns it off");
     app.add_flag("--preload", o.preload, "load libprof.so into COMMAND with LD_PRELOAD");
-    for (RunOptions::Variable& v : o.variables)
+    for (RunOptions::Variable& v : o.variables) {
         v.given = app.add_option(v.option, v.value, v.help)->type_name(v.type);
+        if (std::string_view(v.name) == "PROF_TIME")
+            v.given->check(CLI::IsMember({"traced", "sampled"}));
+    }
     app.add_flag("-q,--quiet", o.quiet, "no message after the run");
     return flags;
 }

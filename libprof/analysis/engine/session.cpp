@@ -250,8 +250,9 @@ struct Session::Impl : reader::EventSink {
     // Intervals longer than this (clock units) are noted for the time off CPU; INT64_MAX
     // until the trace shows samples.
     int64_t long_interval = INT64_MAX;
-    double units_per_ns = 0;   // clock units per nanosecond
-    int64_t sample_period = 0; // clock units between samples the runtime asked for
+    bool untimed_hooks = false; // the trace's hooks read no clock per call (PROF_TIME=sampled)
+    double units_per_ns = 0;    // clock units per nanosecond
+    int64_t sample_period = 0;  // clock units between samples the runtime asked for
     // How each trace read was timed (Profile::time), by trace.
     std::vector<TimeBasis> time_bases;
 
@@ -292,6 +293,15 @@ struct Session::Impl : reader::EventSink {
         sample_period = int64_t((hz > 0 ? 1e9 / hz : 1e6) * units_per_ns);
         long_interval =
             hz > 0 && options.time != TimeSource::kTraced ? long_interval_units() : INT64_MAX;
+        // PROF_TIME=sampled: the hooks read the clock only after the thread was off CPU, so
+        // the intervals between events are no call's duration and only the samples time it.
+        auto time = layout.meta.find("time");
+        untimed_hooks = time != layout.meta.end() && time->second == "sampled";
+        if (untimed_hooks && options.time == TimeSource::kTraced)
+            throw reader::TraceError(layout.path,
+                                     "recorded with PROF_TIME=sampled: its hooks read no clock "
+                                     "per call, so it has no traced times (leave out --time "
+                                     "traced)");
     }
 
     ThreadReplay& thread(uint32_t id) {
@@ -455,9 +465,11 @@ struct Session::Impl : reader::EventSink {
         uint64_t samples = 0;
         for (size_t i = first_thread; i < threads.size(); ++i)
             samples += threads[i]->samples + threads[i]->own_samples;
-        bool use = options.time == TimeSource::kSampled ? samples > 0
-                   : options.time == TimeSource::kAuto  ? samples >= kEnoughSamples
-                                                        : false;
+        // A trace whose hooks read no clock has the samples' times only, however few.
+        bool use = untimed_hooks                          ? true
+                   : options.time == TimeSource::kSampled ? samples > 0
+                   : options.time == TimeSource::kAuto    ? samples >= kEnoughSamples
+                                                          : false;
         if (!use) {
             b.traced_traces = 1;
             if (samples) b.too_few = samples;
@@ -465,6 +477,7 @@ struct Session::Impl : reader::EventSink {
             return;
         }
         b.sampled_traces = 1;
+        b.untimed_traces = untimed_hooks ? 1 : 0;
         double tps = layout.ticks_per_second > 0 ? layout.ticks_per_second : 1e9;
         double seconds_per_unit = kClockUnit / tps;
         for (size_t i = first_thread; i < threads.size(); ++i) {
@@ -1451,6 +1464,9 @@ Profile Session::profile(const ThreadFilter& filter) const {
 }
 views::CallTree Session::call_tree(const views::CallTreeOptions& o) const {
     return impl_->build_tree(o);
+}
+TimeBasis Session::time_basis(const ThreadFilter& filter) const {
+    return impl_->time_basis(filter);
 }
 const MemoryReport& Session::memory() const {
     return impl_->memory;

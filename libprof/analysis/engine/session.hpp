@@ -113,6 +113,8 @@ class Session {
     Profile profile(const ThreadFilter& filter = {}) const;
     // The calling context tree with exact nanosecond totals.
     views::CallTree call_tree(const views::CallTreeOptions& o = {}) const;
+    // How the times of the threads `filter` selects were obtained (samples or the hooks).
+    TimeBasis time_basis(const ThreadFilter& filter = {}) const;
     // Allocations of every trace read so far (all threads).
     const MemoryReport& memory() const;
 

@@ -75,10 +75,11 @@ enum class TimeSource {
 // How the times of the traces in a profile were obtained, for its header.
 struct TimeBasis {
     uint64_t sampled_traces = 0, traced_traces = 0;
-    uint64_t samples = 0;     // CPU samples charged to the program (sampled traces)
-    uint64_t own_samples = 0; // samples that landed in the profiler itself, left out
-    double cpu_seconds = 0;   // CPU time the samples stand for, the program's and the profiler's
-    double own_seconds = 0;   // of which the profiler's
+    uint64_t untimed_traces = 0; // of the sampled: hooks without a clock (PROF_TIME=sampled)
+    uint64_t samples = 0;        // CPU samples charged to the program (sampled traces)
+    uint64_t own_samples = 0;    // samples that landed in the profiler itself, left out
+    double cpu_seconds = 0;      // CPU time the samples stand for, the program's and the profiler's
+    double own_seconds = 0;      // of which the profiler's
     // Sampled traces: samples per CPU second. A sample stands for the CPU time since the one
     // before it, so the rate only sets the precision, not the totals.
     double hz() const { return cpu_seconds > 0 ? double(samples + own_samples) / cpu_seconds : 0; }
@@ -90,6 +91,7 @@ struct TimeBasis {
     void add(const TimeBasis& o) {
         sampled_traces += o.sampled_traces;
         traced_traces += o.traced_traces;
+        untimed_traces += o.untimed_traces;
         samples += o.samples;
         own_samples += o.own_samples;
         cpu_seconds += o.cpu_seconds;

@@ -21,7 +21,9 @@ CLI::App* add_export(tools::Cli& cli, Args& a) {
         "FILE or standard output, FORMAT one of:\n"
         "  chrome      Chrome Trace Event JSON (Perfetto UI, chrome://tracing); heap and RSS\n"
         "              as counters for `profrun --mem` traces (perfetto is the same)\n"
-        "  speedscope  speedscope's evented profiles, one per thread\n"
+        "  speedscope  speedscope's evented profiles, one per thread; a sampled profile\n"
+        "              of each thread's call tree when the times come from samples\n"
+        "              (and no --from, --to or --min-duration is given)\n"
         "  collapsed   folded stacks `a;b;c <self ns>` (flamegraph.pl, inferno)\n"
         "  callgrind   callgrind format, event `ns` (KCachegrind, callgrind_annotate)");
     CLI::Option* format = sub->add_option_function<std::string>(
@@ -44,17 +46,38 @@ int run_export(const Args& a, const tools::ToolLog& log) {
         if (v.exporter == "chrome" || v.exporter == "speedscope") {
             // Streamed while the traces are read: their headers are checked before the output is
             // opened, and a regular file is only replaced once the whole export was written.
-            for (const std::string& t : a.traces) reader::TraceReader check(t);
+            bool chrome = v.exporter == "chrome";
+            const views::TimelineOptions& w = v.timeline;
+            bool timeline = chrome || w.from_ns || w.to_ns != UINT64_MAX || w.min_duration_ns;
+            for (const std::string& t : a.traces) {
+                reader::TraceReader check(t);
+                if (!timeline) continue;
+                reader::TraceInfo info = check.read_metadata();
+                auto time = info.meta.find("time");
+                if (time != info.meta.end() && time->second == "sampled") {
+                    log.error(fmt::format(
+                        "{}: recorded with PROF_TIME=sampled, its hooks read no clock per call: a "
+                        "timeline needs them (record with PROF_TIME=traced, or export "
+                        "speedscope without --from, --to or --min-duration: the call tree "
+                        "with the samples' times)",
+                        t));
+                    return 1;
+                }
+            }
             if (!out.open(log)) return 1;
             views::TimelineOptions o = v.timeline;
             o.tid = a.thread.value_or(0);
             o.compensate = !a.raw;
+            o.time = a.time;
             ProgressLine progress;
             o.progress = progress.callback();
             views::TimelineResult r = v.exporter == "chrome"
                                           ? views::write_chrome_trace(out.file(), a.traces, o)
                                           : views::write_speedscope(out.file(), a.traces, o);
             if (!out.close(log)) return 1;
+            if (chrome && r.sampled_time)
+                log.info("the timeline's activations are on the hooks' clock (less their "
+                         "measured cost); the table's times come from the CPU samples");
             if (r.events > views::kTimelineWarnEvents || r.bytes > views::kTimelineWarnBytes)
                 log.warn(fmt::format("{} events in {:.0f} MB: browser viewers load a few million "
                                      "events at most; narrow it with --from/--to, --min-duration "
