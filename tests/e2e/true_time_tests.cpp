@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -33,25 +34,10 @@ const analysis::Stats& stats_of(const analysis::Profile& p, const std::string& n
     return p.functions[m[0]].stats;
 }
 
-} // namespace
-
-// Under a sanitizer, whose runtime interposes sigaction itself, libprof.so's interposer is not
-// reached and the sampler stays off (by design): these tests need it.
-#ifndef PROF_SANITIZER_BUILD
-TEST_CASE("sampled time: CPU shares, a tiny function's true cost and sleeps, counts exact") {
-    auto plain = run({PROF_TEST_TRUE_TIME_PLAIN, "0.2"});
-    REQUIRE(plain.exit_code == 0);
-    double tiny_true_ns = figures(plain.out).at("tiny");
-
-    std::string trace = temp_path("true-time.trace");
-    auto r = run({PROF_TEST_TRUE_TIME, "2"}, {{"PROF_OUT", trace}});
-    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    std::map<std::string, double> truth = figures(r.out);
-
-    analysis::Session session;
-    session.add_trace(trace);
-    analysis::Profile p = session.profile();
-    INFO(r.out);
+// The profile of one run of tests/programs/true_time.cpp against what the run measured itself
+// (`truth`) and the cost of tiny() per call on the plain build.
+void check_against_truth(const analysis::Profile& p, const std::map<std::string, double>& truth,
+                         double tiny_true_ns) {
     REQUIRE(p.time.sampled_traces == 1);
     CHECK(p.time.samples > 300);
 
@@ -90,5 +76,133 @@ TEST_CASE("sampled time: CPU shares, a tiny function's true cost and sleeps, cou
     CHECK(nap.cumtime <= napped * 1.02);
     CHECK(nap.cumtime >= napped * 0.9);
     for (const char* f : {"share_60", "share_30", "share_10"}) CHECK(stats_of(p, f).ncalls > 100);
+}
+
+// The sum of every number in each "weights":[...] array of a speedscope file.
+double speedscope_weights(const std::string& json, size_t& profiles) {
+    double sum = 0;
+    profiles = 0;
+    for (size_t at = json.find("\"weights\":["); at != std::string::npos;
+         at = json.find("\"weights\":[", at + 1)) {
+        ++profiles;
+        std::istringstream in(json.substr(at + 11, json.find(']', at) - at - 11));
+        double w;
+        char comma;
+        while (in >> w) {
+            sum += w;
+            in >> comma;
+        }
+    }
+    return sum;
+}
+
+size_t lines_of(const std::string& s) {
+    return size_t(std::count(s.begin(), s.end(), '\n'));
+}
+
+} // namespace
+
+// Under a sanitizer, whose runtime interposes sigaction itself, libprof.so's interposer is not
+// reached and the sampler stays off (by design): these tests need it.
+#ifndef PROF_SANITIZER_BUILD
+TEST_CASE("sampled time: CPU shares, a tiny function's true cost and sleeps, counts exact") {
+    auto plain = run({PROF_TEST_TRUE_TIME_PLAIN, "0.2"});
+    REQUIRE(plain.exit_code == 0);
+
+    std::string trace = temp_path("true-time.trace");
+    auto r = run({PROF_TEST_TRUE_TIME, "2"}, {{"PROF_OUT", trace}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    INFO(r.out);
+    analysis::Session session;
+    session.add_trace(trace);
+    check_against_truth(session.profile(), figures(r.out), figures(plain.out).at("tiny"));
+}
+
+// PROF_TIME=sampled: hooks without a clock per call. The same truths hold, the counts are the
+// default mode's to the call, and what needs a time per call refuses the trace.
+TEST_CASE("PROF_TIME=sampled: exact counts, times from samples, off-CPU time kept") {
+    auto plain = run({PROF_TEST_TRUE_TIME_PLAIN, "0.2"});
+    REQUIRE(plain.exit_code == 0);
+
+    std::string traced = temp_path("counting-traced.trace");
+    std::string trace = temp_path("counting.trace");
+    auto t = run({PROF_TEST_TRUE_TIME, "0.5"}, {{"PROF_OUT", traced}});
+    REQUIRE_MESSAGE(t.exit_code == 0, t.err);
+    // Through profrun, as a user would ask for it.
+    auto r = run({PROFRUN, "-q", "--time", "sampled", "-o", trace, "--", PROF_TEST_TRUE_TIME, "2"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.find("time_sampled_off") == std::string::npos);
+    INFO(r.out);
+
+    analysis::Session session;
+    session.add_trace(trace);
+    REQUIRE(session.traces().at(0).meta.count("time"));
+    CHECK(session.traces().at(0).meta.at("time") == "sampled");
+    analysis::Profile p = session.profile();
+    CHECK(p.time.untimed_traces == 1);
+    check_against_truth(p, figures(r.out), figures(plain.out).at("tiny"));
+
+    // Counts and call paths: equal to the default mode's, except for the burners, whose number
+    // of rounds depends on the time they take.
+    analysis::Session reference;
+    reference.add_trace(traced);
+    analysis::Profile q = reference.profile();
+    for (const char* f : {"tiny", "nap"}) {
+        CAPTURE(f);
+        CHECK(stats_of(p, f).ncalls == stats_of(q, f).ncalls);
+        CHECK(stats_of(p, f).pcalls == stats_of(q, f).pcalls);
+    }
+
+    // Views that need a time per call: one line, and a failure.
+    auto timed = run({PROFREPORT, "--time", "traced", trace});
+    CHECK(timed.exit_code != 0);
+    CHECK(lines_of(timed.err) == 1);
+    CHECK(timed.err.find("PROF_TIME=sampled") != std::string::npos);
+    std::string chrome = temp_path("counting.chrome.json");
+    auto c = run({PROFREPORT, "--export", "chrome", "-o", chrome, trace});
+    CHECK(c.exit_code != 0);
+    CHECK(lines_of(c.err) == 1);
+    CHECK(c.err.find("PROF_TIME=sampled") != std::string::npos);
+
+    // The header says how times were obtained.
+    auto table = run({PROFREPORT, trace});
+    REQUIRE_MESSAGE(table.exit_code == 0, table.err);
+    CHECK(table.out.find("hooks without a clock (PROF_TIME=sampled)") != std::string::npos);
+
+    // speedscope: sampled profiles whose weights add up to the table's total.
+    std::string ss = temp_path("counting.speedscope.json");
+    auto e = run({PROFREPORT, "--export", "speedscope", "-o", ss, trace});
+    REQUIRE_MESSAGE(e.exit_code == 0, e.err);
+    std::string json = slurp(ss);
+    CHECK(json.find("\"type\":\"sampled\"") != std::string::npos);
+    CHECK(json.find("\"type\":\"evented\"") == std::string::npos);
+    size_t profiles = 0;
+    double weights = speedscope_weights(json, profiles);
+    CHECK(profiles == 1);
+    CHECK(weights == doctest::Approx(p.total_time * 1e9).epsilon(1e-6));
+}
+
+TEST_CASE("PROF_TIME=sampled without samples reads the clock per call, and says so") {
+    std::string trace = temp_path("counting-nosamples.trace");
+    auto r = run({PROF_TEST_TRUE_TIME, "0.05"},
+                 {{"PROF_OUT", trace}, {"PROF_TIME", "sampled"}, {"PROF_SAMPLE_HZ", "0"}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.find("event=time_sampled_off") != std::string::npos);
+    CHECK(r.err.find("using=traced") != std::string::npos);
+    analysis::Session session;
+    session.add_trace(trace);
+    CHECK(session.traces().at(0).meta.count("time") == 0);
+    analysis::Profile p = session.profile();
+    CHECK(p.time.untimed_traces == 0);
+    CHECK(p.time.sampled_traces == 0);
+    CHECK(stats_of(p, "tiny").ncalls == 10000000);
+    // Traced times: the naps keep their wall time.
+    double napped = figures(r.out).at("nap") * 1e-9;
+    CHECK(stats_of(p, "nap").cumtime <= napped * 1.02);
+    CHECK(stats_of(p, "nap").cumtime >= napped * 0.9);
+
+    auto bad = run({PROFRUN, "--time", "never", "--", PROF_TEST_TRUE_TIME, "0.01"});
+    CHECK(bad.exit_code == 2);
+    CHECK(lines_of(bad.err) >= 1);
 }
 #endif // PROF_SANITIZER_BUILD
