@@ -78,12 +78,13 @@ VARIANTS = {
 CONFIGS = {
     "base": ("base (no instrumentation)", "base"),
     "fi": ("fi: libprof full call trace", "fi"),
+    "counts": ("fi: libprof, PROF_TIME=sampled (no clock per call)", "fi"),
     "floor": ("floor: rdtsc + 16 B record -> file", "floor"),
     "empty": ("empty hooks (.so, via PLT)", "empty"),
     "pg": ("gprof (-pg)", "pg"),
     "uftrace": ("uftrace record (fi binary, no-op hooks)", "noop"),
 }
-TRACED = ("fi", "floor", "uftrace")  # configs whose trace size is measured
+TRACED = ("fi", "counts", "floor", "uftrace")  # configs whose trace size is measured
 
 # ---- the line/scope layer: workloads/lines.cpp ----
 # One binary per marking (-DVARIANT=...), each linked against libprof without
@@ -344,7 +345,8 @@ class Runner:
             if what == "heaptrack":  # heaptrack -o NAME writes NAME.zst
                 return self.rundir / f"{w}_{cfg}.zst"
             return None
-        return {"fi": self.rundir / f"{w}.trace", "floor": self.rundir / f"{w}.floor",
+        return {"fi": self.rundir / f"{w}.trace", "counts": self.rundir / f"{w}.counts.trace",
+                "floor": self.rundir / f"{w}.floor",
                 "uftrace": self.rundir / f"{w}.uftrace", "pg": self.rundir / "gmon.out"}.get(cfg)
 
     @staticmethod
@@ -367,6 +369,9 @@ class Runner:
         argv = [binary, *self.args(w, tiny)]
         if cfg == "fi":
             env["PROF_OUT"] = str(self.output(w, cfg))
+        elif cfg == "counts":
+            env["PROF_OUT"] = str(self.output(w, cfg))
+            env["PROF_TIME"] = "sampled"
         elif cfg == "floor":
             env["FLOOR_OUT"] = str(self.output(w, cfg))
         elif cfg == "uftrace":
@@ -795,6 +800,17 @@ def comparison_lines(stats, calls, fixed):
             x = per_rep_ratio(stats["uftrace"][key], fi[key])
             parts.append(f"{x:.1f}x cheaper than uftrace" if x >= 1
                          else f"{1 / x:.1f}x costlier than uftrace")
+        out.append(", ".join(parts))
+    counts = stats.get("counts")
+    for kind, key in (("wall", "wall_ns"), ("CPU", "cpu_ns")):
+        if not counts:
+            break
+        parts = [f"libprof PROF_TIME=sampled {kind}: {med(counts[key]):.1f} extra ns/call "
+                 f"(target <= 10)", f"{per_rep_ratio(fi[key], counts[key]):.2f}x cheaper than "
+                 f"the full call trace"]
+        if "uftrace" in stats:
+            x = per_rep_ratio(stats["uftrace"][key], counts[key])
+            parts.append(f"{x:.1f}x cheaper than uftrace (target >= 7x)")
         out.append(", ".join(parts))
     per_call = med([ns - fixed / calls * 1e9 for ns in fi["wall_ns"]])
     line = (f"libprof fixed cost per process (near-empty run, fi - base): {fixed * 1e3:.1f} ms; "
