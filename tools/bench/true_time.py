@@ -251,7 +251,9 @@ class Table:
         self.tot = defaultdict(float)
         self.cumtime = defaultdict(float)
         self.clones = {}
+        self.ncalls = defaultdict(int)  # by name as printed: the exact counts
         for f in doc["functions"]:
+            self.ncalls[f["name"]] += f["ncalls"]
             name = origin(f["name"])
             if name != f["name"]:
                 self.clones[f["name"]] = f["tottime"]
@@ -342,31 +344,36 @@ class Bench:
             inline_misaligned=rec["inlined"]["misaligned"])
         return rec
 
-    def profiled(self, cc, rep, sample_hz=None):
+    def profiled(self, cc, rep, sample_hz=None, counting=False):
         """One run of the instrumented build under profrun with the runtime's defaults (or
-        PROF_SAMPLE_HZ=sample_hz); with the defaults also its table."""
-        trace = self.rundir / f"{cc}{'' if sample_hz is None else '-hz' + sample_hz}.trace"
+        PROF_SAMPLE_HZ=sample_hz, or the counting mode, profrun --time sampled); with the
+        defaults and in the counting mode also its table."""
+        tag = "" if sample_hz is None else "-hz" + sample_hz
+        tag += "-counting" if counting else ""
+        trace = self.rundir / f"{cc}{tag}.trace"
         trace.unlink(missing_ok=True)
         env = clean_env()
         if sample_hz is not None:
             env["PROF_SAMPLE_HZ"] = sample_hz
-        r = self.timed([self.profrun, "-q", "-f", "-o", trace, "--", *self.argv(cc, True)], env)
+        mode = ["--time", "sampled"] if counting else []
+        r = self.timed([self.profrun, "-q", "-f", *mode, "-o", trace, "--", *self.argv(cc, True)],
+                       env)
         rec = {"wall": r.wall, "cpu": r.cpu, "trace_bytes": trace.stat().st_size}
         if sample_hz is None:
-            out = self.outdir / f"{cc}.rep{rep}.json"
+            out = self.outdir / f"{cc}{tag}.rep{rep}.json"
             with open(out, "w") as f:
                 p = subprocess.run([str(self.profreport), "--format", "json", "-n", "0", str(trace)],
                                    stdout=f, stderr=subprocess.PIPE, text=True)
             if p.returncode != 0:
                 sys.exit(f"true_time: profreport failed on {trace}: {p.stderr[-2000:]}")
             t = Table(json.loads(out.read_text()))
-            if cc not in self.basis:
-                self.basis[cc] = time_basis(self.profreport, trace)
+            if cc + tag not in self.basis:
+                self.basis[cc + tag] = time_basis(self.profreport, trace)
             self_share, cum_share = t.shares()
             rec.update(total=t.total, calls=t.calls, functions=t.functions, self=self_share,
-                       cum=cum_share, clones=t.clones)
-            log("libprof", cc=cc, rep=rep, wall_s=r.wall, cpu_s=r.cpu, total_s=t.total,
-                calls=t.calls, trace_mb=rec["trace_bytes"] / 1e6)
+                       cum=cum_share, clones=t.clones, ncalls=t.ncalls)
+            log("libprof", cc=cc, rep=rep, counting=counting, wall_s=r.wall, cpu_s=r.cpu,
+                total_s=t.total, calls=t.calls, trace_mb=rec["trace_bytes"] / 1e6)
             if self.keep_traces:
                 return rec
         else:
@@ -512,14 +519,23 @@ def summarize_build(cc, runs, basis, view):
     p_self, p_cum = median_shares(pv, "self"), median_shares(pv, "cum")
     l_self, l_cum = median_shares(prof, "self"), median_shares(prof, "cum")
     c = compare(p_self, l_self)
+    counting = runs.get("counting", [])
+    k_self = median_shares(counting, "self") if counting else {}
+    kc = compare(p_self, k_self) if counting else None
     head = ["function", "perf self %", "libprof self %", "self diff points", "perf cum %",
             "libprof cum %", "cum diff points"]
+    if counting:
+        head += ["PROF_TIME=sampled self %", "its diff points"]
     rows = []
-    for f in c["shown"]:
+    for f in sorted(set(c["shown"]) | set(kc["shown"] if kc else []),
+                    key=lambda f: -p_self.get(f, 0.0)):
         ps, ls = p_self.get(f, 0.0), l_self.get(f, 0.0)
         pc, lc = p_cum.get(f, 0.0), l_cum.get(f, 0.0)
         rows.append([f, f"{ps:.1f}", f"{ls:.1f}", f"{ls - ps:+.1f}", f"{pc:.1f}", f"{lc:.1f}",
                      f"{lc - pc:+.1f}"])
+        if counting:
+            ks = k_self.get(f, 0.0)
+            rows[-1] += [f"{ks:.1f}", f"{ks - ps:+.1f}"]
     p_top, l_top = c["p_top"], c["l_top"]
 
     plain_wall, plain_cpu = med([r["wall"] for r in plain]), med([r["cpu"] for r in plain])
@@ -551,6 +567,28 @@ def summarize_build(cc, runs, basis, view):
         "time basis: " + (basis or "profreport printed no time-basis line: times traced by the "
                                    "hooks, less their measured cost"),
     ]
+    if counting:
+        # The counting mode: its counts must be the default mode's, function by function.
+        same = all(r["ncalls"] == prof[0]["ncalls"] for r in counting + prof)
+        differ = sorted(f for f in prof[0]["ncalls"]
+                        if any(r["ncalls"].get(f) != prof[0]["ncalls"][f] for r in counting))
+        k_total = med([r["total"] for r in counting])
+        k_cpu = per_rep(counting, plain, "cpu")
+        k_vs = per_rep(counting, prof, "cpu")
+        targets["counting_shares"] = (kc["text"], kc["met"])
+        targets["counting_top"] = (f"perf {kc['p_top']}, libprof {kc['l_top']}",
+                                   kc["p_top"] == kc["l_top"])
+        targets["counting_counts"] = (
+            "every function's ncalls equal to the default mode's in every rep" if same else
+            f"{len(differ)} functions' ncalls differ: {', '.join(differ[:5])}", same)
+        notes += [
+            f"PROF_TIME=sampled (profrun --time sampled): every function above "
+            f"{SHARE_FLOOR:.0f}% within {TARGET_POINTS:.0f} points: {kc['text']}; "
+            f"{verdict(kc['met'])}; top function perf {kc['p_top']}, libprof {kc['l_top']}; "
+            f"total {k_total:.3f} s = {k_total / plain_cpu:.2f}x the uninstrumented CPU time",
+            f"PROF_TIME=sampled: the run itself {spread(k_cpu)} the uninstrumented run's CPU time, "
+            f"{spread(k_vs)} the default mode's; counts: {targets['counting_counts'][0]}",
+        ]
     # The same comparison with perf's other view of the frames.
     other = "inlined" if view == "physical" else "physical"
     o_self = median_shares([r[other] for r in perf], "self")
@@ -615,6 +653,7 @@ def summarize_build(cc, runs, basis, view):
                "total": total, "plain_wall": plain_wall, "plain_cpu": plain_cpu,
                "inst_wall": med(inst_wall), "inst_cpu": med(inst_cpu),
                "hz_wall": med(hz_wall) if hz_wall else None, "hz_cpu": med(hz_cpu) if hz_cpu else None,
+               "counting_cpu": med(per_rep(counting, plain, "cpu")) if counting else None,
                "targets": {k: {"text": t, "met": ok} for k, (t, ok) in targets.items()}}
     return head, rows, notes, summary
 
@@ -722,7 +761,8 @@ def main():
     log("built", seconds=prep, programs=" ".join(str(p) for p in b.programs.values()))
 
     # ---- the SQLite runs, interleaved: runs[cc][kind] = [record per rep]
-    runs = {cc: {"perf": [], "plain": [], "prof": [], "nosample": []} for cc in compilers}
+    runs = {cc: {"perf": [], "plain": [], "prof": [], "nosample": [], "counting": []}
+            for cc in compilers}
     order = random.Random()
     for rep in range(reps):
         tasks = [(cc, kind) for cc in compilers for kind in runs[cc]]
@@ -736,6 +776,8 @@ def main():
                 log("plain", cc=cc, rep=rep + 1, wall_s=rec["wall"], cpu_s=rec["cpu"])
             elif kind == "prof":
                 rec = b.profiled(cc, rep + 1)
+            elif kind == "counting":
+                rec = b.profiled(cc, rep + 1, counting=True)
             else:
                 rec = b.profiled(cc, rep + 1, sample_hz="0")
             runs[cc][kind].append(rec)
@@ -776,6 +818,14 @@ def main():
          *[f"{summaries[cc]['inst_wall']:.2f}x ({summaries[cc]['inst_cpu']:.2f}x)" for cc in compilers]],
         ["defaults / PROF_SAMPLE_HZ=0, wall (CPU)",
          *[f"{summaries[cc]['hz_wall']:.2f}x ({summaries[cc]['hz_cpu']:.2f}x)" for cc in compilers]],
+        [f"PROF_TIME=sampled: every function above {SHARE_FLOOR:.0f}% within "
+         f"{TARGET_POINTS:.0f} points", *[cell(cc, "counting_shares") for cc in compilers]],
+        ["PROF_TIME=sampled: the top function the same",
+         *[cell(cc, "counting_top") for cc in compilers]],
+        ["PROF_TIME=sampled: counts equal to the default mode's",
+         *[cell(cc, "counting_counts") for cc in compilers]],
+        ["PROF_TIME=sampled run / uninstrumented, CPU",
+         *[f"{summaries[cc]['counting_cpu']:.2f}x" for cc in compilers]],
     ]
     checks = [f"checksums: " + ("every run printed the same line: " + next(iter(b.checksums))
                                 if len(b.checksums) == 1 else
@@ -794,8 +844,8 @@ def main():
                        f"them built; load average {load_start} at start, {loadavg()} at end)"),
               ("command", f"`{command}`"),
               ("reps", f"{reps} rep{'s' if reps > 1 else ''}; each runs, per compiler, the uninstrumented build, the same "
-                       "under perf, the instrumented build with the defaults and with "
-                       "PROF_SAMPLE_HZ=0, all in shuffled order")]
+                       "under perf, the instrumented build with the defaults, with "
+                       "PROF_SAMPLE_HZ=0 and with PROF_TIME=sampled, all in shuffled order")]
     footnotes = [
         "perf self %: samples whose first program frame from the leaf is the function, over all "
         "samples with a program frame (a sample in libc or the kernel goes to the program function "
