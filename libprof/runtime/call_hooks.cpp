@@ -365,8 +365,7 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
     if (g_key_ready.load(std::memory_order_acquire)) pthread_setspecific(g_thread_key, &s);
     // Once per process (a forked child keeps its parent's figures): the hooks' own cost.
     static std::atomic<bool> calibrated{false};
-    // PROF_TIME=sampled: no per-call time to correct.
-    if (g_options.calibrate && !switch_clock_on() && !calibrated.exchange(true)) {
+    if (g_options.calibrate && !calibrated.exchange(true)) {
         char figures[96] = {};
         calibrate_overhead(s, figures, sizeof figures);
         if (figures[0]) record_overhead(figures);
@@ -430,6 +429,7 @@ PROF_NOINSTR void thread_after_fork_child() {
         commit(s.w);
     }
     sampler_thread_start(s); // the child's thread samples its own CPU time
+    switch_clock_thread_start(s);
     s.state = prev;
 }
 
@@ -537,6 +537,7 @@ __cyg_profile_func_enter(void* fn, void* call_site) {
     // between and write records of its own.
     std::atomic_signal_fence(std::memory_order_seq_cst);
     uint64_t now = hook_ticks(s);
+    if (PROF_UNLIKELY(s.switch_read)) sampler_clock_record(s, now);
     auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
     if (PROF_UNLIKELY(!ensure(s, now))) return;
     if (PROF_UNLIKELY(s.depth && s.frames[s.depth - 1].cfa <= cfa)) {
@@ -609,6 +610,7 @@ __cyg_profile_func_exit(void* fn, void* call_site) {
     s.state = kBusy;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     uint64_t now = hook_ticks(s);
+    if (PROF_UNLIKELY(s.switch_read)) sampler_clock_record(s, now);
     auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
     auto a = reinterpret_cast<uintptr_t>(fn);
     auto site = reinterpret_cast<uintptr_t>(call_site);

@@ -110,6 +110,11 @@ PROF_NOINSTR uint64_t thread_cpu_ns() {
 
 // The hooks as the program's PLT slots name them, once bound.
 uintptr_t g_hook_enter = 0, g_hook_exit = 0;
+// The loaded objects' readable code when sampling started: where a PLT stub may be decoded
+// (code mapped execute-only, which protection keys allow, cannot be read).
+constexpr int kMaxStubRanges = 64;
+CodeRange g_stub_code[kMaxStubRanges];
+int g_stub_ranges = 0;
 
 #if defined(__x86_64__)
 // Whether the instruction at `pc` is a PLT stub's jump to a hook: the stub is in the program's
@@ -119,6 +124,10 @@ uintptr_t g_hook_enter = 0, g_hook_exit = 0;
 // the thread was about to run, and the slot is the one that instruction reads, so all are
 // mapped. A stub not bound yet (lazy binding) jumps back into the PLT: its first call only.
 PROF_NOINSTR bool at_hook_stub(uintptr_t pc) {
+    bool readable = false;
+    for (int i = 0; i < g_stub_ranges && !readable; ++i)
+        readable = pc >= g_stub_code[i].start && pc + 16 <= g_stub_code[i].end;
+    if (!readable) return false;
     auto p = reinterpret_cast<const uint8_t*>(pc);
     if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa) p += 4; // endbr64
     if (p[0] == 0xf2) ++p;                                                     // bnd
@@ -249,6 +258,8 @@ PROF_NOINSTR int note_own_code(dl_phdr_info* info, size_t, void*) {
                 ours = ours || (here >= start && here < end);
             } else if (ours && g_own_ranges < kMaxRanges) {
                 g_own_code[g_own_ranges++] = CodeRange{start, end};
+            } else if (!ours && (ph.p_flags & PF_R) && g_stub_ranges < kMaxStubRanges) {
+                g_stub_code[g_stub_ranges++] = CodeRange{start, end};
             }
         }
     return 0;
@@ -307,7 +318,7 @@ PROF_NOINSTR void sampler_init() {
         log(LogLevel::kWarn, "sampling_off", "reason=\"no real-time signal is free\"");
         return;
     }
-    g_own_ranges = 0;
+    g_own_ranges = g_stub_ranges = 0;
     dl_iterate_phdr(note_own_code, nullptr);
     // Through the GOT: the definitions the program's PLT slots are bound to.
     g_hook_enter = reinterpret_cast<uintptr_t>(&__cyg_profile_func_enter);
@@ -391,6 +402,19 @@ PROF_NOINSTR void sampler_thread_stop() {
 
 // A forked child's thread: the timer is the parent's (timers are not inherited), and so are
 // the samples waiting.
+PROF_NOINSTR bool sampler_thread_armed() { return t_sampler.armed; }
+
+// The thread is busy (a hook): no sample is taken meanwhile.
+PROF_NOINSTR void sampler_clock_record(ThreadState& s, uint64_t now) {
+    s.switch_read = 0;
+    if (!t_sampler.armed || !ensure_bytes(s, now, format::kMaxSampleRecord)) return;
+    int saved = errno;
+    uint64_t cpu = thread_cpu_ns();
+    errno = saved;
+    s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, now), cpu, 0, 0, 0);
+    commit(s.w);
+}
+
 PROF_NOINSTR void sampler_after_fork() {
     t_sampler = ThreadSampler{};
 }

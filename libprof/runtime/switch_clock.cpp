@@ -18,7 +18,9 @@
 // clock per call as in the default mode.
 #include "thread_state.hpp"
 
+#include <cerrno>
 #include <cstddef>
+#include <ctime>
 
 #if defined(__x86_64__) && defined(__GLIBC__) && __has_include(<sys/rseq.h>)
 #include <sys/rseq.h>
@@ -57,19 +59,36 @@ namespace {
 bool g_switch_clock = false;
 } // namespace
 
-PROF_NOINSTR bool switch_clock_init() {
+PROF_NOINSTR const char* switch_clock_init() {
 #ifdef PROF_HAVE_RSEQ
     if (!&__rseq_offset || !&__rseq_size || __rseq_size < offsetof(struct rseq, rseq_cs) + 8)
-        return false;
+        return "the C library registers no rseq area";
+    auto* area = reinterpret_cast<struct rseq*>(static_cast<char*>(__builtin_thread_pointer()) +
+                                                __rseq_offset);
+    if (int32_t(__atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED)) < 0)
+        return "the kernel refused the rseq registration";
     g_switch_section.version = 0;
     g_switch_section.flags = 0;
     g_switch_section.start_ip = reinterpret_cast<uintptr_t>(prof_switch_section);
     g_switch_section.post_commit_offset = 1;
     g_switch_section.abort_ip = reinterpret_cast<uintptr_t>(prof_switch_abort);
+    // The kernel must clear the word when the thread was switched out inside a system call,
+    // where threads block: Linux 6.19 changed rseq to look at it only after an interrupt of
+    // user code. Tried once: a 1 us sleep blocks, and must come back with the word cleared.
+    auto* word = reinterpret_cast<uint64_t*>(&area->rseq_cs);
+    int saved = errno;
+    __atomic_store_n(word, uint64_t(reinterpret_cast<uintptr_t>(&g_switch_section)),
+                     __ATOMIC_RELAXED);
+    timespec nap{0, 1000};
+    nanosleep(&nap, nullptr);
+    bool cleared = __atomic_load_n(word, __ATOMIC_RELAXED) == 0;
+    __atomic_store_n(word, uint64_t(0), __ATOMIC_RELAXED);
+    errno = saved;
+    if (!cleared) return "the kernel does not clear rseq_cs after a blocking system call";
     g_switch_clock = true;
-    return true;
+    return nullptr;
 #else
-    return false;
+    return "no rseq support in this build (x86-64 glibc only)";
 #endif
 }
 
@@ -80,7 +99,7 @@ PROF_NOINSTR bool switch_clock_on() {
 PROF_NOINSTR void switch_clock_thread_start(ThreadState& s) {
     s.switch_word = nullptr;
 #ifdef PROF_HAVE_RSEQ
-    if (!g_switch_clock) return;
+    if (!g_switch_clock || !sampler_thread_armed()) return;
     auto* area = reinterpret_cast<struct rseq*>(static_cast<char*>(__builtin_thread_pointer()) +
                                                 __rseq_offset);
     if (int32_t(__atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED)) < 0) return; // not registered

@@ -84,6 +84,7 @@ int sampler_signal(); // 0 when not sampling
 void sampler_thread_start(ThreadState& s);
 void sampler_thread_stop(); // the calling thread's timer is deleted
 void sampler_after_fork();  // a forked child forgets its parent's timer and samples
+bool sampler_thread_armed(); // the calling thread's timer runs
 // Samples that found no room in the chunk wait; the runtime writes them (the thread busy, with
 // format::kMaxSampleRecord bytes of room) before anything else it writes. The `last` records
 // of a thread whose timer is deleted (twice the room) also carry the samples of the profiler
@@ -99,11 +100,13 @@ struct alignas(32) SwitchSection {
     uint64_t start_ip, post_commit_offset, abort_ip;
 };
 extern SwitchSection g_switch_section __attribute__((visibility("hidden")));
-// Whether the C library registers rseq for threads: at start, with the options. False leaves
-// the hooks reading the clock per call.
-bool switch_clock_init();
+// Whether the C library registers rseq for threads and the kernel clears the word after a
+// switch: at start, with the options. Null when it does; otherwise why not, and the hooks read
+// the clock per call.
+const char* switch_clock_init();
 bool switch_clock_on();
-// The calling thread's `switch_word` (null: the clock per call), when its stream opens.
+// The calling thread's `switch_word` (null: the clock per call), when its stream opens, after
+// its sampling timer is armed: a thread without samples keeps the clock per call.
 void switch_clock_thread_start(ThreadState& s);
 // The hooks' time: the clock, or, in PROF_TIME=sampled while the thread has not been off CPU
 // (nor signalled) since the clock was last read, the time of its last record (the next
@@ -114,8 +117,12 @@ PROF_NOINSTR inline uint64_t hook_ticks(ThreadState& s) {
     const uint64_t mark = reinterpret_cast<uintptr_t>(&g_switch_section);
     if (PROF_LIKELY(__atomic_load_n(word, __ATOMIC_RELAXED) == mark)) return s.w.last_ticks;
     __atomic_store_n(word, mark, __ATOMIC_RELAXED);
+    s.switch_read = 1;
     return now_ticks();
 }
+// After such a reading, before the hook's own record: the thread's clocks at `now` (a Sample
+// of count 0), which end the span whose time off CPU lies in the interval up to `now`.
+void sampler_clock_record(ThreadState& s, uint64_t now);
 
 // Set while this thread runs the calibration: its functions are not noted for the symbol table.
 extern thread_local bool t_calibrating __attribute__((tls_model("initial-exec")));

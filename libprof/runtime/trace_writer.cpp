@@ -522,8 +522,7 @@ PROF_NOINSTR void runtime_start() {
     sampler_init();               // before the file: its Meta records name the signal
     if (g_options.time_sampled) { // the hooks' clock only after switches: needs samples
         const char* why = !sampler_signal() ? "no CPU samples (PROF_SAMPLE_HZ=0, or sampling off)"
-                          : !switch_clock_init() ? "the C library registers no rseq area"
-                                                 : nullptr;
+                                            : switch_clock_init();
         if (why) log(LogLevel::kWarn, "time_sampled_off", "reason=\"%s\" using=traced", why);
     }
     if (g_options.out_given) snprintf(g.base_path, sizeof g.base_path, "%s", g_options.out);

@@ -182,6 +182,29 @@ TEST_CASE("PROF_TIME=sampled: exact counts, times from samples, off-CPU time kep
     CHECK(weights == doctest::Approx(p.total_time * 1e9).epsilon(1e-6));
 }
 
+// Sleeps shorter than a sampling period between CPU blocks: each span holds both, and only
+// the clocks the hooks read after the switch say how much of it was off CPU.
+TEST_CASE("sampled time: 1 ms sleeps between CPU blocks keep their time, in both modes") {
+    for (const char* mode : {"traced", "sampled"}) {
+        CAPTURE(mode);
+        std::string trace = temp_path(std::string("short-naps-") + mode + ".trace");
+        auto r = run({PROF_TEST_TRUE_TIME, "naps"}, {{"PROF_OUT", trace}, {"PROF_TIME", mode}});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        analysis::Session session;
+        session.add_trace(trace);
+        analysis::Profile p = session.profile();
+        REQUIRE(p.time.sampled_traces == 1);
+        const analysis::Stats& nap = stats_of(p, "short_nap");
+        CHECK(nap.ncalls == 300);
+        double napped = figures(r.out).at("short_nap") * 1e-9;
+        CAPTURE(napped);
+        // Bounded above by the program's own measure (which includes its clock reads), below
+        // by the sleeps less a tenth.
+        CHECK(nap.cumtime <= napped * 1.02);
+        CHECK(nap.cumtime >= napped * 0.9);
+    }
+}
+
 TEST_CASE("PROF_TIME=sampled without samples reads the clock per call, and says so") {
     std::string trace = temp_path("counting-nosamples.trace");
     auto r = run({PROF_TEST_TRUE_TIME, "0.05"},

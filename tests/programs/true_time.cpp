@@ -68,7 +68,28 @@ __attribute__((noinline)) void nap() {
     }
 }
 
+// 1 ms sleeps between CPU blocks of 3 ms: less than a sampling period apart, so that
+// sampled time must tell the sleep from the CPU time around it within one span.
+__attribute__((noinline)) void short_nap() {
+    timespec t{0, 1000 * 1000};
+    while (nanosleep(&t, &t) != 0) {
+    }
+}
+
+int short_naps() {
+    uint64_t napped = 0;
+    for (int i = 0; i < 300; ++i) {
+        share_60(3000000);
+        uint64_t wall = now(CLOCK_MONOTONIC);
+        short_nap();
+        napped += now(CLOCK_MONOTONIC) - wall;
+    }
+    std::printf("short_nap %llu\n", (unsigned long long)napped);
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc > 1 && argv[1][0] == 'n') return short_naps(); // "naps"
     double seconds = argc > 1 ? std::atof(argv[1]) : 2;
     uint64_t spent[3] = {0, 0, 0};
     void (*const burner[3])(uint64_t) = {share_60, share_30, share_10};

@@ -119,6 +119,10 @@ struct ThreadReplay {
     // the time between two samples; `span_*` are its start's clocks.
     bool sampled = false, spans_closed = false;
     uint64_t span_ticks = 0, span_cpu_ns = 0;
+    // PROF_TIME=sampled: the CPU clock of the last sample that was charged (clock records of
+    // count 0 end spans but charge nothing: the next sample weighs everything since).
+    uint64_t charged_cpu_ns = 0;
+    int64_t own_waiting = 0; // the profiler's CPU time reported since then
     std::vector<LongInterval> long_intervals; // of this span
     int64_t scope_credit = 0; // scope runs' time in this span, already given to their nodes
     uint32_t last_top = 0;    // the last frame closed, once none is open
@@ -391,10 +395,32 @@ struct Session::Impl : reader::EventSink {
         t.own += own;
         int64_t cpu =
             r.cpu_ns > t.span_cpu_ns ? int64_t(double(r.cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
+        uint32_t node = top(t);
+        if (untimed_hooks) {
+            // PROF_TIME=sampled: a record of count 0 after the first is the clocks the hooks
+            // read after a switch. The span ends there, and its one interval longer than the
+            // hooks' records carry is the one that holds the switch (its time off CPU). A
+            // sample weighs all CPU time since the last sample charged.
+            if (first || r.count) {
+                int64_t weight = r.cpu_ns > t.charged_cpu_ns
+                                     ? int64_t(double(r.cpu_ns - t.charged_cpu_ns) * units_per_ns)
+                                     : 0;
+                if (!first) {
+                    t.sampled_cpu += weight;
+                    give(t, node, weight - own - t.own_waiting - t.scope_credit);
+                }
+                t.charged_cpu_ns = r.cpu_ns;
+                t.own_waiting = 0;
+            } else {
+                t.own_waiting += own;
+            }
+            close_span(t, r.ticks, cpu, node);
+            t.span_cpu_ns = r.cpu_ns;
+            return;
+        }
         // A record of count 0 is the clocks read when sampling began (the thread's first) or
         // ended: the first span is not sampled; the last one's CPU time goes to the frame open
         // at the end, or the one closed last.
-        uint32_t node = top(t);
         if (r.count) {
             t.sampled_cpu += cpu;
             give(t, node, cpu - own - t.scope_credit);
@@ -446,7 +472,13 @@ struct Session::Impl : reader::EventSink {
             t.last > t.span_ticks ? int64_t((t.last - t.span_ticks) << kClockFraction) : 0;
         int64_t cpu = std::min(wall, sample_period);
         uint32_t node = t.stack.empty() ? t.last_top : top(t);
-        give(t, node, cpu - t.scope_credit);
+        // PROF_TIME=sampled: and the CPU time since the last sample, up to the last clocks.
+        int64_t waiting = untimed_hooks && t.span_cpu_ns > t.charged_cpu_ns
+                              ? int64_t(double(t.span_cpu_ns - t.charged_cpu_ns) * units_per_ns)
+                              : 0;
+        t.sampled_cpu += waiting;
+        give(t, node, waiting - t.own_waiting + cpu - t.scope_credit);
+        t.own_waiting = 0;
         close_span(t, t.last, cpu, node);
     }
     // How the traces that `filter` covers were timed.

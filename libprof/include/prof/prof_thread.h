@@ -99,6 +99,9 @@ typedef struct prof_thread {
     /* PROF_TIME=sampled: the rseq_cs word of the thread's rseq area, which the kernel clears
      * when the thread was off CPU; null when the hooks read the clock per call. */
     uint64_t* switch_word;
+    /* Set when the hooks read the clock after a switch: their record is preceded by the
+     * thread's clocks (a Sample record of count 0). */
+    uint8_t switch_read;
 } prof_thread;
 
 /* Zero-initialised, no constructor: reading it costs one %fs-relative load. */
