@@ -25,9 +25,7 @@
 #if defined(__x86_64__) && defined(__GLIBC__) && __has_include(<sys/rseq.h>)
 #include <sys/rseq.h>
 #define PROF_HAVE_RSEQ 1
-// Weak: a C library without them leaves them null, and the mode falls back to the clock.
-#pragma weak __rseq_offset
-#pragma weak __rseq_size
+#include <dlfcn.h>
 
 // The section [start, start + 1) is never executed; the abort label after the signature is
 // never jumped to (no instruction of the section is ever interrupted).
@@ -57,14 +55,26 @@ static_assert(sizeof(SwitchSection) == sizeof(struct rseq_cs) &&
 
 namespace {
 bool g_switch_clock = false;
+#ifdef PROF_HAVE_RSEQ
+// glibc's __rseq_offset (2.35): looked up rather than linked, so that libprof.so still loads on
+// an older C library (and the mode falls back there).
+ptrdiff_t g_rseq_offset = 0;
+
+PROF_NOINSTR struct rseq* rseq_area() {
+    return reinterpret_cast<struct rseq*>(static_cast<char*>(__builtin_thread_pointer()) +
+                                          g_rseq_offset);
+}
+#endif
 } // namespace
 
 PROF_NOINSTR const char* switch_clock_init() {
 #ifdef PROF_HAVE_RSEQ
-    if (!&__rseq_offset || !&__rseq_size || __rseq_size < offsetof(struct rseq, rseq_cs) + 8)
+    auto* offset = static_cast<const ptrdiff_t*>(dlsym(RTLD_DEFAULT, "__rseq_offset"));
+    auto* size = static_cast<const unsigned*>(dlsym(RTLD_DEFAULT, "__rseq_size"));
+    if (!offset || !size || *size < offsetof(struct rseq, rseq_cs) + 8)
         return "the C library registers no rseq area";
-    auto* area = reinterpret_cast<struct rseq*>(static_cast<char*>(__builtin_thread_pointer()) +
-                                                __rseq_offset);
+    g_rseq_offset = *offset;
+    struct rseq* area = rseq_area();
     if (int32_t(__atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED)) < 0)
         return "the kernel refused the rseq registration";
     g_switch_section.version = 0;
@@ -100,8 +110,7 @@ PROF_NOINSTR void switch_clock_thread_start(ThreadState& s) {
     s.switch_word = nullptr;
 #ifdef PROF_HAVE_RSEQ
     if (!g_switch_clock || !sampler_thread_armed()) return;
-    auto* area = reinterpret_cast<struct rseq*>(static_cast<char*>(__builtin_thread_pointer()) +
-                                                __rseq_offset);
+    struct rseq* area = rseq_area();
     if (int32_t(__atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED)) < 0) return; // not registered
     // Cleared: the thread's first hook reads the clock.
     s.switch_word = reinterpret_cast<uint64_t*>(&area->rseq_cs);
