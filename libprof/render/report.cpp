@@ -122,10 +122,17 @@ std::string grouped(uint64_t n) {
 
 std::string time_basis_text(const TimeBasis& t) {
     std::string text;
-    if (t.sampled_traces) {
+    if (t.sampled_traces && !t.samples) {
+        // A PROF_TIME=sampled run shorter than a sampling period: the CPU clocks give the total,
+        // nothing splits it.
+        text = "times from 0 CPU samples: the run's CPU time is known, not how it splits among "
+               "functions (the frame open at its end, or closed last, has it all)";
+    } else if (t.sampled_traces) {
         text = fmt::format("times from {} CPU samples at {:.0f} Hz (a 10% share is within +-{:.1f} "
                            "points, 95%)",
                            grouped(t.samples), t.hz(), t.points_at_10());
+    }
+    if (t.sampled_traces) {
         if (t.own_samples)
             text += fmt::format("; {} samples in the profiler itself ({:.3f} s) left out",
                                 grouped(t.own_samples), t.own_seconds);

@@ -297,6 +297,8 @@ PROF_NOINSTR void thread_end(void*) {
     if (!collected) flush_lines(s, now);
     if (sampler_pending(true) && ensure_bytes(s, now, 2 * format::kMaxSampleRecord))
         sampler_flush(s, true);
+    // PROF_TIME=sampled: the clocks at the end, which the hooks' last records may not have.
+    if (s.switch_word) sampler_clock_record(s, now);
     if (ensure(s, now)) {
         uint8_t* p = s.w.cursor;
         if (s.dropped) {
@@ -456,6 +458,7 @@ PROF_NOINSTR void thread_flush_counters(bool finish) {
         uint64_t now = now_ticks();
         if (ensure_bytes(s, now, 2 * format::kMaxSampleRecord)) sampler_flush(s, finish);
     }
+    if (finish && s.switch_word) sampler_clock_record(s, now_ticks()); // as in thread_end
     if (!s.dropped) {
         s.state = kActive;
         return;

@@ -404,10 +404,11 @@ PROF_NOINSTR void sampler_thread_stop() {
 // the samples waiting.
 PROF_NOINSTR bool sampler_thread_armed() { return t_sampler.armed; }
 
-// The thread is busy (a hook): no sample is taken meanwhile.
+// The thread is busy (a hook, or its end): no sample is taken meanwhile. Only for a thread
+// whose hooks read no clock per call (switch_word), whose timer was armed.
 PROF_NOINSTR void sampler_clock_record(ThreadState& s, uint64_t now) {
     s.switch_read = 0;
-    if (!t_sampler.armed || !ensure_bytes(s, now, format::kMaxSampleRecord)) return;
+    if (!ensure_bytes(s, now, format::kMaxSampleRecord)) return;
     int saved = errno;
     uint64_t cpu = thread_cpu_ns();
     errno = saved;
