@@ -174,6 +174,21 @@ TEST_CASE("one total in every view: threads") {
     check_agree(trace, false);
 }
 
+// Times from samples, speedscope as sampled profiles: the counting mode (PROF_TIME=sampled),
+// where every trace is timed by its samples. Under a sanitizer the sampler is off (its
+// interposers are not reached) and the trace would be timed by the hooks.
+#ifndef PROF_SANITIZER_BUILD
+TEST_CASE("one total in every view: times from samples (PROF_TIME=sampled)") {
+    std::string trace = temp_path("consistency-counting.trace");
+    auto r = run({PROF_TEST_TRUE_TIME, "0.5"}, {{"PROF_OUT", trace}, {"PROF_TIME", "sampled"}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::string ss = temp_path("consistency-counting.speedscope.json");
+    report({"--export", "speedscope", "-o", ss}, trace, true);
+    REQUIRE(slurp(ss).find("\"type\":\"sampled\"") != std::string::npos);
+    check_agree(trace, true);
+}
+#endif
+
 TEST_CASE("one total in every view: scope runs, exceptions and a fork (scope_runs)") {
     std::string trace = trace_of("consistency-scopes.trace", {PROF_TEST_SCOPE_RUNS});
     check_agree(trace, true);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -202,6 +203,71 @@ TEST_CASE("sampled time: 1 ms sleeps between CPU blocks keep their time, in both
         // by the sleeps less a tenth.
         CHECK(nap.cumtime <= napped * 1.02);
         CHECK(nap.cumtime >= napped * 0.9);
+    }
+}
+
+// Every function's ncalls and primitive calls of a run and of its forked children, by name.
+std::map<std::string, std::pair<uint64_t, uint64_t>> counts_of(const std::string& trace) {
+    std::map<std::string, std::pair<uint64_t, uint64_t>> c;
+    std::vector<std::string> traces = traces_next_to(trace);
+    traces.insert(traces.begin(), trace);
+    for (const std::string& t : traces) {
+        analysis::Session session;
+        session.add_trace(t);
+        for (const analysis::Function& f : session.profile().functions) {
+            c[f.name].first += f.stats.ncalls;
+            c[f.name].second += f.stats.pcalls;
+        }
+    }
+    return c;
+}
+
+// What the hooks see does not depend on their clock: threads that end early, a forked child,
+// longjmp over frames, unwinding by exceptions.
+TEST_CASE("PROF_TIME=sampled: the counts of threads, fork, longjmp and exceptions are the default mode's") {
+    for (const char* program : {PROF_TEST_THREAD_EXIT, PROF_TEST_FORKER, PROF_TEST_LONGJMP_SIBLINGS,
+                                PROF_TEST_UNWINDING}) {
+        CAPTURE(program);
+        std::map<std::string, std::pair<uint64_t, uint64_t>> counts[2];
+        for (int sampled = 0; sampled < 2; ++sampled) {
+            std::string trace = temp_path(std::string("modes-") + std::to_string(sampled) + "-" +
+                                          std::filesystem::path(program).filename().string() +
+                                          ".trace");
+            for (const std::string& old : traces_next_to(trace)) std::filesystem::remove(old);
+            auto r = run({program}, {{"PROF_OUT", trace},
+                                     {"PROF_FORCE", "1"},
+                                     {"PROF_TIME", sampled ? "sampled" : "traced"}});
+            REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+            CHECK(r.err.find("time_sampled_off") == std::string::npos);
+            counts[sampled] = counts_of(trace);
+        }
+        CHECK(!counts[0].empty());
+        CHECK(counts[1] == counts[0]);
+    }
+}
+
+TEST_CASE("PROF_TIME=sampled falls back without rseq, and timelines refuse its traces") {
+    std::string trace = temp_path("counting-norseq.trace");
+    auto r = run({PROF_TEST_TRUE_TIME, "0.05"}, {{"PROF_OUT", trace},
+                                                {"PROF_TIME", "sampled"},
+                                                {"GLIBC_TUNABLES", "glibc.pthread.rseq=0"}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.find("event=time_sampled_off") != std::string::npos);
+    CHECK(r.err.find("rseq") != std::string::npos);
+    analysis::Session fallback;
+    fallback.add_trace(trace);
+    CHECK(fallback.traces().at(0).meta.count("time") == 0);
+
+    std::string counted = temp_path("counting-window.trace");
+    auto c = run({PROF_TEST_TRUE_TIME, "0.05"}, {{"PROF_OUT", counted}, {"PROF_TIME", "sampled"}});
+    REQUIRE_MESSAGE(c.exit_code == 0, c.err);
+    std::string out = temp_path("counting-window.json");
+    for (const char* window : {"--from", "--to"}) {
+        CAPTURE(window);
+        auto e = run({PROFREPORT, "--export", "speedscope", window, "0.01s", "-o", out, counted});
+        CHECK(e.exit_code != 0);
+        CHECK(lines_of(e.err) == 1);
+        CHECK(e.err.find("PROF_TIME=sampled") != std::string::npos);
     }
 }
 

@@ -117,8 +117,26 @@ def check_speedscope(path):
     counts = collections.Counter()
     total, roots = 0, 0  # the outermost activations: their summed durations, their number
     for p in profiles:
+        if p.get("type") == "sampled" and p.get("unit") == "nanoseconds":
+            # Sample-timed traces: each call path once, weighted by its own time; the total is
+            # the weights' sum, and each path counts as an outermost activation (rounding).
+            samples, weights = p.get("samples"), p.get("weights")
+            if not isinstance(samples, list) or not isinstance(weights, list) or \
+                    len(samples) != len(weights) or not samples:
+                fail(f"sampled profile {p.get('name')}: samples and weights do not pair up")
+            for stack, w in zip(samples, weights):
+                if not stack or not all(isinstance(i, int) and 0 <= i < len(frames) for i in stack):
+                    fail(f"sampled profile {p.get('name')}: bad stack {stack}")
+                if not isinstance(w, int) or w <= 0:
+                    fail(f"sampled profile {p.get('name')}: bad weight {w}")
+                counts[frames[stack[-1]]["name"]] += 1
+            if p.get("startValue") != 0 or p.get("endValue") != sum(weights):
+                fail(f"sampled profile {p.get('name')}: endValue is not the weights' sum")
+            total += sum(weights)
+            roots += len(samples)
+            continue
         if p.get("type") != "evented" or p.get("unit") != "nanoseconds":
-            fail(f"profile {p.get('name')} is not evented in nanoseconds")
+            fail(f"profile {p.get('name')} is neither evented nor sampled in nanoseconds")
         for key in ("name", "startValue", "endValue", "events"):
             if key not in p:
                 fail(f"profile without {key}")
