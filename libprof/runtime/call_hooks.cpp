@@ -340,7 +340,14 @@ PROF_NOINSTR void open_stream(ThreadState& s, uint64_t now) {
 
 // First event of a thread: set up its buffers and stream. Returns with state kActive or kOff.
 PROF_NOINSTR void thread_start(ThreadState& s) {
-    s.state = kBusy;
+    // In one instruction: a signal handler that interrupted the caller between its look at the
+    // state and here may have started the thread already (its hooks saw kNew too). Starting it
+    // twice would link it twice into the live list, a cycle that the finish then walks forever.
+    uint8_t expected = kNew;
+    if (!__atomic_compare_exchange_n(&s.state, &expected, uint8_t(kBusy), false, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED))
+        return;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     int saved = errno;
     runtime_start();
     if (!tracing_active()) {
