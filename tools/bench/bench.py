@@ -68,6 +68,7 @@ VARIANTS = {
     "base": ([], None),
     "fi": (FI_FLAGS, "prof"),
     "floor": (FI_FLAGS, "floor"),
+    "floor_noclock": (FI_FLAGS, "floor_noclock"),
     "empty": (FI_FLAGS, "empty"),
     "count": (FI_FLAGS, "count"),
     "noop": (FI_FLAGS, None),  # glibc's own no-op __cyg_profile_func_* (for uftrace)
@@ -80,11 +81,12 @@ CONFIGS = {
     "fi": ("fi: libprof full call trace", "fi"),
     "counts": ("fi: libprof, PROF_TIME=sampled (no clock per call)", "fi"),
     "floor": ("floor: rdtsc + 16 B record -> file", "floor"),
+    "floor_noclock": ("floor without rdtsc: 16 B record -> file", "floor_noclock"),
     "empty": ("empty hooks (.so, via PLT)", "empty"),
     "pg": ("gprof (-pg)", "pg"),
     "uftrace": ("uftrace record (fi binary, no-op hooks)", "noop"),
 }
-TRACED = ("fi", "counts", "floor", "uftrace")  # configs whose trace size is measured
+TRACED = ("fi", "counts", "floor", "floor_noclock", "uftrace")  # configs whose trace size is measured
 
 # ---- the line/scope layer: workloads/lines.cpp ----
 # One binary per marking (-DVARIANT=...), each linked against libprof without
@@ -202,6 +204,11 @@ class Build:
             src, out = HERE / "hooks" / f"{name}.cpp", self.hooks / f"lib{name}.so"
             if stale(out, [src]):
                 check([CXX, "-std=c++20", "-O2", "-g", "-fPIC", "-shared", src, "-o", out])
+        # The floor of hooks that read no clock (the counting mode's): the same, without rdtsc.
+        src, out = HERE / "hooks" / "floor.cpp", self.hooks / "libfloor_noclock.so"
+        if stale(out, [src]):
+            check([CXX, "-std=c++20", "-O2", "-g", "-fPIC", "-shared", "-DFLOOR_NO_CLOCK", src,
+                   "-o", out])
         log("bench: building workloads")
         if LINES in workloads:
             self.lines()
@@ -347,6 +354,7 @@ class Runner:
             return None
         return {"fi": self.rundir / f"{w}.trace", "counts": self.rundir / f"{w}.counts.trace",
                 "floor": self.rundir / f"{w}.floor",
+                "floor_noclock": self.rundir / f"{w}.floor-noclock",
                 "uftrace": self.rundir / f"{w}.uftrace", "pg": self.rundir / "gmon.out"}.get(cfg)
 
     @staticmethod
@@ -372,7 +380,7 @@ class Runner:
         elif cfg == "counts":
             env["PROF_OUT"] = str(self.output(w, cfg))
             env["PROF_TIME"] = "sampled"
-        elif cfg == "floor":
+        elif cfg in ("floor", "floor_noclock"):
             env["FLOOR_OUT"] = str(self.output(w, cfg))
         elif cfg == "uftrace":
             argv = [*UFTRACE_RECORD, "-d", self.output(w, cfg), *argv]
@@ -808,6 +816,9 @@ def comparison_lines(stats, calls, fixed):
         parts = [f"libprof PROF_TIME=sampled {kind}: {med(counts[key]):.1f} extra ns/call "
                  f"(target <= 10)", f"{per_rep_ratio(fi[key], counts[key]):.2f}x cheaper than "
                  f"the full call trace"]
+        if "floor_noclock" in stats:
+            parts.append(f"{per_rep_ratio(counts[key], stats['floor_noclock'][key]):.2f}x the "
+                         f"floor's without a clock")
         if "uftrace" in stats:
             x = per_rep_ratio(stats["uftrace"][key], counts[key])
             parts.append(f"{x:.1f}x cheaper than uftrace (target >= 7x)")

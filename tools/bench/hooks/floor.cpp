@@ -1,5 +1,6 @@
 // Minimal call tracer used as the benchmark's "physical limit": rdtsc + one 16-byte record per
-// hook event into a 256 KiB thread-local buffer, flushed with writev() to FLOOR_OUT.
+// hook event into a 256 KiB thread-local buffer, flushed with writev() to FLOOR_OUT (without
+// the rdtsc when built with -DFLOOR_NO_CLOCK).
 //
 // Built as a shared library (-fPIC) so that the hooks are reached through the PLT exactly as
 // libprof's are; the buffer uses initial-exec TLS so the hot path has no __tls_get_addr call.
@@ -73,8 +74,15 @@ __attribute__((destructor(101))) void finish() {
 
 } // namespace
 
-extern "C" void __cyg_profile_func_enter(void* fn, void*) { put(uint64_t(fn), __rdtsc()); }
+// -DFLOOR_NO_CLOCK: the floor of hooks that read no clock (libprof's PROF_TIME=sampled).
+#ifdef FLOOR_NO_CLOCK
+inline uint64_t clock_ticks() { return 0; }
+#else
+inline uint64_t clock_ticks() { return __rdtsc(); }
+#endif
+
+extern "C" void __cyg_profile_func_enter(void* fn, void*) { put(uint64_t(fn), clock_ticks()); }
 
 extern "C" void __cyg_profile_func_exit(void* fn, void*) {
-    put(uint64_t(fn), __rdtsc() | (1ull << 63));
+    put(uint64_t(fn), clock_ticks() | (1ull << 63));
 }
