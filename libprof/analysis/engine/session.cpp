@@ -301,11 +301,18 @@ struct Session::Impl : reader::EventSink {
         // the intervals between events are no call's duration and only the samples time it.
         auto time = layout.meta.find("time");
         untimed_hooks = time != layout.meta.end() && time->second == "sampled";
+        // Nor do they give a timeline (an observer) the calls' own times.
         if (untimed_hooks && options.time == TimeSource::kTraced)
             throw reader::TraceError(layout.path,
                                      "recorded with PROF_TIME=sampled: its hooks read no clock "
                                      "per call, so it has no traced times (leave out --time "
                                      "traced)");
+        if (untimed_hooks && options.observer)
+            throw reader::TraceError(
+                layout.path, "recorded with PROF_TIME=sampled, its hooks read no clock per call: a "
+                             "timeline needs them (record with PROF_TIME=traced, or export "
+                             "speedscope without --from, --to or --min-duration: the call tree "
+                             "with the samples' times)");
     }
 
     ThreadReplay& thread(uint32_t id) {
