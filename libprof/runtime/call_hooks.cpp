@@ -172,8 +172,8 @@ PROF_NOINSTR void write_abandon(ThreadState& s, uint32_t count, uint64_t now) {
     s.depth -= count;
 }
 
-PROF_NOINSTR inline __attribute__((always_inline)) void
-write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintptr_t cfa, uint64_t now) {
+PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintptr_t cfa,
+                              uint64_t now) {
     Slot* slot = lookup(s, a, site == kScopeMark ? reinterpret_cast<prof_site*>(a) : nullptr);
     if (slot && slot->excluded) return;
     if (PROF_UNLIKELY(!slot)) { // the table is full: the filter still applies
