@@ -78,6 +78,11 @@ bool DwarfLines::lookup(uint64_t vaddr, std::string& file, uint32_t& line) const
 }
 
 bool DwarfLines::function(uint64_t vaddr, std::string& symbol) const {
+    uint64_t start;
+    return function(vaddr, symbol, start);
+}
+
+bool DwarfLines::function(uint64_t vaddr, std::string& symbol, uint64_t& start) const {
     if (!impl_->module) return false;
     GElf_Off offset = 0;
     GElf_Sym sym;
@@ -89,6 +94,7 @@ bool DwarfLines::function(uint64_t vaddr, std::string& symbol) const {
     if (!name || !*name || (type != STT_FUNC && type != STT_GNU_IFUNC) || offset >= sym.st_size)
         return false;
     symbol = name;
+    start = vaddr - offset;
     return true;
 }
 

@@ -26,6 +26,8 @@ class DwarfLines {
     // of a stripped library such as libc's __libc_start_call_main live), else .dynsym. The
     // raw (mangled) name; false when no function symbol contains the address.
     bool function(uint64_t vaddr, std::string& symbol) const;
+    // The same, with the function's start (an address as laid out in the file).
+    bool function(uint64_t vaddr, std::string& symbol, uint64_t& start) const;
 
   private:
     struct Impl;

@@ -81,13 +81,18 @@ ElfSymbols::ElfSymbols(const std::string& path) {
 }
 
 const std::string* ElfSymbols::lookup(uint64_t vaddr) const {
+    const Entry* e = find(vaddr);
+    return e ? &e->name : nullptr;
+}
+
+const ElfSymbols::Entry* ElfSymbols::find(uint64_t vaddr) const {
     auto it = std::upper_bound(entries_.begin(), entries_.end(), vaddr,
                                [](uint64_t v, const Entry& e) { return v < e.start; });
     if (it == entries_.begin()) return nullptr;
     // Several symbols may start at the same address; the sort put the preferred one first.
     uint64_t start = std::prev(it)->start;
     while (it != entries_.begin() && std::prev(it)->start == start) --it;
-    if (vaddr == it->start || vaddr < it->start + it->size) return &it->name;
+    if (vaddr == it->start || vaddr < it->start + it->size) return &*it;
     return nullptr;
 }
 

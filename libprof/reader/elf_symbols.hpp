@@ -19,14 +19,16 @@ public:
     const std::string& error() const { return error_; }
     const std::string& build_id() const { return build_id_; } // lowercase hex, may be empty
 
-    // The symbol containing `vaddr` (an address as laid out in the file), or null.
-    const std::string* lookup(uint64_t vaddr) const;
-
-private:
     struct Entry {
         uint64_t start, size;
         std::string name;
     };
+    // The symbol containing `vaddr` (an address as laid out in the file), or null.
+    const std::string* lookup(uint64_t vaddr) const;
+    // The same, with its start and size.
+    const Entry* find(uint64_t vaddr) const;
+
+private:
     std::vector<Entry> entries_; // sorted by start
     std::string build_id_;
     std::string error_;

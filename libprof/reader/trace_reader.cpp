@@ -750,6 +750,18 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
         if (sink) sink->on_sample(stream, s);
         return true;
     }
+    case Tag::kStackSample: { // 1.7
+        ticks += m.uleb();
+        uint64_t stack = m.uleb();
+        uint64_t cpu_ns = m.uleb();
+        if (!m.ok || stack == 0 || stack > UINT32_MAX) {
+            m.ok = false;
+            return true;
+        }
+        ++info_.stack_samples;
+        if (sink) sink->on_stack_sample(stream, ticks, uint32_t(stack), cpu_ns);
+        return true;
+    }
     default:
         return false;
     }
@@ -867,6 +879,19 @@ void TraceReader::sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32
         ls.ticks = c.u64();
         if (!c.ok) throw TraceError(info_.path, offset, "malformed line counts record");
         info_.lines[{stream, site}].add(ls);
+        return;
+    }
+    case Tag::kLocation: { // 1.7
+        if (stream != 0) break; // the writer puts it in the process stream only
+        uint64_t address = c.u64();
+        Location l;
+        l.function = c.u64();
+        l.file = std::string(c.str());
+        uint64_t line = c.uleb();
+        if (!c.ok || line > 10000000)
+            throw TraceError(info_.path, offset, "malformed location record");
+        l.line = uint32_t(line);
+        info_.locations[address] = std::move(l);
         return;
     }
     case Tag::kUnload: {

@@ -80,6 +80,13 @@ struct LineStats {
     }
 };
 
+// What the code at a sampled address is (format 1.7 Location records, profrun --sample).
+struct Location {
+    uint64_t function = 0; // entry address of its function (a Symbol record names it); 0: unknown
+    std::string file;      // source position of the address; empty and 0: unknown
+    uint32_t line = 0;
+};
+
 struct Thread {
     uint32_t stream = 0;
     uint32_t tid = 0;
@@ -118,6 +125,10 @@ struct TraceInfo {
     uint64_t samples = 0;
     uint64_t own_samples = 0;
     double sample_hz = 0; // the rate the runtime asked for (Meta sample_hz); 0: not sampled
+    // Sampled call stacks (format 1.7 StackSample records: a program sampled without hooks,
+    // profrun --sample or --pid); such a trace has no call counts.
+    uint64_t stack_samples = 0;
+    std::unordered_map<uint64_t, Location> locations; // by address (Location records)
     // The runtime's own cost measured at start (Meta overhead_*_ticks; 0 when not measured).
     double overhead_in = 0;   // ticks inside a callee's interval per call
     double overhead_out = 0;  // ticks a call adds to its caller
@@ -213,6 +224,11 @@ public:
     // CPU-time samples of the thread at this point of its stream (format 1.5). The calls
     // before it have been delivered (on_calls) when it comes.
     virtual void on_sample(uint32_t /*stream*/, const SampleRecord& /*s*/) {}
+    // A sampled call stack (format 1.7): Stack record `stack` of the stream (delivered before by
+    // on_stack; innermost first, the first address the interrupted instruction), standing for
+    // `cpu_ns` of the thread's CPU time.
+    virtual void on_stack_sample(uint32_t /*stream*/, uint64_t /*ticks*/, uint32_t /*stack*/,
+                                 uint64_t /*cpu_ns*/) {}
     virtual void on_thread_end(uint32_t /*stream*/, uint64_t /*ticks*/) {}
     // A chunk was read to its end; `sync_ticks` is the clock reading when it was opened. The
     // writer assigns chunks their place in the file and reads that clock under one lock, and

@@ -78,7 +78,10 @@ std::vector<size_t> selected(const Profile& p, const TableOptions& o) {
     return rows;
 }
 
-std::string ncalls_text(const Stats& s) {
+// A profile whose every trace was sampled without hooks counted no call: its ncalls are
+// unknown ("?"), never 0.
+std::string ncalls_text(const Stats& s, bool counted = true) {
+    if (!counted) return "?";
     return s.ncalls == s.pcalls ? fmt::format("{}", s.ncalls)
                                 : fmt::format("{}/{}", s.ncalls, s.pcalls);
 }
@@ -154,8 +157,13 @@ std::string time_basis_text(const TimeBasis& t) {
 
 void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
     if (!o.title.empty()) fmt::print(out, "{}\n", reader::printable(o.title));
-    fmt::print(out, "         {} function calls", p.total_calls);
-    if (p.primitive_calls != p.total_calls) fmt::print(out, " ({} primitive calls)", p.primitive_calls);
+    const bool counted = p.time.calls_counted();
+    if (!counted)
+        fmt::print(out, "         ? function calls (not counted: sampled without instrumentation)");
+    else
+        fmt::print(out, "         {} function calls", p.total_calls);
+    if (counted && p.primitive_calls != p.total_calls)
+        fmt::print(out, " ({} primitive calls)", p.primitive_calls);
     fmt::print(out, " in {:.3f} seconds\n", p.total_time);
     if (std::string basis = time_basis_text(p.time); !basis.empty())
         fmt::print(out, "   {}\n", basis);
@@ -174,9 +182,12 @@ void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
         const Stats& s = f.stats;
         double per_tot = s.ncalls ? s.tottime / double(s.ncalls) : 0;
         double per_cum = s.pcalls ? s.cumtime / double(s.pcalls) : 0;
-        fmt::print(out, "{:>{}} {} {} {} {} {}\n", ncalls_text(s), w.ncalls,
-                   fixed(s.tottime, o.precision, w.time), fixed(per_tot, o.precision, w.time),
-                   fixed(s.cumtime, o.precision, w.time), fixed(per_cum, o.precision, w.time),
+        std::string unknown = fmt::format("{:>{}}", "?", w.time);
+        fmt::print(out, "{:>{}} {} {} {} {} {}\n", ncalls_text(s, counted), w.ncalls,
+                   fixed(s.tottime, o.precision, w.time),
+                   counted ? fixed(per_tot, o.precision, w.time) : unknown,
+                   fixed(s.cumtime, o.precision, w.time),
+                   counted ? fixed(per_cum, o.precision, w.time) : unknown,
                    shown_label(f, o.full_paths));
     }
     fmt::print(out, "\n");
@@ -219,7 +230,8 @@ void print_callers(std::FILE* out, const Profile& p, const TableOptions& o, bool
             std::string name = other == kRoot ? std::string("<thread start>")
                                               : shown_label(p.functions[other], o.full_paths);
             fmt::print(out, "{:<{}} {} {:>{}} {} {}  {}\n", first ? head : "", width,
-                       first ? arrow : "  ", ncalls_text(e->stats), w.ncalls,
+                       first ? arrow : "  ", ncalls_text(e->stats, p.time.calls_counted()),
+                       w.ncalls,
                        fixed(e->stats.tottime, o.precision, w.time),
                        fixed(e->stats.cumtime, o.precision, w.time), name);
             first = false;
@@ -260,13 +272,19 @@ std::string csv_escape(std::string_view s) {
 void print_csv(std::FILE* out, const Profile& p, const TableOptions& o) {
     fmt::print(out, "ncalls,primitive_calls,tottime,tottime_percall,cumtime,cumtime_percall,"
                     "name,file,line,module,symbol\n");
+    // Calls not counted (sampled without instrumentation): empty fields, never 0.
+    const bool counted = p.time.calls_counted();
+    auto count = [&](uint64_t n) { return counted ? std::to_string(n) : std::string(); };
+    auto per = [&](double t, uint64_t n) {
+        return counted ? fmt::format("{:.9f}", n ? t / double(n) : 0) : std::string();
+    };
     for (size_t i : selected(p, o)) {
         const Function& f = p.functions[i];
         const Stats& s = f.stats;
-        fmt::print(out, "{},{},{:.9f},{:.9f},{:.9f},{:.9f},{},{},{},{},{}\n", s.ncalls, s.pcalls,
-                   s.tottime, s.ncalls ? s.tottime / double(s.ncalls) : 0, s.cumtime,
-                   s.pcalls ? s.cumtime / double(s.pcalls) : 0, csv_escape(f.name),
-                   csv_escape(f.file), f.line, csv_escape(f.module), csv_escape(f.symbol));
+        fmt::print(out, "{},{},{:.9f},{},{:.9f},{},{},{},{},{},{}\n", count(s.ncalls),
+                   count(s.pcalls), s.tottime, per(s.tottime, s.ncalls), s.cumtime,
+                   per(s.cumtime, s.pcalls), csv_escape(f.name), csv_escape(f.file), f.line,
+                   csv_escape(f.module), csv_escape(f.symbol));
     }
 }
 
@@ -286,9 +304,13 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
                    ti.header.minor, ti.finished ? "true" : "false",
                    ti.incomplete ? "\"" + json_escape(ti.incomplete_reason) + "\"" : "null");
     }
+    // Calls not counted (sampled without instrumentation): null, never 0.
+    const bool counted = p.time.calls_counted();
+    auto count = [&](uint64_t n) { return counted ? std::to_string(n) : std::string("null"); };
     fmt::print(out, "\n  ],\n  \"sort\": \"{}\",\n  \"total_calls\": {},\n  \"primitive_calls\": {},\n"
                     "  \"total_time\": {:.9f},\n  \"functions\": [",
-               sort_description(o.sort), p.total_calls, p.primitive_calls, p.total_time);
+               sort_description(o.sort), count(p.total_calls), count(p.primitive_calls),
+               p.total_time);
     bool first = true;
     for (size_t i : selected(p, o)) {
         const Function& f = p.functions[i];
@@ -297,8 +319,8 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
                         "\"file\": \"{}\", \"line\": {}, \"address\": \"0x{:x}\", \"kind\": \"{}\", "
                         "\"ncalls\": {}, \"primitive_calls\": {}, \"tottime\": {:.9f}, \"cumtime\": {:.9f}}}",
                    first ? "" : ",", json_escape(f.name), json_escape(f.symbol),
-                   json_escape(f.module), json_escape(f.file), f.line, f.address, f.kind, s.ncalls,
-                   s.pcalls, s.tottime, s.cumtime);
+                   json_escape(f.module), json_escape(f.file), f.line, f.address, f.kind,
+                   count(s.ncalls), count(s.pcalls), s.tottime, s.cumtime);
         first = false;
     }
     fmt::print(out, "\n  ],\n  \"threads\": [");

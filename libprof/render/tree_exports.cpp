@@ -139,12 +139,15 @@ void print_tree(std::FILE* out, const CallTree& t, const TreeOptions& o) {
         std::erase_if(kids, [&](size_t c) { return !visible(t.nodes[c]); });
         return kids;
     };
+    const bool counted = t.time.calls_counted();
     if (o.csv) {
         fmt::print(out, "id,parent,depth,calls,total_ns,self_ns,percent,name,file,line\n");
     } else {
         uint64_t calls = 0;
         for (const CallTreeNode& n : t.nodes) calls += n.function == kNoFunction ? 0 : n.calls;
-        fmt::print(out, "# Call tree: {} calls in {} on {} thread{}", calls,
+        fmt::print(out, "# Call tree: {} in {} on {} thread{}",
+                   counted ? fmt::format("{} calls", calls)
+                           : std::string("calls not counted (sampled without instrumentation)"),
                    human_ns(root.total_ns), t.threads.size(), t.threads.size() == 1 ? "" : "s");
         if (o.max_depth || o.min_percent > 0)
             fmt::print(
@@ -171,13 +174,15 @@ void print_tree(std::FILE* out, const CallTree& t, const TreeOptions& o) {
         if (o.csv) {
             const Function* f = n.function == kNoFunction ? nullptr : &t.functions[n.function];
             fmt::print(out, "{},{},{},{},{},{},{:.4f},{},{},{}\n", item.node, n.parent, n.depth,
-                       n.calls, n.total_ns, n.self_ns, percent, csv_escape(t.name(n)),
+                       counted ? std::to_string(n.calls) : std::string(), n.total_ns, n.self_ns, percent, csv_escape(t.name(n)),
                        csv_escape(f ? f->file : std::string()), f ? f->line : 0);
         } else {
             std::string branch = n.depth == 1 ? "" : "+-";
             fmt::print(out, "{:>13} {:>12} {:>11}  {}{}{}\n", human_ns(n.total_ns),
                        human_ns(n.self_ns),
-                       n.function == kNoFunction ? std::string() : fmt::format("{}", n.calls),
+                       n.function == kNoFunction ? std::string()
+                       : counted                 ? fmt::format("{}", n.calls)
+                                                 : std::string("?"),
                        item.prefix, branch, reader::printable(t.name(n)));
         }
         std::vector<size_t> kids = by_total(n.children);

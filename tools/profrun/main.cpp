@@ -3,6 +3,7 @@
 #include "common/text.hpp"
 #include "common/tool_log.hpp"
 #include "pack/trace_packer.hpp"
+#include "profrun/sampled.hpp"
 
 #include <prof/trace_format.hpp>
 
@@ -33,8 +34,9 @@ constexpr const char* kDescription =
     R"(Runs COMMAND with profiling enabled and writes its trace. COMMAND is a program built with
 -finstrument-functions and linked with libprof (CMake target prof::instrument, or
 pkg-config libprof-instrument); with --preload, any program built with
--finstrument-functions. The exit status of COMMAND is passed through (128+N when it was
-killed by signal N).)";
+-finstrument-functions; with --mem (memory) or --sample (CPU time), any program. The exit
+status of COMMAND is passed through (128+N when it was killed by signal N).
+With --pid, samples a running process instead, until --duration ends, Ctrl-C, or its exit.)";
 
 constexpr const char* kFooter =
     "Every PROF_* variable (docs/configuration.md) set in the environment is passed on as well.";
@@ -81,6 +83,14 @@ struct RunOptions {
          {},
          nullptr}};
     std::vector<std::string> command; // COMMAND [ARGS...]
+    // Sampling from outside (--sample, --pid).
+    bool sample = false, subprocesses = false;
+    pid_t pid = 0;
+    double rate = 999, duration = 0;
+    unsigned stack_bytes = 8192;
+    CLI::Option *sample_flag = nullptr, *pid_option = nullptr, *rate_option = nullptr,
+                *duration_option = nullptr, *stack_option = nullptr, *subprocess_flag = nullptr,
+                *mem_flag = nullptr, *preload_flag = nullptr;
 
     bool packs() const { return pack.value_or(mem); }
 };
@@ -102,7 +112,7 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
                    "regular file: a directory or device there is an error)")
         ->type_name("FILE");
     app.add_flag("-f,--force", o.force, "replace an existing FILE");
-    app.add_flag("--mem", o.mem,
+    o.mem_flag = app.add_flag("--mem", o.mem,
                  "also profile memory: load libprofmem.so (the allocation\n"
                  "interposer) into COMMAND; works on unmodified programs");
     PackFlags flags;
@@ -118,12 +128,50 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
                      "every report then reads as on the trace as written");
     cli.excludes(exact, flags.no_pack,
                  "--exact-times is an option of the packing, and --no-pack turns it off");
-    app.add_flag("--preload", o.preload, "load libprof.so into COMMAND with LD_PRELOAD");
+    o.preload_flag =
+        app.add_flag("--preload", o.preload, "load libprof.so into COMMAND with LD_PRELOAD");
     for (RunOptions::Variable& v : o.variables) {
         v.given = app.add_option(v.option, v.value, v.help)->type_name(v.type);
         if (std::string_view(v.name) == "PROF_TIME")
             v.given->check(CLI::IsMember({"traced", "sampled"}));
     }
+    o.sample_flag = app.add_flag("--sample", o.sample,
+                                 "sample COMMAND from outside (perf_event cpu-clock): any\n"
+                                 "program, no rebuild; times from samples, calls not counted");
+    o.pid_option = app.add_option("-p,--pid", o.pid,
+                                  "sample the running process PID (all its threads) instead\n"
+                                  "of a COMMAND; it is never stopped or changed")
+                       ->type_name("PID")
+                       ->check(CLI::PositiveNumber);
+    o.duration_option = app.add_option("--duration", o.duration,
+                                       "with --pid: stop after SECONDS (default: at Ctrl-C or\n"
+                                       "when the process exits)")
+                            ->type_name("SECONDS")
+                            ->check(CLI::PositiveNumber);
+    o.rate_option = app.add_option("--rate", o.rate,
+                                   "with --sample or --pid: samples per second of each thread's\n"
+                                   "CPU time (default 999)")
+                        ->type_name("HZ")
+                        ->check(CLI::Range(1.0, 20000.0));
+    o.stack_option = app.add_option("--stack-bytes", o.stack_bytes,
+                                    "with --sample or --pid: user stack copied per sample for\n"
+                                    "unwinding code without frame pointers (default 8192; 0:\n"
+                                    "frame pointers only)")
+                         ->type_name("BYTES")
+                         ->check(CLI::Range(0, 65528));
+    o.subprocess_flag = app.add_flag("--subprocesses", o.subprocesses,
+                                     "with --sample: also sample the processes COMMAND starts,\n"
+                                     "each into FILE.PID");
+    cli.excludes(o.sample_flag, o.pid_option,
+                 "--sample runs COMMAND, --pid attaches to a running process: choose one");
+    for (CLI::Option* other : {o.mem_flag, o.preload_flag}) {
+        cli.excludes(o.sample_flag, other, "--sample profiles without loading anything into "
+                                           "the program: it cannot be used with --mem or --preload");
+        cli.excludes(o.pid_option, other, "--pid attaches to a running process: nothing can be "
+                                          "loaded into it (--mem, --preload)");
+    }
+    cli.needs(o.duration_option, o.pid_option, "--duration is for --pid");
+    cli.needs(o.subprocess_flag, o.sample_flag, "--subprocesses is for --sample");
     app.add_flag("-q,--quiet", o.quiet, "no message after the run");
     return flags;
 }
@@ -138,6 +186,24 @@ std::optional<int> finish_command_line(prof::tools::Cli& cli, RunOptions& o, Pac
         o.command.erase(o.command.begin());
     else if (!o.command.empty() && o.command.front().rfind('-', 0) == 0)
         return cli.usage_error(cli.unknown_option(o.command.front()));
+    bool sampling = o.sample || o.pid_option->count();
+    if (!sampling && (o.rate_option->count() || o.stack_option->count()))
+        return cli.usage_error(fmt::format("{} is for --sample and --pid",
+                                           o.rate_option->count() ? "--rate" : "--stack-bytes"));
+    if (sampling)
+        for (const RunOptions::Variable& v : o.variables)
+            if (v.given->count())
+                return cli.usage_error(fmt::format(
+                    "{} sets a variable of libprof.so, which {} does not load", v.option,
+                    o.sample ? "--sample" : "--pid"));
+    if (sampling && (o.pack.value_or(false) || o.pack_options.exact_times))
+        return cli.usage_error("--pack is for traces of the runtime; sampled traces are small");
+    if (o.pid_option->count()) {
+        if (!o.command.empty())
+            return cli.usage_error(fmt::format(
+                "--pid samples a running process: give no COMMAND ('{}')", o.command[0]));
+        return std::nullopt;
+    }
     if (o.command.empty()) return cli.usage_error("no command given (see profrun --help)");
     if (o.pack_options.exact_times && !o.packs())
         return cli.usage_error("--exact-times is an option of the packing, which is on with "
@@ -460,7 +526,28 @@ int main(int argc, char** argv) {
     if (auto status = finish_command_line(cli, o, flags)) return *status;
     const ToolLog& log = cli.log();
 
+    if (o.pid_option->count()) {
+        if (auto why = prof::tools::check_attachable(o.pid)) {
+            log.error(fmt::format("cannot attach: {}", *why));
+            return 1;
+        }
+        if (o.output.empty()) o.output = prof::tools::default_attach_output(o.pid);
+    }
     if (o.output.empty()) o.output = basename_of(o.command[0]) + ".trace";
+    if (o.sample || o.pid_option->count()) {
+        if (auto status = prepare_output(o, log)) return *status;
+        prof::tools::SampleOptions so;
+        so.command = o.command;
+        so.program = o.command.empty() ? std::string() : resolve_command(o.command[0]);
+        so.pid = o.pid;
+        so.duration = o.duration;
+        so.output = o.output;
+        so.rate = o.rate;
+        so.stack_bytes = o.stack_bytes;
+        so.subprocesses = o.subprocesses;
+        so.quiet = o.quiet;
+        return o.sample ? prof::tools::run_sampled(so, log) : prof::tools::attach_sampled(so, log);
+    }
     std::string program = resolve_command(o.command[0]);
     bool setuid_program = preload_ignored(o, program, log);
     if (auto status = prepare_output(o, log)) return *status;

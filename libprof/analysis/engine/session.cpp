@@ -255,6 +255,10 @@ struct Session::Impl : reader::EventSink {
     // until the trace shows samples.
     int64_t long_interval = INT64_MAX;
     bool untimed_hooks = false; // the trace's hooks read no clock per call (PROF_TIME=sampled)
+    // The trace holds sampled call stacks and no hooks' records (profrun --sample, --pid):
+    // times from the samples, no call counts. Its addresses' functions, by sampled address.
+    bool stack_sampled = false;
+    std::unordered_map<uint64_t, uint32_t> sampled_functions; // address -> define()
     double units_per_ns = 0;    // clock units per nanosecond
     int64_t sample_period = 0;  // clock units between samples the runtime asked for
     // How each trace read was timed (Profile::time), by trace.
@@ -301,6 +305,18 @@ struct Session::Impl : reader::EventSink {
         // the intervals between events are no call's duration and only the samples time it.
         auto time = layout.meta.find("time");
         untimed_hooks = time != layout.meta.end() && time->second == "sampled";
+        stack_sampled = layout.meta.count("sampler") != 0;
+        sampled_functions.clear();
+        if (stack_sampled && options.time == TimeSource::kTraced)
+            throw reader::TraceError(layout.path,
+                                     "sampled without instrumentation (profrun --sample or "
+                                     "--pid): it has no traced times (leave out --time traced)");
+        if (stack_sampled && options.observer)
+            throw reader::TraceError(layout.path,
+                                     "sampled without instrumentation (profrun --sample or "
+                                     "--pid): a timeline needs the calls' own times (export "
+                                     "speedscope without --from, --to or --min-duration: the "
+                                     "sampled stacks)");
         // Nor do they give a timeline (an observer) the calls' own times.
         if (untimed_hooks && options.time == TimeSource::kTraced)
             throw reader::TraceError(layout.path,
@@ -440,6 +456,34 @@ struct Session::Impl : reader::EventSink {
         close_span(t, r.ticks, cpu, node);
         t.span_cpu_ns = r.cpu_ns;
     }
+    // A sampled call stack (profrun --sample): the path of its functions, outermost first, gets
+    // the CPU time the sample stands for. No call is counted: the trace has none.
+    void on_stack_sample(uint32_t id, uint64_t ticks, uint32_t stack, uint64_t cpu_ns) override {
+        ThreadReplay& t = thread(id);
+        advance(t, ticks);
+        t.sampled = t.spans_closed = true;
+        uint32_t node = 0;
+        if (auto it = t.unwound.find(stack); it != t.unwound.end())
+            for (size_t i = it->second.size(); i-- > 0;)
+                node = t.child(node, sampled_function(t, it->second[i], ticks));
+        int64_t weight = int64_t(double(cpu_ns) * units_per_ns);
+        ++t.samples;
+        t.sampled_cpu += weight;
+        give(t, node, weight);
+        tick_progress(ticks);
+    }
+    // The function of a sampled address: its Location record's, else the address itself.
+    uint32_t sampled_function(ThreadReplay& t, uint64_t address, uint64_t ticks) {
+        auto [it, fresh] = sampled_functions.try_emplace(address, 0);
+        if (fresh) {
+            auto loc = layout.locations.find(address);
+            uint64_t entry =
+                loc != layout.locations.end() && loc->second.function ? loc->second.function
+                                                                      : address;
+            it->second = define(entry);
+        }
+        return resolve(t, it->second, ticks);
+    }
     // Ends the span at `ticks`, of which `cpu` was on CPU: its time off CPU goes to its long
     // intervals, what they cannot hold to node `rest`.
     void close_span(ThreadReplay& t, uint64_t ticks, int64_t cpu, uint32_t rest) {
@@ -505,7 +549,7 @@ struct Session::Impl : reader::EventSink {
         for (size_t i = first_thread; i < threads.size(); ++i)
             samples += threads[i]->samples + threads[i]->own_samples;
         // A trace whose hooks read no clock has the samples' times only, however few.
-        bool use = untimed_hooks                          ? true
+        bool use = untimed_hooks || stack_sampled         ? true
                    : options.time == TimeSource::kSampled ? samples > 0
                    : options.time == TimeSource::kAuto    ? samples >= kEnoughSamples
                                                           : false;
@@ -517,6 +561,7 @@ struct Session::Impl : reader::EventSink {
         }
         b.sampled_traces = 1;
         b.untimed_traces = untimed_hooks ? 1 : 0;
+        b.uncounted_traces = stack_sampled ? 1 : 0;
         double tps = layout.ticks_per_second > 0 ? layout.ticks_per_second : 1e9;
         double seconds_per_unit = kClockUnit / tps;
         for (size_t i = first_thread; i < threads.size(); ++i) {
@@ -1275,6 +1320,7 @@ struct Session::Impl : reader::EventSink {
             struct Sums {
                 uint64_t ncalls = 0, pcalls = 0;
                 double tot = 0, cum = 0;
+                bool present = false; // on a call path of the thread (sampled stacks count none)
             };
             std::vector<Sums> fsum(nf);
             std::vector<uint32_t> active(nf, 0);
@@ -1309,6 +1355,7 @@ struct Session::Impl : reader::EventSink {
                     Sums& fs = fsum[n.function];
                     Sums& es = esum[e];
                     fs.ncalls += n.calls;
+                    fs.present = true;
                     fs.tot += self;
                     es.ncalls += n.calls;
                     es.tot += self;
@@ -1331,7 +1378,7 @@ struct Session::Impl : reader::EventSink {
             }
             std::vector<size_t> global(nf, SIZE_MAX);
             for (size_t i = 0; i < nf; ++i) {
-                if (!fsum[i].ncalls) continue;
+                if (!fsum[i].present) continue;
                 global[i] = name(t.trace, uint32_t(i));
                 p.functions[global[i]].stats.add(
                     Stats{fsum[i].ncalls, fsum[i].pcalls, fsum[i].tot / tps, fsum[i].cum / tps});

@@ -76,6 +76,13 @@ enum class TimeSource {
 struct TimeBasis {
     uint64_t sampled_traces = 0, traced_traces = 0;
     uint64_t untimed_traces = 0; // of the sampled: hooks without a clock (PROF_TIME=sampled)
+    // Of the sampled: call stacks sampled without hooks (profrun --sample, --pid), so no call
+    // was counted.
+    uint64_t uncounted_traces = 0;
+    // Whether ncalls and primitive calls mean anything: some trace counted them.
+    bool calls_counted() const { return uncounted_traces < sampled_traces + traced_traces; }
+    // Whether every trace counted them.
+    bool all_calls_counted() const { return uncounted_traces == 0; }
     uint64_t samples = 0;        // CPU samples charged to the program (sampled traces)
     uint64_t own_samples = 0;    // samples that landed in the profiler itself, left out
     double cpu_seconds = 0;      // CPU time the samples stand for, the program's and the profiler's
@@ -92,6 +99,7 @@ struct TimeBasis {
         sampled_traces += o.sampled_traces;
         traced_traces += o.traced_traces;
         untimed_traces += o.untimed_traces;
+        uncounted_traces += o.uncounted_traces;
         samples += o.samples;
         own_samples += o.own_samples;
         cpu_seconds += o.cpu_seconds;

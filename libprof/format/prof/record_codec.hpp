@@ -272,6 +272,15 @@ PROF_CODEC_INLINE uint8_t* put_sample(uint8_t* p, uint64_t dt, uint64_t cpu_ns, 
     return end_small(p, q);
 }
 
+// 1.7: a sampled call stack (profrun --sample). At most 2 + 3 * kMaxUleb bytes.
+inline constexpr uint32_t kMaxStackSampleRecord = 2 + 3 * kMaxUleb;
+
+PROF_CODEC_INLINE uint8_t* put_stack_sample(uint8_t* p, uint64_t dt, uint64_t stack,
+                                            uint64_t cpu_ns) {
+    uint8_t* q = put_uleb(put_uleb(begin_small(p, Tag::kStackSample), dt), stack);
+    return end_small(p, put_uleb(q, cpu_ns));
+}
+
 // ---- packed memory records (2.0/2.1, profpack) ------------------------------------------------
 // `dtq`: a delta in units of 2^memory_time_shift ticks; `dt`: in ticks.
 
@@ -369,6 +378,15 @@ PROF_CODEC_INLINE uint8_t* put_site(uint8_t* p, const SiteFields& s) {
     p = put_uleb(p, s.line);
     return put_str(put_str(put_str(p, s.file, s.file_len), s.function, s.function_len), s.label,
                    s.label_len);
+}
+
+// 1.7: the function and source position of a sampled address. At most
+// 2 + kMaxUleb + 16 + kMaxUleb + file_len + kMaxUleb bytes.
+PROF_CODEC_INLINE uint8_t* put_location(uint8_t* p, uint64_t address, uint64_t function,
+                                        const char* file, size_t file_len, uint64_t line) {
+    size_t payload = 16 + uleb_size(file_len) + file_len + uleb_size(line);
+    p = put_u64(put_u64(put_sized_head(p, Tag::kLocation, payload), address), function);
+    return put_uleb(put_str(p, file, file_len), line);
 }
 
 // 1.2: the object at load_base/start/end has been unloaded by `ticks`. 34 bytes.

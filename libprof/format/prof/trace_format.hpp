@@ -26,10 +26,11 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 6; // 1.1: sites, line statistics; 1.2: unloads, pauses;
+inline constexpr uint16_t kMinor = 7; // 1.1: sites, line statistics; 1.2: unloads, pauses;
                                       // 1.3: scope runs; 1.4: aligned operator new/delete;
                                       // 1.5: CPU-time samples; 1.6: hooks without a clock
-                                      // (Meta time=sampled)
+                                      // (Meta time=sampled); 1.7: sampled call stacks
+                                      // (profrun --sample, --pid)
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
 // readers of 1.x refuse by name. Its records are those of 1.x plus the packed memory records
@@ -211,6 +212,17 @@ enum class Tag : uint8_t {
     // is then the previous one's plus own_ns).
     //   uleb dt, uleb cpu_ns, uleb own_ns, uleb own_count, uleb count
     kSample = 0x4c,
+    // 1.7, thread streams (profrun --sample, --pid: no hooks): the thread was sampled with the
+    // call stack `stack` (a Stack record of the stream, written before; its first address is
+    // the interrupted instruction, the others return addresses), standing for `cpu_ns` of the
+    // thread's CPU time (the sampling period). Timed.
+    //   uleb dt, uleb stack, uleb cpu_ns
+    kStackSample = 0x4d,
+    // 1.7, process stream: what the code at `address` (a Stack record's address) is: the entry
+    // address of its function (a Symbol record names it; 0: unknown) and its source position
+    // (empty and 0: unknown).
+    //   u64 address, u64 function, str file, uleb line
+    kLocation = 0x4e,
 };
 
 enum class AllocKind : uint8_t {

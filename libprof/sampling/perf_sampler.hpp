@@ -1,0 +1,120 @@
+// Sampling a program from outside with perf_event_open (profrun --sample, --pid): the kernel's
+// software cpu-clock event interrupts each thread of the target every `period` nanoseconds of
+// its CPU time and writes a sample (the thread, the time, the user-space frame-pointer call
+// chain, and, when asked, the user registers and a copy of the top of the user stack) into a
+// ring buffer per CPU that this process maps. Nothing is injected into the target and nothing
+// stops it: when this process dies, the kernel closes the events and the target runs on.
+//
+// Two ways to follow a target:
+//   - launch: one event per CPU on the child with `inherit`, enabled when it calls exec, so
+//     every thread and process it creates later is followed too (what `perf record -- CMD`
+//     does);
+//   - attach: one event per CPU on every thread the target has now, with `inherit` for the
+//     threads they create later; the mappings that exist already are read from /proc.
+// Records of the buffers of different CPUs are not in one time order: the caller orders them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace prof::sampling {
+
+struct SamplerOptions {
+    double hz = 999;             // samples per second of a thread's CPU time
+    uint32_t stack_bytes = 8192; // user stack copied per sample (0: frame-pointer chains only)
+};
+
+// One sample, decoded. The pointers point into the sampler's buffer until the next drain.
+struct Sample {
+    uint32_t pid = 0, tid = 0;
+    uint64_t time_ns = 0; // CLOCK_MONOTONIC
+    uint64_t period_ns = 0;
+    const uint64_t* chain = nullptr; // user call chain, innermost first (the ip first)
+    uint32_t chain_size = 0;
+    bool regs = false; // the user registers and stack below were taken
+    uint64_t ip = 0, sp = 0, bp = 0;
+    const uint8_t* stack = nullptr; // the user stack from sp up
+    uint64_t stack_size = 0;
+};
+
+struct Mapping {
+    uint32_t pid = 0, tid = 0;
+    uint64_t time_ns = 0;
+    uint64_t start = 0, length = 0, offset = 0; // offset: of the mapping in the file
+    bool executable = false;
+    std::string path;
+    std::string build_id; // raw bytes, when the kernel gave them
+};
+
+// A thread or process began (fork, clone) or ended.
+struct TaskEvent {
+    bool exit = false;
+    uint32_t pid = 0, ppid = 0, tid = 0, ptid = 0;
+    uint64_t time_ns = 0;
+};
+
+struct CommEvent {
+    uint32_t pid = 0, tid = 0;
+    uint64_t time_ns = 0;
+    bool exec = false; // the process called exec
+    std::string name;
+};
+
+class RecordSink {
+  public:
+    virtual ~RecordSink() = default;
+    virtual void on_sample(const Sample& s) = 0;
+    virtual void on_mapping(const Mapping& m) = 0;
+    virtual void on_task(const TaskEvent& t) = 0;
+    virtual void on_comm(const CommEvent& c) = 0;
+    virtual void on_lost(uint64_t samples) = 0;
+};
+
+class PerfSampler {
+  public:
+    // Follows `child`, a process stopped before its exec (launch), from its exec on. Null with
+    // `error` set when the kernel refuses (its reason and the setting that decides it).
+    static std::unique_ptr<PerfSampler> launch(pid_t child, const SamplerOptions& o,
+                                               std::string& error);
+    // Follows every thread of the running process `pid` and the threads they create; enabled
+    // at once. `threads` receives the thread ids found.
+    static std::unique_ptr<PerfSampler> attach(pid_t pid, const SamplerOptions& o,
+                                               std::vector<pid_t>& threads, std::string& error);
+    ~PerfSampler();
+    PerfSampler(const PerfSampler&) = delete;
+    PerfSampler& operator=(const PerfSampler&) = delete;
+
+    // Waits up to `timeout_ms` for the buffers to fill a quarter; false when interrupted.
+    bool wait(int timeout_ms);
+    // Delivers every record now in the buffers, buffer by buffer (each in time order).
+    void drain(RecordSink& sink);
+    // Stops sampling (the records written so far stay readable).
+    void disable();
+
+    uint64_t period_ns() const { return period_ns_; }
+    uint32_t stack_bytes() const { return stack_bytes_; }
+    // Bytes of sample records read so far, and their count: bytes per sample.
+    uint64_t sample_bytes() const { return sample_bytes_; }
+    uint64_t samples() const { return samples_; }
+
+  private:
+    PerfSampler() = default;
+    struct Buffer;
+    bool open_on(pid_t tid, bool launch, std::string& error);
+    void read_buffer(Buffer& b, RecordSink& sink);
+
+    std::vector<int> fds_;
+    std::vector<std::unique_ptr<Buffer>> buffers_; // one per CPU
+    uint64_t period_ns_ = 0;
+    uint32_t stack_bytes_ = 0;
+    uint64_t sample_bytes_ = 0, samples_ = 0;
+    std::vector<uint8_t> scratch_; // a record that wraps around the buffer's end
+};
+
+// Why perf_event_open failed, in a user's words: the setting that decides it and what to do.
+std::string explain_perf_error(int err, pid_t target);
+
+} // namespace prof::sampling

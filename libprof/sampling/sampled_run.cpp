@@ -1,0 +1,713 @@
+// The traces of a sampled run: see sampled_run.hpp.
+#include "sampling/sampled_run.hpp"
+
+#include "reader/dwarf_lines.hpp"
+#include "reader/elf_symbols.hpp"
+#include "reader/trace_reader.hpp"
+#include "sampling/stack_unwinder.hpp"
+
+#include <prof/record_codec.hpp>
+#include <prof/trace_format.hpp>
+#include <prof/version.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <elf.h>
+#include <fcntl.h>
+#include <fstream>
+#include <sys/stat.h>
+#include <sstream>
+#include <unistd.h>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace prof::sampling {
+namespace {
+
+namespace fmt_ = prof::format;
+
+constexpr uint32_t kChunkSize = 256u << 10;
+constexpr uint32_t kMaxFrames = 1024; // the format's bound on a Stack record
+
+uint64_t now_ns(clockid_t c) {
+    timespec ts;
+    clock_gettime(c, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+std::string host_name() {
+    char buf[256] = {};
+    gethostname(buf, sizeof buf - 1);
+    return buf;
+}
+
+std::string basename_of(const std::string& p) {
+    size_t s = p.rfind('/');
+    return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+// Where a file's mapping puts its addresses: load base = runtime address - address in the
+// file, from the PT_LOAD segment that holds the mapped file offset.
+bool load_base_of(const std::string& path, uint64_t start, uint64_t offset, uint64_t& base) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    Elf64_Ehdr eh;
+    bool ok = pread(fd, &eh, sizeof eh, 0) == ssize_t(sizeof eh) &&
+              std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+              eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256;
+    bool found = false;
+    if (ok) {
+        std::vector<Elf64_Phdr> ph(eh.e_phnum);
+        ssize_t n = ssize_t(ph.size() * sizeof(Elf64_Phdr));
+        if (pread(fd, ph.data(), size_t(n), off_t(eh.e_phoff)) == n) {
+            for (const Elf64_Phdr& p : ph) {
+                if (p.p_type != PT_LOAD) continue;
+                uint64_t page_offset = p.p_offset & ~uint64_t(0xfff);
+                if (offset < page_offset || offset >= p.p_offset + std::max(p.p_filesz, uint64_t(1)))
+                    continue;
+                base = start - (p.p_vaddr - p.p_offset + offset);
+                found = true;
+                break;
+            }
+        }
+    }
+    close(fd);
+    return found;
+}
+
+std::string hex_to_raw(const std::string& hex) {
+    std::string raw;
+    for (size_t i = 0; i + 1 < hex.size(); i += 2)
+        raw += char(std::stoi(hex.substr(i, 2), nullptr, 16));
+    return raw;
+}
+
+// ---- writing a trace file ----------------------------------------------------------------
+
+// One stream's current chunk: its records, and the place in the file it was given when opened
+// (chunks of a stream get places in increasing order, as the format requires).
+struct Stream {
+    uint32_t id = 0, tid = 0;
+    uint32_t seq = 0;
+    int64_t place = -1;
+    std::vector<uint8_t> chunk = std::vector<uint8_t>(kChunkSize);
+    uint32_t used = 0;
+    uint64_t base = 0, last = 0; // base_ticks of the chunk; time of the last timed record
+    uint64_t sync = 0;           // sync_ticks of the chunk: the time it was opened
+    bool ended = false;
+    // Stacks already written in this stream: their addresses -> id.
+    std::unordered_map<std::string, uint32_t> stacks;
+};
+
+class TraceFile {
+  public:
+    explicit TraceFile(std::string path) : path_(std::move(path)) {}
+    ~TraceFile() {
+        if (fd_ >= 0) close(fd_);
+    }
+    const std::string& path() const { return path_; }
+
+    bool create(uint32_t pid, uint32_t ppid, uint64_t start_ns, std::string& error) {
+        fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd_ < 0) {
+            error = fmt::format("cannot write {}: {}", path_, std::strerror(errno));
+            return false;
+        }
+        std::memcpy(header_.magic, fmt_::kMagic, sizeof fmt_::kMagic);
+        header_.major = fmt_::kMajor;
+        header_.minor = fmt_::kMinor;
+        header_.header_size = fmt_::kHeaderSize;
+        header_.chunk_size = kChunkSize;
+        header_.clock_kind = uint32_t(fmt_::ClockKind::kMonotonic);
+        header_.pid = pid;
+        header_.ppid = ppid;
+        header_.ticks_per_second = 1000000000ull;
+        header_.start_ticks = header_.start_mono_ns = start_ns;
+        header_.start_real_ns = now_ns(CLOCK_REALTIME) - (now_ns(CLOCK_MONOTONIC) - start_ns);
+        process_.id = 0;
+        write_header();
+        return true;
+    }
+
+    Stream& process() { return process_; }
+    Stream* thread(uint32_t tid) {
+        auto it = threads_.find(tid);
+        return it == threads_.end() ? nullptr : it->second.get();
+    }
+    Stream& new_thread(uint32_t tid, uint64_t ticks, const std::string& name) {
+        auto s = std::make_unique<Stream>();
+        s->id = ++thread_count_;
+        s->tid = tid;
+        s->base = s->last = ticks;
+        Stream& r = *s;
+        threads_[tid] = std::move(s);
+        uint8_t rec[64 + 16];
+        put(r, rec, fmt_::put_thread_begin(rec, 0, tid, name.data(), std::min<size_t>(name.size(), 15)));
+        return r;
+    }
+    // A timed record's delta from the stream's last one (never negative).
+    static uint64_t delta(Stream& s, uint64_t ticks) {
+        uint64_t t = std::max(ticks, s.last);
+        uint64_t d = t - s.last;
+        s.last = t;
+        return d;
+    }
+    // Appends a record (encoded at [rec, end)) to the stream, in a new chunk when it does not fit.
+    void put(Stream& s, const uint8_t* rec, const uint8_t* end) {
+        size_t n = size_t(end - rec);
+        if (s.place < 0 || s.used + sizeof(fmt_::ChunkHeader) + n > kChunkSize) {
+            if (s.place >= 0) {
+                flush(s);
+                ++s.seq;
+            }
+            s.place = next_place_++;
+            s.used = 0;
+            s.base = s.last; // the first delta of a chunk counts from the previous record
+            s.sync = s.last;
+        }
+        std::memcpy(s.chunk.data() + sizeof(fmt_::ChunkHeader) + s.used, rec, n);
+        s.used += uint32_t(n);
+    }
+    // Writes the stream's current chunk at its place, as it is now.
+    void flush(Stream& s) {
+        if (s.place < 0 || fd_ < 0) return;
+        fmt_::ChunkHeader h{};
+        h.magic = fmt_::kChunkMagic;
+        h.kind = uint16_t(s.id ? fmt_::StreamKind::kThread : fmt_::StreamKind::kProcess);
+        h.stream = s.id;
+        h.seq = s.seq;
+        h.used = s.used;
+        h.tid = s.tid;
+        h.base_ticks = s.base;
+        h.sync_ticks = h.sync_mono_ns = s.sync;
+        std::memcpy(s.chunk.data(), &h, sizeof h);
+        off_t at = off_t(fmt_::kHeaderSize) + off_t(s.place) * kChunkSize;
+        if (pwrite(fd_, s.chunk.data(), sizeof h + s.used, at) < 0) failed_ = errno;
+    }
+    void flush_all() {
+        flush(process_);
+        for (auto& [tid, s] : threads_) flush(*s);
+    }
+    void finish(uint64_t end_ns) {
+        uint8_t rec[64];
+        put(process_, rec, fmt_::put_end(rec, end_ns, end_ns, 1000000000ull, thread_count_, 0));
+        flush_all();
+        header_.flags = fmt_::kFileFinished;
+        header_.end_ticks = header_.end_mono_ns = end_ns;
+        header_.chunk_count = uint32_t(next_place_);
+        // The file's size covers every chunk, also the last one's unused tail.
+        if (ftruncate(fd_, off_t(fmt_::kHeaderSize) + off_t(next_place_) * kChunkSize) != 0)
+            failed_ = errno;
+        write_header();
+    }
+    std::map<uint32_t, std::unique_ptr<Stream>>& threads() { return threads_; }
+    int failed() const { return failed_; }
+
+  private:
+    void write_header() {
+        if (pwrite(fd_, &header_, sizeof header_, 0) != ssize_t(sizeof header_)) failed_ = errno;
+    }
+    std::string path_;
+    int fd_ = -1;
+    int failed_ = 0;
+    fmt_::FileHeader header_{};
+    Stream process_;
+    std::map<uint32_t, std::unique_ptr<Stream>> threads_;
+    uint32_t thread_count_ = 0;
+    int64_t next_place_ = 0;
+};
+
+} // namespace
+
+// ---- the run --------------------------------------------------------------------------------
+
+namespace {
+
+struct ModuleMap {
+    struct Entry {
+        uint64_t start, end, base;
+        std::string path;     // as mapped; "linux-vdso.so.1" for the vDSO
+        std::string build_id; // raw bytes
+        bool file = true;     // a file on disk (not the vDSO)
+    };
+    std::vector<Entry> entries; // the mappings present, by start
+    const Entry* at(uint64_t address) const {
+        auto it = std::upper_bound(entries.begin(), entries.end(), address,
+                                   [](uint64_t a, const Entry& e) { return a < e.start; });
+        if (it == entries.begin()) return nullptr;
+        --it;
+        return address < it->end ? &*it : nullptr;
+    }
+    // Adds a mapping; the ones it overlaps are gone (returned for their Unload records).
+    std::vector<Entry> add(Entry e) {
+        std::vector<Entry> gone;
+        std::erase_if(entries, [&](const Entry& o) {
+            bool overlap = o.start < e.end && e.start < o.end;
+            if (overlap) gone.push_back(o);
+            return overlap;
+        });
+        entries.insert(std::upper_bound(entries.begin(), entries.end(), e.start,
+                                        [](uint64_t a, const Entry& x) { return a < x.start; }),
+                       std::move(e));
+        return gone;
+    }
+};
+
+// One process of the run and its trace.
+struct Process {
+    uint32_t pid = 0;
+    std::unique_ptr<TraceFile> file;
+    ModuleMap modules;
+    // Every module ever recorded (for symbols): the index of a sampled address's module.
+    std::vector<ModuleMap::Entry> recorded;
+    std::unordered_map<uint64_t, size_t> address_module; // sampled address -> recorded index
+    std::map<uint32_t, std::string> names;               // tid -> thread name
+    bool ended = false;
+};
+
+// A record of the target, owned, waiting to be put in time order.
+struct Pending {
+    enum Kind { kSample, kMapping, kTask, kComm } kind;
+    uint64_t time = 0;
+    uint64_t order = 0; // arrival, to keep equal times stable
+    Sample sample;
+    std::vector<uint64_t> chain;
+    std::vector<uint8_t> stack;
+    Mapping mapping;
+    TaskEvent task;
+    CommEvent comm;
+};
+
+} // namespace
+
+struct SampledRun::Impl {
+    RunDescription d;
+    uint64_t start_ns = 0;
+    std::map<uint32_t, std::unique_ptr<Process>> processes;
+    std::vector<std::string> trace_paths;
+    std::vector<Pending> pending;
+    uint64_t arrivals = 0;
+    RunSummary summary;
+    StackUnwinder unwinder;
+    std::unordered_set<std::string> warned;
+    uint64_t last_flush = 0;
+
+    Process* process(uint32_t pid) {
+        auto it = processes.find(pid);
+        return it == processes.end() ? nullptr : it->second.get();
+    }
+
+    void warn_once(const std::string& key, const std::string& line) {
+        if (warned.insert(key).second) summary.warnings.push_back(line);
+    }
+
+    void write_meta(Process& p, const char* key, const std::string& value) {
+        std::vector<uint8_t> rec(32 + key_len(key) + value.size());
+        uint8_t* end = fmt_::put_meta(rec.data(), key, key_len(key), value.data(),
+                                      std::min<size_t>(value.size(), fmt_::kMaxString));
+        p.file->put(p.file->process(), rec.data(), end);
+    }
+    static size_t key_len(const char* k) { return std::strlen(k); }
+
+    Process* open_process(uint32_t pid, uint32_t ppid, const std::string& path, std::string& error) {
+        auto p = std::make_unique<Process>();
+        p->pid = pid;
+        p->file = std::make_unique<TraceFile>(path);
+        if (!p->file->create(pid, ppid, start_ns, error)) return nullptr;
+        Process& r = *p;
+        processes[pid] = std::move(p);
+        trace_paths.push_back(path);
+        write_meta(r, "exe", d.exe);
+        write_meta(r, "cmdline", d.cmdline);
+        write_meta(r, "cwd", d.cwd);
+        write_meta(r, "pid", std::to_string(pid));
+        write_meta(r, "ppid", std::to_string(ppid));
+        write_meta(r, "host", host_name());
+        write_meta(r, "runtime", std::string("libprof ") + PROF_VERSION_STRING);
+        write_meta(r, "sampler", "perf_event cpu-clock");
+        write_meta(r, "sampled", d.how);
+        write_meta(r, "sample_hz", fmt::format("{:.0f}", d.hz));
+        write_meta(r, "sample_clock", "cpu-clock");
+        write_meta(r, "sample_stack_bytes", std::to_string(d.stack_bytes));
+        return &r;
+    }
+
+    void add_module(Process& p, ModuleMap::Entry e, uint64_t ticks) {
+        for (const ModuleMap::Entry& gone : p.modules.add(e)) {
+            uint8_t rec[64];
+            p.file->put(p.file->process(), rec,
+                        fmt_::put_unload(rec, ticks, gone.base, gone.start, gone.end));
+        }
+        std::vector<uint8_t> rec(64 + e.path.size() + e.build_id.size());
+        fmt_::ModuleFields m{ticks, e.base, e.start, e.end,
+                             e.path.data(), e.path.size(),
+                             reinterpret_cast<const uint8_t*>(e.build_id.data()), std::min<size_t>(e.build_id.size(), 64)};
+        p.file->put(p.file->process(), rec.data(), fmt_::put_module(rec.data(), m));
+        p.recorded.push_back(std::move(e));
+    }
+
+    void mapping(Process& p, const Mapping& m) {
+        if (!m.executable || m.path.empty()) return;
+        ModuleMap::Entry e{m.start, m.start + m.length, 0, m.path, m.build_id, true};
+        if (m.path == "[vdso]") {
+            e.path = "linux-vdso.so.1";
+            e.base = m.start;
+            e.file = false;
+        } else if (m.path[0] == '[' || m.path.rfind("//anon", 0) == 0 ||
+                   m.path.rfind("/memfd:", 0) == 0) {
+            return; // generated code: its addresses stay unnamed
+        } else {
+            std::string path = m.path;
+            bool deleted = false;
+            if (path.size() > 10 && path.compare(path.size() - 10, 10, " (deleted)") == 0) {
+                path.resize(path.size() - 10);
+                deleted = true;
+            }
+            e.path = path;
+            if (!load_base_of(path, m.start, m.offset, e.base)) e.base = m.start - m.offset;
+            reader::ElfSymbols on_disk(path);
+            std::string disk_id = hex_to_raw(on_disk.build_id());
+            if (e.build_id.empty()) e.build_id = disk_id;
+            if (deleted || (!m.build_id.empty() && !disk_id.empty() && disk_id != m.build_id)) {
+                e.file = false;
+                warn_once(path, fmt::format("{} was replaced or removed after process {} loaded "
+                                            "it: its code is shown by address",
+                                            path, p.pid));
+            }
+        }
+        add_module(p, std::move(e), m.time_ns);
+    }
+
+    void sample(Process& p, const Pending& r) {
+        const Sample& s = r.sample;
+        Stream* st = p.file->thread(s.tid);
+        if (!st) {
+            auto name = p.names.find(s.tid);
+            st = &p.file->new_thread(s.tid, s.time_ns,
+                                     name == p.names.end() ? std::string() : name->second);
+        }
+        // The stack: unwound from the copy where its tables allow, the kernel's frame-pointer
+        // chain where the copy ends.
+        thread_local std::vector<uint64_t> pcs;
+        pcs.clear();
+        UnwindResult u = UnwindResult::kNone;
+        if (!r.stack.empty() && s.regs) {
+            u = unwinder.unwind(
+                s.ip, s.sp, s.bp, r.stack.data(), r.stack.size(),
+                [&](uint64_t address) -> const UnwindModule* {
+                    const ModuleMap::Entry* e = p.modules.at(address);
+                    if (!e || !e->file) return nullptr;
+                    return unwinder.module(e->path, e->base);
+                },
+                pcs, kMaxFrames);
+        }
+        if (u == UnwindResult::kComplete) {
+            ++summary.dwarf_stacks;
+        } else if (u == UnwindResult::kPartial && pcs.size() > 1) {
+            // Splice: the chain's frames from the first return address the walk did not reach.
+            ++summary.dwarf_stacks;
+            ++summary.spliced_stacks;
+            uint64_t last = pcs.back();
+            size_t from = r.chain.size();
+            for (size_t i = 1; i < r.chain.size(); ++i)
+                if (r.chain[i] == last) from = i + 1;
+            for (size_t i = from; i < r.chain.size() && pcs.size() < kMaxFrames; ++i)
+                pcs.push_back(r.chain[i]);
+        } else {
+            ++summary.fp_stacks;
+            pcs.assign(r.chain.begin(), r.chain.begin() + std::min<size_t>(r.chain.size(), kMaxFrames));
+        }
+        if (pcs.empty()) pcs.push_back(s.ip);
+        // Return addresses name the call: one byte back, inside the call instruction.
+        for (size_t i = 1; i < pcs.size(); ++i) pcs[i] -= 1;
+        std::string key(reinterpret_cast<const char*>(pcs.data()), pcs.size() * 8);
+        auto [it, fresh] = st->stacks.try_emplace(key, uint32_t(st->stacks.size() + 1));
+        if (fresh) {
+            std::vector<uint8_t> rec(16 + pcs.size() * 8 + 3 * fmt_::kMaxUleb);
+            uint8_t* end = fmt_::put_stack(rec.data(), it->second,
+                                           reinterpret_cast<const uintptr_t*>(pcs.data()),
+                                           uint32_t(pcs.size()));
+            p.file->put(*st, rec.data(), end);
+            for (uint64_t a : pcs) {
+                auto [m, first] = p.address_module.try_emplace(a, SIZE_MAX);
+                if (!first) continue;
+                const ModuleMap::Entry* e = p.modules.at(a);
+                if (e)
+                    for (size_t i = p.recorded.size(); i-- > 0;)
+                        if (p.recorded[i].start == e->start && p.recorded[i].path == e->path) {
+                            m->second = i;
+                            break;
+                        }
+            }
+        }
+        uint8_t rec[fmt_::kMaxStackSampleRecord];
+        uint64_t dt = TraceFile::delta(*st, s.time_ns);
+        p.file->put(*st, rec, fmt_::put_stack_sample(rec, dt, it->second, s.period_ns));
+        ++summary.samples;
+    }
+
+    void task(const TaskEvent& t) {
+        if (!t.exit && t.pid != t.ppid) { // a new process
+            Process* parent = process(t.ppid);
+            if (!parent || process(t.pid) || !d.subprocesses) return;
+            std::string error;
+            Process* child =
+                open_process(t.pid, t.ppid, fmt::format("{}.{}", d.output, t.pid), error);
+            if (!child) {
+                warn_once("child" + std::to_string(t.pid), error);
+                return;
+            }
+            for (const ModuleMap::Entry& e : parent->modules.entries) add_module(*child, e, t.time_ns);
+            child->names = parent->names;
+            child->names[t.tid] = parent->names[t.ptid];
+            return;
+        }
+        Process* p = process(t.pid);
+        if (!p) return;
+        if (t.exit) {
+            Stream* st = p->file->thread(t.tid);
+            if (st && !st->ended) {
+                uint8_t rec[16];
+                p->file->put(*st, rec, fmt_::put_thread_end(rec, TraceFile::delta(*st, t.time_ns)));
+                st->ended = true;
+            }
+            if (t.tid == t.pid) p->ended = true;
+        } else if (auto name = p->names.find(t.ptid); name != p->names.end()) {
+            p->names[t.tid] = name->second;
+        }
+    }
+
+    void comm(const CommEvent& c) {
+        Process* p = process(c.pid);
+        if (!p) return;
+        p->names[c.tid] = c.name;
+        if (!c.exec) return;
+        // A new program image: the old mappings are gone (their Unload records say when).
+        for (const ModuleMap::Entry& e : p->modules.entries) {
+            uint8_t rec[64];
+            p->file->put(p->file->process(), rec, fmt_::put_unload(rec, c.time_ns, e.base, e.start, e.end));
+        }
+        p->modules.entries.clear();
+        char exe[4096];
+        ssize_t n = readlink(fmt::format("/proc/{}/exe", c.pid).c_str(), exe, sizeof exe - 1);
+        if (n > 0 && processes.size() > 1) write_meta(*p, "exe", std::string(exe, size_t(n)));
+    }
+
+    // ---- symbols ----------------------------------------------------------------------------
+    struct Names {
+        std::unique_ptr<reader::DwarfLines> dwarf;
+        std::unique_ptr<reader::ElfSymbols> elf;
+    };
+    std::map<std::string, Names> names_of;
+
+    Names& names(const std::string& path) {
+        Names& n = names_of[path];
+        if (!n.elf) {
+            n.elf = std::make_unique<reader::ElfSymbols>(path);
+            n.dwarf = std::make_unique<reader::DwarfLines>(path);
+        }
+        return n;
+    }
+
+    void write_symbols(Process& p) {
+        struct FunctionName {
+            std::string name, symbol, file;
+            uint32_t line = 0;
+        };
+        std::map<uint64_t, FunctionName> functions; // entry -> name
+        Stream& ps = p.file->process();
+        for (const auto& [address, index] : p.address_module) {
+            uint64_t entry = 0;
+            std::string file;
+            uint32_t line = 0;
+            if (index != SIZE_MAX) {
+                const ModuleMap::Entry& m = p.recorded[index];
+                std::string symbol;
+                uint64_t vaddr = address - m.base, start = 0;
+                bool named = false;
+                if (m.file) {
+                    Names& n = names(m.path);
+                    named = n.dwarf->function(vaddr, symbol, start);
+                    if (!named)
+                        if (const reader::ElfSymbols::Entry* e = n.elf->find(vaddr)) {
+                            symbol = e->name;
+                            start = e->start;
+                            named = true;
+                        }
+                    n.dwarf->lookup(vaddr, file, line);
+                }
+                // Dynamic symbols carry their version (memcpy@@GLIBC_2.14): not part of the name.
+                if (size_t at = symbol.find('@'); named && at != std::string::npos && at > 0)
+                    symbol.resize(at);
+                if (named) {
+                    entry = m.base + start;
+                    if (!functions.count(entry)) {
+                        FunctionName f;
+                        f.symbol = symbol;
+                        f.name = reader::demangle(symbol);
+                        names(m.path).dwarf->lookup(start, f.file, f.line);
+                        functions.emplace(entry, std::move(f));
+                    }
+                } else {
+                    // Code no symbol covers: one function per object, at its last address.
+                    entry = m.end - 1;
+                    if (!functions.count(entry))
+                        functions.emplace(entry, FunctionName{"[" + basename_of(m.path) + "]", "", "", 0});
+                }
+            }
+            std::vector<uint8_t> rec(64 + file.size());
+            file.resize(std::min<size_t>(file.size(), 4096));
+            uint8_t* end = fmt_::put_location(rec.data(), address, entry, file.data(), file.size(), line);
+            p.file->put(ps, rec.data(), end);
+        }
+        for (auto& [entry, f] : functions) {
+            f.name.resize(std::min<size_t>(f.name.size(), 16384));
+            f.symbol.resize(std::min<size_t>(f.symbol.size(), 16384));
+            f.file.resize(std::min<size_t>(f.file.size(), 4096));
+            std::vector<uint8_t> rec(64 + f.name.size() + f.symbol.size() + f.file.size());
+            uint8_t* end = fmt_::put_symbol(rec.data(), entry, f.name.data(), f.name.size(),
+                                            f.symbol.data(), f.symbol.size(), f.file.data(),
+                                            f.file.size(), f.line);
+            p.file->put(ps, rec.data(), end);
+        }
+    }
+};
+
+SampledRun::SampledRun(RunDescription d) : impl_(std::make_unique<Impl>()) {
+    impl_->d = std::move(d);
+}
+SampledRun::~SampledRun() = default;
+
+bool SampledRun::start(std::string& error) {
+    impl_->start_ns = now_ns(CLOCK_MONOTONIC);
+    return impl_->open_process(impl_->d.pid, impl_->d.ppid, impl_->d.output, error) != nullptr;
+}
+
+void SampledRun::add_existing(uint32_t pid, const std::vector<pid_t>& threads) {
+    Process* p = impl_->process(pid);
+    if (!p) return;
+    for (pid_t tid : threads) {
+        std::ifstream in(fmt::format("/proc/{}/task/{}/comm", pid, tid));
+        std::string name;
+        std::getline(in, name);
+        p->names[uint32_t(tid)] = name;
+    }
+    std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+    std::string line;
+    uint64_t now = now_ns(CLOCK_MONOTONIC);
+    while (std::getline(maps, line)) {
+        // start-end perms offset dev inode path
+        std::istringstream in(line);
+        std::string range, perms, offset, dev, inode, path;
+        in >> range >> perms >> offset >> dev >> inode;
+        std::getline(in >> std::ws, path);
+        Mapping m;
+        m.pid = pid;
+        m.time_ns = now;
+        size_t dash = range.find('-');
+        if (dash == std::string::npos || perms.size() < 3) continue;
+        m.start = std::stoull(range.substr(0, dash), nullptr, 16);
+        m.length = std::stoull(range.substr(dash + 1), nullptr, 16) - m.start;
+        m.offset = std::stoull(offset, nullptr, 16);
+        m.executable = perms[2] == 'x';
+        m.path = path;
+        impl_->mapping(*p, m);
+    }
+}
+
+void SampledRun::on_sample(const Sample& s) {
+    Pending r;
+    r.kind = Pending::kSample;
+    r.time = s.time_ns;
+    r.sample = s;
+    r.chain.assign(s.chain, s.chain + s.chain_size);
+    if (s.stack && s.stack_size) r.stack.assign(s.stack, s.stack + s.stack_size);
+    r.sample.chain = nullptr;
+    r.sample.stack = nullptr;
+    r.order = impl_->arrivals++;
+    impl_->pending.push_back(std::move(r));
+}
+void SampledRun::on_mapping(const Mapping& m) {
+    Pending r;
+    r.kind = Pending::kMapping;
+    r.time = m.time_ns;
+    r.mapping = m;
+    r.order = impl_->arrivals++;
+    impl_->pending.push_back(std::move(r));
+}
+void SampledRun::on_task(const TaskEvent& t) {
+    Pending r;
+    r.kind = Pending::kTask;
+    r.time = t.time_ns;
+    r.task = t;
+    r.order = impl_->arrivals++;
+    impl_->pending.push_back(std::move(r));
+}
+void SampledRun::on_comm(const CommEvent& c) {
+    Pending r;
+    r.kind = Pending::kComm;
+    r.time = c.time_ns;
+    r.comm = c;
+    r.order = impl_->arrivals++;
+    impl_->pending.push_back(std::move(r));
+}
+void SampledRun::on_lost(uint64_t samples) { impl_->summary.lost += samples; }
+
+void SampledRun::process() {
+    Impl& m = *impl_;
+    std::stable_sort(m.pending.begin(), m.pending.end(), [](const Pending& a, const Pending& b) {
+        return a.time != b.time ? a.time < b.time : a.order < b.order;
+    });
+    for (const Pending& r : m.pending) {
+        switch (r.kind) {
+        case Pending::kSample:
+            if (Process* p = m.process(r.sample.pid)) m.sample(*p, r);
+            break;
+        case Pending::kMapping:
+            if (Process* p = m.process(r.mapping.pid)) m.mapping(*p, r.mapping);
+            break;
+        case Pending::kTask:
+            m.task(r.task);
+            break;
+        case Pending::kComm:
+            m.comm(r.comm);
+            break;
+        }
+    }
+    m.pending.clear();
+    // What is recorded reaches the file about once a second, so that a profrun killed
+    // mid-run leaves a trace of what it had.
+    uint64_t now = now_ns(CLOCK_MONOTONIC);
+    if (now - m.last_flush > 1000000000ull) {
+        m.last_flush = now;
+        for (auto& [pid, p] : m.processes) p->file->flush_all();
+    }
+}
+
+RunSummary SampledRun::finish(uint64_t sample_bytes) {
+    Impl& m = *impl_;
+    process();
+    uint64_t end = now_ns(CLOCK_MONOTONIC);
+    for (auto& [pid, p] : m.processes) {
+        if (m.summary.lost)
+            m.write_meta(*p, "lost_samples", std::to_string(m.summary.lost));
+        m.write_symbols(*p);
+        uint64_t last = end;
+        for (auto& [tid, s] : p->file->threads()) last = std::max(last, s->last);
+        p->file->finish(last);
+        if (p->file->failed())
+            m.summary.warnings.push_back(fmt::format("writing {} failed: {}", p->file->path(),
+                                                     std::strerror(p->file->failed())));
+        struct stat st;
+        if (stat(p->file->path().c_str(), &st) == 0) m.summary.trace_bytes += uint64_t(st.st_blocks) * 512;
+    }
+    m.summary.traces = m.trace_paths;
+    m.summary.sample_bytes = sample_bytes;
+    return m.summary;
+}
+
+} // namespace prof::sampling

@@ -1,0 +1,123 @@
+// Unwinding stack copies with the binaries' .eh_frame: see stack_unwinder.hpp.
+#include "sampling/stack_unwinder.hpp"
+
+#include "runtime/cfi_rules.hpp"
+
+#include <cstring>
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace prof::sampling {
+
+// A binary mapped read-only, whole, and where its .eh_frame_hdr is.
+struct StackUnwinder::File {
+    void* data = nullptr;
+    size_t size = 0;
+    const uint8_t* hdr = nullptr;
+    size_t hdr_size = 0;
+    uint64_t hdr_vaddr = 0;
+    ~File() {
+        if (data) munmap(data, size);
+    }
+};
+
+StackUnwinder::StackUnwinder() = default;
+StackUnwinder::~StackUnwinder() = default;
+
+const UnwindModule* StackUnwinder::module(const std::string& path, uint64_t base) {
+    auto key = std::make_pair(path, base);
+    if (auto it = modules_.find(key); it != modules_.end()) return it->second.get();
+    auto& slot = modules_[key];
+    auto& file = files_[path];
+    if (!file) {
+        file = std::make_unique<File>();
+        int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            size_t(st.st_size) >= sizeof(Elf64_Ehdr)) {
+            void* m = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+            if (m != MAP_FAILED) {
+                file->data = m;
+                file->size = size_t(st.st_size);
+            }
+        }
+        if (fd >= 0) close(fd);
+        auto* bytes = static_cast<const uint8_t*>(file->data);
+        Elf64_Ehdr eh;
+        if (bytes && (std::memcpy(&eh, bytes, sizeof eh), std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0) &&
+            eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) &&
+            eh.e_phoff + uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr) <= file->size) {
+            for (unsigned i = 0; i < eh.e_phnum; ++i) {
+                Elf64_Phdr ph;
+                std::memcpy(&ph, bytes + eh.e_phoff + i * sizeof ph, sizeof ph);
+                if (ph.p_type != PT_GNU_EH_FRAME || ph.p_offset + ph.p_filesz > file->size) continue;
+                file->hdr = bytes + ph.p_offset;
+                file->hdr_size = ph.p_filesz;
+                file->hdr_vaddr = ph.p_vaddr;
+            }
+        }
+    }
+    if (!file->hdr) return nullptr;
+    slot = std::make_unique<UnwindModule>();
+    slot->base = base;
+    // The tables' pointers are relative to where their bytes lie; .eh_frame_hdr and .eh_frame
+    // share a segment, so every address they give is moved by the hdr's own distance.
+    slot->delta = int64_t(reinterpret_cast<uintptr_t>(file->hdr)) - int64_t(file->hdr_vaddr);
+    slot->hdr = file->hdr;
+    slot->hdr_size = file->hdr_size;
+    return slot.get();
+}
+
+UnwindResult StackUnwinder::unwind(uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t* stack,
+                                   size_t size,
+                                   const std::function<const UnwindModule*(uint64_t)>& module_at,
+                                   std::vector<uint64_t>& pcs, uint32_t max) {
+    const uint64_t bottom = sp;
+    uint64_t pc = ip;
+    bool first = true;
+    auto read = [&](uint64_t address, uint64_t& v) {
+        if (address < bottom || address - bottom > size || size - (address - bottom) < 8)
+            return false;
+        std::memcpy(&v, stack + (address - bottom), 8);
+        return true;
+    };
+    for (;;) {
+        if (pcs.size() >= max) return UnwindResult::kPartial;
+        pcs.push_back(pc);
+        const UnwindModule* m = module_at(pc);
+        if (!m) return pcs.size() > 1 ? UnwindResult::kPartial : UnwindResult::kNone;
+        // A return address's rule is the call's: one byte back.
+        uint64_t vaddr = (first ? pc : pc - 1) - m->base;
+        uint64_t rule;
+        if (auto it = m->rules.find(vaddr); it != m->rules.end()) {
+            rule = it->second;
+        } else {
+            uintptr_t at = uintptr_t(int64_t(vaddr) + m->delta);
+            const uint8_t* fde = cfi::fde_in_hdr(m->hdr, m->hdr_size, at);
+            rule = fde ? cfi::rule_from_fde(fde, cfi::EhBases{}, at, true) : 0;
+            m->rules.emplace(vaddr, rule);
+        }
+        if (!rule || cfi::rule_kind(rule) == cfi::kKindUnsupported)
+            return pcs.size() > 1 ? UnwindResult::kPartial : UnwindResult::kNone;
+        if (cfi::rule_kind(rule) == cfi::kKindLast) return UnwindResult::kComplete;
+        uint64_t cfa = ((rule & cfi::kCfaRbp) ? bp : sp) + uint64_t(int64_t(int32_t(rule >> 32)));
+        uint64_t ra;
+        if (!read(cfa - 8, ra)) return UnwindResult::kPartial;
+        if (rule & cfi::kRbpSaved) {
+            uint64_t saved;
+            if (!read(cfa + uint64_t(int64_t(int16_t(uint16_t(rule >> 16)))), saved))
+                return UnwindResult::kPartial;
+            bp = saved;
+        }
+        if (ra == 0) return UnwindResult::kComplete;
+        if (cfa <= sp && !first) return UnwindResult::kPartial; // no progress: a bad table
+        sp = cfa;
+        pc = ra;
+        first = false;
+    }
+}
+
+} // namespace prof::sampling

@@ -1,0 +1,279 @@
+// profrun --sample and --pid: a program sampled from outside (libprof/sampling), launched or
+// attached to.
+#include "profrun/sampled.hpp"
+
+#include "common/text.hpp"
+#include "sampling/perf_sampler.hpp"
+#include "sampling/sampled_run.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace prof::tools {
+namespace {
+
+using sampling::PerfSampler;
+using sampling::RunSummary;
+using sampling::SampledRun;
+
+volatile sig_atomic_t g_stop = 0;
+void on_stop(int) { g_stop = 1; }
+
+std::string read_link(const std::string& path) {
+    char buf[4096];
+    ssize_t n = readlink(path.c_str(), buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+std::string cmdline_of(pid_t pid) {
+    std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!s.empty() && s.back() == '\0') s.pop_back();
+    for (char& c : s)
+        if (c == '\0') c = ' ';
+    return s;
+}
+
+// The state letter and parent of a process, from /proc/PID/stat; false when there is none.
+bool stat_of(pid_t pid, char& state, pid_t& ppid, unsigned& flags) {
+    std::ifstream in(fmt::format("/proc/{}/stat", pid));
+    std::string line;
+    if (!std::getline(in, line)) return false;
+    size_t close = line.rfind(')'); // the command may hold spaces and parentheses
+    if (close == std::string::npos || close + 2 >= line.size()) return false;
+    std::istringstream rest(line.substr(close + 2));
+    long parent = 0;
+    std::string skip;
+    rest >> state >> parent;
+    for (int i = 0; i < 4; ++i) rest >> skip; // pgrp session tty_nr tpgid
+    rest >> flags;
+    ppid = pid_t(parent);
+    return bool(rest);
+}
+
+// One event per thread and CPU: a process of many threads needs many descriptors.
+void raise_file_limit() {
+    rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+        r.rlim_cur = r.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &r);
+    }
+}
+
+void report(const SampleOptions& o, const RunSummary& s, PerfSampler& sampler, const ToolLog& log) {
+    for (const std::string& w : s.warnings) log.warn(w);
+    if (s.lost)
+        log.warn(fmt::format("{} samples were lost: the buffers filled faster than profrun read "
+                             "them (lower --rate or --stack-bytes)",
+                             s.lost));
+    if (o.quiet) return;
+    double per_sample = sampler.samples() ? double(sampler.sample_bytes()) / double(sampler.samples()) : 0;
+    log.info(fmt::format("{} samples at {:.0f} Hz of CPU time, {:.0f} bytes each from the kernel; "
+                         "stacks: {} unwound from their stack copy ({} completed by frame "
+                         "pointers), {} from frame pointers only",
+                         s.samples, o.rate, per_sample, s.dwarf_stacks, s.spliced_stacks,
+                         s.fp_stacks));
+    if (s.traces.empty()) return;
+    log.info(fmt::format("trace written to {}; read it with: profreport {}", s.traces[0],
+                         s.traces[0]));
+    if (s.traces.size() > 1)
+        log.info(fmt::format("{} more from the run's other processes: {}", s.traces.size() - 1,
+                             fmt::join(s.traces.begin() + 1, s.traces.end(), ", ")));
+}
+
+sampling::SamplerOptions sampler_options(const SampleOptions& o) {
+    sampling::SamplerOptions so;
+    so.hz = o.rate;
+    so.stack_bytes = o.stack_bytes;
+    return so;
+}
+
+} // namespace
+
+int run_sampled(const SampleOptions& o, const ToolLog& log) {
+    raise_file_limit();
+    int go[2];
+    if (pipe2(go, O_CLOEXEC) != 0) {
+        log.error(fmt::format("cannot start {}: {}", o.command[0], std::strerror(errno)));
+        return 1;
+    }
+    pid_t child = fork();
+    if (child < 0) {
+        log.error(fmt::format("cannot start {}: {}", o.command[0], std::strerror(errno)));
+        return 1;
+    }
+    if (child == 0) {
+        // Waits until the events are open (they start at the exec), or profrun gave up.
+        close(go[1]);
+        char c;
+        if (read(go[0], &c, 1) != 1) _exit(127);
+        std::vector<char*> argv;
+        for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        execvp(argv[0], argv.data());
+        log.error(fmt::format("cannot run {}: {}", o.command[0], std::strerror(errno)));
+        _exit(127);
+    }
+    close(go[0]);
+    auto abandon = [&](const std::string& why) {
+        log.error(why);
+        close(go[1]);
+        int st;
+        while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
+        }
+        return 1;
+    };
+    std::string error;
+    std::unique_ptr<PerfSampler> sampler =
+        PerfSampler::launch(child, sampler_options(o), error);
+    if (!sampler)
+        return abandon(fmt::format("cannot sample {}: {}", o.command[0], error));
+    sampling::RunDescription d;
+    d.output = o.output;
+    d.subprocesses = o.subprocesses;
+    char real[4096];
+    d.exe = realpath(o.program.c_str(), real) ? std::string(real) : o.program;
+    for (const std::string& a : o.command) d.cmdline += (d.cmdline.empty() ? "" : " ") + a;
+    d.cwd = read_link("/proc/self/cwd");
+    d.pid = uint32_t(child);
+    d.ppid = uint32_t(getpid());
+    d.hz = o.rate;
+    d.stack_bytes = sampler->stack_bytes();
+    d.how = "launch";
+    SampledRun run(d);
+    if (!run.start(error)) return abandon(error);
+
+    // The terminal's Ctrl-C reaches the program directly; profrun waits to report its end.
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGQUIT, SIG_IGN);
+    if (write(go[1], "x", 1) != 1) return abandon("cannot start the program");
+    close(go[1]);
+    int status = 0;
+    for (;;) {
+        sampler->wait(100);
+        sampler->drain(run);
+        run.process();
+        pid_t r = waitpid(child, &status, WNOHANG);
+        if (r == child || (r < 0 && errno != EINTR)) break;
+    }
+    sampler->drain(run);
+    RunSummary s = run.finish(sampler->sample_bytes());
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (WIFSIGNALED(status) && !o.quiet)
+        log.warn(fmt::format("{} was killed by signal {} ({})", o.command[0], WTERMSIG(status),
+                             strsignal(WTERMSIG(status))));
+    report(o, s, *sampler, log);
+    return code;
+}
+
+std::optional<std::string> check_attachable(pid_t pid) {
+    char state = 0;
+    pid_t ppid = 0;
+    unsigned flags = 0;
+    if (pid <= 0 || !stat_of(pid, state, ppid, flags))
+        return fmt::format("no process {}", pid);
+    if (pid == getpid()) return std::string("profrun cannot sample itself");
+    if (state == 'Z')
+        return fmt::format("process {} is a zombie: it has exited and only waits for its parent "
+                           "({}) to collect its status, so there is nothing to sample",
+                           pid, ppid);
+    constexpr unsigned kKernelThread = 0x00200000; // PF_KTHREAD
+    if (flags & kKernelThread)
+        return fmt::format("process {} is a kernel thread: only user-space programs can be "
+                           "sampled",
+                           pid);
+    return std::nullopt;
+}
+
+std::string default_attach_output(pid_t pid) {
+    std::ifstream in(fmt::format("/proc/{}/comm", pid));
+    std::string name;
+    std::getline(in, name);
+    for (char& c : name)
+        if (c == '/' || c == ' ') c = '_';
+    return fmt::format("{}.{}.trace", name.empty() ? "process" : name, pid);
+}
+
+int attach_sampled(const SampleOptions& o, const ToolLog& log) {
+    raise_file_limit();
+    pid_t pid = o.pid;
+    if (auto why = check_attachable(pid)) {
+        log.error(fmt::format("cannot attach: {}", *why));
+        return 1;
+    }
+    std::string error;
+    std::vector<pid_t> threads;
+    std::unique_ptr<PerfSampler> sampler =
+        PerfSampler::attach(pid, sampler_options(o), threads, error);
+    if (!sampler) {
+        log.error(fmt::format("cannot attach to process {}: {}", pid, error));
+        return 1;
+    }
+    sampling::RunDescription d;
+    d.output = o.output;
+    d.exe = read_link(fmt::format("/proc/{}/exe", pid));
+    d.cmdline = cmdline_of(pid);
+    d.cwd = read_link(fmt::format("/proc/{}/cwd", pid));
+    char state;
+    pid_t ppid = 0;
+    unsigned flags;
+    stat_of(pid, state, ppid, flags);
+    d.pid = uint32_t(pid);
+    d.ppid = uint32_t(ppid);
+    d.hz = o.rate;
+    d.stack_bytes = sampler->stack_bytes();
+    d.how = "attach";
+    SampledRun run(d);
+    if (!run.start(error)) {
+        log.error(error);
+        return 1;
+    }
+    run.add_existing(uint32_t(pid), threads);
+    // Ctrl-C and SIGTERM end the sampling, not profrun: the trace is written first.
+    struct sigaction sa{};
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    if (!o.quiet)
+        log.info(fmt::format("sampling process {} ({} threads) at {:.0f} Hz{}; Ctrl-C ends", pid,
+                             threads.size(), o.rate,
+                             o.duration > 0 ? fmt::format(" for {} s", o.duration) : ""));
+    timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    bool exited = false;
+    while (!g_stop) {
+        sampler->wait(100);
+        sampler->drain(run);
+        run.process();
+        char st = 0;
+        pid_t pp;
+        unsigned fl;
+        if (!stat_of(pid, st, pp, fl) || st == 'Z' || st == 'X') {
+            exited = true;
+            break;
+        }
+        timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double elapsed = double(t.tv_sec - t0.tv_sec) + double(t.tv_nsec - t0.tv_nsec) / 1e9;
+        if (o.duration > 0 && elapsed >= o.duration) break;
+    }
+    sampler->disable();
+    sampler->drain(run);
+    RunSummary s = run.finish(sampler->sample_bytes());
+    if (exited && !o.quiet) log.info(fmt::format("process {} exited", pid));
+    report(o, s, *sampler, log);
+    return 0;
+}
+
+} // namespace prof::tools
