@@ -149,7 +149,10 @@ bool PerfSampler::open_on(pid_t tid, bool launch, std::string& error) {
         }
         a.disabled = 1;
         a.inherit = 1;
-        a.exclude_kernel = 1; // perf_event_paranoid 2 allows user space only
+        // Samples taken in the kernel (a system call) keep the user stack and registers, so their
+        // time goes to the code that called in; perf_event_paranoid 2 allows that to root only,
+        // and a user's events then count user time alone.
+        a.exclude_kernel = kernel_ ? 0 : 1;
         a.exclude_hv = 1;
         a.exclude_callchain_kernel = 1;
         a.mmap = 1;
@@ -165,6 +168,11 @@ bool PerfSampler::open_on(pid_t tid, bool launch, std::string& error) {
         a.wakeup_watermark = uint32_t(kDataPages * size_t(sysconf(_SC_PAGESIZE)) / 4);
         a.build_id = 1;
         int fd = perf_event_open(&a, tid, cpus[i]);
+        if (fd < 0 && (errno == EACCES || errno == EPERM) && kernel_) {
+            kernel_ = false;
+            a.exclude_kernel = 1;
+            fd = perf_event_open(&a, tid, cpus[i]);
+        }
         if (fd < 0 && errno == EINVAL) { // kernels before 5.12: no build ids in MMAP2 records
             a.build_id = 0;
             fd = perf_event_open(&a, tid, cpus[i]);

@@ -96,6 +96,9 @@ class PerfSampler {
 
     uint64_t period_ns() const { return period_ns_; }
     uint32_t stack_bytes() const { return stack_bytes_; }
+    // Whether samples in the kernel (system calls) are taken too (root, or paranoid <= 1);
+    // otherwise only time in user space is sampled.
+    bool kernel_time() const { return kernel_; }
     // Bytes of sample records read so far, and their count: bytes per sample.
     uint64_t sample_bytes() const { return sample_bytes_; }
     uint64_t samples() const { return samples_; }
@@ -110,6 +113,7 @@ class PerfSampler {
     std::vector<std::unique_ptr<Buffer>> buffers_; // one per CPU
     uint64_t period_ns_ = 0;
     uint32_t stack_bytes_ = 0;
+    bool kernel_ = true;
     uint64_t sample_bytes_ = 0, samples_ = 0;
     std::vector<uint8_t> scratch_; // a record that wraps around the buffer's end
 };

@@ -333,6 +333,7 @@ struct SampledRun::Impl {
         write_meta(r, "sample_hz", fmt::format("{:.0f}", d.hz));
         write_meta(r, "sample_clock", "cpu-clock");
         write_meta(r, "sample_stack_bytes", std::to_string(d.stack_bytes));
+        write_meta(r, "sample_kernel", d.kernel ? "1" : "0");
         return &r;
     }
 

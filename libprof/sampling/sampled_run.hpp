@@ -25,6 +25,7 @@ struct RunDescription {
     uint32_t pid = 0, ppid = 0;
     double hz = 0;
     uint32_t stack_bytes = 0;
+    bool kernel = false; // samples in system calls are taken too (charged to their callers)
     std::string how; // "launch" or "attach"
 };
 

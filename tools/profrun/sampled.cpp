@@ -79,11 +79,15 @@ void report(const SampleOptions& o, const RunSummary& s, PerfSampler& sampler, c
                              s.lost));
     if (o.quiet) return;
     double per_sample = sampler.samples() ? double(sampler.sample_bytes()) / double(sampler.samples()) : 0;
-    log.info(fmt::format("{} samples at {:.0f} Hz of CPU time, {:.0f} bytes each from the kernel; "
+    log.info(fmt::format("{} samples at {:.0f} Hz of {}, {:.0f} bytes each from the kernel; "
                          "stacks: {} unwound from their stack copy ({} completed by frame "
                          "pointers), {} from frame pointers only",
-                         s.samples, o.rate, per_sample, s.dwarf_stacks, s.spliced_stacks,
-                         s.fp_stacks));
+                         s.samples, o.rate,
+                         sampler.kernel_time()
+                             ? "CPU time (user and system)"
+                             : "user CPU time (time in system calls needs root or "
+                               "kernel.perf_event_paranoid <= 1)",
+                         per_sample, s.dwarf_stacks, s.spliced_stacks, s.fp_stacks));
     if (s.traces.empty()) return;
     log.info(fmt::format("trace written to {}; read it with: profreport {}", s.traces[0],
                          s.traces[0]));
@@ -150,6 +154,7 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
     d.ppid = uint32_t(getpid());
     d.hz = o.rate;
     d.stack_bytes = sampler->stack_bytes();
+    d.kernel = sampler->kernel_time();
     d.how = "launch";
     SampledRun run(d);
     if (!run.start(error)) return abandon(error);
@@ -233,6 +238,7 @@ int attach_sampled(const SampleOptions& o, const ToolLog& log) {
     d.ppid = uint32_t(ppid);
     d.hz = o.rate;
     d.stack_bytes = sampler->stack_bytes();
+    d.kernel = sampler->kernel_time();
     d.how = "attach";
     SampledRun run(d);
     if (!run.start(error)) {

@@ -1,0 +1,357 @@
+// Sampling from outside (profrun --sample, --pid) on programs built without instrumentation
+// and without frame pointers: shares against the program's own CPU measure, the exit status and
+// output passed through, threads and processes followed, attaching without stopping or harming
+// the target, two profilers at once, profrun killed mid-run, the PIDs that cannot be sampled,
+// and every view of the trace with its calls shown as unknown.
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include "analysis/engine/session.hpp"
+#include "reader/trace_reader.hpp"
+
+#include <doctest/doctest.h>
+
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+using namespace prof;
+using namespace prof::test;
+
+namespace {
+
+// Whether this kernel lets us open a cpu-clock event on ourselves (perf_event_paranoid <= 2,
+// no seccomp filter): everything below needs it.
+bool perf_events_allowed() {
+    perf_event_attr a{};
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CPU_CLOCK;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+    if (fd < 0) return false;
+    close(int(fd));
+    return true;
+}
+
+std::map<std::string, double> figures(const std::string& out) {
+    std::map<std::string, double> f;
+    std::istringstream in(out);
+    std::string name;
+    double value;
+    while (in >> name >> value) f[name] = value;
+    return f;
+}
+
+const analysis::Function& function_named(const analysis::Profile& p, const std::string& name) {
+    // "file:line(name)", "file:line(name(args))", "file:line((anonymous namespace)::name())".
+    std::vector<size_t> m = p.match("[(:]" + name + "(\\(|\\)$)");
+    REQUIRE_MESSAGE(m.size() == 1, name);
+    return p.functions[m[0]];
+}
+
+// The state letter of /proc/PID/stat (R, S, T, Z...), or 0.
+char state_of(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) return 0;
+    size_t close = line.rfind(')');
+    return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : 0;
+}
+
+// A child running `spinners forever`, killed and reaped at the end of the scope.
+struct Target {
+    pid_t pid = -1;
+    Target() {
+        pid = fork();
+        if (pid == 0) {
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, 1);
+            execl(PROF_TEST_SPINNERS, PROF_TEST_SPINNERS, "forever", nullptr);
+            _exit(127);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ~Target() {
+        kill(pid, SIGKILL);
+        int st;
+        waitpid(pid, &st, 0);
+    }
+};
+
+std::string one_line(const std::string& s) {
+    return s.substr(0, s.find('\n'));
+}
+
+} // namespace
+
+#define REQUIRE_PERF_EVENTS()                                                                      \
+    if (!perf_events_allowed()) {                                                                  \
+        MESSAGE("perf_event_open is refused here (perf_event_paranoid > 2 or seccomp): skipped");  \
+        return;                                                                                    \
+    }
+
+TEST_CASE("profrun --sample: CPU shares of an unmodified program against its own measure") {
+    REQUIRE_PERF_EVENTS();
+    std::string trace = temp_path("outside-true-time.trace");
+    auto plain = run({PROF_TEST_TRUE_TIME_PLAIN, "0.1"});
+    auto r = run({PROFRUN, "-q", "--sample", "-o", trace, "--", PROF_TEST_TRUE_TIME_PLAIN, "1.5"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    // The program's output is its own: the same figures a run without profrun prints.
+    std::map<std::string, double> truth = figures(r.out);
+    CHECK(truth.size() == figures(plain.out).size());
+    REQUIRE(truth.count("share_60"));
+
+    analysis::Session session;
+    session.add_trace(trace);
+    analysis::Profile p = session.profile();
+    CHECK(p.time.uncounted_traces == 1);
+    CHECK_FALSE(p.time.calls_counted());
+    CHECK(p.time.samples > 1000);
+    double measured = truth.at("share_60") + truth.at("share_30") + truth.at("share_10");
+    double profiled = 0;
+    for (const char* f : {"share_60", "share_30", "share_10"})
+        profiled += function_named(p, f).stats.cumtime;
+    double sigma = 100 * std::sqrt(0.6 * 0.4 / double(p.time.samples));
+    for (const char* f : {"share_60", "share_30", "share_10"}) {
+        double want = 100 * truth.at(f) / measured;
+        double got = 100 * function_named(p, f).stats.cumtime / profiled;
+        CAPTURE(f);
+        CHECK(std::abs(got - want) < std::max(3.0, 4 * sigma));
+        // No call was counted: the model says 0 and every view says unknown.
+        CHECK(function_named(p, f).stats.ncalls == 0);
+    }
+    // The samples' CPU time is the burners' (measured by the program) and tiny()'s loop, within
+    // a sampling period per function and the start.
+    double cpu = measured * 1e-9 + truth.at("tiny") * 1e7 * 1e-9;
+    CHECK(p.total_time > 0.9 * cpu);
+    CHECK(p.total_time < 1.1 * cpu + 0.05);
+    // A callee's cumtime never above its caller's; main holds all of the burners.
+    const analysis::Function& main_fn = function_named(p, "main");
+    for (const char* f : {"share_60", "share_30", "share_10"})
+        CHECK(function_named(p, f).stats.cumtime <= main_fn.stats.cumtime);
+    CHECK(main_fn.stats.cumtime >= profiled);
+
+    auto table = run({PROFREPORT, trace});
+    REQUIRE(table.exit_code == 0);
+    CHECK(table.out.find("? function calls (not counted: sampled without instrumentation)") !=
+          std::string::npos);
+    CHECK(table.out.find(" 0 function calls") == std::string::npos);
+    auto json = run({PROFREPORT, "--format", "json", trace});
+    CHECK(json.out.find("\"ncalls\": null") != std::string::npos);
+    CHECK(json.out.find("\"ncalls\": 0") == std::string::npos);
+}
+
+TEST_CASE("profrun --sample: exit status and output passed through") {
+    REQUIRE_PERF_EVENTS();
+    std::string trace = temp_path("outside-status.trace");
+    auto r = run({PROFRUN, "-q", "--sample", "-o", trace, "--", "sh", "-c", "echo hello; exit 7"});
+    CHECK(r.exit_code == 7);
+    CHECK(r.out == "hello\n");
+    auto k = run({PROFRUN, "-q", "-f", "--sample", "-o", trace, "--", "sh", "-c", "kill -TERM $$"});
+    CHECK(k.exit_code == 128 + SIGTERM);
+    auto missing = run({PROFRUN, "-q", "-f", "--sample", "-o", trace, "--", "/nonexistent/prog"});
+    CHECK(missing.exit_code == 127);
+    CHECK(missing.err.find("cannot run /nonexistent/prog") != std::string::npos);
+}
+
+TEST_CASE("profrun --sample: every thread, and with --subprocesses each process its own trace") {
+    REQUIRE_PERF_EVENTS();
+    std::string trace = temp_path("outside-threads.trace");
+    auto r = run({PROFRUN, "--sample", "--subprocesses", "-o", trace, "--", PROF_TEST_SPINNERS,
+                  "threads", "3", "0.2"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.out == "spun 3 threads and a child\n");
+    analysis::Session session;
+    session.add_trace(trace);
+    analysis::Profile p = session.profile();
+    // Three threads of 0.2 s each in thread_spin, main's 0.2 s in main_spin; the child's
+    // function is not in the parent's trace.
+    CHECK(function_named(p, "thread_spin").stats.cumtime > 0.45);
+    CHECK(function_named(p, "thread_spin").stats.cumtime < 0.75);
+    CHECK(function_named(p, "main_spin").stats.cumtime > 0.15);
+    CHECK(p.match("child_spin").empty());
+    size_t spinning = 0;
+    for (const analysis::ThreadFilter& t : session.thread_list()) {
+        analysis::Profile tp = session.profile(t);
+        if (!tp.match("[(:]thread_spin\\(").empty()) ++spinning;
+    }
+    CHECK(spinning == 3);
+    // The child's trace, named after its pid.
+    std::vector<std::string> children;
+    for (const auto& e : std::filesystem::directory_iterator(temp_path("")))
+        if (e.path().filename().string().rfind("outside-threads.trace.", 0) == 0)
+            children.push_back(e.path().string());
+    REQUIRE(children.size() == 1);
+    analysis::Session child;
+    child.add_trace(children[0]);
+    CHECK(function_named(child.profile(), "child_spin").stats.cumtime > 0.15);
+    CHECK(r.err.find("1 more from the run's other processes") != std::string::npos);
+
+    // Thousands of short-lived threads.
+    auto many = run({PROFRUN, "-q", "-f", "--sample", "-o", trace, "--", PROF_TEST_SPINNERS,
+                     "many", "2000"});
+    REQUIRE_MESSAGE(many.exit_code == 0, many.err);
+    CHECK(many.out == "started 2000 threads\n");
+    reader::TraceReader reader(trace);
+    struct None : reader::EventSink {
+        void on_function(uint32_t, uint32_t, uint64_t) override {}
+        void on_enter(uint32_t, uint32_t, uint64_t) override {}
+        void on_enter_address(uint32_t, uint64_t, uint64_t) override {}
+        void on_exit(uint32_t, uint64_t) override {}
+        void on_scope_run(uint32_t, uint32_t, uint64_t, uint64_t, uint64_t) override {}
+        void on_abandon(uint32_t, uint32_t, uint64_t) override {}
+    } none;
+    const reader::TraceInfo& info = reader.read(none);
+    CHECK(info.finished);
+    CHECK_FALSE(info.incomplete);
+}
+
+TEST_CASE("profrun --pid: attaches without stopping the target, twice at once, and when killed") {
+    REQUIRE_PERF_EVENTS();
+    Target target;
+    REQUIRE(state_of(target.pid) != 0);
+    std::string a = temp_path("attach-a.trace"), b = temp_path("attach-b.trace");
+    std::string pid = std::to_string(target.pid);
+    // Two profilers on one target, at the same time.
+    std::thread second([&] {
+        auto r2 = run({PROFRUN, "-q", "--pid", pid, "--duration", "1", "-o", b});
+        CHECK(r2.exit_code == 0);
+    });
+    auto r = run({PROFRUN, "--pid", pid, "--duration", "1", "-o", a});
+    second.join();
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.find("sampling process " + pid) != std::string::npos);
+    for (const std::string& t : {a, b}) {
+        analysis::Session session;
+        session.add_trace(t);
+        analysis::Profile p = session.profile();
+        CAPTURE(t);
+        // About a second of CPU in forever_spin (the target runs alone on a core at best).
+        CHECK(function_named(p, "forever_spin").stats.cumtime > 0.3);
+        CHECK(function_named(p, "forever_spin").stats.cumtime < 1.3);
+        CHECK(session.traces().at(0).meta.at("sampled") == "attach");
+    }
+    // The target was never stopped and runs on.
+    char s = state_of(target.pid);
+    CHECK((s == 'R' || s == 'S'));
+
+    // profrun killed with SIGKILL mid-run: the target runs on unaffected, and the trace holds
+    // what profrun had written (about once a second).
+    std::string killed = temp_path("attach-killed.trace");
+    pid_t profrun = fork();
+    if (profrun == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 2);
+        execl(PROFRUN, PROFRUN, "--pid", pid.c_str(), "-o", killed.c_str(), nullptr);
+        _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    kill(profrun, SIGKILL);
+    int st;
+    waitpid(profrun, &st, 0);
+    CHECK(WIFSIGNALED(st));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    s = state_of(target.pid);
+    CHECK((s == 'R' || s == 'S'));
+    analysis::Session partial;
+    partial.add_trace(killed);
+    CHECK(partial.traces().at(0).incomplete);
+    CHECK(partial.profile().time.samples > 100);
+}
+
+TEST_CASE("profrun --pid: the processes that cannot be sampled get one line each") {
+    REQUIRE_PERF_EVENTS();
+    std::string out = temp_path("attach-bad.trace");
+    auto missing = run({PROFRUN, "--pid", "99999999", "-o", out});
+    CHECK(missing.exit_code == 1);
+    CHECK(one_line(missing.err).find("cannot attach: no process 99999999") != std::string::npos);
+    CHECK(missing.err.find('\n') == missing.err.size() - 1);
+
+    pid_t zombie = fork();
+    if (zombie == 0) _exit(0);
+    while (state_of(zombie) != 'Z') std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    auto z = run({PROFRUN, "--pid", std::to_string(zombie), "-o", out});
+    CHECK(z.exit_code == 1);
+    CHECK(z.err.find("is a zombie") != std::string::npos);
+    int st;
+    waitpid(zombie, &st, 0);
+
+    auto kthread = run({PROFRUN, "--pid", "2", "-o", out}); // kthreadd
+    CHECK(kthread.exit_code == 1);
+    CHECK(kthread.err.find("is a kernel thread") != std::string::npos);
+
+    // Another user's process (as root: the target runs as root, profrun as nobody).
+    if (geteuid() == 0 && access("/usr/bin/setpriv", X_OK) == 0) {
+        Target target;
+        auto other = run({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                          PROFRUN, "--pid", std::to_string(target.pid), "-o",
+                          "/tmp/libprof-attach-other.trace"});
+        CHECK(other.exit_code == 1);
+        CAPTURE(other.err);
+        CHECK(other.err.find("belongs to another user") != std::string::npos);
+    }
+
+    auto both = run({PROFRUN, "--pid", "1", "--", "true"});
+    CHECK(both.exit_code == 2);
+    auto duration = run({PROFRUN, "--duration", "1", "--", "true"});
+    CHECK(duration.exit_code == 2);
+    auto mem = run({PROFRUN, "--sample", "--mem", "--", "true"});
+    CHECK(mem.exit_code == 2);
+}
+
+TEST_CASE("a sampled trace in every view; timelines and traced times refuse it") {
+    REQUIRE_PERF_EVENTS();
+    std::string trace = temp_path("outside-views.trace");
+    auto r = run({PROFRUN, "-q", "--sample", "-o", trace, "--", PROF_TEST_TRUE_TIME_PLAIN, "0.5"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    analysis::Session session;
+    session.add_trace(trace);
+    double total = session.profile().total_time;
+
+    auto tree = run({PROFREPORT, "--tree", trace});
+    CHECK(tree.exit_code == 0);
+    CHECK(tree.out.find("calls not counted") != std::string::npos);
+    CHECK(tree.out.find("share_60") != std::string::npos);
+    for (const char* what : {"collapsed", "callgrind", "speedscope"}) {
+        std::string out = temp_path(std::string("outside.") + what);
+        auto e = run({PROFREPORT, "--export", what, "-o", out, trace});
+        CAPTURE(what);
+        CHECK(e.exit_code == 0);
+        CHECK(slurp(out).find("share_60") != std::string::npos);
+    }
+    // Collapsed stacks: their weights add up to the table's total.
+    std::string collapsed = slurp(temp_path("outside.collapsed"));
+    std::istringstream lines(collapsed);
+    std::string line;
+    double sum = 0;
+    while (std::getline(lines, line)) sum += std::stod(line.substr(line.rfind(' ') + 1));
+    CHECK(sum > 0);
+    std::string svg = temp_path("outside.svg"), html = temp_path("outside.html");
+    CHECK(run({PROFREPORT, "flamegraph", "-o", svg, trace}).exit_code == 0);
+    CHECK(slurp(svg).find("share_60") != std::string::npos);
+    CHECK(run({PROFREPORT, "html", "-o", html, trace}).exit_code == 0);
+    CHECK(slurp(html).find("share_60") != std::string::npos);
+    // Two traces merge; a diff of a trace with itself changes nothing.
+    analysis::Session twice;
+    twice.add_traces({trace, trace}, 1);
+    CHECK(std::abs(twice.profile().total_time - 2 * total) < 1e-6);
+    auto diff = run({PROFREPORT, "diff", trace, trace});
+    CHECK(diff.exit_code == 0);
+
+    auto chrome = run({PROFREPORT, "--export", "chrome", "-o", temp_path("outside.json"), trace});
+    CHECK(chrome.exit_code == 1);
+    CHECK(chrome.err.find("sampled without instrumentation") != std::string::npos);
+    auto traced = run({PROFREPORT, "--time", "traced", trace});
+    CHECK(traced.exit_code == 1);
+    CHECK(traced.err.find("no traced times") != std::string::npos);
+}
