@@ -422,6 +422,13 @@ struct SampledRun::Impl {
             ++summary.fp_stacks;
             pcs.assign(r.chain.begin(), r.chain.begin() + std::min<size_t>(r.chain.size(), kMaxFrames));
         }
+        // A chain that ran into garbage (a frame pointer used as a register) ends there: no user
+        // code lies in the first page or above the user address space.
+        for (size_t i = 1; i < pcs.size(); ++i)
+            if (pcs[i] < 4096 || pcs[i] >= (uint64_t(1) << 47)) {
+                pcs.resize(i);
+                break;
+            }
         if (pcs.empty()) pcs.push_back(s.ip);
         // Return addresses name the call: one byte back, inside the call instruction.
         for (size_t i = 1; i < pcs.size(); ++i) pcs[i] -= 1;

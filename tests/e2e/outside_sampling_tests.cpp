@@ -348,6 +348,11 @@ TEST_CASE("a sampled trace in every view; timelines and traced times refuse it")
     auto diff = run({PROFREPORT, "diff", trace, trace});
     CHECK(diff.exit_code == 0);
 
+    // Packed, it reads the same.
+    std::string packed = temp_path("outside-views.packed.trace");
+    REQUIRE(run({PROFPACK, "-o", packed, trace}).exit_code == 0);
+    CHECK(run({PROFREPORT, packed}).out == run({PROFREPORT, trace}).out);
+
     auto chrome = run({PROFREPORT, "--export", "chrome", "-o", temp_path("outside.json"), trace});
     CHECK(chrome.exit_code == 1);
     CHECK(chrome.err.find("sampled without instrumentation") != std::string::npos);
