@@ -31,6 +31,15 @@ void print_info(std::FILE* out, const Profile& p) {
                    t.ticks_per_second / 1e9);
         fmt::print(out, "state:     {}\n",
                    t.incomplete ? "incomplete: " + t.incomplete_reason : "complete");
+        if (t.meta.count("sampler"))
+            fmt::print(out,
+                       "sampled:   from outside ({}, {}) at {} Hz, {} bytes of stack per sample, "
+                       "{}{}; no calls counted\n",
+                       meta("sampler"), meta("sampled"), meta("sample_hz"),
+                       meta("sample_stack_bytes"),
+                       meta("sample_kernel") == "1" ? "user and system time" : "user time only",
+                       t.meta.count("lost_samples") ? ", " + meta("lost_samples") + " samples lost"
+                                                    : std::string());
         fmt::print(out, "symbols:   {}   modules: {}\n", t.symbols.size(), t.modules.size());
         for (const auto& [stream, th] : t.threads)
             fmt::print(out, "thread:    {} tid {} '{}' {} events{}{}\n", stream, th.tid,
