@@ -61,6 +61,10 @@ void print_info(std::FILE* out, const Profile& p) {
 // when each thread ended, so a process that did not finish (killed, crashed) left none; since,
 // only the hits that sample the resident set size are.
 std::string no_lines_text(const Profile& p) {
+    for (const reader::TraceInfo& t : p.traces)
+        if (t.meta.count("sampler"))
+            return "No source lines: the sampled code has no line information (build it with -g, "
+                   "or install its debug files under /usr/lib/debug).";
     for (const reader::TraceInfo& t : p.traces) {
         if (t.finished && !t.incomplete) continue;
         if (t.header.major == 1 && t.header.minor < 3)

@@ -348,6 +348,18 @@ TEST_CASE("a sampled trace in every view; timelines and traced times refuse it")
     auto diff = run({PROFREPORT, "diff", trace, trace});
     CHECK(diff.exit_code == 0);
 
+    // Lines without macros: share_60's one line (its call of burn) holds all of its samples,
+    // and the text table shows the source.
+    auto line_json = run({PROFREPORT, "--lines", "--format", "json", "--match", "share_60", trace});
+    REQUIRE(line_json.exit_code == 0);
+    double share_60 = function_named(session.profile(), "share_60").stats.cumtime;
+    size_t at = line_json.out.find("\"time\": ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::abs(std::stod(line_json.out.substr(at + 8)) - share_60) < 1e-6);
+    CHECK(line_json.out.find("\"line\": 52") != std::string::npos);
+    auto lines_text = run({PROFREPORT, "--lines", "--match", "share_60", trace});
+    CHECK(lines_text.out.find("burn(ns);") != std::string::npos);
+
     // Packed, it reads the same.
     std::string packed = temp_path("outside-views.packed.trace");
     REQUIRE(run({PROFPACK, "-o", packed, trace}).exit_code == 0);

@@ -259,6 +259,12 @@ struct Session::Impl : reader::EventSink {
     // times from the samples, no call counts. Its addresses' functions, by sampled address.
     bool stack_sampled = false;
     std::unordered_map<uint64_t, uint32_t> sampled_functions; // address -> define()
+    // Its line tables: samples and CPU ns per (stream, function, source line), each sample
+    // counted once on every line of its stack (line_profiler's time: the line and its callees).
+    struct SampledLine {
+        uint64_t samples = 0, ns = 0;
+    };
+    std::map<std::tuple<uint32_t, uint32_t, std::string, uint32_t>, SampledLine> sampled_lines;
     double units_per_ns = 0;    // clock units per nanosecond
     int64_t sample_period = 0;  // clock units between samples the runtime asked for
     // How each trace read was timed (Profile::time), by trace.
@@ -307,6 +313,7 @@ struct Session::Impl : reader::EventSink {
         untimed_hooks = time != layout.meta.end() && time->second == "sampled";
         stack_sampled = layout.meta.count("sampler") != 0;
         sampled_functions.clear();
+        sampled_lines.clear();
         if (stack_sampled && options.time == TimeSource::kTraced)
             throw reader::TraceError(layout.path,
                                      "sampled without instrumentation (profrun --sample or "
@@ -463,9 +470,28 @@ struct Session::Impl : reader::EventSink {
         advance(t, ticks);
         t.sampled = t.spans_closed = true;
         uint32_t node = 0;
+        thread_local std::vector<std::pair<uint32_t, const reader::Location*>> lines;
+        lines.clear();
         if (auto it = t.unwound.find(stack); it != t.unwound.end())
-            for (size_t i = it->second.size(); i-- > 0;)
-                node = t.child(node, sampled_function(t, it->second[i], ticks));
+            for (size_t i = it->second.size(); i-- > 0;) {
+                uint64_t address = it->second[i];
+                uint32_t fn = sampled_function(t, address, ticks);
+                node = t.child(node, fn);
+                auto loc = layout.locations.find(address);
+                if (loc != layout.locations.end() && loc->second.line) {
+                    std::pair<uint32_t, const reader::Location*> key{fn, &loc->second};
+                    bool seen = false; // recursion: a line counts once per sample
+                    for (const auto& l : lines)
+                        seen |= l.first == fn && l.second->line == loc->second.line &&
+                                l.second->file == loc->second.file;
+                    if (!seen) lines.push_back(key);
+                }
+            }
+        for (const auto& [fn, loc] : lines) {
+            SampledLine& l = sampled_lines[{id, fn, loc->file, loc->line}];
+            ++l.samples;
+            l.ns += cpu_ns;
+        }
         int64_t weight = int64_t(double(cpu_ns) * units_per_ns);
         ++t.samples;
         t.sampled_cpu += weight;
@@ -1064,8 +1090,36 @@ struct Session::Impl : reader::EventSink {
         if (options.observer) options.observer->trace_done(trace_index);
         if (options.memory) finish_memory(info);
         traces.push_back(info);
+        if (stack_sampled) add_sampled_lines(traces.back());
         // Name the frames of the memory sites found in this trace, and merge alike stacks.
         if (options.memory && name_sites) merge_sites();
+    }
+
+    // The line tables of a trace sampled from outside, as the line view reads marked lines: a
+    // site per (function, source line) with the samples as its hits and their CPU time as its
+    // ticks (the clock is in nanoseconds). The sites' addresses are made up, above every
+    // user-space address, so that they name nothing else.
+    void add_sampled_lines(reader::TraceInfo& info) {
+        uint64_t next = uint64_t(0xfffe) << 48;
+        std::map<std::tuple<uint32_t, std::string, uint32_t>, uint64_t> site_of;
+        for (const auto& [key, l] : sampled_lines) {
+            const auto& [stream, fn, file, line] = key;
+            auto [it, fresh] = site_of.try_emplace({fn, file, line}, next);
+            if (fresh) {
+                ++next;
+                reader::Site site;
+                site.kind = format::SiteKind::kLine;
+                site.line = line;
+                site.file = file;
+                const reader::Symbol* sym = info.symbol_at(fns->address[fn & ~kReusedBit]);
+                site.function = sym && !sym->name.empty() ? sym->name : "?";
+                info.sites[it->second] = std::move(site);
+            }
+            reader::LineStats ls;
+            ls.hits = l.samples;
+            ls.ticks = l.ns;
+            info.lines[{stream, it->second}].add(ls);
+        }
     }
 
     // Reads one trace to its end (`process`: its process records, when already read).
@@ -1093,7 +1147,10 @@ struct Session::Impl : reader::EventSink {
         std::vector<reader::StreamExtent> streams = probe.stream_extents();
         bool memory_trace = options.memory && process.meta.count("memory_profiler");
         jobs = unsigned(std::min<size_t>(jobs, streams.size()));
-        if (jobs <= 1 || options.observer || memory_trace) return read_trace(path, true, &process);
+        // A trace sampled from outside gets its line tables from its samples, across threads.
+        bool sampled_stacks = process.meta.count("sampler") != 0;
+        if (jobs <= 1 || options.observer || memory_trace || sampled_stacks)
+            return read_trace(path, true, &process);
         // The largest streams first, each to the core with the fewest bytes so far.
         std::vector<reader::StreamExtent> by_size = streams;
         std::stable_sort(by_size.begin(), by_size.end(),

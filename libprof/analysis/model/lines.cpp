@@ -30,7 +30,9 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
             LineRow& row = groups[{s.file, function_display_name(s.function)}][s.line];
             row.line = s.line;
             row.kind = "line";
-            if (row.mark.empty()) row.mark = "PROF_LINE(" + s.label + ")";
+            // A trace sampled from outside has a line per sampled source line, unmarked.
+            if (row.mark.empty() && !info.meta.count("sampler"))
+                row.mark = "PROF_LINE(" + s.label + ")";
             row.hits += ls.hits;
             // Each hit measured the clock reads around the statement too (line_overhead).
             double overhead = p.compensated ? info.line_overhead : 0;
