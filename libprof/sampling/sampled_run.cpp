@@ -537,7 +537,19 @@ struct SampledRun::Impl {
                 std::string symbol;
                 uint64_t vaddr = address - m.base, start = 0;
                 bool named = false;
-                if (m.file) {
+                bool same_file = m.file;
+                if (same_file && !m.build_id.empty()) {
+                    // The file at the path now may not be the one the process mapped.
+                    std::string disk = hex_to_raw(names(m.path).elf->build_id());
+                    if (disk != m.build_id) {
+                        same_file = false;
+                        warn_once(m.path, fmt::format("{} was replaced or removed after process {} loaded "
+                                                      "it (its build-id differs): its code is "
+                                                      "shown by object",
+                                                      m.path, p.pid));
+                    }
+                }
+                if (same_file) {
                     Names& n = names(m.path);
                     named = n.dwarf->function(vaddr, symbol, start);
                     if (!named)

@@ -372,3 +372,38 @@ TEST_CASE("a sampled trace in every view; timelines and traced times refuse it")
     CHECK(traced.exit_code == 1);
     CHECK(traced.err.find("no traced times") != std::string::npos);
 }
+
+TEST_CASE("profrun --pid: a binary replaced while it runs is said, and shown by object") {
+    REQUIRE_PERF_EVENTS();
+    std::string copy = temp_path("spinners-copy");
+    std::filesystem::copy_file(PROF_TEST_SPINNERS, copy);
+    std::filesystem::permissions(copy, std::filesystem::perms::owner_all);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execl(copy.c_str(), copy.c_str(), "forever", nullptr);
+        _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::thread replace([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        std::filesystem::copy_file(PROF_TEST_TRUE_TIME_PLAIN, copy + ".new");
+        std::filesystem::rename(copy + ".new", copy);
+    });
+    std::string trace = temp_path("replaced.trace");
+    auto r = run({PROFRUN, "--pid", std::to_string(pid), "--duration", "1.5", "-o", trace});
+    replace.join();
+    kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.find(copy + " was replaced or removed after process") != std::string::npos);
+    analysis::Session session;
+    session.add_trace(trace);
+    analysis::Profile p = session.profile();
+    // No name from the new file: the program's code is its object's.
+    CHECK(p.match("forever_spin").empty());
+    CHECK(p.match("share_").empty());
+    CHECK_FALSE(p.match("\\[spinners-copy\\]").empty());
+}

@@ -139,6 +139,8 @@ namespace {
 
 // Under an empty pstats table: where the data of a trace without function calls is.
 std::string no_calls_hint(const analysis::Profile& p, const analysis::Session& b) {
+    // A trace sampled from outside counts no calls by design; the table says so in its header.
+    if (!p.time.calls_counted()) return {};
     bool lines = false;
     for (const reader::TraceInfo& t : p.traces) lines |= !t.lines.empty() || !t.sites.empty();
     std::vector<std::string> where;
