@@ -30,7 +30,9 @@ namespace {
 
 namespace fmt_ = prof::format;
 
-constexpr uint32_t kChunkSize = 256u << 10;
+// The smallest chunk the format allows (it holds any process record): profrun keeps one per
+// thread stream in memory.
+constexpr uint32_t kChunkSize = fmt_::kMinChunkSize;
 constexpr uint32_t kMaxFrames = 1024; // the format's bound on a Stack record
 
 uint64_t now_ns(clockid_t c) {
@@ -94,7 +96,7 @@ struct Stream {
     uint32_t id = 0, tid = 0;
     uint32_t seq = 0;
     int64_t place = -1;
-    std::vector<uint8_t> chunk = std::vector<uint8_t>(kChunkSize);
+    std::vector<uint8_t> chunk; // allocated with the first record; released when it ends
     uint32_t used = 0;
     uint64_t base = 0, last = 0; // base_ticks of the chunk; time of the last timed record
     uint64_t sync = 0;           // sync_ticks of the chunk: the time it was opened
@@ -159,6 +161,7 @@ class TraceFile {
     // Appends a record (encoded at [rec, end)) to the stream, in a new chunk when it does not fit.
     void put(Stream& s, const uint8_t* rec, const uint8_t* end) {
         size_t n = size_t(end - rec);
+        if (s.chunk.size() < kChunkSize) s.chunk.resize(kChunkSize);
         if (s.place < 0 || s.used + sizeof(fmt_::ChunkHeader) + n > kChunkSize) {
             if (s.place >= 0) {
                 flush(s);
@@ -174,7 +177,7 @@ class TraceFile {
     }
     // Writes the stream's current chunk at its place, as it is now.
     void flush(Stream& s) {
-        if (s.place < 0 || fd_ < 0) return;
+        if (s.place < 0 || fd_ < 0 || s.chunk.empty()) return;
         fmt_::ChunkHeader h{};
         h.magic = fmt_::kChunkMagic;
         h.kind = uint16_t(s.id ? fmt_::StreamKind::kThread : fmt_::StreamKind::kProcess);
@@ -482,6 +485,10 @@ struct SampledRun::Impl {
                 uint8_t rec[16];
                 p->file->put(*st, rec, fmt_::put_thread_end(rec, TraceFile::delta(*st, t.time_ns)));
                 st->ended = true;
+                // Nothing follows ThreadEnd: its chunk goes to the file and out of memory.
+                p->file->flush(*st);
+                std::vector<uint8_t>().swap(st->chunk);
+                decltype(st->stacks)().swap(st->stacks);
             }
             if (t.tid == t.pid) p->ended = true;
         } else if (auto name = p->names.find(t.ptid); name != p->names.end()) {
