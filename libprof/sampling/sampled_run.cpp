@@ -19,6 +19,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <fstream>
+#include <iterator>
 #include <sys/stat.h>
 #include <sstream>
 #include <unistd.h>
@@ -507,9 +508,16 @@ struct SampledRun::Impl {
             p->file->put(p->file->process(), rec, fmt_::put_unload(rec, c.time_ns, e.base, e.start, e.end));
         }
         p->modules.entries.clear();
+        // The program it runs now (a later Meta value replaces an earlier one), if /proc still
+        // has the process.
         char exe[4096];
         ssize_t n = readlink(fmt::format("/proc/{}/exe", c.pid).c_str(), exe, sizeof exe - 1);
-        if (n > 0 && processes.size() > 1) write_meta(*p, "exe", std::string(exe, size_t(n)));
+        if (n > 0) write_meta(*p, "exe", std::string(exe, size_t(n)));
+        std::ifstream in(fmt::format("/proc/{}/cmdline", c.pid), std::ios::binary);
+        std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();
+        std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+        if (!cmdline.empty()) write_meta(*p, "cmdline", cmdline);
     }
 
     // ---- symbols ----------------------------------------------------------------------------

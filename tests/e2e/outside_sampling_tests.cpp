@@ -159,6 +159,17 @@ TEST_CASE("profrun --sample: exit status and output passed through") {
     CHECK(r.out == "hello\n");
     auto k = run({PROFRUN, "-q", "-f", "--sample", "-o", trace, "--", "sh", "-c", "kill -TERM $$"});
     CHECK(k.exit_code == 128 + SIGTERM);
+    // A shell that execs the program: the trace follows the new image.
+    auto ex = run({PROFRUN, "-q", "-f", "--sample", "-o", trace, "--", "sh", "-c",
+                   std::string("exec ") + PROF_TEST_SPINNERS + " threads 1 0.2"});
+    REQUIRE_MESSAGE(ex.exit_code == 0, ex.err);
+    {
+        analysis::Session session;
+        session.add_trace(trace);
+        CHECK(function_named(session.profile(), "main_spin").stats.cumtime > 0.1);
+        CHECK(session.traces().at(0).meta.at("cmdline").find("test_spinners threads 1") !=
+              std::string::npos);
+    }
     auto missing = run({PROFRUN, "-q", "-f", "--sample", "-o", trace, "--", "/nonexistent/prog"});
     CHECK(missing.exit_code == 127);
     CHECK(missing.err.find("cannot run /nonexistent/prog") != std::string::npos);
