@@ -147,7 +147,7 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
         "<header><h1>libprof report: {}</h1><div class=\"sub\" id=\"summary\"></div></header>\n",
         xml_escape(title), assets::report_css, xml_escape(title));
     // Memory first when it is all the trace has (an unmodified program under profrun --mem).
-    const bool memory_first = memory && p.total_calls == 0;
+    const bool memory_first = memory && p.total_calls == 0 && p.time.calls_counted();
     if (memory_first) write_memory_section(out, *memory);
     fmt::print(
         out,
@@ -164,10 +164,10 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
     // The data. Numbers are plain JSON numbers; every string goes through json_escape.
     fmt::print(out,
                "<script id=\"profile-data\" type=\"application/json\">{{\"total_calls\":{},"
-               "\"primitive_calls\":{},\"total_time\":{:.9f},\"threads\":{},\"times\":{},"
-               "\"traces\":[",
-               p.total_calls, p.primitive_calls, p.total_time, p.threads.size(),
-               js(time_basis_text(p.time)));
+               "\"primitive_calls\":{},\"calls_counted\":{},\"total_time\":{:.9f},"
+               "\"threads\":{},\"times\":{},\"traces\":[",
+               p.total_calls, p.primitive_calls, p.time.calls_counted() ? "true" : "false",
+               p.total_time, p.threads.size(), js(time_basis_text(p.time)));
     for (size_t i = 0; i < trace_names.size(); ++i)
         fmt::print(out, "{}{}", i ? "," : "", js(trace_names[i]));
     fmt::print(out, "],\n\"functions\":[");

@@ -352,6 +352,8 @@ TEST_CASE("a sampled trace in every view; timelines and traced times refuse it")
     CHECK(slurp(svg).find("share_60") != std::string::npos);
     CHECK(run({PROFREPORT, "html", "-o", html, trace}).exit_code == 0);
     CHECK(slurp(html).find("share_60") != std::string::npos);
+    // Its script shows "?" for calls when the data says they were not counted.
+    CHECK(slurp(html).find("\"calls_counted\":false") != std::string::npos);
     // Two traces merge; a diff of a trace with itself changes nothing.
     analysis::Session twice;
     twice.add_traces({trace, trace}, 1);

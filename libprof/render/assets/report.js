@@ -17,12 +17,15 @@ function human(ns) {
   return ns + " ns";
 }
 function label(f) { return f.file + ":" + f.line + "(" + f.name + ")"; }
-function ncalls(n, p) { return n === p ? String(n) : n + "/" + p; }
+// A trace sampled without instrumentation counted no calls: "?", never 0.
+var counted = D.calls_counted !== false;
+function ncalls(n, p) { return !counted ? "?" : n === p ? String(n) : n + "/" + p; }
 
 // ---- summary
 var sub = document.getElementById("summary");
-sub.textContent = D.total_calls + " function calls" +
-  (D.primitive_calls !== D.total_calls ? " (" + D.primitive_calls + " primitive calls)" : "") +
+sub.textContent = (counted ? D.total_calls + " function calls"
+                           : "calls not counted (sampled without instrumentation)") +
+  (counted && D.primitive_calls !== D.total_calls ? " (" + D.primitive_calls + " primitive calls)" : "") +
   " in " + sec(D.total_time) + " seconds \u2022 " + D.threads + " thread(s) \u2022 " + D.traces.join(", ") +
   (D.times ? " \u2022 " + D.times : "");
 
@@ -30,9 +33,9 @@ sub.textContent = D.total_calls + " function calls" +
 var cols = [
   {k: "ncalls", t: "ncalls", v: function (f) { return f.ncalls; }, s: function (f) { return ncalls(f.ncalls, f.pcalls); }},
   {k: "tottime", t: "tottime", v: function (f) { return f.tottime; }, s: function (f) { return sec(f.tottime); }},
-  {k: "totpc", t: "percall", v: function (f) { return f.ncalls ? f.tottime / f.ncalls : 0; }, s: function (f) { return sec(f.ncalls ? f.tottime / f.ncalls : 0, 6); }},
+  {k: "totpc", t: "percall", v: function (f) { return f.ncalls ? f.tottime / f.ncalls : 0; }, s: function (f) { return counted ? sec(f.ncalls ? f.tottime / f.ncalls : 0, 6) : "?"; }},
   {k: "cumtime", t: "cumtime", v: function (f) { return f.cumtime; }, s: function (f) { return sec(f.cumtime); }},
-  {k: "cumpc", t: "percall", v: function (f) { return f.pcalls ? f.cumtime / f.pcalls : 0; }, s: function (f) { return sec(f.pcalls ? f.cumtime / f.pcalls : 0, 6); }},
+  {k: "cumpc", t: "percall", v: function (f) { return f.pcalls ? f.cumtime / f.pcalls : 0; }, s: function (f) { return counted ? sec(f.pcalls ? f.cumtime / f.pcalls : 0, 6) : "?"; }},
   {k: "name", t: "filename:lineno(function)", v: function (f) { return label(f); }, s: function (f) { return label(f); }, name: true}
 ];
 var sortCol = 3, sortDesc = true, selected = -1;
