@@ -754,7 +754,8 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
         ticks += m.uleb();
         uint64_t stack = m.uleb();
         uint64_t cpu_ns = m.uleb();
-        if (!m.ok || stack == 0 || stack > UINT32_MAX) {
+        // A sample stands for a sampling period: more than a CPU hour is no sample.
+        if (!m.ok || stack == 0 || stack > UINT32_MAX || cpu_ns > 3600000000000ull) {
             m.ok = false;
             return true;
         }
