@@ -82,11 +82,40 @@ bool load_base_of(const std::string& path, uint64_t start, uint64_t offset, uint
     return found;
 }
 
-std::string hex_to_raw(const std::string& hex) {
-    std::string raw;
-    for (size_t i = 0; i + 1 < hex.size(); i += 2)
-        raw += char(std::stoi(hex.substr(i, 2), nullptr, 16));
-    return raw;
+// The GNU build-id note of an ELF file (raw bytes; empty when none), from its PT_NOTE
+// segments: a few small reads, while the program runs (the symbol tables wait for the end).
+std::string build_id_of(const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return {};
+    std::string id;
+    Elf64_Ehdr eh;
+    if (pread(fd, &eh, sizeof eh, 0) == ssize_t(sizeof eh) &&
+        std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+        eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256) {
+        std::vector<Elf64_Phdr> ph(eh.e_phnum);
+        ssize_t n = ssize_t(ph.size() * sizeof(Elf64_Phdr));
+        if (pread(fd, ph.data(), size_t(n), off_t(eh.e_phoff)) == n)
+            for (const Elf64_Phdr& p : ph) {
+                if (p.p_type != PT_NOTE || p.p_filesz > (1u << 16) || !id.empty()) continue;
+                std::vector<uint8_t> notes(p.p_filesz);
+                if (pread(fd, notes.data(), notes.size(), off_t(p.p_offset)) != ssize_t(notes.size()))
+                    continue;
+                for (size_t at = 0; at + sizeof(Elf64_Nhdr) <= notes.size();) {
+                    Elf64_Nhdr nh;
+                    std::memcpy(&nh, notes.data() + at, sizeof nh);
+                    size_t name = at + sizeof nh, desc = name + ((size_t(nh.n_namesz) + 3) & ~size_t(3));
+                    if (desc + nh.n_descsz > notes.size()) break;
+                    if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+                        std::memcmp(notes.data() + name, "GNU", 4) == 0) {
+                        id.assign(reinterpret_cast<const char*>(notes.data() + desc), nh.n_descsz);
+                        break;
+                    }
+                    at = desc + ((size_t(nh.n_descsz) + 3) & ~size_t(3));
+                }
+            }
+    }
+    close(fd);
+    return id;
 }
 
 // ---- writing a trace file ----------------------------------------------------------------
@@ -374,8 +403,7 @@ struct SampledRun::Impl {
             }
             e.path = path;
             if (!load_base_of(path, m.start, m.offset, e.base)) e.base = m.start - m.offset;
-            reader::ElfSymbols on_disk(path);
-            std::string disk_id = hex_to_raw(on_disk.build_id());
+            std::string disk_id = build_id_of(path);
             if (e.build_id.empty()) e.build_id = disk_id;
             if (deleted || (!m.build_id.empty() && !disk_id.empty() && disk_id != m.build_id)) {
                 e.file = false;
@@ -555,7 +583,7 @@ struct SampledRun::Impl {
                 bool same_file = m.file;
                 if (same_file && !m.build_id.empty()) {
                     // The file at the path now may not be the one the process mapped.
-                    std::string disk = hex_to_raw(names(m.path).elf->build_id());
+                    std::string disk = build_id_of(m.path);
                     if (disk != m.build_id) {
                         same_file = false;
                         warn_once(m.path, fmt::format("{} was replaced or removed after process {} loaded "

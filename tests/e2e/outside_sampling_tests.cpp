@@ -202,11 +202,20 @@ TEST_CASE("profrun --sample: every thread, and with --subprocesses each process 
     for (const auto& e : std::filesystem::directory_iterator(temp_path("")))
         if (e.path().filename().string().rfind("outside-threads.trace.", 0) == 0)
             children.push_back(e.path().string());
-    REQUIRE(children.size() == 1);
-    analysis::Session child;
-    child.add_trace(children[0]);
-    CHECK(function_named(child.profile(), "child_spin").stats.cumtime > 0.15);
-    CHECK(r.err.find("1 more from the run's other processes") != std::string::npos);
+    // The forked child's (a sanitizer's runtime may start a task of its own at exit, which is
+    // a process to the kernel and gets a trace too).
+    REQUIRE(!children.empty());
+    size_t with_child_spin = 0;
+    for (const std::string& c : children) {
+        analysis::Session child;
+        child.add_trace(c);
+        analysis::Profile cp = child.profile();
+        if (cp.match("[(:]child_spin\\(").empty()) continue;
+        ++with_child_spin;
+        CHECK(function_named(cp, "child_spin").stats.cumtime > 0.15);
+    }
+    CHECK(with_child_spin == 1);
+    CHECK(r.err.find("more from the run's other processes") != std::string::npos);
 
     // Thousands of short-lived threads.
     auto many = run({PROFRUN, "-q", "-f", "--sample", "-o", trace, "--", PROF_TEST_SPINNERS,
@@ -247,9 +256,11 @@ TEST_CASE("profrun --pid: attaches without stopping the target, twice at once, a
         session.add_trace(t);
         analysis::Profile p = session.profile();
         CAPTURE(t);
-        // About a second of CPU in forever_spin (the target runs alone on a core at best).
+        // About a second of CPU in forever_spin: the target runs on one core at most, and the
+        // window ends when profrun disables the events, at the latest a poll interval after
+        // the duration (later on a loaded machine or in a sanitizer build).
         CHECK(function_named(p, "forever_spin").stats.cumtime > 0.3);
-        CHECK(function_named(p, "forever_spin").stats.cumtime < 1.3);
+        CHECK(function_named(p, "forever_spin").stats.cumtime < 2.0);
         CHECK(session.traces().at(0).meta.at("sampled") == "attach");
     }
     // The target was never stopped and runs on.
