@@ -3,6 +3,7 @@
 // output passed through, threads and processes followed, attaching without stopping or harming
 // the target, two profilers at once, profrun killed mid-run, the PIDs that cannot be sampled,
 // and every view of the trace with its calls shown as unknown.
+#include "support/figures.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
@@ -41,15 +42,6 @@ bool perf_events_allowed() {
     if (fd < 0) return false;
     close(int(fd));
     return true;
-}
-
-std::map<std::string, double> figures(const std::string& out) {
-    std::map<std::string, double> f;
-    std::istringstream in(out);
-    std::string name;
-    double value;
-    while (in >> name >> value) f[name] = value;
-    return f;
 }
 
 const analysis::Function& function_named(const analysis::Profile& p, const std::string& name) {

@@ -2,6 +2,7 @@
 // measured itself, the cost of a tiny function measured on a build without instrumentation,
 // and sleeps that must keep their wall time. Counts stay exact. Tolerances are statistical:
 // about 4 standard deviations of the sample counts a run of this length gets.
+#include "support/figures.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
@@ -19,15 +20,6 @@ using namespace prof;
 using namespace prof::test;
 
 namespace {
-
-std::map<std::string, double> figures(const std::string& out) {
-    std::map<std::string, double> f;
-    std::istringstream in(out);
-    std::string name;
-    double value;
-    while (in >> name >> value) f[name] = value;
-    return f;
-}
 
 const analysis::Stats& stats_of(const analysis::Profile& p, const std::string& name) {
     std::vector<size_t> m = p.match("\\(" + name + "\\(");
