@@ -763,6 +763,20 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
         if (sink) sink->on_stack_sample(stream, ticks, uint32_t(stack), cpu_ns);
         return true;
     }
+    case Tag::kOffCpu: { // 1.8
+        ticks += m.uleb();
+        uint64_t stack = m.uleb();
+        uint64_t ns = m.uleb();
+        // One stretch off CPU within one run: more than a year of it is corruption.
+        if (!m.ok || stack == 0 || stack > UINT32_MAX || ns > 366 * 86400000000000ull) {
+            m.ok = false;
+            return true;
+        }
+        ++info_.off_cpu_records;
+        info_.off_cpu_ns += ns;
+        if (sink) sink->on_off_cpu(stream, ticks, uint32_t(stack), ns);
+        return true;
+    }
     default:
         return false;
     }

@@ -128,6 +128,8 @@ struct TraceInfo {
     // Sampled call stacks (format 1.7 StackSample records: a program sampled without hooks,
     // profrun --sample or --pid); such a trace has no call counts.
     uint64_t stack_samples = 0;
+    // Their threads' stretches off CPU (format 1.8 OffCpu records, profrun --idle).
+    uint64_t off_cpu_records = 0, off_cpu_ns = 0;
     std::unordered_map<uint64_t, Location> locations; // by address (Location records)
     // The runtime's own cost measured at start (Meta overhead_*_ticks; 0 when not measured).
     double overhead_in = 0;   // ticks inside a callee's interval per call
@@ -229,6 +231,10 @@ public:
     // `cpu_ns` of the thread's CPU time.
     virtual void on_stack_sample(uint32_t /*stream*/, uint64_t /*ticks*/, uint32_t /*stack*/,
                                  uint64_t /*cpu_ns*/) {}
+    // A stretch of `ns` off CPU of a sampled thread, ending at `ticks` (format 1.8), with the
+    // Stack record `stack` of the stream.
+    virtual void on_off_cpu(uint32_t /*stream*/, uint64_t /*ticks*/, uint32_t /*stack*/,
+                            uint64_t /*ns*/) {}
     virtual void on_thread_end(uint32_t /*stream*/, uint64_t /*ticks*/) {}
     // A chunk was read to its end; `sync_ticks` is the clock reading when it was opened. The
     // writer assigns chunks their place in the file and reads that clock under one lock, and

@@ -40,6 +40,18 @@ void print_info(std::FILE* out, const Profile& p) {
                        meta("sample_kernel") == "1" ? "user and system time" : "user time only",
                        t.meta.count("lost_samples") ? ", " + meta("lost_samples") + " samples lost"
                                                     : std::string());
+        if (t.meta.count("sample_idle"))
+            fmt::print(out, "idle:      {:.3f} s off CPU in {} stretches, stacks {}{}\n",
+                       double(t.off_cpu_ns) / 1e9, t.off_cpu_records,
+                       meta("sample_idle") == "switch"
+                           ? "from the context switches"
+                           : "read from /proc while the threads waited (the context switches' "
+                             "need root or kernel.perf_event_paranoid <= 1)",
+                       t.meta.count("off_cpu_approximate_ns")
+                           ? fmt::format("; {:.3f} s at the last CPU sample's stack",
+                                         std::strtod(meta("off_cpu_approximate_ns").c_str(),
+                                                     nullptr) / 1e9)
+                           : std::string());
         fmt::print(out, "symbols:   {}   modules: {}\n", t.symbols.size(), t.modules.size());
         for (const auto& [stream, th] : t.threads)
             fmt::print(out, "thread:    {} tid {} '{}' {} events{}{}\n", stream, th.tid,

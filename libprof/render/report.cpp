@@ -139,6 +139,15 @@ std::string time_basis_text(const TimeBasis& t) {
         if (t.own_samples)
             text += fmt::format("; {} samples in the profiler itself ({:.3f} s) left out",
                                 grouped(t.own_samples), t.own_seconds);
+        if (t.idle_traces)
+            text += fmt::format(
+                "; {:.3f} s off CPU from {} context switches{}", t.off_cpu_seconds,
+                grouped(t.off_cpu_records),
+                t.idle_approximate_seconds >= 0.0005
+                    ? fmt::format(" ({:.3f} s of it at the stack of the thread's last CPU sample: "
+                                  "no stack of where it waited)",
+                                  t.idle_approximate_seconds)
+                    : "");
         if (t.traced_traces) text += fmt::format("; {} traces timed by their hooks", t.traced_traces);
         if (t.untimed_traces)
             text += t.untimed_traces == t.sampled_traces

@@ -167,6 +167,7 @@ bool PerfSampler::open_on(pid_t tid, bool launch, std::string& error) {
         a.watermark = 1;
         a.wakeup_watermark = uint32_t(kDataPages * size_t(sysconf(_SC_PAGESIZE)) / 4);
         a.build_id = 1;
+        a.context_switch = idle_ ? 1 : 0;
         int fd = perf_event_open(&a, tid, cpus[i]);
         if (fd < 0 && (errno == EACCES || errno == EPERM) && kernel_) {
             kernel_ = false;
@@ -204,7 +205,33 @@ bool PerfSampler::open_on(pid_t tid, bool launch, std::string& error) {
             error = fmt::format("cannot share the sample buffer: {}", std::strerror(errno));
             return false;
         }
+        if (switch_stacks_ && !open_switch_event(a, tid, cpus[i], b.fd)) switch_stacks_ = false;
     }
+    return true;
+}
+
+// The software context-switch event, sampled at every switch out of the thread: the kernel
+// takes it in the scheduler, so it needs events in the kernel (root, or paranoid <= 1), and
+// its user registers, stack copy and call chain are those the thread left user space with.
+// Its records go to the cpu-clock event's buffer; a period of 1 tells its samples apart (a
+// cpu-clock period is at least 50 us). False when the kernel refuses it.
+bool PerfSampler::open_switch_event(const perf_event_attr& clock, pid_t tid, int cpu,
+                                    int buffer_fd) {
+    perf_event_attr a = clock;
+    a.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+    a.sample_period = 1;
+    a.exclude_kernel = 0;
+    // The side records (mappings, names, tasks, switches) come once, from the clock event.
+    a.mmap = a.mmap2 = a.comm = a.comm_exec = a.task = a.context_switch = a.build_id = 0;
+    a.watermark = 0;
+    a.wakeup_events = 0;
+    int fd = perf_event_open(&a, tid, cpu);
+    if (fd < 0) return false;
+    if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, buffer_fd) != 0) {
+        close(fd);
+        return false;
+    }
+    fds_.push_back(fd);
     return true;
 }
 
@@ -213,7 +240,9 @@ std::unique_ptr<PerfSampler> PerfSampler::launch(pid_t child, const SamplerOptio
     std::unique_ptr<PerfSampler> s(new PerfSampler);
     s->period_ns_ = uint64_t(1e9 / std::max(o.hz, 1.0));
     s->stack_bytes_ = o.stack_bytes & ~7u;
+    s->idle_ = s->switch_stacks_ = o.idle;
     if (!s->open_on(child, true, error)) return nullptr;
+    s->switch_stacks_ &= s->kernel_;
     return s;
 }
 
@@ -222,6 +251,7 @@ std::unique_ptr<PerfSampler> PerfSampler::attach(pid_t pid, const SamplerOptions
     std::unique_ptr<PerfSampler> s(new PerfSampler);
     s->period_ns_ = uint64_t(1e9 / std::max(o.hz, 1.0));
     s->stack_bytes_ = o.stack_bytes & ~7u;
+    s->idle_ = s->switch_stacks_ = o.idle;
     // Threads created between the listing and their creator's event are not inherited: list
     // again until no new one appears.
     std::set<pid_t> opened;
@@ -239,6 +269,7 @@ std::unique_ptr<PerfSampler> PerfSampler::attach(pid_t pid, const SamplerOptions
         return nullptr;
     }
     threads.assign(opened.begin(), opened.end());
+    s->switch_stacks_ &= s->kernel_;
     for (int fd : s->fds_) ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
     return s;
 }
@@ -340,8 +371,11 @@ void PerfSampler::read_buffer(Buffer& b, RecordSink& sink) {
                     s.stack_size = std::min(dyn, size);
                 }
             }
-            sample_bytes_ += h.size;
-            ++samples_;
+            s.switch_out = idle_ && s.period_ns == 1;
+            if (!s.switch_out) {
+                sample_bytes_ += h.size;
+                ++samples_;
+            }
             sink.on_sample(s);
             break;
         }
@@ -382,6 +416,14 @@ void PerfSampler::read_buffer(Buffer& b, RecordSink& sink) {
             t.exit = h.type == PERF_RECORD_EXIT;
             if (!u32pair(t.pid, t.ppid) || !u32pair(t.tid, t.ptid) || !u64(t.time_ns)) break;
             sink.on_task(t);
+            break;
+        }
+        case PERF_RECORD_SWITCH: {
+            SwitchEvent e;
+            if (!u32pair(e.pid, e.tid) || !u64(e.time_ns)) break;
+            e.out = h.misc & PERF_RECORD_MISC_SWITCH_OUT;
+            e.preempted = h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT;
+            sink.on_switch(e);
             break;
         }
         case PERF_RECORD_LOST: {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <linux/perf_event.h>
 #include <memory>
 #include <string>
 #include <sys/types.h>
@@ -25,6 +26,9 @@ namespace prof::sampling {
 struct SamplerOptions {
     double hz = 999;             // samples per second of a thread's CPU time
     uint32_t stack_bytes = 8192; // user stack copied per sample (0: frame-pointer chains only)
+    // Also the time off CPU (profrun --idle): the kernel's context-switch records for every
+    // thread, and, where it allows events in the kernel, a sample at each switch out.
+    bool idle = false;
 };
 
 // One sample, decoded. The pointers point into the sampler's buffer until the next drain.
@@ -38,6 +42,9 @@ struct Sample {
     uint64_t ip = 0, sp = 0, bp = 0;
     const uint8_t* stack = nullptr; // the user stack from sp up
     uint64_t stack_size = 0;
+    // Taken as the thread left the CPU (the context-switch event of --idle), not on its CPU
+    // clock: where it blocked or was preempted, and no CPU time.
+    bool switch_out = false;
 };
 
 struct Mapping {
@@ -63,6 +70,14 @@ struct CommEvent {
     std::string name;
 };
 
+// The thread left the CPU (out) or got it back (PERF_RECORD_SWITCH).
+struct SwitchEvent {
+    uint32_t pid = 0, tid = 0;
+    uint64_t time_ns = 0;
+    bool out = false;
+    bool preempted = false; // out while runnable: it waits for a CPU
+};
+
 class RecordSink {
   public:
     virtual ~RecordSink() = default;
@@ -71,6 +86,7 @@ class RecordSink {
     virtual void on_task(const TaskEvent& t) = 0;
     virtual void on_comm(const CommEvent& c) = 0;
     virtual void on_lost(uint64_t samples) = 0;
+    virtual void on_switch(const SwitchEvent&) {}
 };
 
 class PerfSampler {
@@ -99,6 +115,9 @@ class PerfSampler {
     // Whether samples in the kernel (system calls) are taken too (root, or paranoid <= 1);
     // otherwise only time in user space is sampled.
     bool kernel_time() const { return kernel_; }
+    // With SamplerOptions::idle: whether each switch out is sampled with its stack (root, or
+    // paranoid <= 1: the event fires in the kernel); otherwise the switches are times only.
+    bool switch_stacks() const { return switch_stacks_; }
     // Bytes of sample records read so far, and their count: bytes per sample.
     uint64_t sample_bytes() const { return sample_bytes_; }
     uint64_t samples() const { return samples_; }
@@ -107,6 +126,7 @@ class PerfSampler {
     PerfSampler() = default;
     struct Buffer;
     bool open_on(pid_t tid, bool launch, std::string& error);
+    bool open_switch_event(const perf_event_attr& clock, pid_t tid, int cpu, int buffer_fd);
     void read_buffer(Buffer& b, RecordSink& sink);
 
     std::vector<int> fds_;
@@ -114,6 +134,7 @@ class PerfSampler {
     uint64_t period_ns_ = 0;
     uint32_t stack_bytes_ = 0;
     bool kernel_ = true;
+    bool idle_ = false, switch_stacks_ = false;
     uint64_t sample_bytes_ = 0, samples_ = 0;
     std::vector<uint8_t> scratch_; // a record that wraps around the buffer's end
 };

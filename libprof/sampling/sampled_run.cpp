@@ -21,6 +21,7 @@
 #include <fstream>
 #include <iterator>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sstream>
 #include <unistd.h>
 #include <unordered_map>
@@ -35,6 +36,7 @@ namespace fmt_ = prof::format;
 // thread stream in memory.
 constexpr uint32_t kChunkSize = fmt_::kMinChunkSize;
 constexpr uint32_t kMaxFrames = 1024; // the format's bound on a Stack record
+constexpr const char* kVdsoName = "linux-vdso.so.1";
 
 uint64_t now_ns(clockid_t c) {
     timespec ts;
@@ -118,6 +120,34 @@ std::string build_id_of(const std::string& path) {
     return id;
 }
 
+// The user stack pointer and instruction pointer of a thread blocked in the kernel, from
+// /proc/PID/task/TID/syscall ("NR ARGS... SP PC"; "running" for a thread on a CPU). It takes
+// the right to ptrace the thread: the same user, and under Yama's ptrace_scope 1 a descendant.
+bool blocked_registers(uint32_t pid, uint32_t tid, uint64_t& sp, uint64_t& pc) {
+    int fd = open(fmt::format("/proc/{}/task/{}/syscall", pid, tid).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[256];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    if (std::strncmp(buf, "running", 7) == 0) return false;
+    // The last two fields.
+    std::vector<uint64_t> fields;
+    for (char* p = buf; *p;) {
+        char* end = nullptr;
+        uint64_t v = std::strtoull(p, &end, 0);
+        if (end == p) break;
+        fields.push_back(v);
+        p = end;
+        while (*p == ' ' || *p == '\n') ++p;
+    }
+    if (fields.size() < 3) return false;
+    sp = fields[fields.size() - 2];
+    pc = fields.back();
+    return sp != 0 && pc != 0;
+}
+
 // ---- writing a trace file ----------------------------------------------------------------
 
 // One stream's current chunk: its records, and the place in the file it was given when opened
@@ -133,6 +163,13 @@ struct Stream {
     bool ended = false;
     // Stacks already written in this stream: their addresses -> id.
     std::unordered_map<std::string, uint32_t> stacks;
+    // --idle: the stack of the last CPU sample, the one taken at the last switch out, and when
+    // the thread left the CPU (0: it is on it).
+    uint32_t last_stack = 0, switch_stack = 0;
+    uint64_t off_since = 0;
+    // The stack read from /proc while the thread was off CPU, and the clock before and after.
+    uint32_t snapshot_stack = 0;
+    uint64_t snapshot_from = 0, snapshot_to = 0;
 };
 
 class TraceFile {
@@ -300,11 +337,12 @@ struct Process {
     std::unordered_map<uint64_t, size_t> address_module; // sampled address -> recorded index
     std::map<uint32_t, std::string> names;               // tid -> thread name
     bool ended = false;
+    uint64_t approximate_off_cpu_ns = 0; // --idle: at a thread's last CPU sample's stack
 };
 
 // A record of the target, owned, waiting to be put in time order.
 struct Pending {
-    enum Kind { kSample, kMapping, kTask, kComm } kind;
+    enum Kind { kSample, kMapping, kTask, kComm, kSwitch } kind;
     uint64_t time = 0;
     uint64_t order = 0; // arrival, to keep equal times stable
     Sample sample;
@@ -313,6 +351,7 @@ struct Pending {
     Mapping mapping;
     TaskEvent task;
     CommEvent comm;
+    SwitchEvent switched;
 };
 
 } // namespace
@@ -367,6 +406,7 @@ struct SampledRun::Impl {
         write_meta(r, "sample_clock", "cpu-clock");
         write_meta(r, "sample_stack_bytes", std::to_string(d.stack_bytes));
         write_meta(r, "sample_kernel", d.kernel ? "1" : "0");
+        if (!d.idle.empty()) write_meta(r, "sample_idle", d.idle);
         return &r;
     }
 
@@ -388,7 +428,7 @@ struct SampledRun::Impl {
         if (!m.executable || m.path.empty()) return;
         ModuleMap::Entry e{m.start, m.start + m.length, 0, m.path, m.build_id, true};
         if (m.path == "[vdso]") {
-            e.path = "linux-vdso.so.1";
+            e.path = kVdsoName;
             e.base = m.start;
             e.file = false;
         } else if (m.path[0] == '[' || m.path.rfind("//anon", 0) == 0 ||
@@ -415,14 +455,98 @@ struct SampledRun::Impl {
         add_module(p, std::move(e), m.time_ns);
     }
 
+    Stream& stream(Process& p, uint32_t tid, uint64_t time) {
+        if (Stream* st = p.file->thread(tid)) return *st;
+        auto name = p.names.find(tid);
+        return p.file->new_thread(tid, time, name == p.names.end() ? std::string() : name->second);
+    }
+
     void sample(Process& p, const Pending& r) {
         const Sample& s = r.sample;
-        Stream* st = p.file->thread(s.tid);
-        if (!st) {
-            auto name = p.names.find(s.tid);
-            st = &p.file->new_thread(s.tid, s.time_ns,
-                                     name == p.names.end() ? std::string() : name->second);
+        Stream* st = &stream(p, s.tid, s.time_ns);
+        if (st->ended) return;
+        uint32_t id = stack_of(p, *st, r);
+        if (s.switch_out) { // where the thread is leaving the CPU: for the stretch off it
+            st->switch_stack = id;
+            return;
         }
+        st->last_stack = id;
+        uint8_t rec[fmt_::kMaxStackSampleRecord];
+        uint64_t dt = TraceFile::delta(*st, s.time_ns);
+        p.file->put(*st, rec, fmt_::put_stack_sample(rec, dt, id, s.period_ns));
+        ++summary.samples;
+    }
+
+    // --idle: a switch out opens a stretch off CPU, the next switch in closes it; its time goes
+    // to the stack of the switch out, or where the kernel gives none, of the last CPU sample.
+    void switched(Process& p, const SwitchEvent& e) {
+        Stream& st = stream(p, e.tid, e.time_ns);
+        if (st.ended) return;
+        if (e.out) {
+            if (!st.off_since) st.off_since = e.time_ns;
+            return;
+        }
+        close_off_cpu(p, st, e.time_ns);
+    }
+    void close_off_cpu(Process& p, Stream& st, uint64_t time) {
+        if (!st.off_since) return;
+        uint64_t ns = time > st.off_since ? time - st.off_since : 0;
+        // A snapshot read wholly within the stretch is where the thread waited in it.
+        bool snapshot = st.snapshot_stack && st.snapshot_from > st.off_since &&
+                        st.snapshot_to < time;
+        uint32_t id = st.switch_stack ? st.switch_stack
+                      : snapshot      ? st.snapshot_stack
+                                      : st.last_stack;
+        if (!st.switch_stack && !snapshot && id) {
+            summary.approximate_off_cpu_ns += ns;
+            p.approximate_off_cpu_ns += ns;
+        }
+        st.off_since = 0;
+        st.switch_stack = st.snapshot_stack = 0;
+        if (!ns) return;
+        if (!id) {
+            summary.unplaced_off_cpu_ns += ns;
+            return;
+        }
+        uint8_t rec[fmt_::kMaxOffCpuRecord];
+        p.file->put(st, rec, fmt_::put_off_cpu(rec, TraceFile::delta(st, time), id, ns));
+        ++summary.off_cpu_stretches;
+        summary.off_cpu_ns += ns;
+    }
+
+    // --idle without stacks of the switches: the threads off CPU now (a stretch open after the
+    // records read so far), their stacks read from /proc and unwound, once per stretch.
+    void snapshot_waiting(Process& p) {
+        for (auto& [tid, st] : p.file->threads()) {
+            if (st->ended || !st->off_since || st->switch_stack ||
+                st->snapshot_from > st->off_since)
+                continue;
+            uint64_t from = now_ns(CLOCK_MONOTONIC);
+            Pending r;
+            r.sample.pid = p.pid;
+            r.sample.tid = tid;
+            if (!blocked_registers(p.pid, tid, r.sample.sp, r.sample.ip)) continue;
+            r.stack.resize(d.stack_bytes ? d.stack_bytes : 8192);
+            iovec local{r.stack.data(), r.stack.size()}, remote{reinterpret_cast<void*>(r.sample.sp), r.stack.size()};
+            ssize_t n = process_vm_readv(pid_t(p.pid), &local, 1, &remote, 1, 0);
+            if (n <= 0) continue;
+            r.stack.resize(size_t(n));
+            r.sample.regs = true;
+            // Still blocked after the copy: the registers and the stack are of one wait.
+            uint64_t sp2 = 0, pc2 = 0;
+            if (!blocked_registers(p.pid, tid, sp2, pc2) || sp2 != r.sample.sp || pc2 != r.sample.ip)
+                continue;
+            st->snapshot_stack = stack_of(p, *st, r);
+            st->snapshot_from = from;
+            st->snapshot_to = now_ns(CLOCK_MONOTONIC);
+            ++summary.snapshots;
+        }
+    }
+
+    // The id of the sample's call stack in the stream, its Stack record written the first time.
+    uint32_t stack_of(Process& p, Stream& stream, const Pending& r) {
+        const Sample& s = r.sample;
+        Stream* st = &stream;
         // The stack: unwound from the copy where its tables allow, the kernel's frame-pointer
         // chain where the copy ends.
         thread_local std::vector<uint64_t> pcs;
@@ -433,6 +557,7 @@ struct SampledRun::Impl {
                 s.ip, s.sp, s.bp, r.stack.data(), r.stack.size(),
                 [&](uint64_t address) -> const UnwindModule* {
                     const ModuleMap::Entry* e = p.modules.at(address);
+                    if (e && !e->file && e->path == kVdsoName) return unwinder.vdso(e->start);
                     if (!e || !e->file) return nullptr;
                     return unwinder.module(e->path, e->base);
                 },
@@ -484,10 +609,7 @@ struct SampledRun::Impl {
                         }
             }
         }
-        uint8_t rec[fmt_::kMaxStackSampleRecord];
-        uint64_t dt = TraceFile::delta(*st, s.time_ns);
-        p.file->put(*st, rec, fmt_::put_stack_sample(rec, dt, it->second, s.period_ns));
-        ++summary.samples;
+        return it->second;
     }
 
     void task(const TaskEvent& t) {
@@ -511,6 +633,7 @@ struct SampledRun::Impl {
         if (t.exit) {
             Stream* st = p->file->thread(t.tid);
             if (st && !st->ended) {
+                st->off_since = 0; // the switch out of an exiting thread is no time off CPU
                 uint8_t rec[16];
                 p->file->put(*st, rec, fmt_::put_thread_end(rec, TraceFile::delta(*st, t.time_ns)));
                 st->ended = true;
@@ -653,11 +776,22 @@ bool SampledRun::start(std::string& error) {
 void SampledRun::add_existing(uint32_t pid, const std::vector<pid_t>& threads) {
     Process* p = impl_->process(pid);
     if (!p) return;
+    uint64_t attached = now_ns(CLOCK_MONOTONIC);
     for (pid_t tid : threads) {
         std::ifstream in(fmt::format("/proc/{}/task/{}/comm", pid, tid));
         std::string name;
         std::getline(in, name);
         p->names[uint32_t(tid)] = name;
+        if (impl_->d.idle.empty()) continue;
+        // --idle: a thread waiting now is off CPU from the attach on (its stack is read from
+        // /proc, the switch out is long past).
+        std::ifstream stat(fmt::format("/proc/{}/task/{}/stat", pid, tid));
+        std::string line;
+        std::getline(stat, line);
+        size_t close = line.rfind(')');
+        char state = close != std::string::npos && close + 2 < line.size() ? line[close + 2] : 'R';
+        if (state == 'S' || state == 'D')
+            impl_->stream(*p, uint32_t(tid), attached).off_since = attached;
     }
     std::ifstream maps(fmt::format("/proc/{}/maps", pid));
     std::string line;
@@ -719,6 +853,14 @@ void SampledRun::on_comm(const CommEvent& c) {
     impl_->pending.push_back(std::move(r));
 }
 void SampledRun::on_lost(uint64_t samples) { impl_->summary.lost += samples; }
+void SampledRun::on_switch(const SwitchEvent& e) {
+    Pending r;
+    r.kind = Pending::kSwitch;
+    r.time = e.time_ns;
+    r.switched = e;
+    r.order = impl_->arrivals++;
+    impl_->pending.push_back(std::move(r));
+}
 
 void SampledRun::process() {
     Impl& m = *impl_;
@@ -739,9 +881,14 @@ void SampledRun::process() {
         case Pending::kComm:
             m.comm(r.comm);
             break;
+        case Pending::kSwitch:
+            if (Process* p = m.process(r.switched.pid)) m.switched(*p, r.switched);
+            break;
         }
     }
     m.pending.clear();
+    if (!m.d.idle.empty())
+        for (auto& [pid, p] : m.processes) m.snapshot_waiting(*p);
     // What is recorded reaches the file about once a second, so that a profrun killed
     // mid-run leaves a trace of what it had.
     uint64_t now = now_ns(CLOCK_MONOTONIC);
@@ -758,6 +905,11 @@ RunSummary SampledRun::finish(uint64_t sample_bytes) {
     for (auto& [pid, p] : m.processes) {
         if (m.summary.lost)
             m.write_meta(*p, "lost_samples", std::to_string(m.summary.lost));
+        if (!m.d.idle.empty())
+            m.write_meta(*p, "off_cpu_approximate_ns", std::to_string(p->approximate_off_cpu_ns));
+        // Threads still off CPU when sampling ended (an attached process's idle threads).
+        for (auto& [tid, s] : p->file->threads())
+            if (!s->ended) m.close_off_cpu(*p, *s, std::max(end, s->last));
         m.write_symbols(*p);
         uint64_t last = end;
         for (auto& [tid, s] : p->file->threads()) last = std::max(last, s->last);

@@ -26,6 +26,9 @@ struct RunDescription {
     double hz = 0;
     uint32_t stack_bytes = 0;
     bool kernel = false; // samples in system calls are taken too (charged to their callers)
+    // --idle: the time off CPU too, with the stacks of the switches ("switch") or read from
+    // /proc while the threads wait ("proc"); empty: CPU time only.
+    std::string idle;
     std::string how; // "launch" or "attach"
 };
 
@@ -36,6 +39,12 @@ struct RunSummary {
     uint64_t dwarf_stacks = 0;    // stacks unwound from the stack copy to their end
     uint64_t spliced_stacks = 0;  // ... of which completed with the frame-pointer chain
     uint64_t fp_stacks = 0;       // stacks from the frame-pointer chain alone
+    // --idle: stretches off CPU written, their time, and the time of those with no stack to
+    // charge (a thread that left the CPU before its first sample)
+    uint64_t off_cpu_stretches = 0, off_cpu_ns = 0, unplaced_off_cpu_ns = 0;
+    // ... of which charged to the thread's last CPU sample (no stack of the switch, and none
+    // read while it waited), and the stacks of waiting threads read from /proc
+    uint64_t approximate_off_cpu_ns = 0, snapshots = 0;
     uint64_t sample_bytes = 0;    // perf_event record bytes read
     uint64_t trace_bytes = 0;     // of the traces' files
     std::vector<std::string> warnings; // one line each (a replaced binary, ...)
@@ -60,6 +69,7 @@ class SampledRun : public RecordSink {
     void on_task(const TaskEvent& t) override;
     void on_comm(const CommEvent& c) override;
     void on_lost(uint64_t samples) override;
+    void on_switch(const SwitchEvent& e) override;
 
   private:
     struct Impl;

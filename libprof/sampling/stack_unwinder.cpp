@@ -6,6 +6,7 @@
 #include <cstring>
 #include <elf.h>
 #include <fcntl.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -68,6 +69,36 @@ const UnwindModule* StackUnwinder::module(const std::string& path, uint64_t base
     slot->delta = int64_t(reinterpret_cast<uintptr_t>(file->hdr)) - int64_t(file->hdr_vaddr);
     slot->hdr = file->hdr;
     slot->hdr_size = file->hdr_size;
+    return slot.get();
+}
+
+const UnwindModule* StackUnwinder::vdso(uint64_t base) {
+    if (auto it = vdso_modules_.find(base); it != vdso_modules_.end()) return it->second.get();
+    auto& slot = vdso_modules_[base];
+    const auto* image = reinterpret_cast<const uint8_t*>(getauxval(AT_SYSINFO_EHDR));
+    if (!image) return nullptr;
+    Elf64_Ehdr eh;
+    std::memcpy(&eh, image, sizeof eh);
+    if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_phentsize != sizeof(Elf64_Phdr))
+        return nullptr;
+    // Addresses in the image: its first PT_LOAD's vaddr is at the image's start.
+    uint64_t load_vaddr = UINT64_MAX, hdr_vaddr = 0, hdr_size = 0;
+    for (unsigned i = 0; i < eh.e_phnum; ++i) {
+        Elf64_Phdr ph;
+        std::memcpy(&ph, image + eh.e_phoff + i * sizeof ph, sizeof ph);
+        if (ph.p_type == PT_LOAD && load_vaddr == UINT64_MAX) load_vaddr = ph.p_vaddr;
+        if (ph.p_type == PT_GNU_EH_FRAME) {
+            hdr_vaddr = ph.p_vaddr;
+            hdr_size = ph.p_memsz;
+        }
+    }
+    if (load_vaddr == UINT64_MAX || !hdr_size || hdr_vaddr < load_vaddr) return nullptr;
+    slot = std::make_unique<UnwindModule>();
+    slot->base = base - load_vaddr;
+    slot->hdr = image + (hdr_vaddr - load_vaddr);
+    slot->hdr_size = hdr_size;
+    slot->delta = int64_t(reinterpret_cast<uintptr_t>(slot->hdr)) - int64_t(hdr_vaddr);
     return slot.get();
 }
 

@@ -37,6 +37,9 @@ class StackUnwinder {
     ~StackUnwinder();
     // The tables of `path` loaded at `base`; null when the file or its .eh_frame_hdr is missing.
     const UnwindModule* module(const std::string& path, uint64_t base);
+    // The tables of the vDSO mapped at `base` in the target: the kernel maps one image into
+    // every process, so this process's own (AT_SYSINFO_EHDR) has them. Null without one.
+    const UnwindModule* vdso(uint64_t base);
     // Walks from the registers of the sample over `stack` (the bytes from `sp` up). Return
     // addresses go to `pcs` after the first address (`ip`), at most `max` in all.
     UnwindResult unwind(uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t* stack, size_t size,
@@ -47,6 +50,7 @@ class StackUnwinder {
     struct File;
     std::map<std::string, std::unique_ptr<File>> files_;
     std::map<std::pair<std::string, uint64_t>, std::unique_ptr<UnwindModule>> modules_;
+    std::map<uint64_t, std::unique_ptr<UnwindModule>> vdso_modules_;
 };
 
 } // namespace prof::sampling

@@ -423,3 +423,139 @@ TEST_CASE("profrun --pid: a binary replaced while it runs is said, and shown by 
     CHECK(p.match("share_").empty());
     CHECK_FALSE(p.match("\\[spinners-copy\\]").empty());
 }
+
+namespace {
+
+// A function's cumtime, 0 when nothing of it was sampled.
+double cumtime_of(const analysis::Profile& p, const std::string& name) {
+    std::vector<size_t> m = p.match("[(:]" + name + "(\\(|\\)$)");
+    REQUIRE(m.size() <= 1);
+    return m.empty() ? 0 : p.functions[m[0]].stats.cumtime;
+}
+
+// The off-CPU checks of a `spinners naps` trace against the program's own measures: nap()
+// slept `nap_wall`, wait_for_pipe() blocked `wait_wall`, work() burned `work_cpu`.
+void check_naps(const std::string& trace, const std::map<std::string, double>& truth,
+                bool idle) {
+    analysis::Session session;
+    session.add_trace(trace);
+    analysis::Profile p = session.profile();
+    double nap = cumtime_of(p, "nap");
+    double work = function_named(p, "work").stats.cumtime;
+    double nap_wall = truth.at("nap_wall"), wait_wall = truth.at("wait_wall");
+    CAPTURE(nap);
+    CAPTURE(nap_wall);
+    // work() is on CPU alone: its time is the samples', with or without --idle.
+    CHECK(work > 0.8 * truth.at("work_cpu"));
+    CHECK(work < 1.1 * truth.at("work_cpu") + 0.01);
+    if (!idle) {
+        CHECK(p.time.idle_traces == 0);
+        CHECK(nap < 0.05 * nap_wall);
+        return;
+    }
+    CHECK(p.time.idle_traces == 1);
+    CHECK(p.time.off_cpu_records >= 20);
+    // The kernel's switch times bound each sleep exactly; the program's clock reads add a few
+    // microseconds per round.
+    CHECK(nap > 0.97 * nap_wall - 0.002);
+    CHECK(nap < 1.03 * nap_wall + 0.005);
+    // Inside nap(): clock_nanosleep, its own time.
+    const analysis::Function& sleep = function_named(p, "clock_nanosleep");
+    CHECK(sleep.stats.tottime > 0.95 * nap_wall - 0.002);
+    // The waiting thread was sampled never or hardly: its time is the stretch off CPU, at the
+    // read it blocked in.
+    double wait = function_named(p, "wait_for_pipe").stats.cumtime;
+    CAPTURE(wait);
+    CAPTURE(wait_wall);
+    CHECK(wait > 0.95 * wait_wall - 0.01);
+    CHECK(wait < 1.03 * wait_wall + 0.01);
+    // cumtime is wall time now: main holds both of its parts, and no callee exceeds it.
+    const analysis::Function& main_fn = function_named(p, "main");
+    CHECK(main_fn.stats.cumtime >= nap + work - 0.001);
+    CHECK(nap <= main_fn.stats.cumtime);
+    CHECK(p.time.idle_approximate_seconds < 0.1 * nap_wall);
+}
+
+} // namespace
+
+TEST_CASE("profrun --sample --idle: time off CPU where the threads waited, root or not") {
+    REQUIRE_PERF_EVENTS();
+    std::string trace = temp_path("outside-naps.trace");
+    SUBCASE("CPU time only without --idle") {
+        auto r = run({PROFRUN, "-q", "--sample", "-o", trace, "--", PROF_TEST_SPINNERS, "naps", "20"});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        check_naps(trace, figures(r.out), false);
+    }
+    SUBCASE("--idle as this user") {
+        auto r = run({PROFRUN, "--sample", "--idle", "-o", trace, "--", PROF_TEST_SPINNERS, "naps",
+                      "20"});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(r.err.find("s off CPU in ") != std::string::npos);
+        check_naps(trace, figures(r.out), true);
+        auto info = run({PROFREPORT, "--info", trace});
+        CHECK(info.out.find("idle:      ") != std::string::npos);
+        auto table = run({PROFREPORT, trace});
+        CHECK(table.out.find("s off CPU from ") != std::string::npos);
+    }
+    SUBCASE("--idle as another user: the stacks read from /proc while the threads wait") {
+        if (geteuid() != 0) {
+            MESSAGE("not root: the run as another user is skipped");
+            return;
+        }
+        // A directory the other user may write into.
+        std::string dir = temp_path("nobody");
+        std::filesystem::create_directories(dir);
+        std::filesystem::permissions(dir, std::filesystem::perms::all);
+        std::string out = dir + "/naps.trace";
+        auto r = run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", PROFRUN,
+                      "--sample", "--idle", "-o", out, "--", PROF_TEST_SPINNERS, "naps", "20"});
+        if (r.exit_code == 126 || r.exit_code == 127 || !std::filesystem::exists(out)) {
+            MESSAGE("the build cannot be run by uid 65534 here: skipped (" << one_line(r.err) << ")");
+            return;
+        }
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(r.err.find("stacks read from /proc") != std::string::npos);
+        check_naps(out, figures(r.out), true);
+    }
+}
+
+TEST_CASE("profrun --pid --idle: a thread blocked since before the attach has its stack") {
+    REQUIRE_PERF_EVENTS();
+    std::string trace = temp_path("outside-naps-attach.trace");
+    std::string out = temp_path("outside-naps-attach.out");
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        execl(PROF_TEST_SPINNERS, PROF_TEST_SPINNERS, "naps", "60", nullptr);
+        _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto r = run({PROFRUN, "--pid", std::to_string(pid), "--idle", "--duration", "0.6", "-o", trace});
+    int st = 0;
+    waitpid(pid, &st, 0);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    REQUIRE(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == 0);
+    analysis::Session session;
+    session.add_trace(trace);
+    analysis::Profile p = session.profile();
+    // The waiter blocked in its read the whole window: about 0.6 s, at wait_for_pipe().
+    double wait = function_named(p, "wait_for_pipe").stats.cumtime;
+    CAPTURE(wait);
+    CHECK(wait > 0.55);
+    CHECK(wait < 0.8);
+    // main spent two thirds of its rounds asleep.
+    double nap = function_named(p, "nap").stats.cumtime, work = function_named(p, "work").stats.cumtime;
+    CAPTURE(nap);
+    CAPTURE(work);
+    CHECK(nap > 1.3 * work);
+    CHECK(nap + work > 0.5);
+    CHECK(nap + work < 0.8);
+}
+
+TEST_CASE("profrun --idle needs --sample or --pid") {
+    auto r = run({PROFRUN, "--idle", "--", "true"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--idle is for --sample and --pid") != std::string::npos);
+}

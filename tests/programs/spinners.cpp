@@ -5,6 +5,10 @@
 //                               child_spin() (its own process); exit status 0
 //   spinners many N             starts and joins N short-lived threads, one after the other
 //   spinners forever            burns CPU in forever_spin() until killed (at most 60 s)
+//   spinners naps N             N rounds of 10 ms of CPU in work() and a 20 ms sleep in nap(),
+//                               while a second thread blocks in wait_for_pipe() on a read until
+//                               main ends; prints its own measures: `nap_wall`, `work_cpu`,
+//                               `wait_wall` (seconds)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +64,56 @@ __attribute__((noinline)) void forever_spin() {
     }
 }
 
+double wall_seconds() {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return double(t.tv_sec) + double(t.tv_nsec) / 1e9;
+}
+
+__attribute__((noipa)) void work() { burn(0.01); }
+
+// clock_nanosleep itself: sleeping from here, with nothing of the program on CPU.
+__attribute__((noipa)) void nap() {
+    timespec d{0, 20000000};
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &d, &d) != 0) {
+    }
+}
+
+int g_pipe[2];
+double g_wait_wall = 0;
+
+__attribute__((noipa)) void wait_for_pipe() {
+    char c;
+    while (read(g_pipe[0], &c, 1) < 0) {
+    }
+}
+
+void* waiter_main(void*) {
+    double t0 = wall_seconds();
+    wait_for_pipe();
+    g_wait_wall = wall_seconds() - t0;
+    return nullptr;
+}
+
+int naps(int rounds) {
+    if (pipe(g_pipe) != 0) return 1;
+    pthread_t waiter;
+    pthread_create(&waiter, nullptr, waiter_main, nullptr);
+    double nap_wall = 0, work_cpu = 0;
+    for (int i = 0; i < rounds; ++i) {
+        double c0 = cpu_seconds();
+        work();
+        work_cpu += cpu_seconds() - c0;
+        double w0 = wall_seconds();
+        nap();
+        nap_wall += wall_seconds() - w0;
+    }
+    if (write(g_pipe[1], "x", 1) != 1) return 1;
+    pthread_join(waiter, nullptr);
+    std::printf("nap_wall %.6f\nwork_cpu %.6f\nwait_wall %.6f\n", nap_wall, work_cpu, g_wait_wall);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -71,6 +125,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     int n = argc > 2 ? std::atoi(argv[2]) : 2;
+    if (!std::strcmp(mode, "naps")) return naps(n);
     if (!std::strcmp(mode, "many")) {
         for (int i = 0; i < n; ++i) {
             pthread_t t;

@@ -84,12 +84,12 @@ struct RunOptions {
          nullptr}};
     std::vector<std::string> command; // COMMAND [ARGS...]
     // Sampling from outside (--sample, --pid).
-    bool sample = false, subprocesses = false;
+    bool sample = false, subprocesses = false, idle = false;
     pid_t pid = 0;
     double rate = 999, duration = 0;
     unsigned stack_bytes = 8192;
     CLI::Option *sample_flag = nullptr, *pid_option = nullptr, *rate_option = nullptr,
-                *duration_option = nullptr, *stack_option = nullptr, *subprocess_flag = nullptr,
+                *duration_option = nullptr, *stack_option = nullptr, *subprocess_flag = nullptr, *idle_flag = nullptr,
                 *mem_flag = nullptr, *preload_flag = nullptr;
 
     bool packs() const { return pack.value_or(mem); }
@@ -162,6 +162,10 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
     o.subprocess_flag = app.add_flag("--subprocesses", o.subprocesses,
                                      "with --sample: also sample the processes COMMAND starts,\n"
                                      "each into FILE.PID");
+    o.idle_flag = app.add_flag("--idle", o.idle,
+                               "with --sample or --pid: also the time off CPU (sleeping,\n"
+                               "blocked, waiting for a CPU), charged where each thread left\n"
+                               "the CPU: cumtime becomes wall time");
     cli.excludes(o.sample_flag, o.pid_option,
                  "--sample runs COMMAND, --pid attaches to a running process: choose one");
     for (CLI::Option* other : {o.mem_flag, o.preload_flag}) {
@@ -187,9 +191,11 @@ std::optional<int> finish_command_line(prof::tools::Cli& cli, RunOptions& o, Pac
     else if (!o.command.empty() && o.command.front().rfind('-', 0) == 0)
         return cli.usage_error(cli.unknown_option(o.command.front()));
     bool sampling = o.sample || o.pid_option->count();
-    if (!sampling && (o.rate_option->count() || o.stack_option->count()))
+    if (!sampling && (o.rate_option->count() || o.stack_option->count() || o.idle))
         return cli.usage_error(fmt::format("{} is for --sample and --pid",
-                                           o.rate_option->count() ? "--rate" : "--stack-bytes"));
+                                           o.rate_option->count()    ? "--rate"
+                                           : o.stack_option->count() ? "--stack-bytes"
+                                                                     : "--idle"));
     if (sampling)
         for (const RunOptions::Variable& v : o.variables)
             if (v.given->count())
@@ -545,6 +551,7 @@ int main(int argc, char** argv) {
         so.rate = o.rate;
         so.stack_bytes = o.stack_bytes;
         so.subprocesses = o.subprocesses;
+        so.idle = o.idle;
         so.quiet = o.quiet;
         return o.sample ? prof::tools::run_sampled(so, log) : prof::tools::attach_sampled(so, log);
     }

@@ -88,6 +88,22 @@ void report(const SampleOptions& o, const RunSummary& s, PerfSampler& sampler, c
                              : "user CPU time (time in system calls needs root or "
                                "kernel.perf_event_paranoid <= 1)",
                          per_sample, s.dwarf_stacks, s.spliced_stacks, s.fp_stacks));
+    if (o.idle)
+        log.info(fmt::format(
+            "{:.3f} s off CPU in {} stretches, charged to {}{}{}", double(s.off_cpu_ns) / 1e9,
+            s.off_cpu_stretches,
+            sampler.switch_stacks() ? "the stacks the threads left the CPU with"
+                                    : "the stacks read from /proc while the threads waited (the "
+                                      "stacks of the switches need root or "
+                                      "kernel.perf_event_paranoid <= 1)",
+            s.approximate_off_cpu_ns
+                ? fmt::format("; {:.3f} s at the thread's last CPU sample (too short to read)",
+                              double(s.approximate_off_cpu_ns) / 1e9)
+                : std::string(),
+            s.unplaced_off_cpu_ns
+                ? fmt::format("; {:.3f} s before a thread's first sample not charged",
+                              double(s.unplaced_off_cpu_ns) / 1e9)
+                : std::string()));
     if (s.traces.empty()) return;
     log.info(fmt::format("trace written to {}; read it with: profreport {}", s.traces[0],
                          s.traces[0]));
@@ -100,6 +116,7 @@ sampling::SamplerOptions sampler_options(const SampleOptions& o) {
     sampling::SamplerOptions so;
     so.hz = o.rate;
     so.stack_bytes = o.stack_bytes;
+    so.idle = o.idle;
     return so;
 }
 
@@ -155,6 +172,7 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
     d.hz = o.rate;
     d.stack_bytes = sampler->stack_bytes();
     d.kernel = sampler->kernel_time();
+    if (o.idle) d.idle = sampler->switch_stacks() ? "switch" : "proc";
     d.how = "launch";
     SampledRun run(d);
     if (!run.start(error)) return abandon(error);
@@ -165,8 +183,10 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
     if (write(go[1], "x", 1) != 1) return abandon("cannot start the program");
     close(go[1]);
     int status = 0;
+    // Without stacks of the switches, the threads waiting are read from /proc: often.
+    const int poll_ms = o.idle && !sampler->switch_stacks() ? 10 : 100;
     for (;;) {
-        sampler->wait(100);
+        sampler->wait(poll_ms);
         sampler->drain(run);
         run.process();
         pid_t r = waitpid(child, &status, WNOHANG);
@@ -239,6 +259,7 @@ int attach_sampled(const SampleOptions& o, const ToolLog& log) {
     d.hz = o.rate;
     d.stack_bytes = sampler->stack_bytes();
     d.kernel = sampler->kernel_time();
+    if (o.idle) d.idle = sampler->switch_stacks() ? "switch" : "proc";
     d.how = "attach";
     SampledRun run(d);
     if (!run.start(error)) {
@@ -258,8 +279,9 @@ int attach_sampled(const SampleOptions& o, const ToolLog& log) {
     timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     bool exited = false;
+    const int poll_ms = o.idle && !sampler->switch_stacks() ? 10 : 100;
     while (!g_stop) {
-        sampler->wait(100);
+        sampler->wait(poll_ms);
         sampler->drain(run);
         run.process();
         char st = 0;

@@ -19,6 +19,7 @@ struct SampleOptions {
     double rate = 999;
     unsigned stack_bytes = 8192;
     bool subprocesses = false, quiet = false;
+    bool idle = false; // the time off CPU too (--idle)
 };
 
 // Runs the command sampled; its exit status (128+N when killed by signal N), or 1.

@@ -129,6 +129,8 @@ struct ThreadReplay {
     std::vector<int64_t> self;
     uint64_t samples = 0, own_samples = 0;
     int64_t own = 0, sampled_cpu = 0; // the profiler's CPU time, all CPU time sampled
+    int64_t off_cpu = 0;              // time off CPU of a sampled thread (OffCpu records)
+    uint64_t off_cpu_records = 0;
     // Memory: unwound stacks (Stack records) and the latest allocation for temporaries.
     std::unordered_map<uint32_t, std::vector<uint64_t>> unwound; // Stack id -> return addresses
     std::unordered_map<uint32_t, size_t> unwound_site;           // Stack id -> memory site
@@ -467,6 +469,21 @@ struct Session::Impl : reader::EventSink {
     // the CPU time the sample stands for. No call is counted: the trace has none.
     void on_stack_sample(uint32_t id, uint64_t ticks, uint32_t stack, uint64_t cpu_ns) override {
         ThreadReplay& t = thread(id);
+        int64_t weight = charge_stack(t, id, ticks, stack, cpu_ns, true);
+        ++t.samples;
+        t.sampled_cpu += weight;
+    }
+    // A stretch off CPU of a sampled thread (profrun --idle): like a sample, with the wall time
+    // it lasted (cProfile's cumtime is wall time), and no hit on the lines.
+    void on_off_cpu(uint32_t id, uint64_t ticks, uint32_t stack, uint64_t ns) override {
+        ThreadReplay& t = thread(id);
+        t.off_cpu += charge_stack(t, id, ticks, stack, ns, false);
+        ++t.off_cpu_records;
+    }
+    // Gives `ns` to the path of Stack `stack` (its innermost function's own time) and to its
+    // lines; returns it in clock units.
+    int64_t charge_stack(ThreadReplay& t, uint32_t id, uint64_t ticks, uint32_t stack, uint64_t ns,
+                         bool hit) {
         advance(t, ticks);
         t.sampled = t.spans_closed = true;
         uint32_t node = 0;
@@ -489,14 +506,13 @@ struct Session::Impl : reader::EventSink {
             }
         for (const auto& [fn, loc] : lines) {
             SampledLine& l = sampled_lines[{id, fn, loc->file, loc->line}];
-            ++l.samples;
-            l.ns += cpu_ns;
+            l.samples += hit ? 1 : 0;
+            l.ns += ns;
         }
-        int64_t weight = int64_t(double(cpu_ns) * units_per_ns);
-        ++t.samples;
-        t.sampled_cpu += weight;
+        int64_t weight = int64_t(double(ns) * units_per_ns);
         give(t, node, weight);
         tick_progress(ticks);
+        return weight;
     }
     // The function of a sampled address: its Location record's, else the address itself.
     uint32_t sampled_function(ThreadReplay& t, uint64_t address, uint64_t ticks) {
@@ -588,6 +604,11 @@ struct Session::Impl : reader::EventSink {
         b.sampled_traces = 1;
         b.untimed_traces = untimed_hooks ? 1 : 0;
         b.uncounted_traces = stack_sampled ? 1 : 0;
+        if (layout.meta.count("sample_idle")) {
+            b.idle_traces = 1;
+            if (auto a = layout.meta.find("off_cpu_approximate_ns"); a != layout.meta.end())
+                b.idle_approximate_seconds = std::strtod(a->second.c_str(), nullptr) / 1e9;
+        }
         double tps = layout.ticks_per_second > 0 ? layout.ticks_per_second : 1e9;
         double seconds_per_unit = kClockUnit / tps;
         for (size_t i = first_thread; i < threads.size(); ++i) {
@@ -596,6 +617,8 @@ struct Session::Impl : reader::EventSink {
             b.own_samples += t.own_samples;
             b.cpu_seconds += double(t.sampled_cpu) * seconds_per_unit;
             b.own_seconds += double(t.own) * seconds_per_unit;
+            b.off_cpu_seconds += double(t.off_cpu) * seconds_per_unit;
+            b.off_cpu_records += t.off_cpu_records;
             if (!t.sampled) continue; // too short to be sampled: the hooks' clock
             // Own times to totals: children come after their parents.
             t.self.resize(t.nodes.size(), 0);

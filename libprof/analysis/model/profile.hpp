@@ -87,6 +87,13 @@ struct TimeBasis {
     uint64_t own_samples = 0;    // samples that landed in the profiler itself, left out
     double cpu_seconds = 0;      // CPU time the samples stand for, the program's and the profiler's
     double own_seconds = 0;      // of which the profiler's
+    // Sampled without instrumentation with the time off CPU (profrun --idle): the traces, the
+    // stretches off CPU and their time, charged like samples, and the part of it charged to a
+    // thread's last CPU sample (no stack of the switch was had).
+    uint64_t idle_traces = 0;
+    double idle_approximate_seconds = 0;
+    uint64_t off_cpu_records = 0;
+    double off_cpu_seconds = 0;
     // Sampled traces: samples per CPU second. A sample stands for the CPU time since the one
     // before it, so the rate only sets the precision, not the totals.
     double hz() const { return cpu_seconds > 0 ? double(samples + own_samples) / cpu_seconds : 0; }
@@ -104,6 +111,10 @@ struct TimeBasis {
         own_samples += o.own_samples;
         cpu_seconds += o.cpu_seconds;
         own_seconds += o.own_seconds;
+        idle_traces += o.idle_traces;
+        idle_approximate_seconds += o.idle_approximate_seconds;
+        off_cpu_records += o.off_cpu_records;
+        off_cpu_seconds += o.off_cpu_seconds;
         too_few += o.too_few;
     }
 };

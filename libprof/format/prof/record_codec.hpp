@@ -281,6 +281,14 @@ PROF_CODEC_INLINE uint8_t* put_stack_sample(uint8_t* p, uint64_t dt, uint64_t st
     return end_small(p, put_uleb(q, cpu_ns));
 }
 
+// 1.8: time off CPU of a sampled thread (profrun --idle). At most 2 + 3 * kMaxUleb bytes.
+inline constexpr uint32_t kMaxOffCpuRecord = 2 + 3 * kMaxUleb;
+
+PROF_CODEC_INLINE uint8_t* put_off_cpu(uint8_t* p, uint64_t dt, uint64_t stack, uint64_t ns) {
+    uint8_t* q = put_uleb(put_uleb(begin_small(p, Tag::kOffCpu), dt), stack);
+    return end_small(p, put_uleb(q, ns));
+}
+
 // ---- packed memory records (2.0/2.1, profpack) ------------------------------------------------
 // `dtq`: a delta in units of 2^memory_time_shift ticks; `dt`: in ticks.
 

@@ -26,11 +26,12 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 7; // 1.1: sites, line statistics; 1.2: unloads, pauses;
+inline constexpr uint16_t kMinor = 8; // 1.1: sites, line statistics; 1.2: unloads, pauses;
                                       // 1.3: scope runs; 1.4: aligned operator new/delete;
                                       // 1.5: CPU-time samples; 1.6: hooks without a clock
                                       // (Meta time=sampled); 1.7: sampled call stacks
-                                      // (profrun --sample, --pid)
+                                      // (profrun --sample, --pid); 1.8: time off CPU of a
+                                      // sampled thread (profrun --idle)
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
 // readers of 1.x refuse by name. Its records are those of 1.x plus the packed memory records
@@ -223,6 +224,13 @@ enum class Tag : uint8_t {
     // (empty and 0: unknown).
     //   u64 address, u64 function, str file, uleb line
     kLocation = 0x4e,
+    // 1.8, thread streams (profrun --sample --idle): the thread was off CPU (blocked,
+    // sleeping, or waiting for a CPU) for `ns` nanoseconds up to this record's time, with the
+    // call stack `stack` (a Stack record of the stream, written before: where it left the CPU,
+    // or, where the kernel gives no stack of a context switch, its last CPU sample's; see
+    // Meta sample_idle). Timed.
+    //   uleb dt, uleb stack, uleb ns
+    kOffCpu = 0x4f,
 };
 
 enum class AllocKind : uint8_t {
