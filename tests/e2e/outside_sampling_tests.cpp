@@ -491,6 +491,9 @@ TEST_CASE("profrun --sample --idle: time off CPU where the threads waited, root 
                       "20"});
         REQUIRE_MESSAGE(r.exit_code == 0, r.err);
         CHECK(r.err.find("s off CPU in ") != std::string::npos);
+        // Root samples each switch out with its stack; another user reads the stacks from /proc.
+        CHECK(r.err.find(geteuid() == 0 ? "the stacks the threads left the CPU with"
+                                        : "stacks read from /proc") != std::string::npos);
         check_naps(trace, figures(r.out), true);
         auto info = run({PROFREPORT, "--info", trace});
         CHECK(info.out.find("idle:      ") != std::string::npos);
@@ -502,15 +505,23 @@ TEST_CASE("profrun --sample --idle: time off CPU where the threads waited, root 
             MESSAGE("not root: the run as another user is skipped");
             return;
         }
-        // A directory the other user may write into.
-        std::string dir = temp_path("nobody");
-        std::filesystem::create_directories(dir);
-        std::filesystem::permissions(dir, std::filesystem::perms::all);
-        std::string out = dir + "/naps.trace";
-        auto r = run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", PROFRUN,
+        // A directory the other user may reach and write into (the test's own is 0700).
+        std::string tmpl = (std::filesystem::temp_directory_path() / "libprof-other-XXXXXX").string();
+        REQUIRE(mkdtemp(tmpl.data()));
+        struct Remove {
+            std::string dir;
+            ~Remove() {
+                std::error_code ec;
+                std::filesystem::remove_all(dir, ec);
+            }
+        } remove{tmpl};
+        std::filesystem::permissions(tmpl, std::filesystem::perms::all);
+        std::string out = tmpl + "/naps.trace";
+        auto r = run({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", PROFRUN,
                       "--sample", "--idle", "-o", out, "--", PROF_TEST_SPINNERS, "naps", "20"});
         if (r.exit_code == 126 || r.exit_code == 127 || !std::filesystem::exists(out)) {
-            MESSAGE("the build cannot be run by uid 65534 here: skipped (" << one_line(r.err) << ")");
+            MESSAGE("the build cannot be run by uid 65534 here: skipped (rc " << r.exit_code << ": "
+                                                                          << one_line(r.err) << ")");
             return;
         }
         REQUIRE_MESSAGE(r.exit_code == 0, r.err);
