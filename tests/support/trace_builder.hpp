@@ -117,6 +117,27 @@ public:
             return format::put_free(p, dt, ptr_delta, uint8_t(kind), alignment);
         });
     }
+    // A sampled trace's records (1.7, 1.8): a call stack, a sample of it, a stretch off CPU,
+    // and what an address is.
+    TraceBuilder& stack(uint32_t id, const std::vector<uintptr_t>& pcs) {
+        return encode(32 + 8 * pcs.size(), [&](uint8_t* p) {
+            return format::put_stack(p, id, pcs.data(), uint32_t(pcs.size()));
+        });
+    }
+    TraceBuilder& stack_sample(uint64_t dt, uint32_t stack, uint64_t cpu_ns) {
+        return encode(format::kMaxStackSampleRecord,
+                      [&](uint8_t* p) { return format::put_stack_sample(p, dt, stack, cpu_ns); });
+    }
+    TraceBuilder& off_cpu(uint64_t dt, uint32_t stack, uint64_t ns) {
+        return encode(format::kMaxOffCpuRecord,
+                      [&](uint8_t* p) { return format::put_off_cpu(p, dt, stack, ns); });
+    }
+    TraceBuilder& location(uint64_t address, uint64_t function, const std::string& file,
+                           uint32_t line) {
+        return encode(64 + file.size(), [&](uint8_t* p) {
+            return format::put_location(p, address, function, file.data(), file.size(), line);
+        });
+    }
     TraceBuilder& meta(const std::string& key, const std::string& value) {
         return encode(1 + 2 * format::kMaxUleb + key.size() + value.size(), [&](uint8_t* p) {
             return format::put_meta(p, key.data(), key.size(), value.data(), value.size());

@@ -930,3 +930,47 @@ TEST_CASE("packed traces keep Sample records and their exact times (2.2)") {
     CHECK(p.order == std::vector<std::string>{"enter 0@0", "sample 0@0", "sample 1@5099",
                                               "sample 1@8107", "exit@8110"});
 }
+
+TEST_CASE("OffCpu records (1.8): wall time at their stacks, no hits, corruption at their offset") {
+    // main (0x1000) calls wait (0x2000): a 3 ms CPU sample in main, 50 ms off CPU in wait.
+    auto build = [](bool bad, size_t* at) {
+        TraceBuilder b;
+        b.chunk(1, 0).stack(1, {0x1010}).stack(2, {0x2010, 0x100f}).stack_sample(100, 1, 3000000);
+        if (at) *at = format::kHeaderSize + sizeof(format::ChunkHeader) + b.chunk_bytes();
+        b.off_cpu(50000000, bad ? 0 : 2, 50000000);
+        b.chunk(0)
+            .meta("sampler", "perf_event cpu-clock")
+            .meta("sample_hz", "999")
+            .meta("sample_idle", "switch")
+            .meta("off_cpu_approximate_ns", "0")
+            .symbol(0x1000, "main", "m.c", 1)
+            .symbol(0x2000, "wait", "m.c", 9)
+            .location(0x1010, 0x1000, "m.c", 2)
+            .location(0x100f, 0x1000, "m.c", 3)
+            .location(0x2010, 0x2000, "m.c", 10)
+            .end_record(60000000);
+        return b;
+    };
+    std::string path = test::temp_path("off-cpu.trace");
+    build(false, nullptr).save(path);
+    analysis::Session s;
+    s.add_trace(path);
+    analysis::Profile p = s.profile();
+    CHECK(p.time.idle_traces == 1);
+    CHECK(p.time.off_cpu_records == 1);
+    CHECK(p.time.off_cpu_seconds == test::approx(0.05));
+    CHECK(p.time.samples == 1);
+    CHECK(stats(p, "wait").tottime == test::approx(0.05));
+    CHECK(stats(p, "wait").cumtime == test::approx(0.05));
+    CHECK(stats(p, "main").tottime == test::approx(0.003));
+    CHECK(stats(p, "main").cumtime == test::approx(0.053));
+    SampleSink sink;
+    reader::TraceReader r(path);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(info.off_cpu_records == 1);
+    CHECK(info.off_cpu_ns == 50000000);
+
+    size_t at = 0;
+    build(true, &at).save(path);
+    CHECK(error_of(path) == fmt::format("{}: corrupt trace at byte {}: malformed record 0x4f", path, at));
+}
