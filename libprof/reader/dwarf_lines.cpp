@@ -3,6 +3,10 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 
+#include <dwarf.h>
+#include <algorithm>
+#include <cstdlib>
+
 namespace prof::reader {
 
 namespace {
@@ -59,6 +63,97 @@ DwarfLines::DwarfLines(const std::string& path) : impl_(std::make_unique<Impl>()
 
 DwarfLines::~DwarfLines() {
     if (impl_->dwfl) dwfl_end(impl_->dwfl);
+}
+
+namespace {
+
+// The source name of a function without a linkage name (internal linkage, C), with the
+// namespaces and classes its declaration is in: (anonymous namespace)::step.
+bool qualified_name(Dwarf_Die* inlined, std::string& out) {
+    const char* name = dwarf_diename(inlined);
+    if (!name) return false;
+    out = name;
+    Dwarf_Attribute a;
+    Dwarf_Die origin;
+    if (!dwarf_attr(inlined, DW_AT_abstract_origin, &a) || !dwarf_formref_die(&a, &origin))
+        return true;
+    // A declaration elsewhere (DW_AT_specification) holds the nesting.
+    Dwarf_Die decl;
+    if (dwarf_attr(&origin, DW_AT_specification, &a) && dwarf_formref_die(&a, &decl)) origin = decl;
+    Dwarf_Die* parents = nullptr;
+    int n = dwarf_getscopes_die(&origin, &parents);
+    for (int i = 1; i < n; ++i) {
+        int tag = dwarf_tag(&parents[i]);
+        if (tag != DW_TAG_namespace && tag != DW_TAG_class_type && tag != DW_TAG_structure_type &&
+            tag != DW_TAG_union_type)
+            continue;
+        const char* p = dwarf_diename(&parents[i]);
+        out = std::string(p ? p : "(anonymous namespace)") + "::" + out;
+    }
+    std::free(parents);
+    return true;
+}
+
+} // namespace
+
+std::vector<DwarfLines::InlinedCall> DwarfLines::inlined(uint64_t vaddr) const {
+    std::vector<InlinedCall> calls;
+    if (!impl_->module) return calls;
+    Dwarf_Addr addr = vaddr + impl_->bias, cu_bias = 0;
+    Dwarf_Die* cu = dwfl_module_addrdie(impl_->module, addr, &cu_bias);
+    if (!cu) // no .debug_aranges (Clang): the units' own ranges
+        while ((cu = dwfl_module_nextcu(impl_->module, cu, &cu_bias)) != nullptr)
+            if (dwarf_haspc(cu, addr - cu_bias) == 1) break;
+    if (!cu) return calls;
+    // dwarf_getscopes continues past an inlined subroutine with its abstract origin's scopes,
+    // not with the code it was inlined into: the innermost scope's chain of concrete parents
+    // (dwarf_getscopes_die) is the nesting of the inlined calls.
+    Dwarf_Die* found = nullptr;
+    int nfound = dwarf_getscopes(cu, addr - cu_bias, &found);
+    if (nfound <= 0) {
+        std::free(found);
+        return calls;
+    }
+    Dwarf_Die innermost = found[0];
+    std::free(found);
+    Dwarf_Die* scopes = nullptr;
+    int n = dwarf_getscopes_die(&innermost, &scopes);
+    Dwarf_Files* files = nullptr;
+    size_t nfiles = 0;
+    if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0) files = nullptr;
+    auto udata = [](Dwarf_Die* die, unsigned name) -> uint64_t {
+        Dwarf_Attribute a;
+        Dwarf_Word v = 0;
+        return dwarf_attr(die, name, &a) && dwarf_formudata(&a, &v) == 0 ? v : 0;
+    };
+    // Innermost scope first: up to the subprogram that holds them.
+    for (int i = 0; i < n; ++i) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_subprogram) break;
+        if (tag != DW_TAG_inlined_subroutine) continue;
+        InlinedCall c;
+        Dwarf_Attribute a;
+        const char* linkage = nullptr;
+        if (dwarf_attr_integrate(&scopes[i], DW_AT_linkage_name, &a) ||
+            dwarf_attr_integrate(&scopes[i], DW_AT_MIPS_linkage_name, &a))
+            linkage = dwarf_formstring(&a);
+        if (linkage) {
+            c.symbol = linkage;
+        } else if (!qualified_name(&scopes[i], c.symbol)) {
+            continue;
+        }
+        if (const char* f = dwarf_decl_file(&scopes[i])) c.decl_file = f;
+        int line = 0;
+        if (dwarf_decl_line(&scopes[i], &line) == 0 && line > 0) c.decl_line = uint32_t(line);
+        uint64_t file = udata(&scopes[i], DW_AT_call_file);
+        if (files && file < nfiles)
+            if (const char* f = dwarf_filesrc(files, file, nullptr, nullptr)) c.call_file = f;
+        c.call_line = uint32_t(udata(&scopes[i], DW_AT_call_line));
+        calls.push_back(std::move(c));
+    }
+    std::free(scopes);
+    std::reverse(calls.begin(), calls.end());
+    return calls;
 }
 
 bool DwarfLines::lookup(uint64_t vaddr, std::string& file, uint32_t& line) const {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace prof::reader {
 
@@ -28,6 +29,20 @@ class DwarfLines {
     bool function(uint64_t vaddr, std::string& symbol) const;
     // The same, with the function's start (an address as laid out in the file).
     bool function(uint64_t vaddr, std::string& symbol, uint64_t& start) const;
+
+    // A function inlined at `vaddr`: its name (the linkage name where it has one, else the
+    // source name), where it is declared, and where it was inlined (a line of its caller).
+    struct InlinedCall {
+        std::string symbol;
+        std::string decl_file;
+        uint32_t decl_line = 0;
+        std::string call_file;
+        uint32_t call_line = 0;
+    };
+    // The functions inlined at `vaddr` (DW_TAG_inlined_subroutine scopes), outermost first:
+    // the first was inlined into the function `vaddr` is in, each next one into the one before.
+    // Empty when nothing is inlined there or the file has no DWARF.
+    std::vector<InlinedCall> inlined(uint64_t vaddr) const;
 
   private:
     struct Impl;

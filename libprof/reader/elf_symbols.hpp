@@ -27,6 +27,8 @@ public:
     const std::string* lookup(uint64_t vaddr) const;
     // The same, with its start and size.
     const Entry* find(uint64_t vaddr) const;
+    // Every function symbol, by start.
+    const std::vector<Entry>& entries() const { return entries_; }
 
 private:
     std::vector<Entry> entries_; // sorted by start

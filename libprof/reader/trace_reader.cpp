@@ -906,6 +906,20 @@ void TraceReader::sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32
         if (!c.ok || line > 10000000)
             throw TraceError(info_.path, offset, "malformed location record");
         l.line = uint32_t(line);
+        if (c.p < c.end) { // 1.8: the functions inlined there
+            uint64_t n = c.uleb();
+            if (!c.ok || n > 256) throw TraceError(info_.path, offset, "malformed location record");
+            for (uint64_t i = 0; i < n; ++i) {
+                InlinedCall call;
+                call.function = c.u64();
+                call.call_file = std::string(c.str());
+                uint64_t call_line = c.uleb();
+                if (!c.ok || call_line > 10000000 || call.function == 0)
+                    throw TraceError(info_.path, offset, "malformed location record");
+                call.call_line = uint32_t(call_line);
+                l.inlined.push_back(std::move(call));
+            }
+        }
         info_.locations[address] = std::move(l);
         return;
     }

@@ -80,11 +80,23 @@ struct LineStats {
     }
 };
 
+// A function inlined at a sampled address (format 1.8): its id (a Symbol record names it) and
+// the line of its caller where it was inlined.
+struct InlinedCall {
+    uint64_t function = 0;
+    std::string call_file;
+    uint32_t call_line = 0;
+};
+
 // What the code at a sampled address is (format 1.7 Location records, profrun --sample).
 struct Location {
     uint64_t function = 0; // entry address of its function (a Symbol record names it); 0: unknown
     std::string file;      // source position of the address; empty and 0: unknown
     uint32_t line = 0;
+    // 1.8: the functions inlined at the address, outermost first: the first was inlined into
+    // `function`, each next one into the one before; the address's own position (file, line)
+    // is in the last.
+    std::vector<InlinedCall> inlined;
 };
 
 struct Thread {

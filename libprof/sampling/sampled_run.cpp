@@ -37,6 +37,7 @@ namespace fmt_ = prof::format;
 constexpr uint32_t kChunkSize = fmt_::kMinChunkSize;
 constexpr uint32_t kMaxFrames = 1024; // the format's bound on a Stack record
 constexpr const char* kVdsoName = "linux-vdso.so.1";
+constexpr uint64_t kInlinedIds = uint64_t(1) << 63;
 
 uint64_t now_ns(clockid_t c) {
     timespec ts;
@@ -675,7 +676,11 @@ struct SampledRun::Impl {
     struct Names {
         std::unique_ptr<reader::DwarfLines> dwarf;
         std::unique_ptr<reader::ElfSymbols> elf;
+        std::unordered_map<std::string, uint64_t> by_symbol; // function symbol -> start
     };
+    // Ids of inlined functions without an out-of-line copy, by (object, symbol): from
+    // kInlinedIds on, where no user address lies.
+    std::map<std::pair<std::string, std::string>, uint64_t> inlined_ids;
     std::map<std::string, Names> names_of;
 
     Names& names(const std::string& path) {
@@ -698,6 +703,8 @@ struct SampledRun::Impl {
             uint64_t entry = 0;
             std::string file;
             uint32_t line = 0;
+            std::vector<reader::DwarfLines::InlinedCall> calls;
+            std::vector<uint64_t> call_ids;
             if (index != SIZE_MAX) {
                 const ModuleMap::Entry& m = p.recorded[index];
                 std::string symbol;
@@ -725,6 +732,7 @@ struct SampledRun::Impl {
                             named = true;
                         }
                     n.dwarf->lookup(vaddr, file, line);
+                    calls = n.dwarf->inlined(vaddr);
                 }
                 // Dynamic symbols carry their version (memcpy@@GLIBC_2.14): not part of the name.
                 if (size_t at = symbol.find('@'); named && at != std::string::npos && at > 0)
@@ -738,6 +746,38 @@ struct SampledRun::Impl {
                         names(m.path).dwarf->lookup(start, f.file, f.line);
                         functions.emplace(entry, std::move(f));
                     }
+                    // Each function inlined there: its out-of-line copy's entry where the
+                    // object has one (the two are one function in the report), else an id of
+                    // its own, above every user address.
+                    for (const auto& c : calls) {
+                        uint64_t id = 0;
+                        Names& nm = names(m.path);
+                        if (nm.by_symbol.empty() && nm.elf->ok())
+                            for (const reader::ElfSymbols::Entry& e : nm.elf->entries()) {
+                                std::string s = e.name.substr(0, e.name.find('@'));
+                                nm.by_symbol.emplace(s, e.start);
+                            }
+                        if (auto it = nm.by_symbol.find(c.symbol); it != nm.by_symbol.end()) {
+                            id = m.base + it->second;
+                        } else {
+                            auto [at, fresh] = inlined_ids.try_emplace(
+                                {m.path, c.symbol}, kInlinedIds + inlined_ids.size());
+                            id = at->second;
+                        }
+                        call_ids.push_back(id);
+                        if (!functions.count(id)) {
+                            FunctionName f;
+                            f.symbol = c.symbol;
+                            f.name = reader::demangle(c.symbol);
+                            if (id >= kInlinedIds) {
+                                f.file = c.decl_file;
+                                f.line = c.decl_line;
+                            } else {
+                                nm.dwarf->lookup(id - m.base, f.file, f.line);
+                            }
+                            functions.emplace(id, std::move(f));
+                        }
+                    }
                 } else {
                     // Code no symbol covers: one function per object, at its last address.
                     entry = m.end - 1;
@@ -745,9 +785,18 @@ struct SampledRun::Impl {
                         functions.emplace(entry, FunctionName{"[" + basename_of(m.path) + "]", "", "", 0});
                 }
             }
-            std::vector<uint8_t> rec(64 + file.size());
             file.resize(std::min<size_t>(file.size(), 4096));
-            uint8_t* end = fmt_::put_location(rec.data(), address, entry, file.data(), file.size(), line);
+            std::vector<fmt_::InlinedCallFields> fields;
+            size_t bytes = 64 + file.size();
+            for (size_t i = 0; i < call_ids.size() && i < 256; ++i) {
+                std::string& cf = calls[i].call_file;
+                cf.resize(std::min<size_t>(cf.size(), 4096));
+                fields.push_back({call_ids[i], cf.data(), cf.size(), calls[i].call_line});
+                bytes += 32 + cf.size();
+            }
+            std::vector<uint8_t> rec(bytes);
+            uint8_t* end = fmt_::put_location(rec.data(), address, entry, file.data(), file.size(),
+                                              line, fields.data(), fields.size());
             p.file->put(ps, rec.data(), end);
         }
         for (auto& [entry, f] : functions) {

@@ -570,3 +570,49 @@ TEST_CASE("profrun --idle needs --sample or --pid") {
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("--idle is for --sample and --pid") != std::string::npos);
 }
+
+TEST_CASE("profrun --sample: a function inlined without a copy of its own is a frame, with its lines") {
+    REQUIRE_PERF_EVENTS();
+    std::string trace = temp_path("outside-inlined.trace");
+    auto r = run({PROFRUN, "-q", "--sample", "-o", trace, "--", PROF_TEST_SPINNERS, "inlined", "1"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::map<std::string, double> truth = figures(r.out);
+    double share = truth.at("inlined_cpu") / (truth.at("inlined_cpu") + truth.at("host_cpu"));
+
+    analysis::Session session;
+    session.add_trace(trace);
+    analysis::Profile p = session.profile();
+    const analysis::Function& host = function_named(p, "inlined_host");
+    const analysis::Function& burn = function_named(p, "inlined_burn");
+    // Half of the host's time is the inlined function's, as the program measured it.
+    double sigma = std::sqrt(0.25 / double(p.time.samples));
+    CAPTURE(burn.stats.cumtime);
+    CAPTURE(host.stats.cumtime);
+    CHECK(std::abs(burn.stats.cumtime / host.stats.cumtime - share) < std::max(0.03, 4 * sigma));
+    CHECK(burn.stats.cumtime <= host.stats.cumtime);
+    // Its caller is the function it was inlined into, and what it inlined in turn is its callee.
+    size_t host_index = size_t(&host - p.functions.data()), burn_index = size_t(&burn - p.functions.data());
+    bool called_by_host = false, calls_cpu_seconds = false;
+    const analysis::Function& clock = function_named(p, "cpu_seconds");
+    size_t clock_index = size_t(&clock - p.functions.data());
+    for (const analysis::Edge& e : p.edges) {
+        called_by_host |= e.caller == host_index && e.callee == burn_index;
+        calls_cpu_seconds |= e.caller == burn_index && e.callee == clock_index;
+    }
+    CHECK(called_by_host);
+    CHECK(calls_cpu_seconds);
+    // Its lines, with no macro: the loop's body holds most of its samples.
+    auto lines = run({PROFREPORT, "--lines", trace});
+    REQUIRE(lines.exit_code == 0);
+    size_t table = lines.out.find("Function: (anonymous namespace)::inlined_burn");
+    REQUIRE(table != std::string::npos);
+    CHECK(lines.out.find("sink * 2862933555777941757UL", table) != std::string::npos);
+    // --no-inline: the machine code's functions only; the host has the time.
+    analysis::SessionOptions physical;
+    physical.inlined = false;
+    analysis::Session flat(physical);
+    flat.add_trace(trace);
+    analysis::Profile q = flat.profile();
+    CHECK(q.match("inlined_burn").empty());
+    CHECK(function_named(q, "inlined_host").stats.cumtime == doctest::Approx(host.stats.cumtime));
+}

@@ -9,6 +9,11 @@
 //                               while a second thread blocks in wait_for_pipe() on a read until
 //                               main ends; prints its own measures: `nap_wall`, `work_cpu`,
 //                               `wait_wall` (seconds)
+//   spinners inlined SECONDS    burns SECONDS of CPU in inlined_host(): half in its own loop,
+//                               half in inlined_burn(), a function inlined into it (no
+//                               out-of-line copy); prints `host_cpu` and `inlined_cpu`
+//   spinners pingpong N         N round trips of a byte between main and a thread over two
+//                               pipes: two context switches each (the cost of --idle)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -95,6 +100,50 @@ void* waiter_main(void*) {
     return nullptr;
 }
 
+// Inlined into its caller, with no copy of its own: only the DWARF inline information says
+// its instructions are its.
+__attribute__((always_inline)) inline void inlined_burn(double seconds) {
+    volatile unsigned long sink = 3;
+    double until = cpu_seconds() + seconds;
+    while (cpu_seconds() < until)
+        for (int i = 0; i < 5000; ++i) sink = sink * 2862933555777941757UL + 7;
+}
+
+__attribute__((noipa)) void inlined_host(double seconds) {
+    double c0 = cpu_seconds();
+    inlined_burn(seconds / 2);
+    double c1 = cpu_seconds();
+    volatile unsigned long sink = 5;
+    double until = c1 + seconds / 2;
+    while (cpu_seconds() < until)
+        for (int i = 0; i < 5000; ++i) sink = sink * 6364136223846793005UL + 3;
+    std::printf("inlined_cpu %.6f\nhost_cpu %.6f\n", c1 - c0, cpu_seconds() - c1);
+}
+
+int g_ping[2], g_pong[2];
+
+void* echo_main(void*) {
+    char c;
+    while (read(g_ping[0], &c, 1) == 1)
+        if (write(g_pong[1], &c, 1) != 1) break;
+    return nullptr;
+}
+
+int pingpong(int rounds) {
+    if (pipe(g_ping) != 0 || pipe(g_pong) != 0) return 1;
+    pthread_t echo;
+    pthread_create(&echo, nullptr, echo_main, nullptr);
+    char c = 'x';
+    double w0 = wall_seconds();
+    for (int i = 0; i < rounds; ++i)
+        if (write(g_ping[1], &c, 1) != 1 || read(g_pong[0], &c, 1) != 1) return 1;
+    double wall = wall_seconds() - w0;
+    close(g_ping[1]);
+    pthread_join(echo, nullptr);
+    std::printf("round_trips %d\npingpong_wall %.6f\n", rounds, wall);
+    return 0;
+}
+
 int naps(int rounds) {
     if (pipe(g_pipe) != 0) return 1;
     pthread_t waiter;
@@ -126,6 +175,11 @@ int main(int argc, char** argv) {
     }
     int n = argc > 2 ? std::atoi(argv[2]) : 2;
     if (!std::strcmp(mode, "naps")) return naps(n);
+    if (!std::strcmp(mode, "pingpong")) return pingpong(n);
+    if (!std::strcmp(mode, "inlined")) {
+        inlined_host(argc > 2 ? std::atof(argv[2]) : 1.0);
+        return 0;
+    }
     if (!std::strcmp(mode, "many")) {
         for (int i = 0; i < n; ++i) {
             pthread_t t;

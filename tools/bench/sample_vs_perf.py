@@ -19,7 +19,8 @@ included), `profrun --sample --rate 999 -o TRACE -f -- PROGRAM` (default --stack
 comm,pid,tid,period,ip,sym,dso` (physical frames, as profrun has them): a function's self share
 is the samples whose leaf frame is the function over all samples, its cumulative share the
 samples with it anywhere on the stack (once per sample). profrun's: `profreport --format json
--n 0 TRACE`, self share tottime over the sum of tottime, cumulative share cumtime over that sum.
+-n 0 --no-inline TRACE` (physical frames, as perf's --no-inline), self share tottime over the sum
+of tottime, cumulative share cumtime over that sum.
 
 Names are compared as both tools print them, made comparable the same way on both sides: a
 symbol's version (@@GLIBC_2.2.5) and clone suffixes (.isra.0, .part.0, .constprop.0, .cold) are
@@ -315,10 +316,10 @@ def profreport_shares(profreport, trace, out_json, names):
     sum of tottime), and from its folded stacks the exact cumulative shares of the same names
     (a check of the JSON's cumtime once names are merged)."""
     with open(out_json, "w") as f:
-        p = subprocess.run([str(profreport), "--format", "json", "-n", "0", str(trace)],
+        p = subprocess.run([str(profreport), "--no-inline", "--format", "json", "-n", "0", str(trace)],
                            stdout=f, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
-        raise RuntimeError(f"exit {p.returncode}: {shlex.join([str(profreport), '--format', 'json', '-n', '0', str(trace)])}"
+        raise RuntimeError(f"exit {p.returncode}: {shlex.join([str(profreport), '--no-inline', '--format', 'json', '-n', '0', str(trace)])}"
                            f"\n{p.stderr[-2000:]}")
     doc = json.loads(Path(out_json).read_text())
     tot, cum = defaultdict(float), defaultdict(float)
@@ -330,7 +331,7 @@ def profreport_shares(profreport, trace, out_json, names):
         tot[name] += f["tottime"] or 0.0
         cum[name] += f["cumtime"] or 0.0
     pct = lambda d: {k: 100.0 * v / total for k, v in d.items()} if total else {}  # noqa: E731
-    folded = subprocess.run([str(profreport), "--export", "collapsed", str(trace)],
+    folded = subprocess.run([str(profreport), "--no-inline", "--export", "collapsed", str(trace)],
                             capture_output=True, text=True)
     fcum, ftotal = defaultdict(float), 0.0
     if folded.returncode == 0:

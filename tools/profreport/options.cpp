@@ -62,6 +62,10 @@ CLI::Option* declare_traces(tools::Cli& cli, CLI::App& app, Args& a) {
 }
 
 void declare_reading(CLI::App& app, Args& a) {
+    app.add_flag("--no-inline", a.no_inline,
+                 "a trace sampled from outside: no frames for the functions inlined\n"
+                 "at its addresses (the machine code's own functions, as perf's\n"
+                 "--no-inline shows them)");
     app.add_flag("--no-compensation", a.raw,
                  "do not subtract the runtime's own cost per call and per marked line\n"
                  "(measured when the program started) from the times");

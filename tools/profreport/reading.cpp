@@ -34,6 +34,7 @@ Reading::Reading(const Args& a, const std::vector<std::string>& traces) {
     analysis::SessionOptions o;
     o.compensate = !a.raw;
     o.time = a.time;
+    o.inlined = !a.no_inline;
     o.progress = progress.callback();
     session = std::make_unique<analysis::Session>(o);
     session->add_traces(traces, a.jobs);

@@ -261,6 +261,7 @@ struct Session::Impl : reader::EventSink {
     // times from the samples, no call counts. Its addresses' functions, by sampled address.
     bool stack_sampled = false;
     std::unordered_map<uint64_t, uint32_t> sampled_functions; // address -> define()
+    std::unordered_map<uint64_t, uint32_t> inlined_functions; // inlined call's id -> define()
     // Its line tables: samples and CPU ns per (stream, function, source line), each sample
     // counted once on every line of its stack (line_profiler's time: the line and its callees).
     struct SampledLine {
@@ -315,6 +316,7 @@ struct Session::Impl : reader::EventSink {
         untimed_hooks = time != layout.meta.end() && time->second == "sampled";
         stack_sampled = layout.meta.count("sampler") != 0;
         sampled_functions.clear();
+        inlined_functions.clear();
         sampled_lines.clear();
         if (stack_sampled && options.time == TimeSource::kTraced)
             throw reader::TraceError(layout.path,
@@ -487,25 +489,41 @@ struct Session::Impl : reader::EventSink {
         advance(t, ticks);
         t.sampled = t.spans_closed = true;
         uint32_t node = 0;
-        thread_local std::vector<std::pair<uint32_t, const reader::Location*>> lines;
+        struct LineAt {
+            uint32_t fn;
+            const std::string* file;
+            uint32_t line;
+        };
+        thread_local std::vector<LineAt> lines;
         lines.clear();
+        auto add_line = [&](uint32_t fn, const std::string& file, uint32_t line) {
+            if (!line) return;
+            for (const LineAt& l : lines) // recursion: a line counts once per sample
+                if (l.fn == fn && l.line == line && *l.file == file) return;
+            lines.push_back(LineAt{fn, &file, line});
+        };
         if (auto it = t.unwound.find(stack); it != t.unwound.end())
             for (size_t i = it->second.size(); i-- > 0;) {
                 uint64_t address = it->second[i];
                 uint32_t fn = sampled_function(t, address, ticks);
                 node = t.child(node, fn);
                 auto loc = layout.locations.find(address);
-                if (loc != layout.locations.end() && loc->second.line) {
-                    std::pair<uint32_t, const reader::Location*> key{fn, &loc->second};
-                    bool seen = false; // recursion: a line counts once per sample
-                    for (const auto& l : lines)
-                        seen |= l.first == fn && l.second->line == loc->second.line &&
-                                l.second->file == loc->second.file;
-                    if (!seen) lines.push_back(key);
+                if (loc == layout.locations.end()) continue;
+                // Functions inlined there are frames of their own, each at the line of its
+                // caller it was inlined at; the address's own line is the innermost one's.
+                static const std::vector<reader::InlinedCall> none;
+                const std::vector<reader::InlinedCall>& calls =
+                    options.inlined ? loc->second.inlined : none;
+                for (const reader::InlinedCall& call : calls) {
+                    add_line(fn, call.call_file, call.call_line);
+                    fn = inlined_function(t, call.function, ticks);
+                    node = t.child(node, fn);
                 }
+                add_line(fn, loc->second.file, loc->second.line);
             }
-        for (const auto& [fn, loc] : lines) {
-            SampledLine& l = sampled_lines[{id, fn, loc->file, loc->line}];
+        for (const LineAt& at : lines) {
+            uint32_t fn = at.fn;
+            SampledLine& l = sampled_lines[{id, fn, *at.file, at.line}];
             l.samples += hit ? 1 : 0;
             l.ns += ns;
         }
@@ -513,6 +531,12 @@ struct Session::Impl : reader::EventSink {
         give(t, node, weight);
         tick_progress(ticks);
         return weight;
+    }
+    // An inlined function's id (a Location record's inlined call) as a trace function.
+    uint32_t inlined_function(ThreadReplay& t, uint64_t id, uint64_t ticks) {
+        auto [it, fresh] = inlined_functions.try_emplace(id, 0);
+        if (fresh) it->second = define(id);
+        return resolve(t, it->second, ticks);
     }
     // The function of a sampled address: its Location record's, else the address itself.
     uint32_t sampled_function(ThreadReplay& t, uint64_t address, uint64_t ticks) {

@@ -388,13 +388,37 @@ PROF_CODEC_INLINE uint8_t* put_site(uint8_t* p, const SiteFields& s) {
                    s.label_len);
 }
 
-// 1.7: the function and source position of a sampled address. At most
-// 2 + kMaxUleb + 16 + kMaxUleb + file_len + kMaxUleb bytes.
+// 1.8: a function inlined at a sampled address, and the line of its caller it was inlined at.
+struct InlinedCallFields {
+    uint64_t function;
+    const char* call_file;
+    size_t call_file_len;
+    uint64_t call_line;
+};
+
+// 1.7: the function and source position of a sampled address; 1.8: and the functions inlined
+// there, outermost first (none: the 1.7 record). At most 2 + kMaxUleb + 16 + kMaxUleb +
+// file_len + 2 * kMaxUleb bytes, and 8 + 2 * kMaxUleb + call_file_len per inlined call.
 PROF_CODEC_INLINE uint8_t* put_location(uint8_t* p, uint64_t address, uint64_t function,
-                                        const char* file, size_t file_len, uint64_t line) {
+                                        const char* file, size_t file_len, uint64_t line,
+                                        const InlinedCallFields* inlined = nullptr,
+                                        size_t n_inlined = 0) {
     size_t payload = 16 + uleb_size(file_len) + file_len + uleb_size(line);
+    if (n_inlined) {
+        payload += uleb_size(n_inlined);
+        for (size_t i = 0; i < n_inlined; ++i)
+            payload += 8 + uleb_size(inlined[i].call_file_len) + inlined[i].call_file_len +
+                       uleb_size(inlined[i].call_line);
+    }
     p = put_u64(put_u64(put_sized_head(p, Tag::kLocation, payload), address), function);
-    return put_uleb(put_str(p, file, file_len), line);
+    p = put_uleb(put_str(p, file, file_len), line);
+    if (!n_inlined) return p;
+    p = put_uleb(p, n_inlined);
+    for (size_t i = 0; i < n_inlined; ++i)
+        p = put_uleb(put_str(put_u64(p, inlined[i].function), inlined[i].call_file,
+                             inlined[i].call_file_len),
+                     inlined[i].call_line);
+    return p;
 }
 
 // 1.2: the object at load_base/start/end has been unloaded by `ticks`. 34 bytes.
