@@ -6,6 +6,8 @@
 #include <dwarf.h>
 #include <algorithm>
 #include <cstdlib>
+#include <unordered_map>
+#include <vector>
 
 namespace prof::reader {
 
@@ -28,6 +30,95 @@ struct DwarfLines::Impl {
     Dwarf_Addr bias = 0;
     Dwarf_Die last_cu{}; // of the last lookup without .debug_aranges
     bool have_last_cu = false;
+
+    // The address ranges of a unit's subprograms (those with code), by start: inlined() looks
+    // an address's subprogram up here instead of walking the unit.
+    struct Subprogram {
+        Dwarf_Addr low, high;
+        Dwarf_Die die;
+    };
+    std::unordered_map<Dwarf_Off, std::vector<Subprogram>> subprograms;
+    // The namespaces and classes around each subprogram DIE of the units indexed ("a::B::").
+    std::unordered_map<Dwarf_Off, std::string> prefixes;
+
+    // The source name of an inlined function without a linkage name (internal linkage, C),
+    // with the namespaces and classes its declaration is in: (anonymous namespace)::step.
+    bool qualified_name(Dwarf_Die* inlined, std::string& out) {
+        const char* name = dwarf_diename(inlined);
+        if (!name) return false;
+        out = name;
+        Dwarf_Attribute a;
+        Dwarf_Die origin, decl;
+        if (!dwarf_attr(inlined, DW_AT_abstract_origin, &a) || !dwarf_formref_die(&a, &origin))
+            return true;
+        // A declaration elsewhere (DW_AT_specification) is where the nesting is.
+        if (dwarf_attr(&origin, DW_AT_specification, &a) && dwarf_formref_die(&a, &decl))
+            origin = decl;
+        if (auto it = prefixes.find(dwarf_dieoffset(&origin)); it != prefixes.end())
+            out = it->second + out;
+        return true;
+    }
+
+    // A subprogram's scopes (inlined subroutines and lexical blocks), in preorder, once: a
+    // walk per address would skip over the subtrees of its siblings every time.
+    struct Scope {
+        std::vector<std::pair<Dwarf_Addr, Dwarf_Addr>> ranges;
+        Dwarf_Die die;
+        bool inlined;
+    };
+    std::unordered_map<Dwarf_Off, std::vector<Scope>> scopes;
+    const std::vector<Scope>& scopes_of(Dwarf_Die* subprogram) {
+        auto [it, fresh] = scopes.try_emplace(dwarf_dieoffset(subprogram));
+        if (fresh) gather(subprogram, it->second, 0);
+        return it->second;
+    }
+    static void gather(Dwarf_Die* parent, std::vector<Scope>& v, int depth) {
+        Dwarf_Die child;
+        if (depth > 64 || dwarf_child(parent, &child) != 0) return;
+        do {
+            int tag = dwarf_tag(&child);
+            if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_lexical_block) continue;
+            Scope sc{{}, child, tag == DW_TAG_inlined_subroutine};
+            Dwarf_Addr base, low, high;
+            ptrdiff_t off = 0;
+            while ((off = dwarf_ranges(&child, off, &base, &low, &high)) > 0)
+                if (high > low) sc.ranges.emplace_back(low, high);
+            bool any = !sc.ranges.empty();
+            if (any) v.push_back(std::move(sc));
+            // A block without addresses of its own may still hold scopes that have them.
+            if (any || tag == DW_TAG_lexical_block) gather(&child, v, depth + 1);
+        } while (dwarf_siblingof(&child, &child) == 0);
+    }
+    const std::vector<Subprogram>& subprograms_of(Dwarf_Die* cu) {
+        auto [it, fresh] = subprograms.try_emplace(dwarf_dieoffset(cu));
+        if (!fresh) return it->second;
+        std::vector<Subprogram>& v = it->second;
+        collect(cu, v, prefixes, std::string(), 0);
+        std::sort(v.begin(), v.end(),
+                  [](const Subprogram& a, const Subprogram& b) { return a.low < b.low; });
+        return v;
+    }
+    static void collect(Dwarf_Die* parent, std::vector<Subprogram>& v,
+                        std::unordered_map<Dwarf_Off, std::string>& prefixes,
+                        const std::string& prefix, int depth) {
+        Dwarf_Die child;
+        if (depth > 16 || dwarf_child(parent, &child) != 0) return;
+        do {
+            int tag = dwarf_tag(&child);
+            if (tag == DW_TAG_subprogram) {
+                if (!prefix.empty()) prefixes.emplace(dwarf_dieoffset(&child), prefix);
+                Dwarf_Addr base, low, high;
+                ptrdiff_t off = 0;
+                while ((off = dwarf_ranges(&child, off, &base, &low, &high)) > 0)
+                    if (high > low) v.push_back(Subprogram{low, high, child});
+            } else if (tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+                       tag == DW_TAG_structure_type || tag == DW_TAG_union_type) {
+                const char* name = dwarf_diename(&child);
+                collect(&child, v, prefixes,
+                        prefix + (name ? name : "(anonymous namespace)") + "::", depth + 1);
+            }
+        } while (dwarf_siblingof(&child, &child) == 0);
+    }
 
     // libdwfl finds an address's compilation unit through .debug_aranges, which Clang does not
     // write: then the units are searched by their own address ranges (the last one found
@@ -65,37 +156,6 @@ DwarfLines::~DwarfLines() {
     if (impl_->dwfl) dwfl_end(impl_->dwfl);
 }
 
-namespace {
-
-// The source name of a function without a linkage name (internal linkage, C), with the
-// namespaces and classes its declaration is in: (anonymous namespace)::step.
-bool qualified_name(Dwarf_Die* inlined, std::string& out) {
-    const char* name = dwarf_diename(inlined);
-    if (!name) return false;
-    out = name;
-    Dwarf_Attribute a;
-    Dwarf_Die origin;
-    if (!dwarf_attr(inlined, DW_AT_abstract_origin, &a) || !dwarf_formref_die(&a, &origin))
-        return true;
-    // A declaration elsewhere (DW_AT_specification) holds the nesting.
-    Dwarf_Die decl;
-    if (dwarf_attr(&origin, DW_AT_specification, &a) && dwarf_formref_die(&a, &decl)) origin = decl;
-    Dwarf_Die* parents = nullptr;
-    int n = dwarf_getscopes_die(&origin, &parents);
-    for (int i = 1; i < n; ++i) {
-        int tag = dwarf_tag(&parents[i]);
-        if (tag != DW_TAG_namespace && tag != DW_TAG_class_type && tag != DW_TAG_structure_type &&
-            tag != DW_TAG_union_type)
-            continue;
-        const char* p = dwarf_diename(&parents[i]);
-        out = std::string(p ? p : "(anonymous namespace)") + "::" + out;
-    }
-    std::free(parents);
-    return true;
-}
-
-} // namespace
-
 std::vector<DwarfLines::InlinedCall> DwarfLines::inlined(uint64_t vaddr) const {
     std::vector<InlinedCall> calls;
     if (!impl_->module) return calls;
@@ -105,19 +165,24 @@ std::vector<DwarfLines::InlinedCall> DwarfLines::inlined(uint64_t vaddr) const {
         while ((cu = dwfl_module_nextcu(impl_->module, cu, &cu_bias)) != nullptr)
             if (dwarf_haspc(cu, addr - cu_bias) == 1) break;
     if (!cu) return calls;
-    // dwarf_getscopes continues past an inlined subroutine with its abstract origin's scopes,
-    // not with the code it was inlined into: the innermost scope's chain of concrete parents
-    // (dwarf_getscopes_die) is the nesting of the inlined calls.
-    Dwarf_Die* found = nullptr;
-    int nfound = dwarf_getscopes(cu, addr - cu_bias, &found);
-    if (nfound <= 0) {
-        std::free(found);
-        return calls;
+    Dwarf_Addr pc = addr - cu_bias;
+    // The subprogram holding pc, from the unit's index; then down its tree, through the scopes
+    // that hold pc: the inlined subroutines met on the way are the calls, outermost first.
+    // (dwarf_getscopes walks the whole unit per address, far too slow for an amalgamation such
+    // as sqlite3.c, and continues past an inlined subroutine with its abstract origin's scopes.)
+    const std::vector<Impl::Subprogram>& subs = impl_->subprograms_of(cu);
+    auto it = std::upper_bound(subs.begin(), subs.end(), pc,
+                               [](Dwarf_Addr a, const Impl::Subprogram& s) { return a < s.low; });
+    Dwarf_Die scope;
+    bool found = false;
+    for (int back = 0; it != subs.begin() && back < 8 && !found; ++back) {
+        --it;
+        if (pc < it->high) {
+            scope = it->die;
+            found = true;
+        }
     }
-    Dwarf_Die innermost = found[0];
-    std::free(found);
-    Dwarf_Die* scopes = nullptr;
-    int n = dwarf_getscopes_die(&innermost, &scopes);
+    if (!found) return calls;
     Dwarf_Files* files = nullptr;
     size_t nfiles = 0;
     if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0) files = nullptr;
@@ -126,33 +191,34 @@ std::vector<DwarfLines::InlinedCall> DwarfLines::inlined(uint64_t vaddr) const {
         Dwarf_Word v = 0;
         return dwarf_attr(die, name, &a) && dwarf_formudata(&a, &v) == 0 ? v : 0;
     };
-    // Innermost scope first: up to the subprogram that holds them.
-    for (int i = 0; i < n; ++i) {
-        int tag = dwarf_tag(&scopes[i]);
-        if (tag == DW_TAG_subprogram) break;
-        if (tag != DW_TAG_inlined_subroutine) continue;
+    // Preorder puts a scope before the ones nested in it: those holding pc, in order, are the
+    // nesting at pc.
+    for (const Impl::Scope& sc : impl_->scopes_of(&scope)) {
+        if (!sc.inlined) continue;
+        bool holds = false;
+        for (const auto& [low, high] : sc.ranges) holds |= pc >= low && pc < high;
+        if (!holds) continue;
+        Dwarf_Die die = sc.die;
         InlinedCall c;
         Dwarf_Attribute a;
         const char* linkage = nullptr;
-        if (dwarf_attr_integrate(&scopes[i], DW_AT_linkage_name, &a) ||
-            dwarf_attr_integrate(&scopes[i], DW_AT_MIPS_linkage_name, &a))
+        if (dwarf_attr_integrate(&die, DW_AT_linkage_name, &a) ||
+            dwarf_attr_integrate(&die, DW_AT_MIPS_linkage_name, &a))
             linkage = dwarf_formstring(&a);
         if (linkage) {
             c.symbol = linkage;
-        } else if (!qualified_name(&scopes[i], c.symbol)) {
+        } else if (!impl_->qualified_name(&die, c.symbol)) {
             continue;
         }
-        if (const char* f = dwarf_decl_file(&scopes[i])) c.decl_file = f;
+        if (const char* f = dwarf_decl_file(&die)) c.decl_file = f;
         int line = 0;
-        if (dwarf_decl_line(&scopes[i], &line) == 0 && line > 0) c.decl_line = uint32_t(line);
-        uint64_t file = udata(&scopes[i], DW_AT_call_file);
+        if (dwarf_decl_line(&die, &line) == 0 && line > 0) c.decl_line = uint32_t(line);
+        uint64_t file = udata(&die, DW_AT_call_file);
         if (files && file < nfiles)
             if (const char* f = dwarf_filesrc(files, file, nullptr, nullptr)) c.call_file = f;
-        c.call_line = uint32_t(udata(&scopes[i], DW_AT_call_line));
+        c.call_line = uint32_t(udata(&die, DW_AT_call_line));
         calls.push_back(std::move(c));
     }
-    std::free(scopes);
-    std::reverse(calls.begin(), calls.end());
     return calls;
 }
 
