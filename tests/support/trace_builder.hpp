@@ -133,9 +133,13 @@ public:
                       [&](uint8_t* p) { return format::put_off_cpu(p, dt, stack, ns); });
     }
     TraceBuilder& location(uint64_t address, uint64_t function, const std::string& file,
-                           uint32_t line) {
-        return encode(64 + file.size(), [&](uint8_t* p) {
-            return format::put_location(p, address, function, file.data(), file.size(), line);
+                           uint32_t line,
+                           const std::vector<format::InlinedCallFields>& inlined = {}) {
+        size_t n = 64 + file.size();
+        for (const auto& c : inlined) n += 32 + c.call_file_len;
+        return encode(n, [&](uint8_t* p) {
+            return format::put_location(p, address, function, file.data(), file.size(), line,
+                                        inlined.data(), inlined.size());
         });
     }
     TraceBuilder& meta(const std::string& key, const std::string& value) {

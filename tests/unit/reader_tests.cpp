@@ -974,3 +974,46 @@ TEST_CASE("OffCpu records (1.8): wall time at their stacks, no hits, corruption 
     build(true, &at).save(path);
     CHECK(error_of(path) == fmt::format("{}: corrupt trace at byte {}: malformed record 0x4f", path, at));
 }
+
+TEST_CASE("Location records (1.8) with inlined calls: frames of their own, at their lines") {
+    // host (0x1000) has step (id 2^63) inlined at m.c:5, and step has leaf (id 2^63 + 1)
+    // inlined at m.c:12; the sampled address is in leaf, at m.c:20.
+    const uint64_t step = uint64_t(1) << 63, leaf = step + 1;
+    std::string file = "m.c";
+    TraceBuilder b;
+    b.chunk(1, 0).stack(1, {0x1010}).stack_sample(100, 1, 2000000).stack(2, {0x1020}).stack_sample(100, 2, 1000000);
+    b.chunk(0)
+        .meta("sampler", "perf_event cpu-clock")
+        .meta("sample_hz", "999")
+        .symbol(0x1000, "host", "m.c", 1)
+        .symbol(step, "step", "m.c", 10)
+        .symbol(leaf, "leaf", "m.c", 19)
+        .location(0x1010, 0x1000, "m.c", 20,
+                  {{step, file.data(), file.size(), 5}, {leaf, file.data(), file.size(), 12}})
+        .location(0x1020, 0x1000, "m.c", 7)
+        .end_record(60000000);
+    std::string path = test::temp_path("inlined.trace");
+    b.save(path);
+    analysis::Session s;
+    s.add_trace(path);
+    analysis::Profile p = s.profile();
+    CHECK(stats(p, "leaf").tottime == test::approx(0.002));
+    CHECK(stats(p, "step").cumtime == test::approx(0.002));
+    CHECK(stats(p, "step").tottime == 0);
+    CHECK(stats(p, "host").cumtime == test::approx(0.003));
+    CHECK(stats(p, "host").tottime == test::approx(0.001));
+    // Physical frames only: host has it all.
+    analysis::SessionOptions o;
+    o.inlined = false;
+    analysis::Session flat(o);
+    flat.add_trace(path);
+    analysis::Profile q = flat.profile();
+    CHECK(stats(q, "host").tottime == test::approx(0.003));
+    CHECK(q.match("leaf").empty());
+
+    // An inlined call naming no function is corruption.
+    TraceBuilder bad;
+    bad.chunk(0).location(0x1010, 0x1000, "m.c", 20, {{0, file.data(), file.size(), 5}}).end_record(10);
+    bad.save(path);
+    CHECK(error_of(path).find("malformed location record") != std::string::npos);
+}
