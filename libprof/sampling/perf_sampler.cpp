@@ -180,6 +180,7 @@ bool PerfSampler::open_on(pid_t tid, bool launch, std::string& error) {
         }
         if (fd < 0) {
             if (errno == ESRCH && !launch) continue; // the thread ended meanwhile
+            last_errno_ = errno;
             error = explain_perf_error(errno, tid);
             return false;
         }
@@ -235,19 +236,29 @@ bool PerfSampler::open_switch_event(const perf_event_attr& clock, pid_t tid, int
     return true;
 }
 
+namespace {
+bool is_refusal(int err) {
+    return err == EACCES || err == EPERM || err == ENOSYS || err == ENOENT || err == EOPNOTSUPP;
+}
+} // namespace
+
 std::unique_ptr<PerfSampler> PerfSampler::launch(pid_t child, const SamplerOptions& o,
-                                                 std::string& error) {
+                                                 std::string& error, bool* refused) {
     std::unique_ptr<PerfSampler> s(new PerfSampler);
     s->period_ns_ = uint64_t(1e9 / std::max(o.hz, 1.0));
     s->stack_bytes_ = o.stack_bytes & ~7u;
     s->idle_ = s->switch_stacks_ = o.idle;
-    if (!s->open_on(child, true, error)) return nullptr;
+    if (!s->open_on(child, true, error)) {
+        if (refused) *refused = is_refusal(s->last_errno_);
+        return nullptr;
+    }
     s->switch_stacks_ &= s->kernel_;
     return s;
 }
 
 std::unique_ptr<PerfSampler> PerfSampler::attach(pid_t pid, const SamplerOptions& o,
-                                                 std::vector<pid_t>& threads, std::string& error) {
+                                                 std::vector<pid_t>& threads, std::string& error,
+                                                 bool* refused) {
     std::unique_ptr<PerfSampler> s(new PerfSampler);
     s->period_ns_ = uint64_t(1e9 / std::max(o.hz, 1.0));
     s->stack_bytes_ = o.stack_bytes & ~7u;
@@ -260,7 +271,10 @@ std::unique_ptr<PerfSampler> PerfSampler::attach(pid_t pid, const SamplerOptions
         for (pid_t tid : threads_of(pid)) {
             if (!opened.insert(tid).second) continue;
             fresh = true;
-            if (!s->open_on(tid, false, error)) return nullptr;
+            if (!s->open_on(tid, false, error)) {
+                if (refused) *refused = is_refusal(s->last_errno_);
+                return nullptr;
+            }
         }
         if (!fresh) break;
     }

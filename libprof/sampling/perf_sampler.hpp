@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <linux/perf_event.h>
 #include <memory>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -29,6 +30,7 @@ struct SamplerOptions {
     // Also the time off CPU (profrun --idle): the kernel's context-switch records for every
     // thread, and, where it allows events in the kernel, a sample at each switch out.
     bool idle = false;
+    bool subprocesses = false; // launch: the processes the program starts too (ptrace only)
 };
 
 // One sample, decoded. The pointers point into the sampler's buffer until the next drain.
@@ -89,43 +91,72 @@ class RecordSink {
     virtual void on_switch(const SwitchEvent&) {}
 };
 
-class PerfSampler {
+// What profrun reads the samples from: perf events, or the ptrace fallback.
+class Sampler {
+  public:
+    virtual ~Sampler() = default;
+    // Waits up to `timeout_ms` for records; false when interrupted.
+    virtual bool wait(int timeout_ms) = 0;
+    // Delivers the records there are now.
+    virtual void drain(RecordSink& sink) = 0;
+    // Stops sampling; the target runs on.
+    virtual void disable() = 0;
+    virtual uint64_t period_ns() const = 0;
+    virtual uint32_t stack_bytes() const = 0;
+    // Whether time in system calls is sampled too (charged to the code that made the call).
+    virtual bool kernel_time() const = 0;
+    // --idle: whether each switch out comes with its stack.
+    virtual bool switch_stacks() const = 0;
+    // Bytes of sample records read, and their count: bytes per sample.
+    virtual uint64_t sample_bytes() const = 0;
+    virtual uint64_t samples() const = 0;
+    // Launch: the child's wait status once the sampler has reaped it (a tracer must).
+    virtual std::optional<int> child_status() const { return std::nullopt; }
+    virtual const char* name() const = 0; // "perf_event cpu-clock", "ptrace"
+};
+
+class PerfSampler : public Sampler {
   public:
     // Follows `child`, a process stopped before its exec (launch), from its exec on. Null with
     // `error` set when the kernel refuses (its reason and the setting that decides it).
+    // `refused` (if given) says whether the kernel refused perf events as such (permissions,
+    // seccomp, no support), where a fallback may run.
     static std::unique_ptr<PerfSampler> launch(pid_t child, const SamplerOptions& o,
-                                               std::string& error);
+                                               std::string& error, bool* refused = nullptr);
     // Follows every thread of the running process `pid` and the threads they create; enabled
     // at once. `threads` receives the thread ids found.
     static std::unique_ptr<PerfSampler> attach(pid_t pid, const SamplerOptions& o,
-                                               std::vector<pid_t>& threads, std::string& error);
-    ~PerfSampler();
+                                               std::vector<pid_t>& threads, std::string& error,
+                                               bool* refused = nullptr);
+    ~PerfSampler() override;
     PerfSampler(const PerfSampler&) = delete;
     PerfSampler& operator=(const PerfSampler&) = delete;
 
     // Waits up to `timeout_ms` for the buffers to fill a quarter; false when interrupted.
-    bool wait(int timeout_ms);
+    bool wait(int timeout_ms) override;
     // Delivers every record now in the buffers, buffer by buffer (each in time order).
-    void drain(RecordSink& sink);
+    void drain(RecordSink& sink) override;
     // Stops sampling (the records written so far stay readable).
-    void disable();
+    void disable() override;
 
-    uint64_t period_ns() const { return period_ns_; }
-    uint32_t stack_bytes() const { return stack_bytes_; }
+    uint64_t period_ns() const override { return period_ns_; }
+    uint32_t stack_bytes() const override { return stack_bytes_; }
+    const char* name() const override { return "perf_event cpu-clock"; }
     // Whether samples in the kernel (system calls) are taken too (root, or paranoid <= 1);
     // otherwise only time in user space is sampled.
-    bool kernel_time() const { return kernel_; }
+    bool kernel_time() const override { return kernel_; }
     // With SamplerOptions::idle: whether each switch out is sampled with its stack (root, or
     // paranoid <= 1: the event fires in the kernel); otherwise the switches are times only.
-    bool switch_stacks() const { return switch_stacks_; }
+    bool switch_stacks() const override { return switch_stacks_; }
     // Bytes of sample records read so far, and their count: bytes per sample.
-    uint64_t sample_bytes() const { return sample_bytes_; }
-    uint64_t samples() const { return samples_; }
+    uint64_t sample_bytes() const override { return sample_bytes_; }
+    uint64_t samples() const override { return samples_; }
 
   private:
     PerfSampler() = default;
     struct Buffer;
     bool open_on(pid_t tid, bool launch, std::string& error);
+    int last_errno_ = 0;
     bool open_switch_event(const perf_event_attr& clock, pid_t tid, int cpu, int buffer_fd);
     void read_buffer(Buffer& b, RecordSink& sink);
 

@@ -401,10 +401,10 @@ struct SampledRun::Impl {
         write_meta(r, "ppid", std::to_string(ppid));
         write_meta(r, "host", host_name());
         write_meta(r, "runtime", std::string("libprof ") + PROF_VERSION_STRING);
-        write_meta(r, "sampler", "perf_event cpu-clock");
+        write_meta(r, "sampler", d.sampler);
         write_meta(r, "sampled", d.how);
         write_meta(r, "sample_hz", fmt::format("{:.0f}", d.hz));
-        write_meta(r, "sample_clock", "cpu-clock");
+        write_meta(r, "sample_clock", d.sampler == "ptrace" ? "wall (weighed by schedstat CPU time)" : "cpu-clock");
         write_meta(r, "sample_stack_bytes", std::to_string(d.stack_bytes));
         write_meta(r, "sample_kernel", d.kernel ? "1" : "0");
         if (!d.idle.empty()) write_meta(r, "sample_idle", d.idle);

@@ -30,6 +30,7 @@ struct RunDescription {
     // /proc while the threads wait ("proc"); empty: CPU time only.
     std::string idle;
     std::string how; // "launch" or "attach"
+    std::string sampler = "perf_event cpu-clock"; // or "ptrace"
 };
 
 // What happened, for profrun's messages.

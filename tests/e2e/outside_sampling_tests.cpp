@@ -616,3 +616,80 @@ TEST_CASE("profrun --sample: a function inlined without a copy of its own is a f
     CHECK(q.match("inlined_burn").empty());
     CHECK(function_named(q, "inlined_host").stats.cumtime == doctest::Approx(host.stats.cumtime));
 }
+
+namespace {
+
+// The TracerPid line of /proc/PID/status (0: not traced), or -1.
+int tracer_of(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("TracerPid:", 0) == 0) return std::stoi(line.substr(10));
+    return -1;
+}
+
+} // namespace
+
+TEST_CASE("profrun --sampler ptrace: the fallback follows threads, passes the exit status, detaches") {
+    std::string trace = temp_path("outside-ptrace.trace");
+    SUBCASE("launch: every thread, its CPU time, the exit status") {
+        auto r = run({PROFRUN, "--sample", "--sampler", "ptrace", "-o", trace, "--",
+                      PROF_TEST_SPINNERS, "threads", "2", "0.4"});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(r.out.find("spun 2 threads and a child") != std::string::npos);
+        CHECK(r.err.find("at 100 Hz") != std::string::npos);
+        analysis::Session session;
+        session.add_trace(trace);
+        analysis::Profile p = session.profile();
+        CHECK(p.traces[0].meta.at("sampler") == "ptrace");
+        // Each sample weighs the CPU time its thread used since the one before: two threads and
+        // main burned 0.4 s each.
+        double threads = function_named(p, "thread_spin").stats.cumtime;
+        double main_spin = function_named(p, "main_spin").stats.cumtime;
+        CAPTURE(threads);
+        CAPTURE(main_spin);
+        CHECK(threads > 0.6);
+        CHECK(threads < 1.0);
+        CHECK(main_spin > 0.3);
+        CHECK(main_spin < 0.5);
+        CHECK(p.threads.size() >= 3);
+        auto failing = run({PROFRUN, "-q", "--sample", "--sampler", "ptrace", "-o", trace, "--",
+                            "/bin/sh", "-c", "exit 7"});
+        CHECK(failing.exit_code == 7);
+    }
+    SUBCASE("attach: the target runs on, and is no longer traced when profrun is killed") {
+        Target target;
+        auto r = run({PROFRUN, "--pid", std::to_string(target.pid), "--sampler", "ptrace",
+                      "--duration", "0.5", "-o", trace});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        char state = state_of(target.pid);
+        CHECK((state == 'R' || state == 'S'));
+        CHECK(tracer_of(target.pid) == 0);
+        analysis::Session session;
+        session.add_trace(trace);
+        CHECK(function_named(session.profile(), "forever_spin").stats.cumtime > 0.3);
+
+        pid_t profrun = fork();
+        if (profrun == 0) {
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, 2);
+            execl(PROFRUN, PROFRUN, "-q", "--pid", std::to_string(target.pid).c_str(), "--sampler",
+                  "ptrace", "-o", trace.c_str(), nullptr);
+            _exit(127);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        CHECK(tracer_of(target.pid) == profrun);
+        kill(profrun, SIGKILL);
+        int st;
+        waitpid(profrun, &st, 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        CHECK(tracer_of(target.pid) == 0);
+        state = state_of(target.pid);
+        CHECK((state == 'R' || state == 'S'));
+    }
+    SUBCASE("--idle needs perf events") {
+        auto r = run({PROFRUN, "--sample", "--sampler", "ptrace", "--idle", "--", "true"});
+        CHECK(r.exit_code != 0);
+        CHECK(r.err.find("--idle needs perf events") != std::string::npos);
+    }
+}

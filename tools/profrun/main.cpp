@@ -85,11 +85,12 @@ struct RunOptions {
     std::vector<std::string> command; // COMMAND [ARGS...]
     // Sampling from outside (--sample, --pid).
     bool sample = false, subprocesses = false, idle = false;
+    std::string sampler = "auto";
     pid_t pid = 0;
     double rate = 999, duration = 0;
     unsigned stack_bytes = 8192;
     CLI::Option *sample_flag = nullptr, *pid_option = nullptr, *rate_option = nullptr,
-                *duration_option = nullptr, *stack_option = nullptr, *subprocess_flag = nullptr, *idle_flag = nullptr,
+                *duration_option = nullptr, *stack_option = nullptr, *subprocess_flag = nullptr, *idle_flag = nullptr, *sampler_option = nullptr,
                 *mem_flag = nullptr, *preload_flag = nullptr;
 
     bool packs() const { return pack.value_or(mem); }
@@ -162,6 +163,12 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
     o.subprocess_flag = app.add_flag("--subprocesses", o.subprocesses,
                                      "with --sample: also sample the processes COMMAND starts,\n"
                                      "each into FILE.PID");
+    o.sampler_option = app.add_option("--sampler", o.sampler,
+                                      "with --sample or --pid: perf (perf_event_open), ptrace\n"
+                                      "(stops each thread per sample; at most 100 Hz), or auto\n"
+                                      "(default: perf, ptrace where the kernel refuses perf)")
+                           ->type_name("KIND")
+                           ->check(CLI::IsMember({"auto", "perf", "ptrace"}));
     o.idle_flag = app.add_flag("--idle", o.idle,
                                "with --sample or --pid: also the time off CPU (sleeping,\n"
                                "blocked, waiting for a CPU), charged where each thread left\n"
@@ -191,11 +198,13 @@ std::optional<int> finish_command_line(prof::tools::Cli& cli, RunOptions& o, Pac
     else if (!o.command.empty() && o.command.front().rfind('-', 0) == 0)
         return cli.usage_error(cli.unknown_option(o.command.front()));
     bool sampling = o.sample || o.pid_option->count();
-    if (!sampling && (o.rate_option->count() || o.stack_option->count() || o.idle))
+    if (!sampling &&
+        (o.rate_option->count() || o.stack_option->count() || o.idle || o.sampler_option->count()))
         return cli.usage_error(fmt::format("{} is for --sample and --pid",
                                            o.rate_option->count()    ? "--rate"
                                            : o.stack_option->count() ? "--stack-bytes"
-                                                                     : "--idle"));
+                                           : o.idle                  ? "--idle"
+                                                                     : "--sampler"));
     if (sampling)
         for (const RunOptions::Variable& v : o.variables)
             if (v.given->count())
@@ -552,6 +561,7 @@ int main(int argc, char** argv) {
         so.stack_bytes = o.stack_bytes;
         so.subprocesses = o.subprocesses;
         so.idle = o.idle;
+        so.sampler = o.sampler;
         so.quiet = o.quiet;
         return o.sample ? prof::tools::run_sampled(so, log) : prof::tools::attach_sampled(so, log);
     }

@@ -4,6 +4,7 @@
 
 #include "common/text.hpp"
 #include "sampling/perf_sampler.hpp"
+#include "sampling/ptrace_sampler.hpp"
 #include "sampling/sampled_run.hpp"
 
 #include <fmt/format.h>
@@ -24,6 +25,8 @@ namespace prof::tools {
 namespace {
 
 using sampling::PerfSampler;
+using sampling::PtraceSampler;
+using sampling::Sampler;
 using sampling::RunSummary;
 using sampling::SampledRun;
 
@@ -71,7 +74,7 @@ void raise_file_limit() {
     }
 }
 
-void report(const SampleOptions& o, const RunSummary& s, PerfSampler& sampler, const ToolLog& log) {
+void report(const SampleOptions& o, const RunSummary& s, Sampler& sampler, const ToolLog& log) {
     for (const std::string& w : s.warnings) log.warn(w);
     if (s.lost)
         log.warn(fmt::format("{} samples were lost: the buffers filled faster than profrun read "
@@ -82,7 +85,7 @@ void report(const SampleOptions& o, const RunSummary& s, PerfSampler& sampler, c
     log.info(fmt::format("{} samples at {:.0f} Hz of {}, {:.0f} bytes each from the kernel; "
                          "stacks: {} unwound from their stack copy ({} completed by frame "
                          "pointers), {} from frame pointers only",
-                         s.samples, o.rate,
+                         s.samples, 1e9 / double(sampler.period_ns()),
                          sampler.kernel_time()
                              ? "CPU time (user and system)"
                              : "user CPU time (time in system calls needs root or "
@@ -117,7 +120,33 @@ sampling::SamplerOptions sampler_options(const SampleOptions& o) {
     so.hz = o.rate;
     so.stack_bytes = o.stack_bytes;
     so.idle = o.idle;
+    so.subprocesses = o.subprocesses;
     return so;
+}
+
+// The perf events sampler, or where the kernel refuses them (and --sampler allows) the ptrace
+// fallback, said in one line. Null with `error` set when neither can run.
+template <class PerfOpen, class PtraceOpen>
+std::unique_ptr<Sampler> open_sampler(const SampleOptions& o, const ToolLog& log,
+                                      std::string& error, PerfOpen perf, PtraceOpen ptrace) {
+    if (o.sampler != "ptrace") {
+        bool refused = false;
+        std::unique_ptr<Sampler> s = perf(refused);
+        if (s || !refused || o.sampler == "perf") return s;
+        if (o.idle) {
+            error += "; --idle needs perf events (the ptrace fallback cannot see switches)";
+            return nullptr;
+        }
+        if (!o.quiet)
+            log.warn(fmt::format("{}: sampling with ptrace instead, at {:.0f} Hz (each sample "
+                                 "stops the thread for about 0.3 ms)",
+                                 error, std::min(o.rate, PtraceSampler::kMaxHz)));
+        error.clear();
+    } else if (o.idle) {
+        error = "--idle needs perf events (--sampler perf or auto)";
+        return nullptr;
+    }
+    return ptrace();
 }
 
 } // namespace
@@ -156,8 +185,13 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
         return 1;
     };
     std::string error;
-    std::unique_ptr<PerfSampler> sampler =
-        PerfSampler::launch(child, sampler_options(o), error);
+    sampling::SamplerOptions so = sampler_options(o);
+    std::unique_ptr<Sampler> sampler = open_sampler(
+        o, log, error,
+        [&](bool& refused) -> std::unique_ptr<Sampler> {
+            return PerfSampler::launch(child, so, error, &refused);
+        },
+        [&]() -> std::unique_ptr<Sampler> { return PtraceSampler::launch(child, so, error); });
     if (!sampler)
         return abandon(fmt::format("cannot sample {}: {}", o.command[0], error));
     sampling::RunDescription d;
@@ -169,7 +203,8 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
     d.cwd = read_link("/proc/self/cwd");
     d.pid = uint32_t(child);
     d.ppid = uint32_t(getpid());
-    d.hz = o.rate;
+    d.hz = 1e9 / double(sampler->period_ns());
+    d.sampler = sampler->name();
     d.stack_bytes = sampler->stack_bytes();
     d.kernel = sampler->kernel_time();
     if (o.idle) d.idle = sampler->switch_stacks() ? "switch" : "proc";
@@ -189,6 +224,12 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
         sampler->wait(poll_ms);
         sampler->drain(run);
         run.process();
+        // A tracer (the ptrace sampler) reaps the child itself.
+        if (std::optional<int> st = sampler->child_status()) {
+            status = *st;
+            break;
+        }
+        if (std::string(sampler->name()) == "ptrace") continue;
         pid_t r = waitpid(child, &status, WNOHANG);
         if (r == child || (r < 0 && errno != EINTR)) break;
     }
@@ -239,8 +280,16 @@ int attach_sampled(const SampleOptions& o, const ToolLog& log) {
     }
     std::string error;
     std::vector<pid_t> threads;
-    std::unique_ptr<PerfSampler> sampler =
-        PerfSampler::attach(pid, sampler_options(o), threads, error);
+    sampling::SamplerOptions so = sampler_options(o);
+    std::unique_ptr<Sampler> sampler = open_sampler(
+        o, log, error,
+        [&](bool& refused) -> std::unique_ptr<Sampler> {
+            return PerfSampler::attach(pid, so, threads, error, &refused);
+        },
+        [&]() -> std::unique_ptr<Sampler> {
+            threads.clear();
+            return PtraceSampler::attach(pid, so, threads, error);
+        });
     if (!sampler) {
         log.error(fmt::format("cannot attach to process {}: {}", pid, error));
         return 1;
@@ -256,7 +305,8 @@ int attach_sampled(const SampleOptions& o, const ToolLog& log) {
     stat_of(pid, state, ppid, flags);
     d.pid = uint32_t(pid);
     d.ppid = uint32_t(ppid);
-    d.hz = o.rate;
+    d.hz = 1e9 / double(sampler->period_ns());
+    d.sampler = sampler->name();
     d.stack_bytes = sampler->stack_bytes();
     d.kernel = sampler->kernel_time();
     if (o.idle) d.idle = sampler->switch_stacks() ? "switch" : "proc";
@@ -274,7 +324,7 @@ int attach_sampled(const SampleOptions& o, const ToolLog& log) {
     sigaction(SIGTERM, &sa, nullptr);
     if (!o.quiet)
         log.info(fmt::format("sampling process {} ({} threads) at {:.0f} Hz{}; Ctrl-C ends", pid,
-                             threads.size(), o.rate,
+                             threads.size(), 1e9 / double(sampler->period_ns()),
                              o.duration > 0 ? fmt::format(" for {} s", o.duration) : ""));
     timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);

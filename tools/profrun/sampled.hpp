@@ -20,6 +20,8 @@ struct SampleOptions {
     unsigned stack_bytes = 8192;
     bool subprocesses = false, quiet = false;
     bool idle = false; // the time off CPU too (--idle)
+    // --sampler: "auto" (perf events, ptrace where they are refused), "perf", "ptrace"
+    std::string sampler = "auto";
 };
 
 // Runs the command sampled; its exit status (128+N when killed by signal N), or 1.
