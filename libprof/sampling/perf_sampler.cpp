@@ -66,6 +66,8 @@ std::vector<int> online_cpus() {
     return cpus;
 }
 
+} // namespace
+
 std::vector<pid_t> threads_of(pid_t pid) {
     std::vector<pid_t> tids;
     DIR* d = opendir(fmt::format("/proc/{}/task", pid).c_str());
@@ -76,8 +78,6 @@ std::vector<pid_t> threads_of(pid_t pid) {
     std::sort(tids.begin(), tids.end());
     return tids;
 }
-
-} // namespace
 
 struct PerfSampler::Buffer {
     int fd = -1;

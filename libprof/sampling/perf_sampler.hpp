@@ -170,6 +170,9 @@ class PerfSampler : public Sampler {
     std::vector<uint8_t> scratch_; // a record that wraps around the buffer's end
 };
 
+// The thread ids of process `pid` now (/proc/PID/task), sorted.
+std::vector<pid_t> threads_of(pid_t pid);
+
 // Why perf_event_open failed, in a user's words: the setting that decides it and what to do.
 std::string explain_perf_error(int err, pid_t target);
 

@@ -53,15 +53,28 @@ uint64_t cpu_ns_of(uint32_t pid, pid_t tid) {
     return (utime + stime) * (1000000000ull / uint64_t(sysconf(_SC_CLK_TCK)));
 }
 
-std::vector<pid_t> threads_of(pid_t pid) {
-    std::vector<pid_t> tids;
-    DIR* d = opendir(fmt::format("/proc/{}/task", pid).c_str());
-    if (!d) return tids;
-    while (dirent* e = readdir(d))
-        if (e->d_name[0] >= '0' && e->d_name[0] <= '9') tids.push_back(pid_t(std::atoi(e->d_name)));
-    closedir(d);
-    std::sort(tids.begin(), tids.end());
-    return tids;
+// The executable mappings of process `pid` now (/proc/PID/maps).
+std::vector<Mapping> executable_maps(uint32_t pid) {
+    std::vector<Mapping> out;
+    std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+    std::string line;
+    while (std::getline(maps, line)) {
+        std::istringstream in(line);
+        std::string range, perms, offset, dev, inode, path;
+        in >> range >> perms >> offset >> dev >> inode;
+        std::getline(in >> std::ws, path);
+        size_t dash = range.find('-');
+        if (dash == std::string::npos || perms.size() < 3 || perms[2] != 'x') continue;
+        Mapping m;
+        m.pid = m.tid = pid;
+        m.start = std::stoull(range.substr(0, dash), nullptr, 16);
+        m.length = std::stoull(range.substr(dash + 1), nullptr, 16) - m.start;
+        m.offset = std::stoull(offset, nullptr, 16);
+        m.executable = true;
+        m.path = path;
+        out.push_back(std::move(m));
+    }
+    return out;
 }
 
 std::string comm_of(uint32_t pid, pid_t tid) {
@@ -162,17 +175,8 @@ std::unique_ptr<PtraceSampler> PtraceSampler::attach(pid_t pid, const SamplerOpt
     s->processes_.insert(uint32_t(pid));
     // The mappings there now are the run's to read (SampledRun::add_existing): only new ones
     // are reported from here.
-    std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-    std::string line;
-    while (std::getline(maps, line)) {
-        std::istringstream in(line);
-        std::string range, perms, offset, dev, inode, path;
-        in >> range >> perms >> offset >> dev >> inode;
-        std::getline(in >> std::ws, path);
-        size_t dash = range.find('-');
-        if (dash == std::string::npos || perms.size() < 3 || perms[2] != 'x') continue;
-        s->mapped_[uint32_t(pid)].emplace(std::stoull(range.substr(0, dash), nullptr, 16), path);
-    }
+    for (const Mapping& m : executable_maps(uint32_t(pid)))
+        s->mapped_[uint32_t(pid)].emplace(m.start, m.path);
     return s;
 }
 
@@ -273,26 +277,11 @@ bool PtraceSampler::wait(int timeout_ms) {
 }
 
 void PtraceSampler::read_maps(uint32_t pid, RecordSink& sink) {
-    std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-    std::string line;
     auto& seen = mapped_[pid];
     uint64_t now = now_ns();
-    while (std::getline(maps, line)) {
-        std::istringstream in(line);
-        std::string range, perms, offset, dev, inode, path;
-        in >> range >> perms >> offset >> dev >> inode;
-        std::getline(in >> std::ws, path);
-        size_t dash = range.find('-');
-        if (dash == std::string::npos || perms.size() < 3 || perms[2] != 'x') continue;
-        Mapping m;
-        m.pid = m.tid = pid;
+    for (Mapping& m : executable_maps(pid)) {
+        if (!seen.emplace(m.start, m.path).second) continue;
         m.time_ns = now;
-        m.start = std::stoull(range.substr(0, dash), nullptr, 16);
-        m.length = std::stoull(range.substr(dash + 1), nullptr, 16) - m.start;
-        m.offset = std::stoull(offset, nullptr, 16);
-        m.executable = true;
-        m.path = path;
-        if (!seen.emplace(m.start, path).second) continue;
         sink.on_mapping(m);
     }
 }

@@ -369,6 +369,8 @@ struct SampledRun::Impl {
     std::unordered_set<std::string> warned;
     uint64_t last_flush = 0;
 
+    Pending& arrive(int kind, uint64_t time);
+
     Process* process(uint32_t pid) {
         auto it = processes.find(pid);
         return it == processes.end() ? nullptr : it->second.get();
@@ -865,51 +867,30 @@ void SampledRun::add_existing(uint32_t pid, const std::vector<pid_t>& threads) {
     }
 }
 
+// Records wait in arrival order until process() puts them in time order.
+Pending& SampledRun::Impl::arrive(int kind, uint64_t time) {
+    Pending& r = pending.emplace_back();
+    r.kind = Pending::Kind(kind);
+    r.time = time;
+    r.order = arrivals++;
+    return r;
+}
+
 void SampledRun::on_sample(const Sample& s) {
-    Pending r;
-    r.kind = Pending::kSample;
-    r.time = s.time_ns;
+    Pending& r = impl_->arrive(Pending::kSample, s.time_ns);
     r.sample = s;
     r.chain.assign(s.chain, s.chain + s.chain_size);
     if (s.stack && s.stack_size) r.stack.assign(s.stack, s.stack + s.stack_size);
     r.sample.chain = nullptr;
     r.sample.stack = nullptr;
-    r.order = impl_->arrivals++;
-    impl_->pending.push_back(std::move(r));
 }
-void SampledRun::on_mapping(const Mapping& m) {
-    Pending r;
-    r.kind = Pending::kMapping;
-    r.time = m.time_ns;
-    r.mapping = m;
-    r.order = impl_->arrivals++;
-    impl_->pending.push_back(std::move(r));
-}
-void SampledRun::on_task(const TaskEvent& t) {
-    Pending r;
-    r.kind = Pending::kTask;
-    r.time = t.time_ns;
-    r.task = t;
-    r.order = impl_->arrivals++;
-    impl_->pending.push_back(std::move(r));
-}
-void SampledRun::on_comm(const CommEvent& c) {
-    Pending r;
-    r.kind = Pending::kComm;
-    r.time = c.time_ns;
-    r.comm = c;
-    r.order = impl_->arrivals++;
-    impl_->pending.push_back(std::move(r));
+void SampledRun::on_mapping(const Mapping& m) { impl_->arrive(Pending::kMapping, m.time_ns).mapping = m; }
+void SampledRun::on_task(const TaskEvent& t) { impl_->arrive(Pending::kTask, t.time_ns).task = t; }
+void SampledRun::on_comm(const CommEvent& c) { impl_->arrive(Pending::kComm, c.time_ns).comm = c; }
+void SampledRun::on_switch(const SwitchEvent& e) {
+    impl_->arrive(Pending::kSwitch, e.time_ns).switched = e;
 }
 void SampledRun::on_lost(uint64_t samples) { impl_->summary.lost += samples; }
-void SampledRun::on_switch(const SwitchEvent& e) {
-    Pending r;
-    r.kind = Pending::kSwitch;
-    r.time = e.time_ns;
-    r.switched = e;
-    r.order = impl_->arrivals++;
-    impl_->pending.push_back(std::move(r));
-}
 
 void SampledRun::process() {
     Impl& m = *impl_;

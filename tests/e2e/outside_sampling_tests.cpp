@@ -445,9 +445,10 @@ void check_naps(const std::string& trace, const std::map<std::string, double>& t
     double nap_wall = truth.at("nap_wall"), wait_wall = truth.at("wait_wall");
     CAPTURE(nap);
     CAPTURE(nap_wall);
-    // work() is on CPU alone: its time is the samples', with or without --idle.
+    // work() runs on CPU: its time is its CPU time without --idle, and with it its wall time
+    // (preempted on a busy machine, it waits for a CPU: that is off-CPU time too).
     CHECK(work > 0.8 * truth.at("work_cpu"));
-    CHECK(work < 1.1 * truth.at("work_cpu") + 0.01);
+    CHECK(work < 1.1 * (idle ? truth.at("work_wall") : truth.at("work_cpu")) + 0.01);
     if (!idle) {
         CHECK(p.time.idle_traces == 0);
         CHECK(nap < 0.05 * nap_wall);
@@ -473,7 +474,10 @@ void check_naps(const std::string& trace, const std::map<std::string, double>& t
     const analysis::Function& main_fn = function_named(p, "main");
     CHECK(main_fn.stats.cumtime >= nap + work - 0.001);
     CHECK(nap <= main_fn.stats.cumtime);
-    CHECK(p.time.idle_approximate_seconds < 0.1 * nap_wall);
+    // The sleeps and the blocked read had their own stacks: what went to a last CPU sample's
+    // stack is at most the rest (preemptions, which /proc cannot show).
+    CHECK(p.time.idle_approximate_seconds <=
+          p.time.off_cpu_seconds - 0.95 * (nap_wall + wait_wall) + 0.01);
 }
 
 } // namespace
@@ -556,11 +560,12 @@ TEST_CASE("profrun --pid --idle: a thread blocked since before the attach has it
     CAPTURE(wait);
     CHECK(wait > 0.55);
     CHECK(wait < 0.8);
-    // main spent two thirds of its rounds asleep.
+    // main slept 20 ms a round (its rounds of work last longer on a busy machine), and its
+    // time over the window is wall time.
     double nap = function_named(p, "nap").stats.cumtime, work = function_named(p, "work").stats.cumtime;
     CAPTURE(nap);
     CAPTURE(work);
-    CHECK(nap > 1.3 * work);
+    CHECK(nap > 0.15);
     CHECK(nap + work > 0.5);
     CHECK(nap + work < 0.8);
 }
@@ -667,7 +672,10 @@ TEST_CASE("profrun --sampler ptrace: the fallback follows threads, passes the ex
         CHECK(tracer_of(target.pid) == 0);
         analysis::Session session;
         session.add_trace(trace);
-        CHECK(function_named(session.profile(), "forever_spin").stats.cumtime > 0.3);
+        // Its CPU time over the window (less on a busy machine), nearly all in forever_spin.
+        analysis::Profile p = session.profile();
+        CHECK(p.total_time > 0.1);
+        CHECK(function_named(p, "forever_spin").stats.cumtime > 0.9 * p.total_time);
 
         pid_t profrun = fork();
         if (profrun == 0) {

@@ -8,7 +8,7 @@
 //   spinners naps N             N rounds of 10 ms of CPU in work() and a 20 ms sleep in nap(),
 //                               while a second thread blocks in wait_for_pipe() on a read until
 //                               main ends; prints its own measures: `nap_wall`, `work_cpu`,
-//                               `wait_wall` (seconds)
+//                               `work_wall`, `wait_wall` (seconds)
 //   spinners inlined SECONDS    burns SECONDS of CPU in inlined_host(): half in its own loop,
 //                               half in inlined_burn(), a function inlined into it (no
 //                               out-of-line copy); prints `host_cpu` and `inlined_cpu`
@@ -148,18 +148,20 @@ int naps(int rounds) {
     if (pipe(g_pipe) != 0) return 1;
     pthread_t waiter;
     pthread_create(&waiter, nullptr, waiter_main, nullptr);
-    double nap_wall = 0, work_cpu = 0;
+    double nap_wall = 0, work_cpu = 0, work_wall = 0;
     for (int i = 0; i < rounds; ++i) {
-        double c0 = cpu_seconds();
+        double c0 = cpu_seconds(), w = wall_seconds();
         work();
         work_cpu += cpu_seconds() - c0;
+        work_wall += wall_seconds() - w;
         double w0 = wall_seconds();
         nap();
         nap_wall += wall_seconds() - w0;
     }
     if (write(g_pipe[1], "x", 1) != 1) return 1;
     pthread_join(waiter, nullptr);
-    std::printf("nap_wall %.6f\nwork_cpu %.6f\nwait_wall %.6f\n", nap_wall, work_cpu, g_wait_wall);
+    std::printf("nap_wall %.6f\nwork_cpu %.6f\nwork_wall %.6f\nwait_wall %.6f\n", nap_wall,
+                work_cpu, work_wall, g_wait_wall);
     return 0;
 }
 
