@@ -31,7 +31,8 @@ uint64_t now_ns() {
 // utime + stime, in clock ticks.
 uint64_t cpu_ns_of(uint32_t pid, pid_t tid) {
     char buf[512];
-    int fd = open(fmt::format("/proc/{}/task/{}/schedstat", pid, tid).c_str(), O_RDONLY | O_CLOEXEC);
+    int fd =
+        open(fmt::format("/proc/{}/task/{}/schedstat", pid, tid).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         ssize_t n = read(fd, buf, sizeof buf - 1);
         close(fd);
@@ -235,7 +236,8 @@ void PtraceSampler::handle(pid_t tid, int status, RecordSink* sink) {
         comms_.push_back(c);
         mapped_.erase(pid); // the new image's mappings are reported at the next drain
         exec_seen_ = true;
-        if (auto t = threads_.find(tid); t != threads_.end()) t->second.cpu_ns = cpu_ns_of(pid, tid);
+        if (auto t = threads_.find(tid); t != threads_.end())
+            t->second.cpu_ns = cpu_ns_of(pid, tid);
         resume(tid, 0);
         return;
     }
@@ -312,7 +314,8 @@ void PtraceSampler::sample_thread(pid_t tid, Thread& t, RecordSink& sink) {
     size_t copied = 0;
     if (got && stack_bytes_) {
         stack_.resize(stack_bytes_);
-        iovec local{stack_.data(), stack_.size()}, remote{reinterpret_cast<void*>(regs.rsp), stack_.size()};
+        iovec local{stack_.data(), stack_.size()},
+            remote{reinterpret_cast<void*>(regs.rsp), stack_.size()};
         ssize_t n = process_vm_readv(pid_t(t.pid), &local, 1, &remote, 1, 0);
         copied = n > 0 ? size_t(n) : 0;
     }
@@ -372,7 +375,8 @@ void PtraceSampler::drain(RecordSink& sink) {
     std::vector<pid_t> tids;
     for (const auto& [tid, t] : threads_) tids.push_back(tid);
     for (pid_t tid : tids)
-        if (auto it = threads_.find(tid); it != threads_.end()) sample_thread(tid, it->second, sink);
+        if (auto it = threads_.find(tid); it != threads_.end())
+            sample_thread(tid, it->second, sink);
     for (const TaskEvent& e : tasks_) sink.on_task(e);
     tasks_.clear();
 }

@@ -72,7 +72,7 @@ class PtraceSampler : public Sampler {
     uint32_t stack_bytes_ = 0;
     uint64_t sample_bytes_ = 0, samples_ = 0;
     std::vector<uint8_t> stack_;
-    std::vector<TaskEvent> tasks_;   // clone and exit events, for the next drain
+    std::vector<TaskEvent> tasks_; // clone and exit events, for the next drain
     std::vector<CommEvent> comms_;
 };
 
