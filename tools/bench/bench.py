@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import random
+import re
 import shlex
 import shutil
 import statistics
@@ -160,6 +161,21 @@ UFTRACE_RECORD_SIZE = 16  # bytes per entry or exit record (no arguments recorde
 
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
+
+
+def event_logger(tool):
+    """log(event, key=value, ...): one `TOOL: event=... key=value ...` line on standard error,
+    values quoted where they hold spaces, quotes or '='."""
+    def text(v):
+        if isinstance(v, float):
+            v = f"{v:.3f}"
+        v = str(v)
+        return json.dumps(v) if not v or re.search(r'[\s"=]', v) else v
+
+    def log_event(event, **fields):
+        parts = [f"event={event}"] + [f"{k}={text(v)}" for k, v in fields.items()]
+        print(f"{tool}: " + " ".join(parts), file=sys.stderr, flush=True)
+    return log_event
 
 
 def check(cmd, **kw):

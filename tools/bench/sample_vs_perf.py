@@ -76,6 +76,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.dont_write_bytecode = True  # nothing written into the source tree, not even __pycache__
 import report_speed  # noqa: E402
+import bench  # noqa: E402
 from bench import fmt_int, loadavg, machine_line, med, render_text  # noqa: E402
 from report_speed import DRIVER, LIBS, check, clean_env, fetch_sqlite, sqlite_version  # noqa: E402
 
@@ -107,15 +108,7 @@ ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
 FRAME = re.compile(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)$")
 
 
-def log(event, **fields):
-    """One `sample_vs_perf: event=... key=value ...` line on standard error."""
-    def text(v):
-        if isinstance(v, float):
-            v = f"{v:.3f}"
-        v = str(v)
-        return json.dumps(v) if not v or re.search(r'[\s"=]', v) else v
-    parts = [f"event={event}"] + [f"{k}={text(v)}" for k, v in fields.items()]
-    print("sample_vs_perf: " + " ".join(parts), file=sys.stderr, flush=True)
+log = bench.event_logger("sample_vs_perf")  # one `sample_vs_perf: event=... key=value ...` line
 
 
 report_speed.log = lambda msg: log("step", msg=msg)
@@ -695,18 +688,14 @@ def summarize_program(p, runs, view, kernel):
             ref_of[mode, v] = (label, s, c, [r[v]["self"] for r in recs], [r[v]["cum"] for r in recs])
     self_names = pick([l_self] + [s for _, s in refs_self], SHARE_FLOOR)
     cum_names = pick([l_cum] + [c for _, c in refs_cum], SHARE_FLOOR)
-    head, rows, kline = share_table(l_self, refs_self, self_names, kernel)
-    out.append(f"self shares (%), every function above {SHARE_FLOOR:.0f}% self in either tool:")
-    out.append(render_text(head, rows))
-    if kline:
-        out.append(kline)
-    out.append("")
-    head, rows, kline = share_table(l_cum, refs_cum, cum_names, kernel)
-    out.append(f"cumulative shares (%), every function above {SHARE_FLOOR:.0f}% cumulative in either tool:")
-    out.append(render_text(head, rows))
-    if kline:
-        out.append(kline)
-    out.append("")
+    for kind, lib, refs, names_shown in (("self", l_self, refs_self, self_names),
+                                         ("cumulative", l_cum, refs_cum, cum_names)):
+        head, rows, kline = share_table(lib, refs, names_shown, kernel)
+        out.append(f"{kind} shares (%), every function above {SHARE_FLOOR:.0f}% {kind} in either tool:")
+        out.append(render_text(head, rows))
+        if kline:
+            out.append(kline)
+        out.append("")
     out.append(f"top function: libprof {l_self and top(l_self)} ({l_self.get(top(l_self), 0):.1f}%); "
                + "; ".join(f"{label} {top(s)} ({s.get(top(s), 0):.1f}%)" for label, s in refs_self))
     out.append("verdicts (against perf --call-graph dwarf; 'as is' = every perf frame, "

@@ -91,15 +91,7 @@ CLONE = re.compile(r"(?:\.(?:isra|part|constprop|cold|lto_priv|llvm|specialized|
                    r"(?:\.\d+)*)+$")
 
 
-def log(event, **fields):
-    """One `true_time: event=... key=value ...` line on standard error."""
-    def text(v):
-        if isinstance(v, float):
-            v = f"{v:.3f}"
-        v = str(v)
-        return json.dumps(v) if not v or re.search(r'[\s"=]', v) else v
-    parts = [f"event={event}"] + [f"{k}={text(v)}" for k, v in fields.items()]
-    print("true_time: " + " ".join(parts), file=sys.stderr, flush=True)
+log = bench.event_logger("true_time")  # one `true_time: event=... key=value ...` line
 
 
 # report_speed's fetch and build steps log through its log(): in the same format here.
