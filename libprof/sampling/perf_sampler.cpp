@@ -13,6 +13,7 @@
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <set>
+#include <sstream>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -77,6 +78,30 @@ std::vector<pid_t> threads_of(pid_t pid) {
     closedir(d);
     std::sort(tids.begin(), tids.end());
     return tids;
+}
+
+// The executable mappings of process `pid` now (/proc/PID/maps).
+std::vector<Mapping> executable_maps(uint32_t pid) {
+    std::vector<Mapping> out;
+    std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+    std::string line;
+    while (std::getline(maps, line)) {
+        std::istringstream in(line);
+        std::string range, perms, offset, dev, inode, path;
+        in >> range >> perms >> offset >> dev >> inode;
+        std::getline(in >> std::ws, path);
+        size_t dash = range.find('-');
+        if (dash == std::string::npos || perms.size() < 3 || perms[2] != 'x') continue;
+        Mapping m;
+        m.pid = m.tid = pid;
+        m.start = std::stoull(range.substr(0, dash), nullptr, 16);
+        m.length = std::stoull(range.substr(dash + 1), nullptr, 16) - m.start;
+        m.offset = std::stoull(offset, nullptr, 16);
+        m.executable = true;
+        m.path = path;
+        out.push_back(std::move(m));
+    }
+    return out;
 }
 
 struct PerfSampler::Buffer {

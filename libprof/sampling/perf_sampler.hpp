@@ -172,6 +172,8 @@ class PerfSampler : public Sampler {
 
 // The thread ids of process `pid` now (/proc/PID/task), sorted.
 std::vector<pid_t> threads_of(pid_t pid);
+// The executable mappings of process `pid` now (/proc/PID/maps; time_ns left 0).
+std::vector<Mapping> executable_maps(uint32_t pid);
 
 // Why perf_event_open failed, in a user's words: the setting that decides it and what to do.
 std::string explain_perf_error(int err, pid_t target);

@@ -54,30 +54,6 @@ uint64_t cpu_ns_of(uint32_t pid, pid_t tid) {
     return (utime + stime) * (1000000000ull / uint64_t(sysconf(_SC_CLK_TCK)));
 }
 
-// The executable mappings of process `pid` now (/proc/PID/maps).
-std::vector<Mapping> executable_maps(uint32_t pid) {
-    std::vector<Mapping> out;
-    std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-    std::string line;
-    while (std::getline(maps, line)) {
-        std::istringstream in(line);
-        std::string range, perms, offset, dev, inode, path;
-        in >> range >> perms >> offset >> dev >> inode;
-        std::getline(in >> std::ws, path);
-        size_t dash = range.find('-');
-        if (dash == std::string::npos || perms.size() < 3 || perms[2] != 'x') continue;
-        Mapping m;
-        m.pid = m.tid = pid;
-        m.start = std::stoull(range.substr(0, dash), nullptr, 16);
-        m.length = std::stoull(range.substr(dash + 1), nullptr, 16) - m.start;
-        m.offset = std::stoull(offset, nullptr, 16);
-        m.executable = true;
-        m.path = path;
-        out.push_back(std::move(m));
-    }
-    return out;
-}
-
 std::string comm_of(uint32_t pid, pid_t tid) {
     std::ifstream in(fmt::format("/proc/{}/task/{}/comm", pid, tid));
     std::string name;
@@ -188,8 +164,7 @@ void PtraceSampler::resume(pid_t tid, int signal) {
 // A wait status of a traced thread that is not the stop a sample asked for: handled so that
 // the thread runs on (a signal passed through, a new thread or process followed, an exec
 // noted), or stays stopped only where the program stopped it (group-stop, kept with LISTEN).
-void PtraceSampler::handle(pid_t tid, int status, RecordSink* sink) {
-    (void)sink;
+void PtraceSampler::handle(pid_t tid, int status) {
     auto it = threads_.find(tid);
     uint32_t pid = it != threads_.end() ? it->second.pid : uint32_t(tid);
     if (WIFEXITED(status) || WIFSIGNALED(status)) {
@@ -270,7 +245,7 @@ bool PtraceSampler::wait(int timeout_ms) {
         pid_t tid;
         // A new thread's first stop may come before its creator's clone event: it is resumed
         // like any, and known from the event.
-        while ((tid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) handle(tid, status, nullptr);
+        while ((tid = waitpid(-1, &status, __WALL | WNOHANG)) > 0) handle(tid, status);
         uint64_t now = now_ns();
         if (now >= until || (child_ && child_status_)) return true;
         timespec left{long((until - now) / 1000000000ull), long((until - now) % 1000000000ull)};
@@ -304,7 +279,7 @@ void PtraceSampler::sample_thread(pid_t tid, Thread& t, RecordSink& sink) {
             ours = ptrace(PTRACE_GETSIGINFO, tid, nullptr, &si) == 0;
         }
         if (!ours) {
-            handle(tid, status, &sink);
+            handle(tid, status);
             if (!threads_.count(tid)) return; // it exited
         }
     }

@@ -57,7 +57,7 @@ class PtraceSampler : public Sampler {
         bool named = false;
     };
     bool seize(pid_t tid, uint32_t pid, bool launch, std::string& error);
-    void handle(pid_t tid, int status, RecordSink* sink);
+    void handle(pid_t tid, int status);
     void sample_thread(pid_t tid, Thread& t, RecordSink& sink);
     void read_maps(uint32_t pid, RecordSink& sink);
     void resume(pid_t tid, int signal);

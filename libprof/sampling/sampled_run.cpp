@@ -844,25 +844,9 @@ void SampledRun::add_existing(uint32_t pid, const std::vector<pid_t>& threads) {
         if (state == 'S' || state == 'D')
             impl_->stream(*p, uint32_t(tid), attached).off_since = attached;
     }
-    std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-    std::string line;
     uint64_t now = now_ns(CLOCK_MONOTONIC);
-    while (std::getline(maps, line)) {
-        // start-end perms offset dev inode path
-        std::istringstream in(line);
-        std::string range, perms, offset, dev, inode, path;
-        in >> range >> perms >> offset >> dev >> inode;
-        std::getline(in >> std::ws, path);
-        Mapping m;
-        m.pid = pid;
+    for (Mapping& m : executable_maps(pid)) {
         m.time_ns = now;
-        size_t dash = range.find('-');
-        if (dash == std::string::npos || perms.size() < 3) continue;
-        m.start = std::stoull(range.substr(0, dash), nullptr, 16);
-        m.length = std::stoull(range.substr(dash + 1), nullptr, 16) - m.start;
-        m.offset = std::stoull(offset, nullptr, 16);
-        m.executable = perms[2] == 'x';
-        m.path = path;
         impl_->mapping(*p, m);
     }
 }
