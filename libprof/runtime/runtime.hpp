@@ -77,6 +77,7 @@ struct Options {
     uint32_t mem_rss_interval_ms; // PROF_MEM_RSS_INTERVAL: RSS samples from the allocation path
     bool mem_unwind_dwarf;        // PROF_MEM_UNWIND=dwarf (default fp: frame pointers)
     uint32_t sample_hz;           // PROF_SAMPLE_HZ: samples per second of a thread's CPU time
+    uint8_t sample_timer;         // PROF_SAMPLE_TIMER: 0 auto, 1 perf, 2 posix (sampler.cpp)
     bool time_sampled;            // PROF_TIME=sampled: no clock per call (switch_clock.cpp)
 };
 extern Options g_options;

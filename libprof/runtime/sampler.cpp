@@ -1,17 +1,31 @@
-// CPU-time sampling (trace format 1.5, Sample records): every traced thread gets a POSIX timer on
-// its own CPU clock that sends it a real-time signal every 1/PROF_SAMPLE_HZ seconds of its CPU
-// time, and the signal handler appends a Sample record to the thread's current chunk: the
-// thread's CPU clock at that moment, at that point of its stream (in the frame open there).
-// Readers weigh each record by the CPU time since the stream's previous one, so the weights are
-// exact whatever rate the kernel delivers: CPU-time timers fire at most once per kernel tick
-// (250 Hz on this kernel), whatever rate is asked for.
+// CPU-time sampling (trace format 1.5, Sample records): every traced thread is signalled after
+// each 1/PROF_SAMPLE_HZ seconds of its own CPU time, and the signal handler appends a Sample
+// record to the thread's current chunk: the thread's CPU clock at that moment, at that point of
+// its stream (in the frame open there). Readers weigh each record by the CPU time since the
+// stream's previous one, so the weights are exact whatever rate the signals come at.
 //
-// Why a timer on CLOCK_THREAD_CPUTIME_ID, created by the thread itself with SIGEV_THREAD_ID, and
-// not a perf_event cpu-clock descriptor: no descriptor per thread, it works where
-// perf_event_open is refused (perf_event_paranoid, seccomp), and on kernels with
-// POSIX_CPU_TIMERS_TASK_WORK the signal is generated on the thread's return to user mode, so it
-// never interrupts a blocking system call (no EINTR from poll, nanosleep, ...: tested by
-// tests/programs/sampled.cpp, which can also run the perf_event variant for comparison).
+// What signals the thread, in order of preference (PROF_SAMPLE_TIMER):
+// - A perf_event software cpu-clock descriptor per thread (`perf`), user mode only, with
+//   F_SETSIG to our signal and F_SETOWN_EX to the thread. Its clock is an hrtimer that runs
+//   while the thread runs, so a sample comes after each period of the thread's CPU time,
+//   wherever the period ends. `exclude_kernel` is not only what perf_event_paranoid 2 allows:
+//   an overflow is taken only when the timer interrupts user code, so the signal is delivered
+//   on the way back to that code and never arrives inside a system call (no EINTR from poll,
+//   nanosleep, ...; the kernel time of a call goes with the next sample, which the same frame
+//   usually takes). Each overflow disables the event (PERF_EVENT_IOC_REFRESH 1) until the
+//   handler re-arms it: at most one signal of it is ever queued, so a thread that blocks our
+//   signal cannot fill the user's queue of pending signals (the kernel would then send SIGIO).
+//   The descriptor sits in the top quarter of the descriptor limit (at most from 4096), so the
+//   program keeps the numbers it expects; a thread that finds no room there gets a timer.
+// - A POSIX timer on the thread's CPU clock (`posix`; timer_create with
+//   CLOCK_THREAD_CPUTIME_ID and SIGEV_THREAD_ID), where perf events are refused
+//   (perf_event_paranoid 3, seccomp). The kernel checks CPU-time timers only at its tick
+//   (250 Hz here), and only for the thread running then: a thread whose CPU bursts fall between
+//   ticks (3 ms of work and a 1 ms sleep, on a CPU another process keeps busy, locks in step with
+//   a 4 ms tick) goes unsampled for tens of milliseconds, and the sample that finally comes
+//   carries all that CPU time to wherever it lands. On kernels with POSIX_CPU_TIMERS_TASK_WORK
+//   the signal is generated on the thread's return to user mode, so it never interrupts a
+//   blocking system call either (tests/programs/sampled.cpp counts EINTR with both).
 //
 // The handler's contract, on top of runtime.hpp's: no lock, no allocation, no call into the
 // hooks, errno kept, nothing instrumented. It writes only when the thread's state says that no
@@ -25,11 +39,12 @@
 // the profiler's own and reported in the next record written.
 //
 // The signal: the highest real-time signal whose disposition is SIG_DFL when tracing starts. Its
-// handler stays installed for the life of the process, because a timer signal still in flight
+// handler stays installed for the life of the process, because a sampling signal still in flight
 // would kill a process whose disposition went back to SIG_DFL. libprof.so interposes sigaction
 // and signal so that a program which installs a handler on that very signal keeps it: the
-// program's disposition is recorded and applied to every signal that is not one of our timers'
-// (si_code SI_TIMER with our sigev_value). When libprof.so does not come before the C library in
+// program's disposition is recorded and applied to every signal that is not one of ours (a
+// timer's: si_code SI_TIMER with our sigev_value; a descriptor's: si_code POLL_IN or POLL_HUP
+// with the thread's descriptor as si_fd). When libprof.so does not come before the C library in
 // symbol lookup (a preloaded libprofmem.so in an uninstrumented program), the interposers would
 // not be called, and sampling stays off.
 #include "thread_state.hpp"
@@ -39,7 +54,11 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fcntl.h>
 #include <link.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -65,6 +84,10 @@ constinit char g_timer_tag = 0;
 // The signal of our timers; 0 while not sampling (the interposers then pass every call on).
 std::atomic<int> g_signal{0};
 long g_period_ns = 0;
+// Whether threads are signalled by perf_event descriptors (else by POSIX timers), and the
+// lowest descriptor number theirs may take.
+bool g_perf_timer = false;
+int g_fd_floor = 0;
 
 // The code of the profiler: a sample whose interrupted instruction lies here is its own.
 struct CodeRange {
@@ -87,8 +110,11 @@ std::atomic<bool> g_program_writer{false};
 // the thread is not busy and by the runtime only while it is, so no field has two writers at
 // once.
 struct ThreadSampler {
-    timer_t timer;
+    timer_t timer; // the POSIX timer, when `fd` is not used
     bool armed;
+    bool perf; // signalled by the perf_event descriptor `fd` (of event `event_id`)
+    int fd;    // kept after the descriptor is closed: a signal still queued is ours
+    uint64_t event_id;
     uint64_t last_cpu;  // the thread's CPU clock at the previous sample (or at arming)
     uint64_t own_ns;    // CPU time of the samples that landed in the profiler, since arming
     uint64_t own_count; // and their number
@@ -101,6 +127,7 @@ struct ThreadSampler {
 thread_local ThreadSampler t_sampler __attribute__((tls_model("initial-exec")));
 
 std::atomic<bool> g_arm_failed_logged{false};
+std::atomic<bool> g_perf_failed_logged{false};
 
 PROF_NOINSTR uint64_t thread_cpu_ns() {
     timespec ts;
@@ -233,6 +260,16 @@ PROF_NOINSTR void pass_on(int sig, siginfo_t* info, void* context) {
 }
 
 PROF_NOINSTR void on_signal(int sig, siginfo_t* info, void* context) {
+    ThreadSampler& t = t_sampler;
+    if (t.perf && (info->si_code == POLL_HUP || info->si_code == POLL_IN) && info->si_fd == t.fd) {
+        if (!t.armed) return; // queued before the descriptor was closed
+        int saved = errno;
+        take_sample(context);
+        // The event disabled itself at its overflow; armed again for one more.
+        if (t.armed) ioctl(t.fd, PERF_EVENT_IOC_REFRESH, 1);
+        errno = saved;
+        return;
+    }
     if (info->si_code != SI_TIMER || info->si_value.sival_ptr != &g_timer_tag) {
         pass_on(sig, info, context);
         return;
@@ -240,6 +277,50 @@ PROF_NOINSTR void on_signal(int sig, siginfo_t* info, void* context) {
     int saved = errno;
     take_sample(context);
     errno = saved;
+}
+
+// A disabled software cpu-clock event of the calling thread, user mode only, with a period of
+// `period_ns` of its CPU time; -1 with errno when the kernel refuses it.
+PROF_NOINSTR int open_cpu_clock(long period_ns) {
+    perf_event_attr attr{};
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.sample_period = uint64_t(period_ns);
+    attr.disabled = 1;
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    attr.wakeup_events = 1;
+    return int(syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
+}
+
+// Whether `fd` still is the event `id` (a program may have closed it, and the number been
+// reused for a descriptor of its own).
+PROF_NOINSTR bool is_event(int fd, uint64_t id) {
+    uint64_t now = 0;
+    return ioctl(fd, PERF_EVENT_IOC_ID, &now) == 0 && now == id;
+}
+
+// The calling thread's event, moved to the top of the descriptor table and set to signal the
+// thread with `sig`; false (nothing left open) where that fails.
+PROF_NOINSTR bool arm_cpu_clock(ThreadSampler& t, int sig, int tid) {
+    int low = open_cpu_clock(g_period_ns);
+    if (low < 0) return false;
+    int fd = fcntl(low, F_DUPFD_CLOEXEC, g_fd_floor);
+    close(low);
+    if (fd < 0) return false;
+    f_owner_ex owner{F_OWNER_TID, tid};
+    uint64_t id = 0;
+    if (fcntl(fd, F_SETOWN_EX, &owner) != 0 || fcntl(fd, F_SETSIG, sig) != 0 ||
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 ||
+        ioctl(fd, PERF_EVENT_IOC_ID, &id) != 0) {
+        close(fd);
+        return false;
+    }
+    t.perf = true;
+    t.fd = fd;
+    t.event_id = id;
+    return true;
 }
 
 // Finds the text of libprof.so (the object holding this function) and of libprofmem.so.
@@ -298,6 +379,29 @@ PROF_NOINSTR int program_sigaction(const struct sigaction* act, struct sigaction
 
 } // namespace
 
+// PROF_SAMPLE_TIMER: perf_event descriptors unless refused (or `posix` asked for), and the
+// lowest number they may take: the top quarter of the descriptor limit, from 4096 at most.
+static PROF_NOINSTR void choose_timer() {
+    enum { kAuto, kPerf, kPosix };
+    g_perf_timer = false;
+    if (g_options.sample_timer == kPosix) return;
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur < 64) {
+        if (g_options.sample_timer == kPerf)
+            log(LogLevel::kWarn, "sample_timer_posix", "reason=\"descriptor limit too low\"");
+        return;
+    }
+    g_fd_floor = files.rlim_cur >= 8192 ? 4096 : int(files.rlim_cur - files.rlim_cur / 4);
+    int probe = open_cpu_clock(g_period_ns);
+    if (probe < 0) {
+        log(g_options.sample_timer == kPerf ? LogLevel::kWarn : LogLevel::kInfo,
+            "sample_timer_posix", "reason=\"perf_event_open: %s\"", strerror(errno));
+        return;
+    }
+    close(probe);
+    g_perf_timer = true;
+}
+
 // At start, before the trace file is created (its Meta records name the signal).
 PROF_NOINSTR void sampler_init() {
     if (!g_options.sample_hz) return;
@@ -339,9 +443,14 @@ PROF_NOINSTR void sampler_init() {
     }
     g_period_ns = long(1000000000u / g_options.sample_hz);
     if (!g_period_ns) g_period_ns = 1;
+    choose_timer();
     g_signal.store(sig, std::memory_order_release);
-    log(LogLevel::kInfo, "sampling", "signal=%d hz=%u clock=thread_cputime", sig,
-        g_options.sample_hz);
+    log(LogLevel::kInfo, "sampling", "signal=%d hz=%u timer=%s", sig, g_options.sample_hz,
+        g_perf_timer ? "perf_cpu_clock" : "posix_cpu_timer");
+}
+
+PROF_NOINSTR const char* sampler_clock() {
+    return g_perf_timer ? "cpu-clock" : "thread_cputime";
 }
 
 PROF_NOINSTR int sampler_signal() {
@@ -356,22 +465,34 @@ PROF_NOINSTR void sampler_thread_start(ThreadState& s) {
     int sig = g_signal.load(std::memory_order_relaxed);
     if (!sig || s.state != kBusy) return;
     int saved = errno;
-    sigevent ev{};
-    ev.sigev_notify = SIGEV_THREAD_ID;
-    ev.sigev_signo = sig;
-    ev.sigev_value.sival_ptr = &g_timer_tag;
-    ev._sigev_un._tid = int(s.w.tid); // sigev_notify_thread_id
-    timer_t timer;
-    if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &timer) != 0) {
-        if (!g_arm_failed_logged.exchange(true))
-            log(LogLevel::kWarn, "thread_not_sampled", "tid=%u error=\"%s\"%s", s.w.tid,
-                strerror(errno), errno == EAGAIN ? " hint=\"RLIMIT_SIGPENDING (ulimit -i)\"" : "");
-        errno = saved;
-        return;
+    if (g_perf_timer && !arm_cpu_clock(t, sig, int(s.w.tid)) &&
+        !g_perf_failed_logged.exchange(true))
+        log(LogLevel::kInfo, "thread_timer_posix",
+            "tid=%u reason=\"no perf_event descriptor above %d: %s\"", s.w.tid, g_fd_floor,
+            strerror(errno));
+    timer_t timer{};
+    if (!t.perf) {
+        sigevent ev{};
+        ev.sigev_notify = SIGEV_THREAD_ID;
+        ev.sigev_signo = sig;
+        ev.sigev_value.sival_ptr = &g_timer_tag;
+        ev._sigev_un._tid = int(s.w.tid); // sigev_notify_thread_id
+        if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &timer) != 0) {
+            if (!g_arm_failed_logged.exchange(true))
+                log(LogLevel::kWarn, "thread_not_sampled", "tid=%u error=\"%s\"%s", s.w.tid,
+                    strerror(errno),
+                    errno == EAGAIN ? " hint=\"RLIMIT_SIGPENDING (ulimit -i)\"" : "");
+            errno = saved;
+            return;
+        }
     }
     uint64_t now = now_ticks();
     if (!ensure_bytes(s, now, format::kMaxSampleRecord)) {
-        timer_delete(timer);
+        if (t.perf)
+            close(t.fd);
+        else
+            timer_delete(timer);
+        t = ThreadSampler{};
         errno = saved;
         return;
     }
@@ -381,10 +502,14 @@ PROF_NOINSTR void sampler_thread_start(ThreadState& s) {
     t.last_cpu = cpu;
     t.timer = timer;
     t.armed = true;
-    itimerspec every{};
-    every.it_interval.tv_nsec = every.it_value.tv_nsec = g_period_ns % 1000000000;
-    every.it_interval.tv_sec = every.it_value.tv_sec = g_period_ns / 1000000000;
-    timer_settime(timer, 0, &every, nullptr);
+    if (t.perf) {
+        ioctl(t.fd, PERF_EVENT_IOC_REFRESH, 1);
+    } else {
+        itimerspec every{};
+        every.it_interval.tv_nsec = every.it_value.tv_nsec = g_period_ns % 1000000000;
+        every.it_interval.tv_sec = every.it_value.tv_sec = g_period_ns / 1000000000;
+        timer_settime(timer, 0, &every, nullptr);
+    }
     errno = saved;
 }
 
@@ -396,12 +521,13 @@ PROF_NOINSTR void sampler_thread_stop() {
     int saved = errno;
     t.armed = false;
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    timer_delete(t.timer);
+    if (!t.perf)
+        timer_delete(t.timer);
+    else if (is_event(t.fd, t.event_id))
+        close(t.fd);
     errno = saved;
 }
 
-// A forked child's thread: the timer is the parent's (timers are not inherited), and so are
-// the samples waiting.
 PROF_NOINSTR bool sampler_thread_armed() { return t_sampler.armed; }
 
 // The thread is busy (a hook, or its end): no sample is taken meanwhile. Only for a thread
@@ -416,8 +542,16 @@ PROF_NOINSTR void sampler_clock_record(ThreadState& s, uint64_t now) {
     commit(s.w);
 }
 
+// A forked child's thread: the timer or event is the parent thread's (timers are not inherited;
+// the child's copy of the descriptor is closed), and so are the samples waiting.
 PROF_NOINSTR void sampler_after_fork() {
-    t_sampler = ThreadSampler{};
+    ThreadSampler& t = t_sampler;
+    if (t.armed && t.perf) {
+        int saved = errno;
+        if (is_event(t.fd, t.event_id)) close(t.fd);
+        errno = saved;
+    }
+    t = ThreadSampler{};
 }
 
 PROF_NOINSTR bool sampler_pending(bool last) {

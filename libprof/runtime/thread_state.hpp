@@ -79,6 +79,8 @@ PROF_NOINSTR inline void forget_runs(ThreadState& s) {
 // Chooses the signal and installs its handler; at start, before the trace file is made.
 void sampler_init();
 int sampler_signal(); // 0 when not sampling
+// The Meta `sample_clock`: what signals the samples (`cpu-clock` or `thread_cputime`).
+const char* sampler_clock();
 // Arms the calling thread's timer and writes its first Sample record; the thread is busy and
 // its stream open (thread_start, a forked child).
 void sampler_thread_start(ThreadState& s);

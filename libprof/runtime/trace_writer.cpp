@@ -318,7 +318,7 @@ PROF_NOINSTR void write_process_meta() {
         write_meta("sample_signal", buf, size_t(len));
         len = snprintf(buf, sizeof buf, "%u", g_options.sample_hz);
         write_meta("sample_hz", buf, size_t(len));
-        write_meta("sample_clock", "thread_cputime", sizeof("thread_cputime") - 1);
+        write_meta("sample_clock", sampler_clock(), strlen(sampler_clock()));
     }
     // PROF_TIME=sampled: the hooks' records carry no time of their own (switch_clock.cpp).
     if (switch_clock_on()) write_meta("time", "sampled", sizeof("sampled") - 1);

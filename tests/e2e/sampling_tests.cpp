@@ -186,54 +186,64 @@ std::string sampled(const std::string& name, const std::string& mode,
 // Under a sanitizer, whose runtime interposes sigaction itself, libprof.so's interposer is not
 // reached and the sampler stays off (by design): these tests need it.
 #ifndef PROF_SANITIZER_BUILD
+// What signals the samples (PROF_SAMPLE_TIMER), and the trace's name for it (Meta sample_clock).
+// perf events of the thread's own user-mode CPU time are allowed up to perf_event_paranoid 2.
+const std::pair<const char*, const char*> kTimers[] = {{"perf", "cpu-clock"},
+                                                       {"posix", "thread_cputime"}};
+
 TEST_CASE("CPU-time samples: every thread, its CPU time accounted to within one period") {
-    std::string out;
-    Trace t(sampled("sampled-threads", "threads", {}, &out));
-    CHECK(t.info.finished);
-    CHECK(t.info.sample_hz == 1000);
-    CHECK(t.info.meta.at("sample_clock") == "thread_cputime");
-    int signal = std::stoi(t.info.meta.at("sample_signal"));
-    CHECK(signal >= SIGRTMIN);
-    CHECK(signal <= SIGRTMAX);
-    auto printed = lines_of(out, "cpu"); // main last: the early, the late, the main thread
-    REQUIRE(printed.size() == 3);
-    CHECK(t.info.threads.size() == 3);
-    const uint64_t period = 1000000; // ns at 1000 Hz
-    MESSAGE("samples ", t.info.samples, " (", t.info.own_samples, " in the profiler)");
-    std::vector<const Samples::Stream*> streams;
-    for (const auto& words : printed) {
-        uint32_t tid = uint32_t(std::stoul(words[1]));
-        uint64_t cpu = std::stoull(words[2]);
-        CAPTURE(tid);
-        const Samples::Stream& s = t.of_tid(tid);
-        streams.push_back(&s);
-        check_stream(s);
-        // Each thread burned 40 to 120 ms of CPU time in burn() and leaf(), then in print_cpu()
-        // until it was sampled (the functions of the program, in its anonymous namespace).
-        CHECK(count_of(s) > 0);
-        CHECK(t.samples_in(s, "(anonymous namespace)::") > 0);
-        // The samples account for the thread's CPU time up to the one it waited for, which
-        // came less than a sampling period before it read its clock.
-        auto waited = std::find_if(s.samples.rbegin(), s.samples.rend(),
-                                   [&](const reader::SampleRecord& r) { return r.cpu_ns <= cpu; });
-        REQUIRE(waited != s.samples.rend());
-        CHECK(waited->count >= 1);
-        CHECK(cpu - waited->cpu_ns < period);
-        uint64_t last = s.samples.back().cpu_ns;
-        // The program's and the profiler's CPU time add up to the clock's.
-        uint64_t program = 0, own = 0;
-        for (size_t i = 1; i < s.samples.size(); ++i) {
-            program += s.samples[i].cpu_ns - s.samples[i - 1].cpu_ns - s.samples[i].own_ns;
-            own += s.samples[i].own_ns;
+    for (auto [timer, clock] : kTimers) {
+        CAPTURE(timer);
+        std::string out;
+        Trace t(sampled(std::string("sampled-threads-") + timer, "threads",
+                        {{"PROF_SAMPLE_TIMER", timer}}, &out));
+        CHECK(t.info.finished);
+        CHECK(t.info.sample_hz == 1000);
+        CHECK(t.info.meta.at("sample_clock") == clock);
+        int signal = std::stoi(t.info.meta.at("sample_signal"));
+        CHECK(signal >= SIGRTMIN);
+        CHECK(signal <= SIGRTMAX);
+        auto printed = lines_of(out, "cpu"); // main last: the early, the late, the main thread
+        REQUIRE(printed.size() == 3);
+        CHECK(t.info.threads.size() == 3);
+        const uint64_t period = 1000000; // ns at 1000 Hz
+        MESSAGE("samples ", t.info.samples, " (", t.info.own_samples, " in the profiler)");
+        std::vector<const Samples::Stream*> streams;
+        for (const auto& words : printed) {
+            uint32_t tid = uint32_t(std::stoul(words[1]));
+            uint64_t cpu = std::stoull(words[2]);
+            CAPTURE(tid);
+            const Samples::Stream& s = t.of_tid(tid);
+            streams.push_back(&s);
+            check_stream(s);
+            // Each thread burned 40 to 120 ms of CPU time in burn() and leaf(), then in print_cpu()
+            // until it was sampled (the functions of the program, in its anonymous namespace).
+            CHECK(count_of(s) > 0);
+            CHECK(t.samples_in(s, "(anonymous namespace)::") > 0);
+            // The samples account for the thread's CPU time up to the one it waited for, which
+            // came less than a sampling period before it read its clock.
+            auto waited =
+                std::find_if(s.samples.rbegin(), s.samples.rend(),
+                             [&](const reader::SampleRecord& r) { return r.cpu_ns <= cpu; });
+            REQUIRE(waited != s.samples.rend());
+            CHECK(waited->count >= 1);
+            CHECK(cpu - waited->cpu_ns < period);
+            uint64_t last = s.samples.back().cpu_ns;
+            // The program's and the profiler's CPU time add up to the clock's.
+            uint64_t program = 0, own = 0;
+            for (size_t i = 1; i < s.samples.size(); ++i) {
+                program += s.samples[i].cpu_ns - s.samples[i - 1].cpu_ns - s.samples[i].own_ns;
+                own += s.samples[i].own_ns;
+            }
+            CHECK(program + own == last - s.samples[0].cpu_ns);
+            CHECK(program > own);
         }
-        CHECK(program + own == last - s.samples[0].cpu_ns);
-        CHECK(program > own);
+        // The thread that ended early was sampled before the late one started.
+        CHECK(streams[0]->samples.back().ticks < streams[1]->samples.front().ticks);
+        // Both ended before the process finished; nothing of theirs is later than the end.
+        CHECK(streams[0]->last_ticks <= t.info.end_ticks);
+        CHECK(streams[1]->last_ticks <= t.info.end_ticks);
     }
-    // The thread that ended early was sampled before the late one started.
-    CHECK(streams[0]->samples.back().ticks < streams[1]->samples.front().ticks);
-    // Both ended before the process finished; nothing of theirs is later than the end.
-    CHECK(streams[0]->last_ticks <= t.info.end_ticks);
-    CHECK(streams[1]->last_ticks <= t.info.end_ticks);
 }
 
 TEST_CASE("samples that find no room in the chunk wait for the next one") {
@@ -269,24 +279,59 @@ TEST_CASE("samples that find no room in the chunk wait for the next one") {
 }
 
 TEST_CASE("no EINTR: blocking calls between bursts of CPU time are never interrupted") {
-    std::string out;
-    Trace t(sampled("sampled-eintr", "eintr", {}, &out));
-    for (const char* call : {"poll", "epoll_wait", "nanosleep", "read", "sem_wait", "waitpid"}) {
-        CAPTURE(call);
-        auto found = lines_of(out, call);
-        REQUIRE(found.size() == 1);
-        CHECK(field(found[0], "eintr") == "0");
-        CHECK(std::stoi(field(found[0], "calls")) == (std::string(call) == "waitpid" ? 50 : 300));
+    for (auto [timer, clock] : kTimers) {
+        CAPTURE(timer);
+        std::string out;
+        Trace t(sampled(std::string("sampled-eintr-") + timer, "eintr",
+                        {{"PROF_SAMPLE_TIMER", timer}}, &out));
+        CHECK(t.info.meta.at("sample_clock") == clock);
+        for (const char* call :
+             {"poll", "epoll_wait", "nanosleep", "read", "sem_wait", "waitpid"}) {
+            CAPTURE(call);
+            auto found = lines_of(out, call);
+            REQUIRE(found.size() == 1);
+            CHECK(field(found[0], "eintr") == "0");
+            CHECK(std::stoi(field(found[0], "calls")) ==
+                  (std::string(call) == "waitpid" ? 50 : 300));
+        }
+        // Every thread that burned CPU time was sampled meanwhile (the main thread only waits).
+        size_t sampled_threads = 0;
+        for (const auto& [stream, s] : t.sink.streams) {
+            if (s.samples.empty()) continue;
+            check_stream(s);
+            sampled_threads += count_of(s) > 0;
+        }
+        CHECK(sampled_threads == 7);
+        MESSAGE(t.info.samples, " samples in ", sampled_threads, " threads");
     }
-    // Every thread that burned CPU time was sampled meanwhile (the main thread only waits).
-    size_t sampled_threads = 0;
-    for (const auto& [stream, s] : t.sink.streams) {
-        if (s.samples.empty()) continue;
-        check_stream(s);
-        sampled_threads += count_of(s) > 0;
+}
+
+// A thread that blocks every signal while it burns CPU time: its sampling signals are not
+// queued one per period (300 of them would count against the user's RLIMIT_SIGPENDING, and past
+// it the kernel sends SIGIO, which would kill the program); and the sampler's descriptors leave
+// the program the descriptor numbers it would have had.
+TEST_CASE("a thread that blocks every signal queues at most one sample; descriptors kept free") {
+    std::string unsampled;
+    sampled("sampled-blocked-off", "blocked", {{"PROF_SAMPLE_HZ", "0"}}, &unsampled);
+    int fd_alone = -1;
+    long queued = -1;
+    REQUIRE(std::sscanf(unsampled.c_str(), "queued=%ld fd=%d", &queued, &fd_alone) == 2);
+    REQUIRE(fd_alone >= 3);
+    for (auto [timer, clock] : kTimers) {
+        CAPTURE(timer);
+        std::string out;
+        Trace t(sampled(std::string("sampled-blocked-") + timer, "blocked",
+                        {{"PROF_SAMPLE_TIMER", timer}}, &out));
+        CHECK(t.info.meta.at("sample_clock") == clock);
+        int fd = -1;
+        REQUIRE(std::sscanf(out.c_str(), "queued=%ld fd=%d", &queued, &fd) == 2);
+        // Signals queued by the user's other processes may add a few.
+        CHECK(queued >= 1);
+        CHECK(queued <= 8);
+        CHECK(fd == fd_alone);
+        // The blocked signal was delivered when the thread unblocked it: one sample of it.
+        CHECK(t.info.samples >= 1);
     }
-    CHECK(sampled_threads == 7);
-    MESSAGE(t.info.samples, " samples in ", sampled_threads, " threads");
 }
 
 TEST_CASE("the program's own SIGPROF and SIGALRM timers keep their signals") {

@@ -24,6 +24,10 @@
 //   exec     burns, then execs itself as `burn`
 //   vfork    vfork children that _exit and that exec /bin/true, between burns
 //   kill     burns, then SIGKILL
+//   blocked  a thread that blocks every signal burns 300 ms of CPU time, then reads the
+//            signals queued for the user (/proc/self/status SigQ) before unblocking them, and
+//            opens /dev/null: prints `queued=<n> fd=<number>` (the sampler keeps at most one
+//            signal of a thread queued, and its descriptors out of the program's way)
 //   pending  fills the thread's chunk (calls, then the 26-byte record of a PROF_LINE's first hit
 //            in the chunk, then samples) to less room than a Sample record takes, then burns
 //            CPU without recording anything, so that its samples wait: the main thread in
@@ -145,7 +149,9 @@ void on_perf_sample(int, siginfo_t*, void*) {
 }
 
 // EINTR_PERF=1: this thread's own perf_event cpu-clock sampler, as a perf-based in-process
-// sampler would open it (the signal generated at the counter's overflow, wherever the thread is).
+// sampler would open it when it counts kernel time too (the signal generated at the counter's
+// overflow, wherever the thread is, in a system call as well). The runtime's own perf_event
+// timer counts user mode only, which is what keeps its signals out of system calls.
 void start_perf_sampler() {
     if (!g_perf_signal) return;
     perf_event_attr attr{};
@@ -509,6 +515,30 @@ int pending_mode() {
 
 } // namespace
 
+// ---- blocked --------------------------------------------------------------------------------
+
+int blocked_mode() {
+    long queued = -1;
+    int fd = -1;
+    std::thread worker([&] {
+        sigset_t all, before;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &before);
+        burn(300000);
+        if (FILE* f = std::fopen("/proc/self/status", "r")) {
+            char line[256];
+            while (std::fgets(line, sizeof line, f))
+                if (std::sscanf(line, "SigQ: %ld/", &queued) == 1) break;
+            std::fclose(f);
+        }
+        pthread_sigmask(SIG_SETMASK, &before, nullptr);
+        fd = open("/dev/null", O_RDONLY);
+    });
+    worker.join();
+    std::printf("queued=%ld fd=%d\n", queued, fd);
+    return 0;
+}
+
 int main(int argc, char** argv) {
     const char* mode = argc > 1 ? argv[1] : "burn";
     if (!std::strcmp(mode, "threads")) return threads_mode();
@@ -519,6 +549,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(mode, "exec")) return exec_mode(argv[0]);
     if (!std::strcmp(mode, "vfork")) return vfork_mode();
     if (!std::strcmp(mode, "pending")) return pending_mode();
+    if (!std::strcmp(mode, "blocked")) return blocked_mode();
     if (!std::strcmp(mode, "kill")) {
         burn(100000);
         sampled();

@@ -7,14 +7,15 @@ it), sample_cost.cpp (a cycle-counter loop that notes its interruptions) and sam
 (the Sample records of a trace, through the build's reader library). Then, in every rep, runs in
 shuffled order:
 
-  fib N        with PROF_SAMPLE_HZ=0 and with the default rate: wall time, CPU time (user + sys
+  fib N        with PROF_SAMPLE_HZ=0, and at the default rate signalled by each timer
+               (PROF_SAMPLE_TIMER=perf, the default, and posix): wall time, CPU time (user + sys
                from wait4), and of the sampled run's trace the samples, the samples that landed
                in the profiler, and the bytes of the Sample records
-  sample_cost  the same two ways: the time the interruptions of 5 to 500 us took (the timer
+  sample_cost  the same three ways: the time the interruptions of 5 to 500 us took (the timer
                ticks, and the samples' work); with sampling, the extra over the run without,
-               divided by the samples, is one sample's cost; and at PROF_SAMPLE_HZ=125, a sample
-               every other tick: the median interruption with a sample against the median one
-               without, in the same run (the same load)
+               divided by the samples, is one sample's cost; and with the POSIX timer at
+               PROF_SAMPLE_HZ=125, a sample every other tick: the median interruption with a
+               sample against the median one without, in the same run (the same load)
 
 and prints medians over the reps (with min-max), and the per-sample figures derived from them.
 Standard library only; needs g++ and the build's libprof.so, libprof_reader.a, fmt and zstd.
@@ -70,13 +71,25 @@ def timed(cmd, env):
     return wall, ru.ru_utime + ru.ru_stime, out.decode()
 
 
-def env_with(trace: Path, hz):
+def env_with(trace: Path, hz, timer):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROF_")}
     env["PROF_OUT"] = str(trace)
     env["PROF_FORCE"] = "1"
     if hz is not None:
         env["PROF_SAMPLE_HZ"] = str(hz)
+    if timer is not None:
+        env["PROF_SAMPLE_TIMER"] = timer
     return env
+
+
+# Each run's configuration: PROF_SAMPLE_HZ (None: the default) and PROF_SAMPLE_TIMER.
+CONFIGS = {
+    "fib off": (0, None), "fib on": (None, None), "fib posix": (None, "posix"),
+    "cost off": (0, None), "cost on": (None, None), "cost posix": (None, "posix"),
+    "cost 125": (125, "posix"),
+}
+LABELS = {"off": "PROF_SAMPLE_HZ=0", "on": "default (perf cpu-clock)",
+          "posix": "PROF_SAMPLE_TIMER=posix", "125": "PROF_SAMPLE_TIMER=posix PROF_SAMPLE_HZ=125"}
 
 
 def med(values):
@@ -95,15 +108,15 @@ def main():
         work = Path(tmp)
         fib, cost, stats = build(Path(args.build), work)
         trace = work / "run.trace"
-        runs = {k: [] for k in ("fib off", "fib on", "cost off", "cost on", "cost 125")}
+        runs = {k: [] for k in CONFIGS}
         load = [os.getloadavg()[0]]
         for rep in range(args.reps + 1):  # the first pass warms up and is not counted
             order = list(runs)
             random.shuffle(order)
             for name in order:
-                hz = 0 if name.endswith("off") else 125 if name.endswith("125") else None
+                hz, timer = CONFIGS[name]
                 cmd = [str(fib), args.fib] if name.startswith("fib") else [str(cost), args.cost_seconds]
-                wall, cpu, out = timed(cmd, env_with(trace, hz))
+                wall, cpu, out = timed(cmd, env_with(trace, hz, timer))
                 row = {"wall": wall, "cpu": cpu}
                 if name.startswith("cost"):
                     row.update(json.loads(out))
@@ -122,46 +135,47 @@ def main():
     print()
     print(f"| fib {args.fib} | wall s | CPU s | samples | in the profiler | Sample bytes |")
     print("|---|---|---|---|---|---|")
-    for name in ("fib off", "fib on"):
+    for name in ("fib off", "fib on", "fib posix"):
         w, c = med(col(name, "wall")), med(col(name, "cpu"))
         cells = [f"{w[0]:.3f} ({w[1]:.3f}-{w[2]:.3f})", f"{c[0]:.3f} ({c[1]:.3f}-{c[2]:.3f})"]
-        if name == "fib on":
+        if name != "fib off":
             s, o, b = (statistics.median(col(name, k)) for k in ("samples", "own_samples", "bytes"))
             cells += [f"{s:.0f}", f"{o:.0f}", f"{b:.0f}"]
         else:
             cells += ["0", "0", "0"]
-        print(f"| PROF_SAMPLE_HZ={'0' if name.endswith('off') else 'default'} | " + " | ".join(cells) + " |")
-    ratios = [on["cpu"] / off["cpu"] for on, off in zip(runs["fib on"], runs["fib off"])]
-    walls = [on["wall"] / off["wall"] for on, off in zip(runs["fib on"], runs["fib off"])]
+        print(f"| {LABELS[name.split()[1]]} | " + " | ".join(cells) + " |")
     print()
-    r, w = med(ratios), med(walls)
-    print(f"fib, sampled / not, same rep: CPU {r[0]:.4f}x ({r[1]:.4f}-{r[2]:.4f}), "
-          f"wall {w[0]:.4f}x ({w[1]:.4f}-{w[2]:.4f})")
-    records = statistics.median(col("fib on", "records"))
-    every = [r["samples"] + r["own_samples"] for r in runs["fib on"]]
-    print(f"fib: {statistics.median(every):.0f} samples per run (program and profiler), "
-          f"{records:.0f} Sample records, "
-          f"{statistics.median(col('fib on', 'bytes')) / records:.1f} bytes per record")
+    for name in ("fib on", "fib posix"):
+        ratios = [on["cpu"] / off["cpu"] for on, off in zip(runs[name], runs["fib off"])]
+        walls = [on["wall"] / off["wall"] for on, off in zip(runs[name], runs["fib off"])]
+        r, w = med(ratios), med(walls)
+        records = statistics.median(col(name, "records"))
+        every = [r["samples"] + r["own_samples"] for r in runs[name]]
+        print(f"fib, {LABELS[name.split()[1]]} / PROF_SAMPLE_HZ=0, same rep: CPU {r[0]:.4f}x "
+              f"({r[1]:.4f}-{r[2]:.4f}), wall {w[0]:.4f}x ({w[1]:.4f}-{w[2]:.4f}); "
+              f"{statistics.median(every):.0f} samples per run (program and profiler), "
+              f"{records:.0f} Sample records, "
+              f"{statistics.median(col(name, 'bytes')) / records:.1f} bytes per record")
     print()
     print(f"| sample_cost, {args.cost_seconds} CPU s | interruptions of 5-500 us | their time, us | samples | Sample bytes per record |")
     print("|---|---|---|---|---|")
-    for name in ("cost off", "cost on", "cost 125"):
+    for name in ("cost off", "cost on", "cost posix", "cost 125"):
         n, t = (statistics.median(col(name, k)) for k in ("long_gaps", "long_gap_total_us"))
         extra = ["0", "-"]
         if name != "cost off":
             extra = [f"{statistics.median(col(name, 'samples')):.0f}",
                      f"{statistics.median(col(name, 'bytes')) / statistics.median(col(name, 'records')):.1f}"]
-        label = {"cost off": "0", "cost on": "default", "cost 125": "125"}[name]
-        print(f"| PROF_SAMPLE_HZ={label} | {n:.0f} | {t:.0f} | " + " | ".join(extra) + " |")
-    per = [(on["long_gap_total_us"] - off["long_gap_total_us"]) / on["samples"]
-           for on, off in zip(runs["cost on"], runs["cost off"]) if on["samples"]]
-    p = med(per)
+        print(f"| {LABELS[name.split()[1]]} | {n:.0f} | {t:.0f} | " + " | ".join(extra) + " |")
     paired = [r["sampled_median_us"] - r["other_median_us"] for r in runs["cost 125"]]
     q = med(paired)
     s125, o125 = (statistics.median(col("cost 125", k)) for k in ("sampled_median_us", "other_median_us"))
     print()
-    print(f"cost per sample, extra interruption time / samples (same rep): {p[0]:.1f} us "
-          f"({p[1]:.1f}-{p[2]:.1f})")
+    for name in ("cost on", "cost posix"):
+        per = [(on["long_gap_total_us"] - off["long_gap_total_us"]) / on["samples"]
+               for on, off in zip(runs[name], runs["cost off"]) if on["samples"]]
+        p = med(per)
+        print(f"cost per sample, {LABELS[name.split()[1]]}, extra interruption time / samples "
+              f"(same rep): {p[0]:.1f} us ({p[1]:.1f}-{p[2]:.1f})")
     print(f"cost per sample, at 125 Hz: a tick with a sample {s125:.1f} us, without {o125:.1f} us "
           f"(medians); the difference in the same run: {q[0]:.1f} us ({q[1]:.1f}-{q[2]:.1f}), "
           f"{statistics.median(col('cost 125', 'sampled_gaps')):.0f} samples")
