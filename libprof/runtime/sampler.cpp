@@ -4,28 +4,32 @@
 // its stream (in the frame open there). Readers weigh each record by the CPU time since the
 // stream's previous one, so the weights are exact whatever rate the signals come at.
 //
-// What signals the thread, in order of preference (PROF_SAMPLE_TIMER):
+// What signals the thread (PROF_SAMPLE_TIMER):
+// - A POSIX timer on the thread's CPU clock (`posix`, the default; timer_create with
+//   CLOCK_THREAD_CPUTIME_ID and SIGEV_THREAD_ID). On kernels with POSIX_CPU_TIMERS_TASK_WORK
+//   the signal is generated on the thread's return to user mode, so it never interrupts a
+//   blocking system call (no EINTR from poll, nanosleep, ...; tests/programs/sampled.cpp counts
+//   them), and the time of a system call is sampled where the call returns: in its caller. The
+//   kernel checks CPU-time timers only at its tick (250 Hz here), and only for the thread
+//   running then: a thread whose CPU bursts fall between ticks (3 ms of work and a 1 ms sleep,
+//   on a CPU another process keeps busy, locks in step with a 4 ms tick) goes unsampled for tens
+//   of milliseconds, and the sample that finally comes carries all that CPU time to wherever it
+//   lands.
 // - A perf_event software cpu-clock descriptor per thread (`perf`), user mode only, with
 //   F_SETSIG to our signal and F_SETOWN_EX to the thread. Its clock is an hrtimer that runs
 //   while the thread runs, so a sample comes after each period of the thread's CPU time,
-//   wherever the period ends. `exclude_kernel` is not only what perf_event_paranoid 2 allows:
-//   an overflow is taken only when the timer interrupts user code, so the signal is delivered
-//   on the way back to that code and never arrives inside a system call (no EINTR from poll,
-//   nanosleep, ...; the kernel time of a call goes with the next sample, which the same frame
-//   usually takes). Each overflow disables the event (PERF_EVENT_IOC_REFRESH 1) until the
-//   handler re-arms it: at most one signal of it is ever queued, so a thread that blocks our
-//   signal cannot fill the user's queue of pending signals (the kernel would then send SIGIO).
-//   The descriptor sits in the top quarter of the descriptor limit (at most from 4096), so the
-//   program keeps the numbers it expects; a thread that finds no room there gets a timer.
-// - A POSIX timer on the thread's CPU clock (`posix`; timer_create with
-//   CLOCK_THREAD_CPUTIME_ID and SIGEV_THREAD_ID), where perf events are refused
-//   (perf_event_paranoid 3, seccomp). The kernel checks CPU-time timers only at its tick
-//   (250 Hz here), and only for the thread running then: a thread whose CPU bursts fall between
-//   ticks (3 ms of work and a 1 ms sleep, on a CPU another process keeps busy, locks in step with
-//   a 4 ms tick) goes unsampled for tens of milliseconds, and the sample that finally comes
-//   carries all that CPU time to wherever it lands. On kernels with POSIX_CPU_TIMERS_TASK_WORK
-//   the signal is generated on the thread's return to user mode, so it never interrupts a
-//   blocking system call either (tests/programs/sampled.cpp counts EINTR with both).
+//   wherever the period ends: no tick lock-step. `exclude_kernel` is not only what
+//   perf_event_paranoid 2 allows: an overflow is taken only when the timer interrupts user code,
+//   so the signal is delivered on the way back to that code and never arrives inside a system
+//   call. The price: a period that ends in the kernel is skipped, and its time goes with the
+//   next sample, wherever the thread is by then; on SQLite, whose writes are a third of its
+//   CPU time, that moved unixWrite from 35% (perf record) to 4%, where the POSIX timer gives
+//   37% (tools/bench/true_time.py). Each overflow disables the event (PERF_EVENT_IOC_REFRESH 1)
+//   until the handler re-arms it: at most one signal of it is ever queued, so a thread that
+//   blocks our signal cannot fill the user's queue of pending signals (the kernel would then
+//   send SIGIO). The descriptor sits in the top quarter of the descriptor limit (at most from
+//   4096), so the program keeps the numbers it expects; a thread that finds no room there, or
+//   a kernel that refuses perf events, gets a POSIX timer.
 //
 // The handler's contract, on top of runtime.hpp's: no lock, no allocation, no call into the
 // hooks, errno kept, nothing instrumented. It writes only when the thread's state says that no
@@ -379,12 +383,13 @@ PROF_NOINSTR int program_sigaction(const struct sigaction* act, struct sigaction
 
 } // namespace
 
-// PROF_SAMPLE_TIMER: perf_event descriptors unless refused (or `posix` asked for), and the
-// lowest number they may take: the top quarter of the descriptor limit, from 4096 at most.
+// PROF_SAMPLE_TIMER=perf: perf_event descriptors unless refused, and the lowest number they
+// may take: the top quarter of the descriptor limit, from 4096 at most. Otherwise (`auto`,
+// `posix`) POSIX timers: they sample system calls where they return (see the top).
 static PROF_NOINSTR void choose_timer() {
     enum { kAuto, kPerf, kPosix };
     g_perf_timer = false;
-    if (g_options.sample_timer == kPosix) return;
+    if (g_options.sample_timer != kPerf) return;
     rlimit files{};
     if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur < 64) {
         if (g_options.sample_timer == kPerf)
@@ -394,8 +399,8 @@ static PROF_NOINSTR void choose_timer() {
     g_fd_floor = files.rlim_cur >= 8192 ? 4096 : int(files.rlim_cur - files.rlim_cur / 4);
     int probe = open_cpu_clock(g_period_ns);
     if (probe < 0) {
-        log(g_options.sample_timer == kPerf ? LogLevel::kWarn : LogLevel::kInfo,
-            "sample_timer_posix", "reason=\"perf_event_open: %s\"", strerror(errno));
+        log(LogLevel::kWarn, "sample_timer_posix", "reason=\"perf_event_open: %s\"",
+            strerror(errno));
         return;
     }
     close(probe);

@@ -8,7 +8,7 @@ it), sample_cost.cpp (a cycle-counter loop that notes its interruptions) and sam
 shuffled order:
 
   fib N        with PROF_SAMPLE_HZ=0, and at the default rate signalled by each timer
-               (PROF_SAMPLE_TIMER=perf, the default, and posix): wall time, CPU time (user + sys
+               (PROF_SAMPLE_TIMER=posix, the default, and perf): wall time, CPU time (user + sys
                from wait4), and of the sampled run's trace the samples, the samples that landed
                in the profiler, and the bytes of the Sample records
   sample_cost  the same three ways: the time the interruptions of 5 to 500 us took (the timer
@@ -84,12 +84,12 @@ def env_with(trace: Path, hz, timer):
 
 # Each run's configuration: PROF_SAMPLE_HZ (None: the default) and PROF_SAMPLE_TIMER.
 CONFIGS = {
-    "fib off": (0, None), "fib on": (None, None), "fib posix": (None, "posix"),
-    "cost off": (0, None), "cost on": (None, None), "cost posix": (None, "posix"),
+    "fib off": (0, None), "fib on": (None, None), "fib perf": (None, "perf"),
+    "cost off": (0, None), "cost on": (None, None), "cost perf": (None, "perf"),
     "cost 125": (125, "posix"),
 }
-LABELS = {"off": "PROF_SAMPLE_HZ=0", "on": "default (perf cpu-clock)",
-          "posix": "PROF_SAMPLE_TIMER=posix", "125": "PROF_SAMPLE_TIMER=posix PROF_SAMPLE_HZ=125"}
+LABELS = {"off": "PROF_SAMPLE_HZ=0", "on": "default (POSIX timer)",
+          "perf": "PROF_SAMPLE_TIMER=perf", "125": "PROF_SAMPLE_TIMER=posix PROF_SAMPLE_HZ=125"}
 
 
 def med(values):
@@ -135,7 +135,7 @@ def main():
     print()
     print(f"| fib {args.fib} | wall s | CPU s | samples | in the profiler | Sample bytes |")
     print("|---|---|---|---|---|---|")
-    for name in ("fib off", "fib on", "fib posix"):
+    for name in ("fib off", "fib on", "fib perf"):
         w, c = med(col(name, "wall")), med(col(name, "cpu"))
         cells = [f"{w[0]:.3f} ({w[1]:.3f}-{w[2]:.3f})", f"{c[0]:.3f} ({c[1]:.3f}-{c[2]:.3f})"]
         if name != "fib off":
@@ -145,7 +145,7 @@ def main():
             cells += ["0", "0", "0"]
         print(f"| {LABELS[name.split()[1]]} | " + " | ".join(cells) + " |")
     print()
-    for name in ("fib on", "fib posix"):
+    for name in ("fib on", "fib perf"):
         ratios = [on["cpu"] / off["cpu"] for on, off in zip(runs[name], runs["fib off"])]
         walls = [on["wall"] / off["wall"] for on, off in zip(runs[name], runs["fib off"])]
         r, w = med(ratios), med(walls)
@@ -159,7 +159,7 @@ def main():
     print()
     print(f"| sample_cost, {args.cost_seconds} CPU s | interruptions of 5-500 us | their time, us | samples | Sample bytes per record |")
     print("|---|---|---|---|---|")
-    for name in ("cost off", "cost on", "cost posix", "cost 125"):
+    for name in ("cost off", "cost on", "cost perf", "cost 125"):
         n, t = (statistics.median(col(name, k)) for k in ("long_gaps", "long_gap_total_us"))
         extra = ["0", "-"]
         if name != "cost off":
@@ -170,7 +170,7 @@ def main():
     q = med(paired)
     s125, o125 = (statistics.median(col("cost 125", k)) for k in ("sampled_median_us", "other_median_us"))
     print()
-    for name in ("cost on", "cost posix"):
+    for name in ("cost on", "cost perf"):
         per = [(on["long_gap_total_us"] - off["long_gap_total_us"]) / on["samples"]
                for on, off in zip(runs[name], runs["cost off"]) if on["samples"]]
         p = med(per)

@@ -347,6 +347,8 @@ class Bench:
         env = clean_env()
         if sample_hz is not None:
             env["PROF_SAMPLE_HZ"] = sample_hz
+        if SAMPLE_TIMER:
+            env["PROF_SAMPLE_TIMER"] = SAMPLE_TIMER
         mode = ["--time", "sampled"] if counting else []
         r = self.timed([self.profrun, "-q", "-f", *mode, "-o", trace, "--", *self.argv(cc, True)],
                        env)
@@ -679,6 +681,9 @@ def perf_ready():
             f"kernel.perf_event_paranoid={paranoid}")
 
 
+SAMPLE_TIMER = None  # --sample-timer
+
+
 def main():
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
@@ -699,6 +704,8 @@ def main():
     ap.add_argument("--fib", type=int, default=FIB_N, help=f"N of the fib(N) runs (default {FIB_N})")
     ap.add_argument("--fib-reps", type=int, help="reps of the fib runs (default 11, 5 with --quick)")
     ap.add_argument("--no-fib", action="store_true", help="skip the per-call cost on fib")
+    ap.add_argument("--sample-timer", choices=["perf", "posix"],
+                    help="PROF_SAMPLE_TIMER of the instrumented runs (default: the runtime's)")
     ap.add_argument("--perf-frames", choices=["auto", *FRAME_VIEWS], default="auto",
                     help="perf's frames the tables compare with: physical, inlined (inlined "
                          "functions as frames of their own) or auto (default: physical for "
@@ -711,6 +718,8 @@ def main():
                     help="a directory holding sqlite3.c and sqlite3.h instead of the package")
     ap.add_argument("--markdown", type=Path, help="also write the tables as a Markdown section")
     args = ap.parse_args()
+    global SAMPLE_TIMER
+    SAMPLE_TIMER = args.sample_timer
 
     compilers = [c for c in args.compilers.split(",") if c]
     for c in compilers:
