@@ -1326,6 +1326,8 @@ struct Session::Impl : reader::EventSink {
         size_t trace = traces.size();
         traces.push_back(std::move(other.traces.front()));
         functions.push_back(std::move(other.functions.front()));
+        // How the trace was timed: without it, the merge reads as if no trace counted calls.
+        time_bases.insert(time_bases.end(), other.time_bases.begin(), other.time_bases.end());
         for (auto& t : other.threads) {
             t->trace = trace;
             t->index = threads.size();
