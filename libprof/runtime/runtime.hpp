@@ -60,6 +60,7 @@ enum class LogLevel : int { kQuiet = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug
 struct Options {
     char out[4096];               // PROF_OUT
     bool out_given;               // PROF_OUT was set
+    char run_dir[4096];           // PROF_RUN_DIR: a run's directory (profrun -d)
     bool disabled;                // PROF_DISABLE=1
     bool force;                   // PROF_FORCE=1: replace an existing file at PROF_OUT
     uint32_t chunk_size;          // PROF_CHUNK_SIZE

@@ -236,9 +236,18 @@ PROF_NOINSTR int create_file(const char* base, bool try_base) {
         int fd = open(g.path, flags, 0600);
         if (fd >= 0 || errno != EEXIST) return fd;
     }
+    // A run's file names hold the pid already: another image of the same process (exec)
+    // takes `<dir>/<program>.<pid>.<n>.trace`.
+    size_t len = strlen(base);
+    bool run_name = !g_options.out_given && g_options.run_dir[0] && len > 6 &&
+                    strcmp(base + len - 6, ".trace") == 0;
     for (int n = 0; n < 100; ++n) {
-        if (n == 0) snprintf(g.path, sizeof g.path, "%s.%d", base, int(getpid()));
-        else snprintf(g.path, sizeof g.path, "%s.%d.%d", base, int(getpid()), n);
+        if (run_name)
+            snprintf(g.path, sizeof g.path, "%.*s.%d.trace", int(len - 6), base, n + 1);
+        else if (n == 0)
+            snprintf(g.path, sizeof g.path, "%s.%d", base, int(getpid()));
+        else
+            snprintf(g.path, sizeof g.path, "%s.%d.%d", base, int(getpid()), n);
         int fd = open(g.path, flags, 0600);
         if (fd >= 0 || errno != EEXIST) {
             if (fd >= 0 && try_base) {
@@ -257,6 +266,38 @@ PROF_NOINSTR int create_file(const char* base, bool try_base) {
     }
     errno = EEXIST;
     return -1;
+}
+
+// CLOCK_REALTIME and the trace clock (and CLOCK_MONOTONIC) at one moment: the readings between
+// two of CLOCK_REALTIME that came within 20 us of each other (a preemption between them would
+// put milliseconds between the clocks), the realtime their middle; the last try otherwise.
+PROF_NOINSTR void read_clock_pair(uint64_t& real, uint64_t& ticks, uint64_t* mono) {
+    for (int attempt = 0; attempt < 10; ++attempt) {
+        uint64_t before = realtime_ns();
+        ticks = now_ticks();
+        if (mono) *mono = monotonic_ns();
+        uint64_t after = realtime_ns();
+        real = before + (after - before) / 2;
+        if (after - before < 20000) return;
+    }
+}
+
+// The trace's path: PROF_OUT; else in a run's directory (PROF_RUN_DIR),
+// `<dir>/<program>.<pid>.trace`; else `prof.<pid>.trace`.
+PROF_NOINSTR void choose_base_path() {
+    int pid = int(getpid());
+    if (g_options.out_given) {
+        snprintf(g.base_path, sizeof g.base_path, "%s", g_options.out);
+        return;
+    }
+    if (g_options.run_dir[0]) {
+        const char* program = program_invocation_short_name[0] ? program_invocation_short_name
+                                                               : "prof";
+        int n = snprintf(g.base_path, sizeof g.base_path, "%s/%s.%d.trace", g_options.run_dir,
+                         program, pid);
+        if (n < int(sizeof g.base_path)) return; // else (a path of over 4 KiB) the default
+    }
+    snprintf(g.base_path, sizeof g.base_path, "prof.%d.trace", pid);
 }
 
 PROF_NOINSTR void write_meta(const char* key, const char* value, size_t vlen) {
@@ -300,6 +341,25 @@ PROF_NOINSTR void write_meta_file(const char* key, const char* path, bool nul_to
     write_meta(key, buf, size_t(n));
 }
 
+// An MPI rank (or a Slurm task): its number and the job's size, from the first of the
+// launchers' variables that is set (Open MPI, MPICH/Intel MPI, PMIx, Slurm).
+PROF_NOINSTR void write_rank_meta() {
+    static const char* const kRanks[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                            {"PMI_RANK", "PMI_SIZE"},
+                                            {"PMIX_RANK", "PMIX_SIZE"},
+                                            {"SLURM_PROCID", "SLURM_NTASKS"}};
+    for (const auto& names : kRanks) {
+        const char* rank = getenv(names[0]);
+        if (!rank || !*rank || strspn(rank, "0123456789") != strlen(rank)) continue;
+        write_meta("mpi_rank", rank, strlen(rank));
+        write_meta("mpi_rank_from", names[0], strlen(names[0]));
+        const char* size = getenv(names[1]);
+        if (size && *size && strspn(size, "0123456789") == strlen(size))
+            write_meta("mpi_size", size, strlen(size));
+        return;
+    }
+}
+
 PROF_NOINSTR void write_process_meta() {
     char buf[4096];
     ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -311,6 +371,8 @@ PROF_NOINSTR void write_process_meta() {
     len = snprintf(buf, sizeof buf, "%d", int(getppid()));
     write_meta("ppid", buf, size_t(len));
     if (gethostname(buf, sizeof buf) == 0) write_meta("host", buf, strnlen(buf, sizeof buf));
+    write_rank_meta();
+    if (const char* run = getenv("PROF_RUN_ID"); run && *run) write_meta("run", run, strlen(run));
     write_meta("runtime", "libprof " PROF_VERSION_STRING, sizeof("libprof " PROF_VERSION_STRING) - 1);
     if (g.overhead[0]) write_overhead_meta(g.overhead); // a forked child: the parent's figures
     if (int sig = sampler_signal()) { // CPU-time samples (Sample records, format 1.5)
@@ -343,13 +405,26 @@ PROF_NOINSTR bool choose_clock() {
 // The tick rate measured against CLOCK_MONOTONIC over about a millisecond, so that a trace whose
 // process is killed early still converts ticks to seconds well (the rate is refined over the
 // whole run when the writer finishes).
+// The tick counter against CLOCK_MONOTONIC over 1 ms (within 1%). Each end is a tick reading
+// between two clock readings under 10 us apart: a preemption between a tick and a clock reading (ten
+// milliseconds on a loaded machine) would otherwise skew the rate of a process too short to be
+// refined at its finish by 50x (measured).
+PROF_NOINSTR void read_tick_pair(uint64_t& ticks, uint64_t& ns) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        uint64_t before = monotonic_ns();
+        ticks = now_ticks();
+        uint64_t after = monotonic_ns();
+        ns = before + (after - before) / 2;
+        if (after - before < 10000) return;
+    }
+}
+
 PROF_NOINSTR uint64_t calibrate() {
     if (!g_use_tsc) return 1000000000u;
-    uint64_t t0 = now_ticks(), n0 = monotonic_ns(), t1 = t0, n1 = n0;
-    while (n1 - n0 < 1000000) {
-        t1 = now_ticks();
-        n1 = monotonic_ns();
-    }
+    uint64_t t0, n0, t1, n1;
+    read_tick_pair(t0, n0);
+    do read_tick_pair(t1, n1);
+    while (n1 - n0 < 1000000);
     return uint64_t(double(t1 - t0) * 1e9 / double(n1 - n0));
 }
 
@@ -369,9 +444,7 @@ PROF_NOINSTR bool start_file(const char* base, bool try_base) {
     g.next_stream.store(1, std::memory_order_relaxed);
     g.process = ChunkWriter{};
     g.process.kind = uint16_t(format::StreamKind::kProcess);
-    g.start_ticks = now_ticks();
-    g.start_mono = monotonic_ns();
-    g.start_real = realtime_ns();
+    read_clock_pair(g.start_real, g.start_ticks, &g.start_mono);
     if (!g.start_ticks_per_second) g.start_ticks_per_second = calibrate();
     if (!reserve_file(format::kHeaderSize)) return false;
     write_file_header(0);
@@ -420,7 +493,11 @@ PROF_NOINSTR void fork_child() {
     bool ok = false;
     if (was_active) {
         pthread_mutex_lock(&g.lock);
-        ok = start_file(g.base_path, false);
+        // In a run's directory the child's file is named by its own pid; else it is the
+        // parent's path with the pid appended.
+        bool own_name = !g_options.out_given && g_options.run_dir[0];
+        if (own_name) choose_base_path();
+        ok = start_file(g.base_path, own_name);
         pthread_mutex_unlock(&g.lock);
     }
     unblock_thread(t_fork_state);
@@ -525,8 +602,7 @@ PROF_NOINSTR void runtime_start() {
                                             : switch_clock_init();
         if (why) log(LogLevel::kWarn, "time_sampled_off", "reason=\"%s\" using=traced", why);
     }
-    if (g_options.out_given) snprintf(g.base_path, sizeof g.base_path, "%s", g_options.out);
-    else snprintf(g.base_path, sizeof g.base_path, "prof.%d.trace", int(getpid()));
+    choose_base_path();
     start_file(g.base_path, true);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     errno = saved;
@@ -559,7 +635,11 @@ PROF_NOINSTR void runtime_finish() {
     collect_running_lines();
     // The traced program ends here: what follows is the runtime's own work (its memory too:
     // the peak resident set size is read before symbolization).
-    uint64_t end_ticks = now_ticks(), end_mono = monotonic_ns();
+    uint64_t end_ticks = 0, end_mono = 0, end_real = 0;
+    read_clock_pair(end_real, end_ticks, &end_mono);
+    char clock_end[48];
+    int clock_end_len = snprintf(clock_end, sizeof clock_end, "%llu %llu",
+                                 (unsigned long long)end_real, (unsigned long long)end_ticks);
     char peak_rss[32];
     int peak_rss_len = 0;
     struct rusage ru;
@@ -606,6 +686,7 @@ PROF_NOINSTR void runtime_finish() {
     if (g_options.symbols && !stopped_early) write_symbols();
     lock_global();
     if (peak_rss_len) write_meta("peak_rss", peak_rss, size_t(peak_rss_len));
+    write_meta("clock_end", clock_end, size_t(clock_end_len));
     // Says the memory profiler ran, for a program that allocated nothing (no memory records).
     if (g_memory_active) write_meta("memory_profiler", "1", 1);
     uint64_t tps = g.start_ticks_per_second;

@@ -402,6 +402,7 @@ struct SampledRun::Impl {
         write_meta(r, "pid", std::to_string(pid));
         write_meta(r, "ppid", std::to_string(ppid));
         write_meta(r, "host", host_name());
+        if (!d.run_id.empty()) write_meta(r, "run", d.run_id);
         write_meta(r, "runtime", std::string("libprof ") + PROF_VERSION_STRING);
         write_meta(r, "sampler", d.sampler);
         write_meta(r, "sampled", d.how);
@@ -620,8 +621,11 @@ struct SampledRun::Impl {
             Process* parent = process(t.ppid);
             if (!parent || process(t.pid) || !d.subprocesses) return;
             std::string error;
-            Process* child =
-                open_process(t.pid, t.ppid, fmt::format("{}.{}", d.output, t.pid), error);
+            // In a run's directory, named as the runtime names its traces there.
+            std::string path = d.run_dir.empty()
+                                   ? fmt::format("{}.{}", d.output, t.pid)
+                                   : fmt::format("{}/{}.{}.trace", d.run_dir, d.run_name, t.pid);
+            Process* child = open_process(t.pid, t.ppid, path, error);
             if (!child) {
                 warn_once("child" + std::to_string(t.pid), error);
                 return;
@@ -927,6 +931,10 @@ RunSummary SampledRun::finish(uint64_t sample_bytes) {
         m.write_symbols(*p);
         uint64_t last = end;
         for (auto& [tid, s] : p->file->threads()) last = std::max(last, s->last);
+        // The trace clock is CLOCK_MONOTONIC: the end's (CLOCK_REALTIME, ticks) pair.
+        m.write_meta(*p, "clock_end",
+                     fmt::format("{} {}", now_ns(CLOCK_REALTIME) - (now_ns(CLOCK_MONOTONIC) - last),
+                                 last));
         p->file->finish(last);
         if (p->file->failed())
             m.summary.warnings.push_back(fmt::format("writing {} failed: {}", p->file->path(),

@@ -20,6 +20,9 @@ namespace prof::sampling {
 
 struct RunDescription {
     std::string output;     // the main process's trace; a child's is output.PID
+    // In a run's directory (profrun -d): a child's trace is run_dir/run_name.PID.trace, and
+    // every trace names the run (Meta run).
+    std::string run_dir, run_name, run_id;
     bool subprocesses = false;
     std::string exe, cmdline, cwd;
     uint32_t pid = 0, ppid = 0;

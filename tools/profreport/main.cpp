@@ -3,6 +3,7 @@
 #include "commands/commands.hpp"
 #include "common/cli.hpp"
 #include "options.hpp"
+#include "runs.hpp"
 
 #include <prof/trace_format.hpp>
 
@@ -14,6 +15,7 @@ namespace prof::profreport {
 
 int run(const Args& a, const tools::ToolLog& log) {
     const ViewArgs& v = a.view;
+    if (a.processes) return run_processes(a, log);
     if (a.info) return run_info(a, log);
     if (v.diff) return run_diff(a, log);
     if (!v.exporter.empty()) return run_export(a, log);
@@ -29,7 +31,7 @@ int run(const Args& a, const tools::ToolLog& log) {
 int main(int argc, char** argv) {
     using namespace prof;
     tools::Cli cli("profreport",
-                   "[options] TRACE [TRACE...]\n"
+                   "[options] TRACE|DIR [TRACE|DIR...]\n"
                    "       profreport COMMAND [options] ...\n"
                    "       profreport diff [options] BASE NEW       (or: BASE... --vs NEW...)",
                    "Prints the cProfile-style table of one or more libprof traces (several traces\n"
@@ -42,7 +44,7 @@ int main(int argc, char** argv) {
     profreport::add_report(cli, a);
     for (auto add : {profreport::add_lines, profreport::add_memory, profreport::add_tree,
                      profreport::add_flamegraph, profreport::add_html, profreport::add_export,
-                     profreport::add_diff, profreport::add_info})
+                     profreport::add_diff, profreport::add_info, profreport::add_processes})
         add(cli, a);
     cli.app().footer(
         "diff: --fail-above PCT exits with status 3 when the total or a function regressed by\n"
@@ -52,6 +54,8 @@ int main(int argc, char** argv) {
         "written, 2 on bad usage, 3 when diff --fail-above finds a regression.");
     try {
         if (std::optional<int> status = cli.parse(argc, argv)) return *status;
+        if (std::string refused = profreport::expand_runs(a, cli.log()); !refused.empty())
+            return cli.usage_error(refused);
         if (std::string refused = profreport::check(a, cli.log()); !refused.empty())
             return cli.usage_error(refused);
         return profreport::run(a, cli.log());

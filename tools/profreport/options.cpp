@@ -62,6 +62,10 @@ CLI::Option* declare_traces(tools::Cli& cli, CLI::App& app, Args& a) {
 }
 
 void declare_reading(CLI::App& app, Args& a) {
+    app.add_option("--process", a.process,
+                   "of a run's directory (profrun -d DIR): only the traces of the process\n"
+                   "with this pid, or of the processes of this program (its name)")
+        ->type_name("PID|NAME");
     app.add_flag("--no-inline", a.no_inline,
                  "a trace sampled from outside: no frames for the functions inlined\n"
                  "at its addresses (the machine code's own functions, as perf's\n"

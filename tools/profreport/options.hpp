@@ -41,6 +41,9 @@ struct Args {
     std::string callers, callees, format = "text", output;
     std::optional<uint32_t> thread;
     bool threads = false, info = false, lines = false, memory = false, raw = false;
+    bool processes = false;         // profreport processes DIR...
+    std::string process;            // --process PID|NAME: one process of a run
+    std::vector<std::string> run_dirs; // the run directories among the arguments
     bool no_inline = false; // sampled traces: physical frames only
     bool limit_given = false, sort_given = false, unit_given = false;
     unsigned jobs = 0; // 0: one per core

@@ -3,6 +3,8 @@
 #include "common/text.hpp"
 #include "common/tool_log.hpp"
 #include "pack/trace_packer.hpp"
+#include "profrun/run_dir.hpp"
+#include "reader/run_manifest.hpp"
 #include "profrun/sampled.hpp"
 
 #include <prof/trace_format.hpp>
@@ -44,6 +46,8 @@ constexpr const char* kFooter =
 // What the command line asks for.
 struct RunOptions {
     std::string output;
+    std::string run_dir; // -d: the run's directory (absolute once prepared)
+    CLI::Option *output_option = nullptr, *run_dir_option = nullptr;
     bool force = false, preload = false, quiet = false, mem = false;
     std::optional<bool> pack; // --pack or --no-pack, the last one given; else: with --mem
     prof::pack::PackOptions pack_options;
@@ -107,11 +111,22 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
     app.footer(kFooter);
     // COMMAND and everything after it are the program's, even what looks like an option.
     app.prefix_command();
-    app.add_option("-o,--output", o.output,
-                   "trace file (default: COMMAND's name + .trace); an existing file\n"
-                   "is moved to FILE.old first, unless --force replaces it (only a\n"
-                   "regular file: a directory or device there is an error)")
-        ->type_name("FILE");
+    o.output_option =
+        app.add_option("-o,--output", o.output,
+                       "trace file (default: COMMAND's name + .trace); an existing file\n"
+                       "is moved to FILE.old first, unless --force replaces it (only a\n"
+                       "regular file: a directory or device there is an error)")
+            ->type_name("FILE");
+    o.run_dir_option =
+        app.add_option("-d,--run-dir", o.run_dir,
+                       "write every process of the run (forks, execs, pipelines, MPI\n"
+                       "ranks) into DIR as PROGRAM.PID.trace, and its manifest\n"
+                       "run.json; nothing goes into the working directory. DIR is\n"
+                       "made if missing; profrun's of one MPI job may share it.\n"
+                       "Read it with: profreport DIR")
+            ->type_name("DIR");
+    cli.excludes(o.output_option, o.run_dir_option,
+                 "-o names one trace, -d DIR holds every trace of the run: choose one");
     app.add_flag("-f,--force", o.force, "replace an existing FILE");
     o.mem_flag = app.add_flag("--mem", o.mem,
                  "also profile memory: load libprofmem.so (the allocation\n"
@@ -182,6 +197,8 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
                                           "loaded into it (--mem, --preload)");
     }
     cli.needs(o.duration_option, o.pid_option, "--duration is for --pid");
+    cli.excludes(o.pid_option, o.run_dir_option,
+                 "-d DIR holds a command's run; --pid writes one trace (-o)");
     cli.needs(o.subprocess_flag, o.sample_flag, "--subprocesses is for --sample");
     app.add_flag("-q,--quiet", o.quiet, "no message after the run");
     return flags;
@@ -402,7 +419,12 @@ std::optional<int> prepare_output(const RunOptions& o, const ToolLog& log) {
 // and the libraries to preload. Nothing, or the exit status.
 std::optional<int> export_environment(const RunOptions& o, const std::string& log_format,
                                       const ToolLog& log) {
-    setenv("PROF_OUT", o.output.c_str(), 1);
+    if (o.run_dir.empty()) {
+        setenv("PROF_OUT", o.output.c_str(), 1);
+    } else {
+        unsetenv("PROF_OUT"); // it would name one file for every process
+        setenv("PROF_RUN_DIR", o.run_dir.c_str(), 1);
+    }
     for (const RunOptions::Variable& v : o.variables)
         if (v.given->count()) setenv(v.name, v.value.c_str(), 1);
     if (!log_format.empty()) setenv("PROF_LOG_FORMAT", log_format.c_str(), 1);
@@ -426,7 +448,8 @@ std::optional<int> export_environment(const RunOptions& o, const std::string& lo
 }
 
 // Runs the command to its end; false when it could not be started.
-bool run_command(const std::vector<std::string>& command, const ToolLog& log, int& status) {
+bool run_command(const std::vector<std::string>& command, const ToolLog& log, int& status,
+                 pid_t* started = nullptr) {
     std::vector<char*> argv;
     for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -440,6 +463,7 @@ bool run_command(const std::vector<std::string>& command, const ToolLog& log, in
         log.error(fmt::format("cannot run {}: {}", command[0], std::strerror(errno)));
         _exit(127);
     }
+    if (started) *started = pid;
     // The terminal's Ctrl-C reaches the program directly; profrun waits to report its end.
     std::signal(SIGINT, SIG_IGN);
     std::signal(SIGQUIT, SIG_IGN);
@@ -456,7 +480,7 @@ void pack_traces(const RunOptions& o, const std::vector<std::string>& others, co
     using prof::tools::format_bytes;
     prof::pack::remove_partial_pack_on_signals();
     std::vector<std::string> all = others;
-    if (exists(o.output)) all.insert(all.begin(), o.output);
+    if (!o.output.empty() && exists(o.output)) all.insert(all.begin(), o.output);
     for (const std::string& t : all) {
         if (!finished_trace(t)) continue;
         struct stat st;
@@ -531,6 +555,60 @@ bool preload_ignored(const RunOptions& o, const std::string& program, const Tool
     return setuid_program;
 }
 
+// profrun -d DIR: the command's processes write into DIR; then the manifest. The exit status
+// of COMMAND, or profrun's own.
+int run_in_directory(RunOptions& o, const std::string& log_format, const std::string& run,
+                     const ToolLog& log) {
+    pid_t child = 0;
+    int status = 0, code = 0;
+    if (o.sample) {
+        prof::tools::SampleOptions so;
+        so.command = o.command;
+        so.program = resolve_command(o.command[0]);
+        so.output = o.run_dir + "/" + basename_of(o.command[0]) + ".trace";
+        so.rate = o.rate;
+        so.stack_bytes = o.stack_bytes;
+        so.subprocesses = o.subprocesses;
+        so.idle = o.idle;
+        so.sampler = o.sampler;
+        so.quiet = true; // the run's message below names the directory
+        so.run_dir = o.run_dir;
+        so.run_id = run;
+        so.launched = &child;
+        so.wait_status = &status;
+        code = prof::tools::run_sampled(so, log);
+        if (!child) return code;
+    } else {
+        std::string program = resolve_command(o.command[0]);
+        preload_ignored(o, program, log);
+        if (auto bad = export_environment(o, log_format, log)) return *bad;
+        if (!run_command(o.command, log, status, &child)) return 1;
+        code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (WIFSIGNALED(status) && !o.quiet)
+            log.warn(fmt::format("{} was killed by signal {} ({}); its trace holds what it "
+                                 "recorded until then",
+                                 o.command[0], WTERMSIG(status), strsignal(WTERMSIG(status))));
+    }
+    size_t processes = prof::tools::update_manifest(o.run_dir, run, child, o.command, status, log);
+    if (o.packs()) {
+        std::vector<std::string> traces;
+        for (const std::string& name : prof::reader::run_traces(o.run_dir))
+            traces.push_back(o.run_dir + "/" + name);
+        o.output.clear();
+        pack_traces(o, traces, log);
+    }
+    if (!o.quiet) {
+        if (processes)
+            log.info(fmt::format("run written to {}: {} trace{}; read it with: profreport {}",
+                                 o.run_dir, processes, processes == 1 ? "" : "s", o.run_dir));
+        else
+            log.warn(fmt::format("{} wrote no trace into {}: build it with -finstrument-functions "
+                                 "and link libprof, or use --preload, --mem or --sample",
+                                 o.command[0], o.run_dir));
+    }
+    return code;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -547,6 +625,15 @@ int main(int argc, char** argv) {
             return 1;
         }
         if (o.output.empty()) o.output = prof::tools::default_attach_output(o.pid);
+    }
+    std::string run;
+    if (!o.run_dir.empty()) {
+        run = prof::tools::run_id();
+        if (auto status = prof::tools::prepare_run_dir(o.run_dir, run, log)) return *status;
+        char real[4096];
+        if (realpath(o.run_dir.c_str(), real)) o.run_dir = real; // children may change directory
+        setenv("PROF_RUN_ID", run.c_str(), 1);
+        return run_in_directory(o, cli.log_format(), run, log);
     }
     if (o.output.empty()) o.output = basename_of(o.command[0]) + ".trace";
     if (o.sample || o.pid_option->count()) {

@@ -196,6 +196,14 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
         return abandon(fmt::format("cannot sample {}: {}", o.command[0], error));
     sampling::RunDescription d;
     d.output = o.output;
+    if (!o.run_dir.empty()) {
+        std::string name = o.command[0].substr(o.command[0].rfind('/') + 1);
+        d.output = fmt::format("{}/{}.{}.trace", o.run_dir, name, child);
+        d.run_dir = o.run_dir;
+        d.run_name = name;
+        d.run_id = o.run_id;
+    }
+    if (o.launched) *o.launched = child;
     d.subprocesses = o.subprocesses;
     char real[4096];
     d.exe = realpath(o.program.c_str(), real) ? std::string(real) : o.program;
@@ -235,6 +243,7 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
     }
     sampler->drain(run);
     RunSummary s = run.finish(sampler->sample_bytes());
+    if (o.wait_status) *o.wait_status = status;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (WIFSIGNALED(status) && !o.quiet)
         log.warn(fmt::format("{} was killed by signal {} ({})", o.command[0], WTERMSIG(status),

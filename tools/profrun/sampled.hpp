@@ -22,6 +22,11 @@ struct SampleOptions {
     bool idle = false; // the time off CPU too (--idle)
     // --sampler: "auto" (perf events, ptrace where they are refused), "perf", "ptrace"
     std::string sampler = "auto";
+    // -d DIR: the run's directory and id; the traces are DIR/<command>.<pid>.trace.
+    std::string run_dir, run_id;
+    // Set by run_sampled: the launched process and its wait status.
+    pid_t* launched = nullptr;
+    int* wait_status = nullptr;
 };
 
 // Runs the command sampled; its exit status (128+N when killed by signal N), or 1.

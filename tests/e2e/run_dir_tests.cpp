@@ -1,0 +1,245 @@
+// Runs of many processes (profrun -d DIR): every process of a pipeline writes into DIR and
+// nothing into the working directory; the manifest lists them with their parents, clocks and
+// the exit status; profreport reads DIR merged or one process, lists the process tree, and
+// reports a broken run one line per problem while reading the rest.
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include "analysis/engine/session.hpp"
+#include "reader/run_manifest.hpp"
+#include "reader/trace_reader.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+using namespace prof;
+using namespace prof::test;
+
+namespace {
+
+size_t lines_with(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) n += line.find(what) != std::string::npos;
+    return n;
+}
+
+// Lines whose first word is `pid` (the process tree indents children).
+size_t lines_led_by(const std::string& text, uint32_t pid) {
+    size_t n = 0;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream words(line);
+        std::string first;
+        n += (words >> first) && first == std::to_string(pid);
+    }
+    return n;
+}
+
+// `profrun -d DIR -- sh -c SCRIPT` started in `cwd`.
+RunResult run_in(const std::string& cwd, const std::string& dir, const std::string& script,
+                 std::vector<std::pair<std::string, std::string>> env = {},
+                 const std::string& extra = "") {
+    std::filesystem::create_directories(cwd);
+    std::string command = "cd '" + cwd + "' && exec '" PROFRUN "' " + extra + " -d '" + dir +
+                          "' -- sh -c '" + script + "'";
+    return run({"/bin/sh", "-c", command}, env);
+}
+
+reader::RunManifest manifest_of(const std::string& dir) {
+    return reader::parse_manifest(slurp(dir + "/run.json"));
+}
+
+uint64_t calls_of(const std::vector<std::string>& traces) {
+    analysis::Session s;
+    for (const std::string& t : traces) s.add_trace(t);
+    return s.profile().total_calls;
+}
+
+// The `N function calls` of a report's header.
+uint64_t header_calls(const std::string& report) {
+    return std::stoull(report.substr(report.find_first_not_of(' ')));
+}
+
+const std::string kPipeline =
+    std::string(PROF_TEST_FORKER) + " | " + PROF_TEST_FORKER + " > /dev/null; exit 3";
+
+} // namespace
+
+TEST_CASE("profrun -d: a pipeline's processes in one directory, with their manifest") {
+    std::string cwd = temp_path("run-cwd"), dir = temp_path("run-pipeline");
+    auto r = run_in(cwd, dir, kPipeline);
+    CHECK(r.exit_code == 3); // the command's status, passed through
+    CHECK(r.err.find("run written to " + dir + ": 4 traces") != std::string::npos);
+    CHECK(std::filesystem::is_empty(cwd)); // nothing in the working directory
+
+    reader::RunManifest m = manifest_of(dir);
+    CHECK(m.version == 1);
+    CHECK(!m.run.empty());
+    // sh (no trace of its own: listed for its status), the two forkers and their children.
+    REQUIRE(m.processes.size() == 5);
+    std::map<uint32_t, const reader::RunProcess*> by_pid;
+    const reader::RunProcess* shell = nullptr;
+    for (const reader::RunProcess& p : m.processes) {
+        by_pid[p.pid] = &p;
+        if (p.trace.empty()) shell = &p;
+    }
+    REQUIRE(shell);
+    CHECK(shell->argv.at(0) == "sh");
+    CHECK(shell->exit_code == 3);
+    std::set<std::string> files;
+    for (const reader::RunProcess& p : m.processes) {
+        if (p.trace.empty()) continue;
+        CAPTURE(p.trace);
+        files.insert(p.trace);
+        CHECK(p.trace == "test_forker." + std::to_string(p.pid) + ".trace");
+        reader::TraceReader tr(dir + "/" + p.trace);
+        const reader::TraceInfo& info = tr.read_metadata();
+        CHECK(info.header.pid == p.pid);
+        CHECK(info.meta.at("run") == m.run);
+        CHECK(p.finished);
+        CHECK(p.exe == PROF_TEST_FORKER);
+        // Clock pairs: the end after the start, on both clocks, and the wall time they span
+        // the same within 1 ms.
+        REQUIRE(p.end_utc_ns > p.start_utc_ns);
+        REQUIRE(p.end_ticks > p.start_ticks);
+        double utc = double(p.end_utc_ns - p.start_utc_ns) * 1e-9;
+        double ticks = double(p.end_ticks - p.start_ticks) / p.ticks_per_second;
+        CHECK(std::abs(utc - ticks) < 1e-3);
+        // The tree: each forker is the shell's child, each forked child a forker's.
+        REQUIRE(by_pid.count(p.ppid));
+        const reader::RunProcess& parent = *by_pid.at(p.ppid);
+        CHECK((parent.trace.empty() || by_pid.at(parent.ppid)->trace.empty()));
+        CHECK(p.start_utc_ns >= parent.start_utc_ns);
+    }
+    CHECK(files.size() == 4);
+    CHECK(reader::run_traces(dir).size() == 4);
+
+    // profreport DIR is the merge of its traces, exactly; --process one of them.
+    std::vector<std::string> traces;
+    for (const std::string& f : files) traces.push_back(dir + "/" + f);
+    uint64_t all = calls_of(traces);
+    auto merged = run({PROFREPORT, dir});
+    REQUIRE_MESSAGE(merged.exit_code == 0, merged.err);
+    CHECK(merged.err.empty());
+    CHECK(header_calls(merged.out) == all);
+    const reader::RunProcess& first = *by_pid.at(uint32_t(std::stoul(
+        files.begin()->substr(12, files.begin()->size() - 18)))); // test_forker.<pid>.trace
+    auto one = run({PROFREPORT, "--process", std::to_string(first.pid), dir});
+    REQUIRE_MESSAGE(one.exit_code == 0, one.err);
+    CHECK(header_calls(one.out) == calls_of({dir + "/" + first.trace}));
+    auto named = run({PROFREPORT, "--process", "test_forker", dir});
+    CHECK(header_calls(named.out) == all);
+    auto none = run({PROFREPORT, "--process", "nosuch", dir});
+    CHECK(none.exit_code == 2);
+    CHECK(lines_with(none.err, "no process 'nosuch'") == 1);
+    auto stray = run({PROFREPORT, "--process", "1", dir + "/" + first.trace});
+    CHECK(stray.exit_code == 2);
+
+    // The process tree: every process on a line of its own, the shell's exit status.
+    auto tree = run({PROFREPORT, "processes", dir});
+    REQUIRE_MESSAGE(tree.exit_code == 0, tree.err);
+    CHECK(tree.out.find("5 processes on 1 host") != std::string::npos);
+    for (const reader::RunProcess& p : m.processes) CHECK(lines_led_by(tree.out, p.pid) == 1);
+    CHECK(lines_with(tree.out, "(no trace)") == 1);
+
+    // Another run into the same directory is refused: its traces would mix with these.
+    auto again = run_in(cwd, dir, "true");
+    CHECK(again.exit_code == 2);
+    CHECK(lines_with(again.err, "holds another run") == 1);
+    // -o names one trace; -d a run.
+    auto both = run({PROFRUN, "-o", temp_path("x.trace"), "-d", dir, "--", "true"});
+    CHECK(both.exit_code == 2);
+}
+
+TEST_CASE("a run with a broken manifest, a missing, a foreign and a doubly claimed trace") {
+    std::string dir = temp_path("run-broken");
+    auto r = run_in(temp_path("run-broken-cwd"), dir, kPipeline);
+    REQUIRE(r.exit_code == 3);
+    reader::RunManifest m = manifest_of(dir);
+    std::vector<std::string> files = reader::run_traces(dir);
+    REQUIRE(files.size() == 4);
+    uint64_t all = calls_of(
+        {dir + "/" + files[0], dir + "/" + files[1], dir + "/" + files[2], dir + "/" + files[3]});
+    uint64_t without_last =
+        calls_of({dir + "/" + files[0], dir + "/" + files[1], dir + "/" + files[2]});
+
+    // Two processes claiming one file: one line, the file read once.
+    std::string text = slurp(dir + "/run.json");
+    std::string second = "\"trace\": \"" + files[1] + "\"";
+    size_t at = text.find(second);
+    REQUIRE(at != std::string::npos);
+    std::string doubled = text;
+    doubled.replace(at, second.size(), "\"trace\": \"" + files[0] + "\"");
+    std::ofstream(dir + "/run.json") << doubled;
+    auto claimed = run({PROFREPORT, dir});
+    REQUIRE_MESSAGE(claimed.exit_code == 0, claimed.err);
+    CHECK(lines_with(claimed.err, "both claim " + files[0]) == 1);
+    CHECK(header_calls(claimed.out) == all);
+
+    // A manifest that does not parse: one line, the directory's traces read.
+    std::ofstream(dir + "/run.json") << text.substr(0, text.size() / 2);
+    auto cut = run({PROFREPORT, dir});
+    REQUIRE_MESSAGE(cut.exit_code == 0, cut.err);
+    CHECK(lines_with(cut.err, "run.json: line") == 1);
+    CHECK(lines_with(cut.err, "level=") == 1);
+    CHECK(header_calls(cut.out) == all);
+
+    // A trace listed but missing, and a file that is no trace: one line each.
+    std::ofstream(dir + "/run.json") << text;
+    std::filesystem::rename(dir + "/" + files[3], temp_path("moved.trace"));
+    std::ofstream(dir + "/notes.trace") << "not a trace\n";
+    auto broken = run({PROFREPORT, dir});
+    REQUIRE_MESSAGE(broken.exit_code == 0, broken.err);
+    CHECK(lines_with(broken.err, "is missing") == 1);
+    CHECK(lines_with(broken.err, "notes.trace") == 1);
+    CHECK(lines_with(broken.err, "level=") == 2);
+    CHECK(header_calls(broken.out) == without_last);
+
+    // No manifest at all: said once, the traces read.
+    std::filesystem::remove(dir + "/run.json");
+    std::filesystem::remove(dir + "/notes.trace");
+    auto bare = run({PROFREPORT, dir});
+    REQUIRE_MESSAGE(bare.exit_code == 0, bare.err);
+    CHECK(lines_with(bare.err, "has no run.json") == 1);
+    CHECK(header_calls(bare.out) == without_last);
+}
+
+TEST_CASE("a run's MPI rank from the launcher's variables; several directories merge") {
+    std::map<std::string, std::pair<std::string, std::string>> launchers = {
+        {"OMPI_COMM_WORLD_RANK", {"OMPI_COMM_WORLD_SIZE", "Open MPI"}},
+        {"PMI_RANK", {"PMI_SIZE", "MPICH"}},
+        {"SLURM_PROCID", {"SLURM_NTASKS", "Slurm"}}};
+    std::vector<std::string> dirs;
+    uint64_t calls = 0;
+    for (auto& [rank_var, size] : launchers) {
+        CAPTURE(size.second);
+        std::string dir = temp_path("run-rank-" + rank_var);
+        auto r = run_in(temp_path("run-rank-cwd"), dir, PROF_TEST_FORKER,
+                        {{rank_var, "2"}, {size.first, "4"}});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        reader::RunManifest m = manifest_of(dir);
+        size_t traced = 0;
+        for (const reader::RunProcess& p : m.processes) {
+            if (p.trace.empty()) continue; // the shell
+            ++traced;
+            CHECK(p.rank == 2u);
+            CHECK(p.size == 4u);
+            CHECK(p.rank_from == rank_var);
+        }
+        CHECK(traced == 2); // the forker and its child
+        std::vector<std::string> traces;
+        for (const std::string& f : reader::run_traces(dir)) traces.push_back(dir + "/" + f);
+        calls += calls_of(traces);
+        dirs.push_back(dir);
+    }
+    std::vector<std::string> argv = {PROFREPORT};
+    argv.insert(argv.end(), dirs.begin(), dirs.end());
+    auto merged = run(argv);
+    REQUIRE_MESSAGE(merged.exit_code == 0, merged.err);
+    CHECK(header_calls(merged.out) == calls);
+}
