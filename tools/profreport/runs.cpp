@@ -113,8 +113,8 @@ std::string expand_runs(Args& a, const tools::ToolLog& log) {
     if (!a.process.empty() && !any_run)
         return "--process picks a process of a run directory (profrun -d DIR)";
     if (a.processes && traces.size())
-        return fmt::format("processes lists the processes of runs (profrun -d DIR); {} is a "
-                           "trace (profreport info describes it)",
+        return fmt::format("processes lists the processes of a run: {} is not a run directory "
+                           "(profrun -d DIR)",
                            traces.front());
     a.traces = std::move(traces);
     if (a.view.vs != SIZE_MAX) a.view.vs = vs;

@@ -122,7 +122,7 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
                        "write every process of the run (forks, execs, pipelines, MPI\n"
                        "ranks) into DIR as PROGRAM.PID.trace, and its manifest\n"
                        "run.json; nothing goes into the working directory. DIR is\n"
-                       "made if missing; profrun's of one MPI job may share it.\n"
+                       "made if missing; the profruns of one MPI job may share it.\n"
                        "Read it with: profreport DIR")
             ->type_name("DIR");
     cli.excludes(o.output_option, o.run_dir_option,
