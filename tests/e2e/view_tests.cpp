@@ -369,14 +369,13 @@ TEST_CASE("diff: per-function deltas, exit status flips at --fail-above") {
     std::string fib25 = trace_of("views-fib25.trace", {PROF_SAMPLE_FIB, "25"});
     RunResult slower;
     for (int attempt = 0; attempt < 3; ++attempt) {
-        std::string base =
-            attempt ? trace_of("views-fib15-" + std::to_string(attempt) + ".trace",
-                               {PROF_SAMPLE_FIB, "15"})
-                    : fib15();
+        std::string base = attempt ? trace_of("views-fib15-" + std::to_string(attempt) + ".trace",
+                                              {PROF_SAMPLE_FIB, "15"})
+                                   : fib15();
         slower = run({PROFREPORT, "diff", base, fib25, "--fail-above", "5%"});
         if (slower.exit_code == 3) break;
-        MESSAGE("attempt " << attempt << ": exit " << slower.exit_code << "\n" << slower.out
-                           << slower.err);
+        MESSAGE("attempt " << attempt << ": exit " << slower.exit_code << "\n"
+                           << slower.out << slower.err);
     }
     CHECK(slower.exit_code == 3);
     CHECK(slower.err.find("regression: cumtime of fib.cpp:8(fib(int)) regressed by") !=
