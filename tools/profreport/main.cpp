@@ -16,6 +16,7 @@ namespace prof::profreport {
 int run(const Args& a, const tools::ToolLog& log) {
     const ViewArgs& v = a.view;
     if (a.processes) return run_processes(a, log);
+    if (a.ranks) return run_ranks(a, log);
     if (a.info) return run_info(a, log);
     if (v.diff) return run_diff(a, log);
     if (!v.exporter.empty()) return run_export(a, log);
@@ -44,7 +45,8 @@ int main(int argc, char** argv) {
     profreport::add_report(cli, a);
     for (auto add : {profreport::add_lines, profreport::add_memory, profreport::add_tree,
                      profreport::add_flamegraph, profreport::add_html, profreport::add_export,
-                     profreport::add_diff, profreport::add_info, profreport::add_processes})
+                     profreport::add_diff, profreport::add_info, profreport::add_processes,
+                     profreport::add_ranks})
         add(cli, a);
     cli.app().footer(
         "diff: --fail-above PCT exits with status 3 when the total or a function regressed by\n"

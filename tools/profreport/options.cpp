@@ -351,6 +351,10 @@ std::string check_report(const Args& a) {
     const ViewArgs& v = a.view;
     const bool view = v.active();
     const bool memory_report = a.memory && !a.lines && !view; // the --memory text/JSON report
+    if (a.ranks && (view || a.lines || a.memory || a.info || !a.callers.empty() ||
+                    !a.callees.empty() || a.threads || a.thread))
+        return "--ranks is a table of its own: no other view, --callers, --callees, "
+               "--threads or --thread with it";
     if (!a.plot.empty() && !memory_report)
         return "--plot applies to --memory (not with --lines or a view)";
     if (a.unit_given && !a.lines) return "--unit applies to --lines";

@@ -42,6 +42,7 @@ struct Args {
     std::optional<uint32_t> thread;
     bool threads = false, info = false, lines = false, memory = false, raw = false;
     bool processes = false;         // profreport processes DIR...
+    bool ranks = false;             // profreport ranks / --ranks: the MPI load-imbalance table
     std::string process;            // --process PID|NAME: one process of a run
     std::vector<std::string> run_dirs; // the run directories among the arguments
     bool no_inline = false; // sampled traces: physical frames only

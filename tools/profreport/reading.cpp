@@ -7,7 +7,10 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <exception>
+#include <thread>
 
 namespace prof::profreport {
 
@@ -38,6 +41,37 @@ Reading::Reading(const Args& a, const std::vector<std::string>& traces) {
     o.progress = progress.callback();
     session = std::make_unique<analysis::Session>(o);
     session->add_traces(traces, a.jobs);
+}
+
+std::vector<std::unique_ptr<analysis::Session>>
+read_groups(const Args& a, const std::vector<std::vector<std::string>>& groups) {
+    analysis::SessionOptions o;
+    o.compensate = !a.raw;
+    o.time = a.time;
+    o.inlined = !a.no_inline;
+    std::vector<std::unique_ptr<analysis::Session>> sessions(groups.size());
+    std::vector<std::exception_ptr> errors(groups.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        for (size_t i; (i = next.fetch_add(1)) < groups.size();) {
+            try {
+                auto s = std::make_unique<analysis::Session>(o);
+                s->add_traces(groups[i], 1);
+                sessions[i] = std::move(s);
+            } catch (...) {
+                errors[i] = std::current_exception();
+            }
+        }
+    };
+    unsigned jobs = a.jobs ? a.jobs : std::max(1u, std::thread::hardware_concurrency());
+    jobs = unsigned(std::min<size_t>(jobs, groups.size()));
+    std::vector<std::thread> pool;
+    for (unsigned j = 1; j < jobs; ++j) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+    for (const std::exception_ptr& e : errors)
+        if (e) std::rethrow_exception(e);
+    return sessions;
 }
 
 std::unique_ptr<Reading> read_traces(const Args& a, const tools::ToolLog& log) {

@@ -35,6 +35,12 @@ struct Reading {
     Reading(const Args& a, const std::vector<std::string>& traces);
 };
 
+// Each group of traces read into a session of its own (a process, an MPI rank), up to a.jobs
+// groups at once (0: one per core), each group on one core. The error of the first group, in
+// order, that cannot be read is thrown.
+std::vector<std::unique_ptr<analysis::Session>>
+read_groups(const Args& a, const std::vector<std::vector<std::string>>& groups);
+
 // The traces of `a`, read once; null (and the reader's error line) when one cannot be read.
 std::unique_ptr<Reading> read_traces(const Args& a, const tools::ToolLog& log);
 

@@ -24,6 +24,7 @@ CLI::App* add_export(tools::Cli& cli, Args& a);
 CLI::App* add_diff(tools::Cli& cli, Args& a);
 CLI::App* add_info(tools::Cli& cli, Args& a);
 CLI::App* add_processes(tools::Cli& cli, Args& a);
+CLI::App* add_ranks(tools::Cli& cli, Args& a);
 
 int run_report(const Args& a, const tools::ToolLog& log);
 int run_memory(const Args& a, const tools::ToolLog& log);
@@ -34,6 +35,7 @@ int run_export(const Args& a, const tools::ToolLog& log);
 int run_diff(const Args& a, const tools::ToolLog& log);
 int run_info(const Args& a, const tools::ToolLog& log);
 int run_processes(const Args& a, const tools::ToolLog& log);
+int run_ranks(const Args& a, const tools::ToolLog& log);
 
 // The command the values name (after parsing, whichever spelling was used).
 int run(const Args& a, const tools::ToolLog& log);
