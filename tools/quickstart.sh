@@ -24,6 +24,8 @@ packages=(g++ cmake ninja-build pkg-config python3 libfmt-dev doctest-dev
 # The view tests check callgrind exports with callgrind_annotate (valgrind, a Perl script) and
 # the HTML report in headless Chromium (with a font for its screenshot).
 packages+=(valgrind perl chromium fonts-dejavu-core)
+# The MPI run tests: Debian's Open MPI (mpirun, and mpicxx to build the test's ranks).
+[[ $mode == test ]] && packages+=(openmpi-bin libopenmpi-dev)
 # The fuzzer: Debian's clang and its runtimes (libFuzzer, ASan, UBSan).
 [[ $mode == fuzz ]] && packages+=(clang libclang-rt-14-dev)
 

@@ -73,7 +73,7 @@ TraceReader::TraceReader(std::string path) {
     try {
         check_header();
     } catch (...) { // no destructor runs for an object whose constructor throws
-        if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+        if (data_) munmap(const_cast<uint8_t*>(data_), mapped_);
         ::close(fd_);
         throw;
     }
@@ -96,8 +96,36 @@ void TraceReader::check_header() {
                                             size_, sizeof(FileHeader)));
         throw TraceError(p, "not a libprof trace (file too short)");
     }
-    void* m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
-    if (m == MAP_FAILED) throw TraceError(p, fmt::format("cannot map: {}", std::strerror(errno)));
+    FileHeader head{};
+    if (pread(fd_, &head, sizeof head, 0) != ssize_t(sizeof head))
+        throw TraceError(p, fmt::format("cannot read: {}", std::strerror(errno)));
+    void* m = MAP_FAILED;
+    if (format::header_magic_ok(head) && !(head.flags & format::kFileFinished)) {
+        // A trace still being written (or left by a crash) is copied, not mapped: its writer
+        // trims the space it reserved when it finishes, and a mapping's pages past the new end
+        // would raise SIGBUS here. A finished trace is trimmed before it says so.
+        m = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            throw TraceError(p, fmt::format("cannot allocate: {}", std::strerror(errno)));
+        uint64_t got = 0;
+        while (got < size_) {
+            ssize_t n = pread(fd_, static_cast<uint8_t*>(m) + got, size_ - got, off_t(got));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break; // the writer trimmed it meanwhile: what was read is the trace
+            got += uint64_t(n);
+        }
+        if (got < sizeof(FileHeader)) {
+            munmap(m, size_);
+            throw TraceError(p, "truncated while being read");
+        }
+        mapped_ = size_;
+        size_ = info_.bytes = got;
+    } else {
+        m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+        if (m == MAP_FAILED)
+            throw TraceError(p, fmt::format("cannot map: {}", std::strerror(errno)));
+        mapped_ = size_;
+    }
     data_ = static_cast<const uint8_t*>(m);
     madvise(m, size_, MADV_SEQUENTIAL);
     std::memcpy(&info_.header, data_, sizeof(FileHeader));
@@ -132,7 +160,7 @@ void TraceReader::ZstdFree::operator()(ZSTD_DCtx_s* d) const {
 }
 
 TraceReader::~TraceReader() {
-    if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+    if (data_) munmap(const_cast<uint8_t*>(data_), mapped_);
     if (fd_ >= 0) ::close(fd_);
 }
 

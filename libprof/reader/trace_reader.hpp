@@ -308,7 +308,8 @@ private:
 
     TraceInfo info_;
     const uint8_t* data_ = nullptr;
-    uint64_t size_ = 0;
+    uint64_t size_ = 0;   // the bytes of the trace at data_
+    uint64_t mapped_ = 0; // the length of the mapping at data_
     int fd_ = -1;
     // Packed files (2.0): chunks are decompressed into `unpacked_` one at a time.
     bool packed_ = false;

@@ -16,9 +16,12 @@ enum class Metric { kNcalls, kTottime, kCumtime };
 Metric metric_of(SortKey k) {
     switch (k) {
     case SortKey::kNcalls:
-    case SortKey::kPcalls: return Metric::kNcalls;
-    case SortKey::kTottime: return Metric::kTottime;
-    default: return Metric::kCumtime;
+    case SortKey::kPcalls:
+        return Metric::kNcalls;
+    case SortKey::kTottime:
+        return Metric::kTottime;
+    default:
+        return Metric::kCumtime;
     }
 }
 
@@ -35,8 +38,9 @@ std::vector<size_t> selected(const RankComparison& c, const TableOptions& o, Met
     for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
     if (!o.filter.empty()) {
         std::regex re(o.filter);
-        std::erase_if(rows,
-                      [&](size_t i) { return !std::regex_search(label(c.functions[i].function, true), re); });
+        std::erase_if(rows, [&](size_t i) {
+            return !std::regex_search(label(c.functions[i].function, true), re);
+        });
     }
     std::stable_sort(rows.begin(), rows.end(), [&](size_t a, size_t b) {
         const RankSpread &x = spread_of(c.functions[a], m), &y = spread_of(c.functions[b], m);
@@ -54,12 +58,14 @@ std::string count_text(double v, bool counted) {
 void print_text(std::FILE* out, const RankComparison& c, const TableOptions& o, Metric m) {
     size_t traces = 0;
     for (const RankProfile& r : c.ranks) traces += r.profile.traces.size();
-    fmt::print(out, "   {} ranks ({} traces): each function's min, mean and max over the ranks, "
-                    "and the rank of the max\n",
+    fmt::print(out,
+               "   {} ranks ({} traces): each function's min, mean and max over the ranks, "
+               "and the rank of the max\n",
                c.ranks.size(), traces);
     if (std::string basis = time_basis_text(c.time); !basis.empty())
         fmt::print(out, "   {}\n", basis);
-    fmt::print(out, "\n{:>6} {:>12} {:>12} {:>10}  {}\n", "rank", "calls", "time s", "pids", "host");
+    fmt::print(out, "\n{:>6} {:>12} {:>12} {:>10}  {}\n", "rank", "calls", "time s", "pids",
+               "host");
     for (const RankProfile& r : c.ranks) {
         std::string pids;
         for (uint32_t pid : r.pids) pids += (pids.empty() ? "" : ",") + std::to_string(pid);
@@ -117,8 +123,9 @@ void print_json(std::FILE* out, const RankComparison& c, const TableOptions& o, 
         const RankProfile& r = c.ranks[i];
         std::string pids;
         for (uint32_t pid : r.pids) pids += (pids.empty() ? "" : ", ") + std::to_string(pid);
-        fmt::print(out, "{}\n    {{\"rank\": {}, \"pids\": [{}], \"host\": \"{}\", \"traces\": {}, "
-                        "\"total_calls\": {}, \"total_time\": {:.9f}}}",
+        fmt::print(out,
+                   "{}\n    {{\"rank\": {}, \"pids\": [{}], \"host\": \"{}\", \"traces\": {}, "
+                   "\"total_calls\": {}, \"total_time\": {:.9f}}}",
                    i ? "," : "", r.rank, pids, json_escape(r.host), r.profile.traces.size(),
                    count(double(r.profile.total_calls)), r.profile.total_time);
     }
@@ -133,9 +140,10 @@ void print_json(std::FILE* out, const RankComparison& c, const TableOptions& o, 
     for (size_t i : selected(c, o, m)) {
         const RankedFunction& f = c.functions[i];
         const Function& fn = f.function;
-        fmt::print(out, "{}\n    {{\"name\": \"{}\", \"symbol\": \"{}\", \"module\": \"{}\", "
-                        "\"file\": \"{}\", \"line\": {}, \"kind\": \"{}\", \"ranks\": {}, "
-                        "\"ncalls\": {}, \"tottime\": {}, \"cumtime\": {}}}",
+        fmt::print(out,
+                   "{}\n    {{\"name\": \"{}\", \"symbol\": \"{}\", \"module\": \"{}\", "
+                   "\"file\": \"{}\", \"line\": {}, \"kind\": \"{}\", \"ranks\": {}, "
+                   "\"ncalls\": {}, \"tottime\": {}, \"cumtime\": {}}}",
                    first ? "" : ",", json_escape(fn.name), json_escape(fn.symbol),
                    json_escape(fn.module), json_escape(fn.file), fn.line, fn.kind, f.ranks,
                    spread(f.ncalls, true), spread(f.tottime, false), spread(f.cumtime, false));
@@ -169,9 +177,12 @@ void print_csv(std::FILE* out, const RankComparison& c, const TableOptions& o, M
 void print_ranks(std::FILE* out, const RankComparison& c, const TableOptions& o,
                  const std::string& format) {
     Metric m = metric_of(o.sort);
-    if (format == "json") print_json(out, c, o, m);
-    else if (format == "csv") print_csv(out, c, o, m);
-    else print_text(out, c, o, m);
+    if (format == "json")
+        print_json(out, c, o, m);
+    else if (format == "csv")
+        print_csv(out, c, o, m);
+    else
+        print_text(out, c, o, m);
 }
 
 } // namespace prof::analysis

@@ -699,12 +699,14 @@ PROF_NOINSTR void runtime_finish() {
     process_record(rec, size_t(p - rec));
     g.finished = true;
     g.active = false;
-    write_file_header(format::kFileFinished, end_ticks, end_mono);
+    // Trimmed before the header says finished: a reader maps a finished trace, and pages of a
+    // mapping past a later end would raise SIGBUS in it (it copies an unfinished one).
     uint64_t size = format::kHeaderSize + uint64_t(g.next_chunk) * g.chunk_size;
     char shown[256];
     log_safe(g.path, shown, sizeof shown);
     if (ftruncate(g.fd, off_t(size)) != 0)
         log(LogLevel::kWarn, "trim_failed", "path=\"%s\" error=\"%s\"", shown, strerror(errno));
+    write_file_header(format::kFileFinished, end_ticks, end_mono);
     log(LogLevel::kInfo, "trace_written", "path=\"%s\" bytes=%llu chunks=%u dropped=%llu", shown,
         (unsigned long long)size, g.next_chunk,
         (unsigned long long)g.dropped.load(std::memory_order_relaxed));

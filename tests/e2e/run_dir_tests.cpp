@@ -16,6 +16,8 @@
 #include <map>
 #include <set>
 
+#include <csignal>
+
 using namespace prof;
 using namespace prof::test;
 
@@ -242,4 +244,152 @@ TEST_CASE("a run's MPI rank from the launcher's variables; several directories m
     auto merged = run(argv);
     REQUIRE_MESSAGE(merged.exit_code == 0, merged.err);
     CHECK(header_calls(merged.out) == calls);
+
+    // --ranks: three runs of rank 2 of 4 are one rank (their traces merged), three missing.
+    argv = {PROFREPORT, "ranks", "--format", "csv"};
+    argv.insert(argv.end(), dirs.begin(), dirs.end());
+    auto ranks = run(argv);
+    REQUIRE_MESSAGE(ranks.exit_code == 0, ranks.err);
+    CHECK(lines_with(ranks.err, "1 of 4 ranks have a trace (missing: 0,1,3)") == 1);
+    CHECK(lines_with(ranks.err, "3 traces of no MPI rank left out") == 0); // the shells wrote none
+    // A run of no MPI job: one line, status 1.
+    std::string plain = temp_path("run-no-rank");
+    REQUIRE(run_in(temp_path("run-rank-cwd"), plain, PROF_TEST_FORKER).exit_code == 0);
+    auto none = run({PROFREPORT, "--ranks", plain});
+    CHECK(none.exit_code == 1);
+    CHECK(lines_with(none.err, "no trace of an MPI rank among the 2 given") == 1);
+    CHECK(none.out.empty());
 }
+
+#ifdef PROF_TEST_MPI_RANKS
+namespace {
+
+// `mpirun -np 4`, as root too, more ranks than cores.
+std::vector<std::string> mpirun4() {
+    return {PROF_MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "4"};
+}
+
+// The columns of the row of `function` in `profreport ranks --format csv`.
+std::map<std::string, std::string> ranks_row(const std::string& csv, const std::string& function) {
+    std::istringstream in(csv);
+    std::vector<std::string> header, cells;
+    auto split = [](const std::string& line) {
+        std::vector<std::string> v;
+        std::istringstream s(line);
+        for (std::string cell; std::getline(s, cell, ',');) v.push_back(cell);
+        return v;
+    };
+    std::map<std::string, std::string> row;
+    for (std::string line; std::getline(in, line);) {
+        if (header.empty()) {
+            header = split(line);
+            continue;
+        }
+        cells = split(line);
+        if (cells.empty() || cells[0] != function) continue;
+        for (size_t i = 0; i < header.size() && i < cells.size(); ++i) row[header[i]] = cells[i];
+    }
+    return row;
+}
+
+// Four ranks of test_mpi_ranks in `dir`: their traces, ranks 0 to 3 of 4 from Open MPI's
+// variables, and the load imbalance of compute() exactly (50 (rank + 1) calls).
+void check_four_ranks(const std::string& dir) {
+    reader::RunManifest m = manifest_of(dir);
+    std::set<uint32_t> ranks;
+    for (const reader::RunProcess& p : m.processes) {
+        if (p.trace.empty()) continue; // mpirun
+        CHECK(p.size == 4u);
+        CHECK(p.rank_from == "OMPI_COMM_WORLD_RANK");
+        REQUIRE(p.rank);
+        ranks.insert(*p.rank);
+    }
+    CHECK(ranks == std::set<uint32_t>{0, 1, 2, 3});
+    CHECK(reader::run_traces(dir).size() == 4);
+
+    auto csv = run({PROFREPORT, "ranks", "--format", "csv", dir});
+    REQUIRE_MESSAGE(csv.exit_code == 0, csv.err);
+    auto compute = ranks_row(csv.out, "(anonymous namespace)::compute(int)");
+    REQUIRE_MESSAGE(!compute.empty(), csv.out);
+    CHECK(compute["ranks"] == "4");
+    CHECK(compute["ncalls_min"] == "50");
+    CHECK(compute["ncalls_mean"] == "125");
+    CHECK(compute["ncalls_max"] == "200");
+    CHECK(compute["ncalls_max_rank"] == "3");
+    for (const char* metric : {"tottime", "cumtime"}) {
+        CAPTURE(metric);
+        double lo = std::stod(compute[std::string(metric) + "_min"]);
+        double mean = std::stod(compute[std::string(metric) + "_mean"]);
+        double hi = std::stod(compute[std::string(metric) + "_max"]);
+        // Ranks that waited long in the barrier are timed by their samples, where a few
+        // milliseconds of compute() may have none: 0 then, never negative.
+        CHECK(lo >= 0);
+        CHECK(lo <= mean);
+        CHECK(mean <= hi);
+    }
+    auto main_row = ranks_row(csv.out, "main");
+    REQUIRE(!main_row.empty());
+    CHECK(main_row["ncalls_max"] == "1");
+    // No rank's compute() takes longer than that rank's main().
+    CHECK(std::stod(compute["cumtime_max"]) <= std::stod(main_row["cumtime_max"]));
+    // The merged report counts every rank's calls.
+    auto merged = run({PROFREPORT, "--format", "csv", "--match", "compute", dir});
+    REQUIRE_MESSAGE(merged.exit_code == 0, merged.err);
+    CHECK(merged.out.find("\n500,500,") != std::string::npos);
+    // The text table: the rank of the max under its column.
+    auto text = run({PROFREPORT, "--ranks", "--sort", "ncalls", "--limit", "1", dir});
+    REQUIRE_MESSAGE(text.exit_code == 0, text.err);
+    CHECK(text.out.find("4 ranks (4 traces)") != std::string::npos);
+    CHECK(text.out.find("    50  125.0    200    3") != std::string::npos);
+}
+
+} // namespace
+
+TEST_CASE("MPI: mpirun -np 4 profrun -d, and profrun -d -- mpirun -np 4: one run of 4 ranks") {
+    std::string inside = temp_path("run-mpi-inside");
+    std::vector<std::string> argv = mpirun4();
+    for (const char* a : {PROFRUN, "-d"}) argv.push_back(a);
+    argv.push_back(inside);
+    for (const char* a : {"--", PROF_TEST_MPI_RANKS}) argv.push_back(a);
+    auto r = run(argv);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.out == "ranks 4\n");
+    // One message for the run, from rank 0; the other ranks' profrun are quiet.
+    CHECK(lines_with(r.err, "run written to") == 1);
+    check_four_ranks(inside);
+
+    std::string outside = temp_path("run-mpi-outside");
+    argv = {PROFRUN, "-d", outside, "--"};
+    for (const std::string& a : mpirun4()) argv.push_back(a);
+    argv.push_back(PROF_TEST_MPI_RANKS);
+    r = run(argv);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    check_four_ranks(outside);
+    reader::RunManifest m = manifest_of(outside);
+    size_t launchers = 0;
+    for (const reader::RunProcess& p : m.processes)
+        if (p.trace.empty()) {
+            ++launchers;
+            CHECK(p.exit_code == 0);
+        }
+    CHECK(launchers == 1); // mpirun, listed without a trace
+}
+
+TEST_CASE("MPI: a rank that crashes leaves the other ranks' traces whole") {
+    std::string dir = temp_path("run-mpi-crash");
+    std::vector<std::string> argv = mpirun4();
+    for (const char* a : {PROFRUN, "-d"}) argv.push_back(a);
+    argv.push_back(dir);
+    for (const char* a : {"--", PROF_TEST_MPI_RANKS}) argv.push_back(a);
+    auto r = run(argv, {{"PROF_TEST_CRASH_RANK", "2"}});
+    CHECK(r.exit_code != 0);
+    // Rank 2 aborted; the launcher then ended the others, waiting in the barrier. Every trace
+    // is read, and holds every call made before the end: the counts are exact.
+    reader::RunManifest m = manifest_of(dir);
+    bool aborted = false;
+    for (const reader::RunProcess& p : m.processes)
+        if (p.rank == 2u) aborted = p.signal == SIGABRT;
+    CHECK(aborted);
+    check_four_ranks(dir);
+}
+#endif

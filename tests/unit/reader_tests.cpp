@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <unistd.h>
 
 using namespace prof;
 using prof::test::TraceBuilder;
@@ -143,6 +144,26 @@ TEST_CASE("a valid trace reads back with exact counts and times") {
     CHECK(ms.tottime == test::approx(100e-9));
     CHECK(p.total_calls == 3);
     CHECK(p.total_time == test::approx(300e-9));
+}
+
+// A trace read while its process runs ends with space the writer reserved; the writer trims it
+// when it finishes. Reading the trace across that trim must not crash (pages of a mapping past
+// the file's new end raise SIGBUS): an unfinished trace is read as it was when opened.
+TEST_CASE("a trace its writer trims while it is being read is read whole, without SIGBUS") {
+    std::string path = test::temp_path("live.trace");
+    TraceBuilder b = small_trace();
+    b.header().flags &= ~format::kFileFinished;
+    std::vector<uint8_t> bytes = b.bytes();
+    size_t written = bytes.size();
+    bytes.resize(written + 8 * format::kMinChunkSize); // reserved, not yet written
+    TraceBuilder::save(path, bytes);
+    CountingSink sink;
+    reader::TraceReader r(path);
+    REQUIRE(truncate(path.c_str(), off_t(written)) == 0); // the writer finishes
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(info.symbols.at(0x2000).name == "work(int)");
+    CHECK(sink.enters == 3);
+    CHECK(sink.exits == 3);
 }
 
 TEST_CASE("a file refused at its header leaves no descriptor or mapping behind") {

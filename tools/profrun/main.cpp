@@ -447,6 +447,15 @@ std::optional<int> export_environment(const RunOptions& o, const std::string& lo
     return std::nullopt;
 }
 
+// The command profrun waits for: the signals that end a wrapped program (a launcher such as
+// mpirun ending its job, a service manager, `kill PID`) are passed on to it, so that it ends as
+// if started directly, and profrun records how.
+volatile sig_atomic_t g_waited_child = 0;
+
+void pass_on(int sig) {
+    if (g_waited_child > 0) kill(pid_t(g_waited_child), sig);
+}
+
 // Runs the command to its end; false when it could not be started.
 bool run_command(const std::vector<std::string>& command, const ToolLog& log, int& status,
                  pid_t* started = nullptr) {
@@ -467,6 +476,11 @@ bool run_command(const std::vector<std::string>& command, const ToolLog& log, in
     // The terminal's Ctrl-C reaches the program directly; profrun waits to report its end.
     std::signal(SIGINT, SIG_IGN);
     std::signal(SIGQUIT, SIG_IGN);
+    g_waited_child = pid;
+    struct sigaction sa {};
+    sa.sa_handler = pass_on;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) sigaction(sig, &sa, nullptr);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     return true;
@@ -597,7 +611,8 @@ int run_in_directory(RunOptions& o, const std::string& log_format, const std::st
         o.output.clear();
         pack_traces(o, traces, log);
     }
-    if (!o.quiet) {
+    // Under an MPI launcher, one message for the job: rank 0's (each rank has a profrun).
+    if (!o.quiet && prof::tools::launcher_rank().value_or(0) == 0) {
         if (processes)
             log.info(fmt::format("run written to {}: {} trace{}; read it with: profreport {}",
                                  o.run_dir, processes, processes == 1 ? "" : "s", o.run_dir));

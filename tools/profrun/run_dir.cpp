@@ -67,6 +67,16 @@ class DirLock {
 
 } // namespace
 
+std::optional<unsigned long> launcher_rank() {
+    for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+        if (const char* v = std::getenv(var); v && *v) {
+            char* end = nullptr;
+            unsigned long rank = std::strtoul(v, &end, 10);
+            if (end && !*end) return rank;
+        }
+    return std::nullopt;
+}
+
 std::string run_id() {
     if (std::string id = env("PROF_RUN_ID"); !id.empty()) return id;
     for (const char* job : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "PMI_JOBID"})

@@ -17,6 +17,10 @@ namespace prof::tools {
 // the ranks' profruns agree), else a new one.
 std::string run_id();
 
+// The MPI rank (or Slurm task) this profrun is, from the launcher's variables, as the runtime
+// reads them (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID); none outside a job.
+std::optional<unsigned long> launcher_rank();
+
 // Creates DIR (and its parents) or checks that it can be written to and holds no other run.
 // Nothing, or the exit status.
 std::optional<int> prepare_run_dir(const std::string& dir, const std::string& id,

@@ -12,7 +12,9 @@ namespace {
 // differ between processes (ASLR), names and lines do not.
 using FunctionKey = std::tuple<std::string, std::string, uint32_t, std::string>;
 
-FunctionKey key_of(const Function& f) { return {f.name, f.file, f.line, f.kind}; }
+FunctionKey key_of(const Function& f) {
+    return {f.name, f.file, f.line, f.kind};
+}
 
 RankSpread spread(const std::vector<double>& per_rank, const std::vector<RankProfile>& ranks) {
     RankSpread s;
