@@ -60,6 +60,16 @@ sanitized() { # DIR SANITIZERS [TARGETS...]
     cmake --build "$dir" -j "$(nproc)" ${1:+--target "$@"}
 }
 
+# The rows export test loads the rows into DuckDB: npm's @duckdb/node-api, in DIR/node.
+install_duckdb() { # DIR
+    [[ -d $1/node/node_modules/@duckdb/node-api ]] && return 0
+    echo "quickstart: installing @duckdb/node-api (npm) into $1/node" >&2
+    npm install --prefix "$1/node" --no-audit --no-fund --silent @duckdb/node-api@1 >/dev/null
+}
+
+# Node and npm for that test, from Debian where neither is installed (a Node.js of another
+# source brings its own npm).
+[[ ($mode == test || $mode == sanitize) ]] && ! command -v npm >/dev/null && packages+=(nodejs npm)
 install_missing
 case $mode in
 demo)
@@ -73,6 +83,7 @@ demo)
     ;;
 test)
     build_all
+    install_duckdb "$build"
     ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
     ;;
 sanitize)
@@ -80,6 +91,7 @@ sanitize)
     # LD_PRELOAD malloc cannot coexist with ASan's) and the packaging test (it builds an outside
     # project without ASan against this instrumented libprof.so).
     sanitized "$build/asan" address,undefined
+    install_duckdb "$build/asan"
     echo "quickstart: ASan+UBSan test suite (memory profiler and packaging tests skipped)" >&2
     ctest --test-dir "$build/asan" --output-on-failure -j "$(nproc)" --timeout 300 -E '^packaging:'
     # TSan: the tests that run several threads or fork. "timeline filters" is a view test (its

@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -259,6 +260,44 @@ TEST_CASE("a run's MPI rank from the launcher's variables; several directories m
     CHECK(none.exit_code == 1);
     CHECK(lines_with(none.err, "no trace of an MPI rank among the 2 given") == 1);
     CHECK(none.out.empty());
+}
+
+TEST_CASE("--export rows of two runs: DuckDB sums them to profreport's merge exactly") {
+    std::string modules = PROF_NODE_MODULES;
+    REQUIRE_MESSAGE(std::filesystem::exists(modules + "/@duckdb/node-api"),
+                    "DuckDB's node API is not in " << modules
+                                                   << ": tools/quickstart.sh test installs it "
+                                                      "(npm install --prefix <build>/node "
+                                                      "@duckdb/node-api)");
+    std::string calls = temp_path("rows-pipeline"), memory = temp_path("rows-memory");
+    REQUIRE(run_in(temp_path("rows-cwd"), calls, kPipeline).exit_code == 3);
+    auto mem = run({PROFRUN, "--mem", "-d", memory, "--", PROF_SAMPLE_MEMORY_LINES});
+    REQUIRE_MESSAGE(mem.exit_code == 0, mem.err);
+
+    std::string ndjson = temp_path("rows.ndjson"), csv = temp_path("rows.csv");
+    auto j = run({PROFREPORT, "--export", "rows", "-o", ndjson, calls, memory});
+    REQUIRE_MESSAGE(j.exit_code == 0, j.err);
+    auto c = run({PROFREPORT, "export", "rows", "--format", "csv", "-o", csv, calls, memory});
+    REQUIRE_MESSAGE(c.exit_code == 0, c.err);
+    CHECK(slurp(csv).rfind("schema,kind,run,host,rank,pid,ppid,exe,trace,tid,thread,function,",
+                           0) == 0);
+    // Every line a row of schema 1, each process's rows naming its run.
+    std::string rows = slurp(ndjson);
+    CHECK(lines_with(rows, "{\"schema\": 1, \"kind\": ") ==
+          size_t(std::count(rows.begin(), rows.end(), '\n')));
+    reader::RunManifest m = manifest_of(calls);
+    CHECK(lines_with(rows, "\"run\": \"" + m.run + "\"") > 0);
+
+    std::string report = temp_path("rows-report.json"), memory_report = temp_path("rows-mem.json");
+    auto r = run({PROFREPORT, "--format", "json", "-o", report, calls, memory});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto mr = run({PROFREPORT, "--memory", "--format", "json", "-o", memory_report, calls, memory});
+    REQUIRE_MESSAGE(mr.exit_code == 0, mr.err);
+    auto duck = run({"/usr/bin/env", "node", PROF_ROWS_CHECKER, modules, ndjson, csv, report,
+                     memory_report, temp_path("rows.parquet")});
+    CHECK_MESSAGE(duck.exit_code == 0, duck.out << duck.err);
+    // 4 forker processes and the memory sample.
+    CHECK_MESSAGE(duck.out.find("\"processes\":5}") != std::string::npos, duck.out);
 }
 
 #ifdef PROF_TEST_MPI_RANKS

@@ -294,9 +294,10 @@ CLI::Option* declare_diff_options(CLI::App& app, Args& a) {
 
 std::string parse_export_format(const std::string& f) {
     std::string e = f == "perfetto" ? "chrome" : f;
-    if (e != "chrome" && e != "speedscope" && e != "collapsed" && e != "callgrind")
+    if (e != "chrome" && e != "speedscope" && e != "collapsed" && e != "callgrind" &&
+        e != "pprof" && e != "rows")
         refuse(fmt::format("unknown export format '{}' (expected chrome, speedscope, "
-                           "collapsed or callgrind)",
+                           "collapsed, callgrind, pprof or rows)",
                            f));
     return e;
 }
@@ -341,7 +342,7 @@ std::string check_views(Args& a) {
             return "diff compares two traces (BASE NEW), or two sets (BASE... --vs NEW...)";
         v.vs = split;
     }
-    if (a.format == "json" && (v.tree || !v.exporter.empty()))
+    if (a.format == "json" && (v.tree || (!v.exporter.empty() && v.exporter != "rows")))
         return "--format json is not available for --tree and --export";
     return {};
 }
@@ -380,9 +381,10 @@ std::string check_report(const Args& a) {
         return "--format json is not available for --callers and --callees";
     if (!view && a.format == "csv" && !a.callers.empty() && !a.callees.empty())
         return "--format csv takes one of --callers and --callees at a time";
-    if (a.format != "text" && (!v.flamegraph.empty() || !v.html.empty() || !v.exporter.empty()))
+    if (a.format != "text" && (!v.flamegraph.empty() || !v.html.empty() ||
+                               (!v.exporter.empty() && v.exporter != "rows")))
         return "--format does not apply to --flamegraph, --html and --export (each "
-               "has its own format)";
+               "has its own format; --export rows takes --format json or csv)";
     return {};
 }
 

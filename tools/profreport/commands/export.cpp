@@ -5,7 +5,9 @@
 #include "output.hpp"
 #include "reader/trace_reader.hpp"
 #include "reading.hpp"
+#include "reader/run_manifest.hpp"
 #include "render/render.hpp"
+#include "render/rows.hpp"
 #include "render/timeline.hpp"
 
 #include <fmt/format.h>
@@ -25,24 +27,79 @@ CLI::App* add_export(tools::Cli& cli, Args& a) {
         "              of each thread's call tree when the times come from samples\n"
         "              (and no --from, --to or --min-duration is given)\n"
         "  collapsed   folded stacks `a;b;c <self ns>` (flamegraph.pl, inferno)\n"
-        "  callgrind   callgrind format, event `ns` (KCachegrind, callgrind_annotate)");
+        "  callgrind   callgrind format, event `ns` (KCachegrind, callgrind_annotate)\n"
+        "  pprof       gzipped profile.proto (go tool pprof, Pyroscope, Parca, Grafana);\n"
+        "              with --memory, the heap profile (docs/runs.md)\n"
+        "  rows        one row per process and function (per thread with --threads) and\n"
+        "              per allocation site, for SQL engines: NDJSON, or CSV with\n"
+        "              --format csv or an -o FILE.csv (schema: docs/rows.md)");
     CLI::Option* format = sub->add_option_function<std::string>(
         "FORMAT", [&a](const std::string& f) { a.view.exporter = parse_export_format(f); });
-    cli.required(format, "no export format given (expected chrome, speedscope, collapsed or "
-                         "callgrind)");
+    cli.required(format, "no export format given (expected chrome, speedscope, collapsed, "
+                         "callgrind, pprof or rows)");
     declare_timeline_options(*sub, a);
     declare_threads(*sub, a);
+    CLI::Option* f = declare_format(*sub, a, {"text", "json", "csv"});
+    f->description("of --export rows: json (NDJSON, the default) or csv");
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
     return sub;
 }
 
+namespace {
+
+// --export rows: each trace read on its own (a process), its functions, threads and sites.
+int export_rows(const Args& a, const tools::ToolLog& log, Output& out) {
+    std::vector<std::vector<std::string>> groups;
+    for (const std::string& t : a.traces) groups.push_back({t});
+    auto sessions = read_groups(a, groups);
+    std::vector<analysis::Profile> profiles, thread_profiles;
+    profiles.reserve(sessions.size());
+    std::vector<std::vector<size_t>> threads_of(sessions.size());
+    for (size_t i = 0; i < sessions.size(); ++i) {
+        profiles.push_back(sessions[i]->profile());
+        if (!a.threads) continue;
+        for (const analysis::ThreadSummary& t : profiles.back().threads) {
+            threads_of[i].push_back(thread_profiles.size());
+            thread_profiles.push_back(sessions[i]->profile({t.trace, t.stream}));
+        }
+    }
+    std::vector<analysis::RowsProcess> processes;
+    for (size_t i = 0; i < sessions.size(); ++i) {
+        const reader::TraceInfo& info = sessions[i]->traces().front();
+        reader::RunProcess who = reader::describe_trace(info, a.traces[i]);
+        analysis::RowsProcess p;
+        auto run = info.meta.find("run");
+        p.run = run == info.meta.end() ? "" : run->second;
+        p.host = who.host;
+        p.exe = who.exe;
+        p.trace = a.traces[i];
+        p.rank = who.rank;
+        p.pid = who.pid;
+        p.ppid = who.ppid;
+        p.profile = &profiles[i];
+        p.memory = &sessions[i]->memory();
+        for (size_t t : threads_of[i]) p.threads.push_back(&thread_profiles[t]);
+        processes.push_back(std::move(p));
+    }
+    bool csv = a.format == "csv" ||
+               (a.format == "text" && a.output.size() > 4 &&
+                a.output.compare(a.output.size() - 4, 4, ".csv") == 0);
+    if (!out.open(log)) return 1;
+    analysis::write_rows(out.file(), processes,
+                         csv ? analysis::RowsFormat::kCsv : analysis::RowsFormat::kNdjson);
+    return out.close(log) ? 0 : 1;
+}
+
+} // namespace
+
 int run_export(const Args& a, const tools::ToolLog& log) {
     namespace views = analysis::views;
     const ViewArgs& v = a.view;
     Output out(a.output);
     return guarded(out, log, [&] {
+        if (v.exporter == "rows") return export_rows(a, log, out);
         if (v.exporter == "chrome" || v.exporter == "speedscope") {
             // Streamed while the traces are read: their headers are checked before the output is
             // opened, and a regular file is only replaced once the whole export was written.
