@@ -26,6 +26,9 @@ packages=(g++ cmake ninja-build pkg-config python3 libfmt-dev doctest-dev
 packages+=(valgrind perl chromium fonts-dejavu-core)
 # The MPI run tests: Debian's Open MPI (mpirun, and mpicxx to build the test's ranks).
 [[ $mode == test ]] && packages+=(openmpi-bin libopenmpi-dev)
+# The pprof export tests: go tool pprof. zlib: pprof files are gzipped.
+[[ $mode == test || $mode == sanitize ]] && packages+=(golang-go)
+packages+=(zlib1g-dev)
 # The fuzzer: Debian's clang and its runtimes (libFuzzer, ASan, UBSan).
 [[ $mode == fuzz ]] && packages+=(clang libclang-rt-14-dev)
 

@@ -15,16 +15,50 @@ struct Cell {
     enum Kind { kNull, kText, kNumber } kind = kNull;
     std::string value;
 };
-Cell text(const std::string& s) { return {Cell::kText, s}; }
-Cell number(uint64_t v) { return {Cell::kNumber, std::to_string(v)}; }
-Cell seconds(double v) { return {Cell::kNumber, fmt::format("{:.9f}", v)}; }
-Cell null() { return {}; }
+Cell text(const std::string& s) {
+    return {Cell::kText, s};
+}
+Cell number(uint64_t v) {
+    return {Cell::kNumber, std::to_string(v)};
+}
+Cell seconds(double v) {
+    return {Cell::kNumber, fmt::format("{:.9f}", v)};
+}
+Cell null() {
+    return {};
+}
 
 enum Column {
-    kSchema, kKind, kRun, kHost, kRank, kPid, kPpid, kExe, kTrace, kTid, kThread, kFunction,
-    kSymbol, kModule, kFile, kLine, kNcalls, kPrimitiveCalls, kTottime, kCumtime, kTimeSource,
-    kSamples, kAllocCalls, kAllocBytes, kTemporary, kPeakBytes, kLeakedBytes, kLeakedBlocks,
-    kStack, kColumns
+    kSchema,
+    kKind,
+    kRun,
+    kHost,
+    kRank,
+    kPid,
+    kPpid,
+    kExe,
+    kTrace,
+    kTid,
+    kThread,
+    kFunction,
+    kSymbol,
+    kModule,
+    kFile,
+    kLine,
+    kNcalls,
+    kPrimitiveCalls,
+    kTottime,
+    kCumtime,
+    kTimeSource,
+    kSamples,
+    kAllocCalls,
+    kAllocBytes,
+    kTemporary,
+    kPeakBytes,
+    kLeakedBytes,
+    kLeakedBlocks,
+    kStack,
+    kColumns
 };
 
 class RowWriter {
@@ -32,7 +66,8 @@ class RowWriter {
     RowWriter(std::FILE* out, RowsFormat f) : out_(out), format_(f) {
         if (f == RowsFormat::kCsv) {
             const auto& names = rows_columns();
-            for (size_t i = 0; i < names.size(); ++i) fmt::print(out_, "{}{}", i ? "," : "", names[i]);
+            for (size_t i = 0; i < names.size(); ++i)
+                fmt::print(out_, "{}{}", i ? "," : "", names[i]);
             fmt::print(out_, "\n");
         }
     }
@@ -41,16 +76,21 @@ class RowWriter {
         if (format_ == RowsFormat::kCsv) {
             for (size_t i = 0; i < row.size(); ++i) {
                 if (i) std::fputc(',', out_);
-                if (row[i].kind == Cell::kText) std::fputs(csv_escape(row[i].value).c_str(), out_);
-                else if (row[i].kind == Cell::kNumber) std::fputs(row[i].value.c_str(), out_);
+                if (row[i].kind == Cell::kText)
+                    std::fputs(csv_escape(row[i].value).c_str(), out_);
+                else if (row[i].kind == Cell::kNumber)
+                    std::fputs(row[i].value.c_str(), out_);
             }
         } else {
             std::fputc('{', out_);
             for (size_t i = 0; i < row.size(); ++i) {
                 fmt::print(out_, "{}\"{}\": ", i ? ", " : "", names[i]);
-                if (row[i].kind == Cell::kText) fmt::print(out_, "\"{}\"", json_escape(row[i].value));
-                else if (row[i].kind == Cell::kNumber) std::fputs(row[i].value.c_str(), out_);
-                else std::fputs("null", out_);
+                if (row[i].kind == Cell::kText)
+                    fmt::print(out_, "\"{}\"", json_escape(row[i].value));
+                else if (row[i].kind == Cell::kNumber)
+                    std::fputs(row[i].value.c_str(), out_);
+                else
+                    std::fputs("null", out_);
             }
             std::fputc('}', out_);
         }
@@ -112,8 +152,7 @@ void memory_rows(RowWriter& w, const RowsProcess& p) {
             row[kLine] = top.line ? number(top.line) : null();
         }
         std::string stack; // outermost first, as folded stacks
-        for (size_t i = s.stack.size(); i-- > 0;)
-            stack += s.stack[i].name + (i ? ";" : "");
+        for (size_t i = s.stack.size(); i-- > 0;) stack += s.stack[i].name + (i ? ";" : "");
         row[kAllocCalls] = number(s.allocations);
         row[kAllocBytes] = number(s.bytes);
         row[kTemporary] = number(s.temporary);
@@ -128,12 +167,35 @@ void memory_rows(RowWriter& w, const RowsProcess& p) {
 } // namespace
 
 const std::vector<std::string>& rows_columns() {
-    static const std::vector<std::string> names = {
-        "schema", "kind", "run", "host", "rank", "pid", "ppid", "exe", "trace", "tid",
-        "thread", "function", "symbol", "module", "file", "line", "ncalls",
-        "primitive_calls", "tottime", "cumtime", "time_source", "samples", "alloc_calls",
-        "alloc_bytes", "temporary_allocs", "peak_bytes", "leaked_bytes", "leaked_blocks",
-        "stack"};
+    static const std::vector<std::string> names = {"schema",
+                                                   "kind",
+                                                   "run",
+                                                   "host",
+                                                   "rank",
+                                                   "pid",
+                                                   "ppid",
+                                                   "exe",
+                                                   "trace",
+                                                   "tid",
+                                                   "thread",
+                                                   "function",
+                                                   "symbol",
+                                                   "module",
+                                                   "file",
+                                                   "line",
+                                                   "ncalls",
+                                                   "primitive_calls",
+                                                   "tottime",
+                                                   "cumtime",
+                                                   "time_source",
+                                                   "samples",
+                                                   "alloc_calls",
+                                                   "alloc_bytes",
+                                                   "temporary_allocs",
+                                                   "peak_bytes",
+                                                   "leaked_bytes",
+                                                   "leaked_blocks",
+                                                   "stack"};
     return names;
 }
 

@@ -20,9 +20,9 @@ struct RowsProcess {
     std::string run, host, exe, trace;
     std::optional<uint32_t> rank;
     uint32_t pid = 0, ppid = 0;
-    const Profile* profile = nullptr;      // every thread merged
-    const MemoryReport* memory = nullptr;  // its allocation sites (none: no rows)
-    std::vector<const Profile*> threads;   // one per thread, with --threads
+    const Profile* profile = nullptr;     // every thread merged
+    const MemoryReport* memory = nullptr; // its allocation sites (none: no rows)
+    std::vector<const Profile*> threads;  // one per thread, with --threads
 };
 
 enum class RowsFormat { kNdjson, kCsv };

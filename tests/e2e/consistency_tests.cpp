@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+using prof::test::json_number;
 using prof::test::run;
 using prof::test::slurp;
 using prof::test::temp_path;
@@ -43,13 +44,6 @@ std::string report(const std::vector<std::string>& args, const std::string& trac
     return r.out;
 }
 
-// A number after `"key": ` in a JSON text.
-double json_number(const std::string& json, const std::string& key) {
-    std::smatch m;
-    REQUIRE_MESSAGE(std::regex_search(json, m, std::regex("\"" + key + "\": *([-0-9.eE+]+)")),
-                    key << " in " << json);
-    return std::stod(m[1]);
-}
 
 // The checker's one-line summary of an export (tests/views/check_views.py).
 std::string check(const std::string& kind, const std::string& file) {

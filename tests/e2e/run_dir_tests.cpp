@@ -300,6 +300,83 @@ TEST_CASE("--export rows of two runs: DuckDB sums them to profreport's merge exa
     CHECK_MESSAGE(duck.out.find("\"processes\":5}") != std::string::npos, duck.out);
 }
 
+namespace {
+
+// `go tool pprof ARGS...`: its report.
+RunResult pprof(std::vector<std::string> args) {
+    std::vector<std::string> argv = {PROF_GO, "tool", "pprof"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv, {{"HOME", temp_path("")}, {"PPROF_TMPDIR", temp_path("")}});
+}
+
+// pprof's "Total samples = N" (N with its unit, e.g. 808076800B).
+std::string pprof_total(const RunResult& r) {
+    size_t at = r.out.find("Total samples = ");
+    if (at == std::string::npos) return "none: " + r.out + r.err;
+    at += 16;
+    return r.out.substr(at, r.out.find_first_of(" \n", at) - at);
+}
+
+} // namespace
+
+TEST_CASE("--export pprof: go tool pprof's totals are profreport's; profiles merge and diff") {
+    REQUIRE_MESSAGE(run({PROF_GO, "version"}).exit_code == 0,
+                    "go tool pprof is needed (apt-get install golang-go)");
+    std::string fib15 = trace_of("pprof-fib15.trace", {PROF_SAMPLE_FIB, "15"});
+    std::string fib20 = trace_of("pprof-fib20.trace", {PROF_SAMPLE_FIB, "20"});
+    std::string a = temp_path("fib15.pb.gz"), b = temp_path("fib20.pb.gz");
+    for (auto [trace, out] : {std::pair{fib15, a}, std::pair{fib20, b}}) {
+        auto r = run({PROFREPORT, "--export", "pprof", "-o", out, trace});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(slurp(out).rfind("\x1f\x8b", 0) == 0); // gzip
+    }
+    // flat calls are ncalls: the totals are the traces' calls, exactly.
+    CHECK(pprof_total(pprof({"-top", "-sample_index=calls", a})) == "1974");
+    CHECK(pprof_total(pprof({"-top", "-sample_index=calls", a, b})) == "23866");
+    auto diff = pprof({"-top", "-sample_index=calls", "-diff_base", a, b});
+    CHECK_MESSAGE(diff.out.find(" 19918 ") != std::string::npos, diff.out << diff.err);
+    // flat wall time is tottime: the total is the report's, to the nanosecond.
+    auto json = run({PROFREPORT, "--format", "json", fib20});
+    double total = json_number(json.out, "total_time");
+    std::string wall = pprof_total(pprof({"-top", "-unit=ns", "-sample_index=wall", b}));
+    REQUIRE(wall.size() > 2);
+    CHECK(std::abs(std::stod(wall.substr(0, wall.size() - 2)) - total * 1e9) <= 2);
+    CHECK(wall.substr(wall.size() - 2) == "ns");
+    // cum counts a recursive function once per path: main's is every call, fib's all but main.
+    auto top = pprof({"-top", "-sample_index=calls", "-nodecount=3", b});
+    CHECK_MESSAGE(top.out.find("21891   100%   100%      21891   100%  fib(int)") !=
+                      std::string::npos,
+                  top.out);
+    CHECK(top.out.find("      21892   100%  main") != std::string::npos);
+    // Labels: host and pid.
+    auto tags = pprof({"-tags", b});
+    CHECK(tags.out.find(" pid: Total") != std::string::npos);
+    CHECK(tags.out.find(" host: Total") != std::string::npos);
+    // The file's mapping: the program, its build-id.
+    CHECK(top.out.find("Build ID: ") != std::string::npos);
+
+    // --memory: the heap profile, Go's four sample types.
+    std::string mem_trace = temp_path("pprof-mem.trace");
+    auto mem = run({PROFRUN, "--mem", "-o", mem_trace, "--", PROF_SAMPLE_MEMORY_LINES});
+    REQUIRE_MESSAGE(mem.exit_code == 0, mem.err);
+    std::string heap = temp_path("heap.pb.gz");
+    auto h = run({PROFREPORT, "--export", "pprof", "--memory", "-o", heap, mem_trace});
+    REQUIRE_MESSAGE(h.exit_code == 0, h.err);
+    auto summary = run({PROFREPORT, "--memory", "--format", "json", mem_trace});
+    auto field = [&](const char* name) {
+        return std::to_string(uint64_t(json_number(summary.out, name)));
+    };
+    CHECK(pprof_total(pprof({"-top", "-sample_index=alloc_objects", heap})) == field("allocations"));
+    CHECK(pprof_total(pprof({"-top", "-unit=B", "-sample_index=alloc_space", heap})) ==
+          field("bytes_allocated") + "B");
+    CHECK(pprof_total(pprof({"-top", "-sample_index=inuse_objects", heap})) ==
+          field("leaked_blocks"));
+    // A call trace has no heap profile: one line.
+    auto refused = run({PROFREPORT, "--export", "pprof", "--memory", "-o", heap, fib15});
+    CHECK(refused.exit_code == 1);
+    CHECK(lines_with(refused.err, "has no allocation records") == 1);
+}
+
 #ifdef PROF_TEST_MPI_RANKS
 namespace {
 
@@ -396,6 +473,15 @@ TEST_CASE("MPI: mpirun -np 4 profrun -d, and profrun -d -- mpirun -np 4: one run
     // One message for the run, from rank 0; the other ranks' profrun are quiet.
     CHECK(lines_with(r.err, "run written to") == 1);
     check_four_ranks(inside);
+    // pprof of the run: each sample labelled with its rank, the calls those of the merge.
+    std::string profile = temp_path("mpi.pb.gz");
+    auto exported = run({PROFREPORT, "--export", "pprof", "-o", profile, inside});
+    REQUIRE_MESSAGE(exported.exit_code == 0, exported.err);
+    auto tags = pprof({"-tags", profile});
+    CHECK_MESSAGE(tags.out.find(" rank: Total") != std::string::npos, tags.out << tags.err);
+    auto merged = run({PROFREPORT, inside});
+    CHECK(pprof_total(pprof({"-top", "-sample_index=calls", profile})) ==
+          std::to_string(header_calls(merged.out)));
 
     std::string outside = temp_path("run-mpi-outside");
     argv = {PROFRUN, "-d", outside, "--"};

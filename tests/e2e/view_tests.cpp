@@ -23,6 +23,7 @@
 #include <sys/sysmacros.h>
 #include <tuple>
 
+using prof::test::json_number;
 using prof::test::run;
 using prof::test::RunResult;
 using prof::test::slurp;
@@ -107,11 +108,6 @@ TreeCsv tree_csv(const std::string& trace, bool compensated = true) {
 }
 
 
-double json_number(const std::string& json, const std::string& key, size_t from = 0) {
-    size_t at = json.find("\"" + key + "\": ", from);
-    REQUIRE(at != std::string::npos);
-    return std::strtod(json.c_str() + at + key.size() + 4, nullptr);
-}
 
 } // namespace
 

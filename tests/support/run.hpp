@@ -82,4 +82,11 @@ inline std::string trace_of(const std::string& name, const std::vector<std::stri
     return p;
 }
 
+// The number after `"key": ` in a JSON text (the first from `from`); the key must be there.
+inline double json_number(const std::string& json, const std::string& key, size_t from = 0) {
+    size_t at = json.find("\"" + key + "\": ", from);
+    REQUIRE_MESSAGE(at != std::string::npos, key << " in " << json.substr(0, 400));
+    return std::strtod(json.c_str() + at + key.size() + 4, nullptr);
+}
+
 } // namespace prof::test

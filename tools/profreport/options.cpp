@@ -310,10 +310,11 @@ std::string check_views(Args& a) {
     int views = v.diff + v.tree + !v.flamegraph.empty() + !v.html.empty() + !v.exporter.empty();
     if (views > 1) return "give one of diff, --tree, --flamegraph, --html and --export at a time";
     // Memory views: the allocation flame graph and the memory diff.
-    const bool memory_view = a.memory && !a.lines && (!v.flamegraph.empty() || v.diff);
+    const bool memory_view =
+        a.memory && !a.lines && (!v.flamegraph.empty() || v.diff || v.exporter == "pprof");
     if (views && a.memory && !memory_view)
-        return "--memory applies to --flamegraph and diff (the HTML report and "
-               "--export chrome include allocations when the trace has them)";
+        return "--memory applies to --flamegraph, diff and --export pprof (the HTML report "
+               "and --export chrome include allocations when the trace has them)";
     if (v.weight && !memory_view)
         return "--weight applies to --flamegraph --memory and diff --memory";
     if (memory_view && (a.threads || a.thread))

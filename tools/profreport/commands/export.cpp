@@ -6,11 +6,17 @@
 #include "reader/trace_reader.hpp"
 #include "reading.hpp"
 #include "reader/run_manifest.hpp"
+#include "render/pprof.hpp"
 #include "render/render.hpp"
 #include "render/rows.hpp"
 #include "render/timeline.hpp"
 
 #include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
 
 namespace prof::profreport {
 
@@ -92,6 +98,36 @@ int export_rows(const Args& a, const tools::ToolLog& log, Output& out) {
     return out.close(log) ? 0 : 1;
 }
 
+// --export pprof: each trace read on its own, its call tree (or allocation sites) with the
+// process's labels.
+int export_pprof(const Args& a, const tools::ToolLog& log, Output& out) {
+    std::vector<std::vector<std::string>> groups;
+    for (const std::string& t : a.traces) groups.push_back({t});
+    auto sessions = read_groups(a, groups);
+    std::vector<analysis::views::CallTree> trees;
+    trees.reserve(sessions.size());
+    std::vector<analysis::PprofProcess> processes;
+    for (size_t i = 0; i < sessions.size(); ++i) {
+        trees.push_back(sessions[i]->call_tree());
+        reader::RunProcess who =
+            reader::describe_trace(sessions[i]->traces().front(), a.traces[i]);
+        analysis::PprofProcess p;
+        p.host = who.host;
+        p.pid = who.pid;
+        p.rank = who.rank;
+        p.start_utc_ns = who.start_utc_ns;
+        p.end_utc_ns = who.end_utc_ns;
+        p.tree = &trees.back();
+        p.memory = &sessions[i]->memory();
+        processes.push_back(p);
+    }
+    std::string profile = analysis::gzip(analysis::pprof_profile(processes, a.memory));
+    if (!out.open(log)) return 1;
+    if (std::fwrite(profile.data(), 1, profile.size(), out.file()) != profile.size())
+        throw std::system_error(errno, std::generic_category(), "write");
+    return out.close(log) ? 0 : 1;
+}
+
 } // namespace
 
 int run_export(const Args& a, const tools::ToolLog& log) {
@@ -100,6 +136,13 @@ int run_export(const Args& a, const tools::ToolLog& log) {
     Output out(a.output);
     return guarded(out, log, [&] {
         if (v.exporter == "rows") return export_rows(a, log, out);
+        if (v.exporter == "pprof") {
+            if (a.output.empty() && isatty(1)) {
+                log.error("--export pprof writes a gzipped file: give -o FILE.pb.gz");
+                return 1;
+            }
+            return export_pprof(a, log, out);
+        }
         if (v.exporter == "chrome" || v.exporter == "speedscope") {
             // Streamed while the traces are read: their headers are checked before the output is
             // opened, and a regular file is only replaced once the whole export was written.
