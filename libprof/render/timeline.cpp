@@ -131,6 +131,13 @@ class ChromeWriter : public TimelineBase {
         result.bytes += s.size();
     }
     bool first = true;
+    // Per trace: where its start is on the file's timeline. Several processes (a run) share
+    // one timeline, from the earliest start, by the wall-clock time each trace started at
+    // (read with its trace clock, as a pair); one trace starts at 0.
+    std::vector<uint64_t> origin_ns;
+    uint64_t shifted(size_t trace, uint64_t ns) const {
+        return trace < origin_ns.size() ? ns + origin_ns[trace] : ns;
+    }
 
   private:
     std::FILE* f_;
@@ -144,7 +151,8 @@ class ChromeWriter : public TimelineBase {
             fr.count > 1 ? fmt::format(",\"args\":{{\"activations\":{}}}", fr.count) : "";
         write(fmt::format("{}\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":\"{}\",\"ts\":{},\"dur\":{},"
                           "\"pid\":{},\"tid\":{}{}}}",
-                          first ? "" : ",", fi.kind, fi.name, micros(e), micros(c - e),
+                          first ? "" : ",", fi.kind, fi.name,
+                          micros(shifted(session_->current_trace(), e)), micros(c - e),
                           current().header.pid, to.tid ? to.tid : session_->thread_list()[thread].stream,
                           args));
         first = false;
@@ -195,7 +203,7 @@ class SpeedscopeWriter : public TimelineBase {
 
 // Heap and RSS of one trace as Chrome counter events, merged in time order and cut to the
 // window: the value a counter had when the window opens is repeated at its start.
-void write_memory_counters(ChromeWriter& w, const MemoryReport& m, uint32_t pid,
+void write_memory_counters(ChromeWriter& w, const MemoryReport& m, uint32_t pid, size_t trace,
                            const TimelineOptions& o) {
     struct Point {
         uint64_t ns;
@@ -226,7 +234,8 @@ void write_memory_counters(ChromeWriter& w, const MemoryReport& m, uint32_t pid,
     for (const Point& p : points) {
         w.write(fmt::format("{}\n{{\"ph\":\"C\",\"cat\":\"memory\",\"name\":\"{}\",\"ts\":{},"
                             "\"pid\":{},\"tid\":{},\"args\":{{\"bytes\":{:.0f}}}}}",
-                            w.first ? "" : ",", p.series ? "RSS" : "heap", micros(p.ns), pid, pid,
+                            w.first ? "" : ",", p.series ? "RSS" : "heap",
+                            micros(w.shifted(trace, p.ns)), pid, pid,
                             p.bytes));
         w.first = false;
         ++w.result.counters;
@@ -246,6 +255,16 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
     so.time = o.time;
     Session session(so);
     w.attach(session);
+    // One timeline for several traces: each from its wall-clock start (in every trace's header),
+    // when all have one.
+    if (traces.size() > 1) {
+        std::vector<uint64_t> starts;
+        for (const std::string& path : traces)
+            starts.push_back(reader::TraceReader(path).info().header.start_real_ns);
+        uint64_t earliest = *std::min_element(starts.begin(), starts.end());
+        if (earliest > 0)
+            for (uint64_t start : starts) w.origin_ns.push_back(start - earliest);
+    }
     w.write("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
     std::vector<bool> counted; // traces with memory counters
     for (const std::string& path : traces) {
@@ -260,7 +279,7 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
         m.heap_timeline.assign(all.heap_timeline.begin() + ptrdiff_t(heap_from), all.heap_timeline.end());
         m.rss_timeline.assign(all.rss_timeline.begin() + ptrdiff_t(rss_from), all.rss_timeline.end());
         uint64_t before = w.result.counters;
-        write_memory_counters(w, m, info.header.pid, o);
+        write_memory_counters(w, m, info.header.pid, counted.size() - 1, o);
         counted.back() = w.result.counters > before;
     }
     std::vector<ThreadFilter> threads = session.thread_list();

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <csignal>
@@ -157,6 +158,43 @@ TEST_CASE("profrun -d: a pipeline's processes in one directory, with their manif
     // -o names one trace; -d a run.
     auto both = run({PROFRUN, "-o", temp_path("x.trace"), "-d", dir, "--", "true"});
     CHECK(both.exit_code == 2);
+}
+
+TEST_CASE("--export chrome of a run: every process on one timeline, by its clock pairs") {
+    std::string dir = temp_path("run-timeline");
+    REQUIRE(run_in(temp_path("run-timeline-cwd"), dir, kPipeline).exit_code == 3);
+    std::string json = temp_path("run-timeline.json");
+    auto r = run({PROFREPORT, "--export", "chrome", "-o", json, dir});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    // Per pid: its first activation's start and its last one's end, in microseconds.
+    std::map<uint32_t, std::pair<double, double>> span;
+    std::string text = slurp(json);
+    std::regex event("\"ts\":([0-9.]+),\"dur\":([0-9.]+),\"pid\":([0-9]+)");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), event);
+         it != std::sregex_iterator(); ++it) {
+        double ts = std::stod((*it)[1]), end = ts + std::stod((*it)[2]);
+        auto [at, fresh] = span.try_emplace(uint32_t(std::stoul((*it)[3])), ts, end);
+        at->second.first = std::min(at->second.first, ts);
+        at->second.second = std::max(at->second.second, end);
+    }
+    reader::RunManifest m = manifest_of(dir);
+    uint64_t earliest = UINT64_MAX;
+    for (const reader::RunProcess& p : m.processes)
+        if (!p.trace.empty()) earliest = std::min(earliest, p.start_utc_ns);
+    size_t later = 0;
+    for (const reader::RunProcess& p : m.processes) {
+        if (p.trace.empty()) continue;
+        CAPTURE(p.pid);
+        REQUIRE(span.count(p.pid));
+        // Each process's activations lie between its start and its end on the shared clock
+        // (50 us: the clock pairs' own width, and rounding).
+        double start = double(p.start_utc_ns - earliest) / 1e3;
+        double end = double(p.end_utc_ns - earliest) / 1e3;
+        CHECK(span[p.pid].first >= start - 50);
+        CHECK(span[p.pid].second <= end + 50);
+        later += start > 1000; // started more than 1 ms after the first: the forked children
+    }
+    CHECK(later >= 1);
 }
 
 TEST_CASE("a run with a broken manifest, a missing, a foreign and a doubly claimed trace") {
