@@ -99,6 +99,11 @@ void TraceReader::check_header() {
     FileHeader head{};
     if (pread(fd_, &head, sizeof head, 0) != ssize_t(sizeof head))
         throw TraceError(p, fmt::format("cannot read: {}", std::strerror(errno)));
+    // The size again, after the header: a writer trims its file before it marks it finished, so
+    // a finished header means the size read now is final (the first one may predate the trim).
+    if (fstat(fd_, &st) != 0) throw TraceError(p, std::strerror(errno));
+    if (uint64_t(st.st_size) < sizeof(FileHeader)) throw TraceError(p, "truncated while opened");
+    size_ = info_.bytes = uint64_t(st.st_size);
     void* m = MAP_FAILED;
     if (format::header_magic_ok(head) && !(head.flags & format::kFileFinished)) {
         // A trace still being written (or left by a crash) is copied, not mapped: its writer
@@ -111,7 +116,12 @@ void TraceReader::check_header() {
         while (got < size_) {
             ssize_t n = pread(fd_, static_cast<uint8_t*>(m) + got, size_ - got, off_t(got));
             if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) break; // the writer trimmed it meanwhile: what was read is the trace
+            if (n < 0) {
+                int e = errno;
+                munmap(m, size_);
+                throw TraceError(p, fmt::format("cannot read: {}", std::strerror(e)));
+            }
+            if (n == 0) break; // the writer trimmed it meanwhile: what was read is the trace
             got += uint64_t(n);
         }
         if (got < sizeof(FileHeader)) {

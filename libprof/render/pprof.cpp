@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -217,6 +218,7 @@ std::string pprof_profile(const std::vector<PprofProcess>& processes, bool memor
     const bool cpu = sampled > 0, calls = counted == processes.size();
     const std::string time_type = cpu ? "cpu" : "wall";
     if (calls) b.sample_type("calls", "count");
+    if (cpu) b.sample_type("samples", "count");
     b.sample_type(time_type, "nanoseconds");
     for (const PprofProcess& p : processes) {
         const views::CallTree& t = *p.tree;
@@ -230,12 +232,14 @@ std::string pprof_profile(const std::vector<PprofProcess>& processes, bool memor
         }
         for (size_t i = 1; i < t.nodes.size(); ++i) {
             const views::CallTreeNode& n = t.nodes[i];
-            if (n.function == views::kNoFunction || (!n.calls && !n.self_ns)) continue;
+            if (n.function == views::kNoFunction || (!n.calls && !n.self_ns && !n.samples))
+                continue;
             std::vector<int64_t> locations; // innermost first
             for (size_t at = i; at != SIZE_MAX && at != 0; at = t.nodes[at].parent)
                 if (node_location[at]) locations.push_back(node_location[at]);
             std::vector<int64_t> values;
             if (calls) values.push_back(int64_t(n.calls));
+            if (cpu) values.push_back(int64_t(n.samples));
             values.push_back(int64_t(n.self_ns));
             b.sample(locations, values, p);
         }
@@ -250,15 +254,28 @@ std::string gzip(const std::string& data) {
     z_stream z{};
     if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
         throw std::runtime_error("gzip: cannot start zlib");
-    std::string out(deflateBound(&z, uLong(data.size())) + 32, '\0');
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-    z.avail_in = uInt(data.size());
-    z.next_out = reinterpret_cast<Bytef*>(out.data());
-    z.avail_out = uInt(out.size());
-    int rc = deflate(&z, Z_FINISH);
+    // In pieces: zlib's lengths are 32-bit.
+    std::string out;
+    constexpr size_t kPiece = size_t(1) << 30;
+    char buffer[1 << 16];
+    size_t at = 0;
+    int rc = Z_OK;
+    do {
+        size_t n = std::min(kPiece, data.size() - at);
+        z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data() + at));
+        z.avail_in = uInt(n);
+        at += n;
+        int flush = at == data.size() ? Z_FINISH : Z_NO_FLUSH;
+        do {
+            z.next_out = reinterpret_cast<Bytef*>(buffer);
+            z.avail_out = sizeof buffer;
+            rc = deflate(&z, flush);
+            if (rc == Z_STREAM_ERROR) break;
+            out.append(buffer, sizeof buffer - z.avail_out);
+        } while (z.avail_out == 0);
+    } while (at < data.size() && rc != Z_STREAM_ERROR);
     deflateEnd(&z);
     if (rc != Z_STREAM_END) throw std::runtime_error("gzip: zlib failed");
-    out.resize(z.total_out);
     return out;
 }
 

@@ -1,8 +1,9 @@
 // profreport --export pprof: gzipped profile.proto (github.com/google/pprof, proto/profile.proto),
 // which go tool pprof reads and the fleet backends (Pyroscope, Parca, Grafana) ingest.
 //   A call profile: sample types calls/count and wall/nanoseconds, one sample per call path,
-//   so that pprof's flat is tottime (and ncalls) and its cum is cumtime. Times of a trace timed
-//   by its CPU samples are cpu/nanoseconds instead.
+//   so that pprof's flat is tottime (and ncalls) and its cum is cumtime. A trace timed by its
+//   CPU samples has samples/count (the samples taken with the path innermost) and
+//   cpu/nanoseconds instead of wall.
 //   --memory: the heap profile as Go writes it, alloc_objects/count, alloc_space/bytes,
 //   inuse_objects/count and inuse_space/bytes (in use: live at the trace's end), one sample per
 //   allocation site.

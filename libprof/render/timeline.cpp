@@ -15,6 +15,9 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -242,6 +245,16 @@ void write_memory_counters(ChromeWriter& w, const MemoryReport& m, uint32_t pid,
     }
 }
 
+// The wall-clock time a trace started at, from its header alone (0: unknown).
+uint64_t start_real_ns(const std::string& path) {
+    format::FileHeader h{};
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    bool ok = pread(fd, &h, sizeof h, 0) == ssize_t(sizeof h) && format::header_magic_ok(h);
+    ::close(fd);
+    return ok ? h.start_real_ns : 0;
+}
+
 } // namespace
 
 TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& traces,
@@ -259,8 +272,7 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
     // when all have one.
     if (traces.size() > 1) {
         std::vector<uint64_t> starts;
-        for (const std::string& path : traces)
-            starts.push_back(reader::TraceReader(path).info().header.start_real_ns);
+        for (const std::string& path : traces) starts.push_back(start_real_ns(path));
         uint64_t earliest = *std::min_element(starts.begin(), starts.end());
         if (earliest > 0)
             for (uint64_t start : starts) w.origin_ns.push_back(start - earliest);
@@ -327,7 +339,8 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
     }
     w.write(fmt::format(
         "\n],\"otherData\":{{\"producer\":\"libprof profreport\",\"clock\":\"ns since "
-        "the trace started{}\",\"from_ns\":{},\"to_ns\":{},\"min_duration_ns\":{}}}}}\n",
+        "the trace started (several traces: since the earliest start, each placed by its "
+        "wall-clock start; --from and --to per trace){}\",\"from_ns\":{},\"to_ns\":{},\"min_duration_ns\":{}}}}}\n",
         o.compensate ? ", on each thread's clock less the profiler's measured cost" : "", o.from_ns, o.to_ns == UINT64_MAX ? std::string("null") : fmt::format("{}", o.to_ns),
         o.min_duration_ns));
     return w.result;

@@ -409,6 +409,25 @@ TEST_CASE("--export pprof: go tool pprof's totals are profreport's; profiles mer
           field("bytes_allocated") + "B");
     CHECK(pprof_total(pprof({"-top", "-sample_index=inuse_objects", heap})) ==
           field("leaked_blocks"));
+    // Sampled without hooks: samples/count and cpu/nanoseconds, no calls. Every sample with a
+    // named innermost frame is one of pprof's (a sample whose stack could not be read at all
+    // has no frame to go to).
+    std::string sampled = temp_path("pprof-sampled.trace");
+    auto sr = run({PROFRUN, "--sample", "-o", sampled, "--", PROF_TEST_SPINNERS});
+    REQUIRE_MESSAGE(sr.exit_code == 0, sr.err);
+    auto header = run({PROFREPORT, sampled});
+    size_t at = header.out.find("times from ");
+    REQUIRE_MESSAGE(at != std::string::npos, header.out);
+    std::string count = header.out.substr(at + 11, header.out.find(' ', at + 11) - at - 11);
+    count.erase(std::remove(count.begin(), count.end(), ','), count.end());
+    double samples = std::stod(count);
+    std::string sampled_pb = temp_path("sampled.pb.gz");
+    REQUIRE(run({PROFREPORT, "--export", "pprof", "-o", sampled_pb, sampled}).exit_code == 0);
+    double in_pprof = std::stod(pprof_total(pprof({"-top", "-sample_index=samples", sampled_pb})));
+    CHECK(in_pprof <= samples);
+    CHECK(in_pprof >= 0.99 * samples);
+    CHECK(pprof({"-top", "-sample_index=calls", sampled_pb}).err.find("calls") !=
+          std::string::npos); // no such sample type: nothing was counted
     // A call trace has no heap profile: one line.
     auto refused = run({PROFREPORT, "--export", "pprof", "--memory", "-o", heap, fib15});
     CHECK(refused.exit_code == 1);

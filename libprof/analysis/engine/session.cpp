@@ -127,6 +127,9 @@ struct ThreadReplay {
     int64_t scope_credit = 0; // scope runs' time in this span, already given to their nodes
     uint32_t last_top = 0;    // the last frame closed, once none is open
     std::vector<int64_t> self;
+    // CPU samples per node, the innermost frame of each (sampled traces; pprof's samples/count).
+    std::vector<uint64_t> node_samples;
+    uint32_t charged_node = 0; // the node charge_stack gave its time to last
     uint64_t samples = 0, own_samples = 0;
     int64_t own = 0, sampled_cpu = 0; // the profiler's CPU time, all CPU time sampled
     int64_t off_cpu = 0;              // time off CPU of a sampled thread (OffCpu records)
@@ -408,6 +411,11 @@ struct Session::Impl : reader::EventSink {
     void note_long(ThreadReplay& t, int64_t elapsed) {
         t.long_intervals.push_back(LongInterval{top(t), elapsed});
     }
+    static void count_samples(ThreadReplay& t, uint32_t node, uint64_t n) {
+        if (!n) return;
+        if (t.node_samples.size() <= node) t.node_samples.resize(t.nodes.size(), 0);
+        t.node_samples[node] += n;
+    }
     static void give(ThreadReplay& t, uint32_t node, int64_t units) {
         if (units <= 0) return;
         if (t.self.size() <= node) t.self.resize(t.nodes.size(), 0);
@@ -430,6 +438,7 @@ struct Session::Impl : reader::EventSink {
         int64_t cpu =
             r.cpu_ns > t.span_cpu_ns ? int64_t(double(r.cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
         uint32_t node = top(t);
+        count_samples(t, node, r.count);
         if (untimed_hooks) {
             // PROF_TIME=sampled: a record of count 0 after the first is the clocks the hooks
             // read after a switch. The span ends there, and its one interval longer than the
@@ -473,6 +482,7 @@ struct Session::Impl : reader::EventSink {
         ThreadReplay& t = thread(id);
         int64_t weight = charge_stack(t, id, ticks, stack, cpu_ns, true);
         ++t.samples;
+        count_samples(t, t.charged_node, 1);
         t.sampled_cpu += weight;
     }
     // A stretch off CPU of a sampled thread (profrun --idle): like a sample, with the wall time
@@ -529,6 +539,7 @@ struct Session::Impl : reader::EventSink {
         }
         int64_t weight = int64_t(double(ns) * units_per_ns);
         give(t, node, weight);
+        t.charged_node = node;
         tick_progress(ticks);
         return weight;
     }
@@ -1554,6 +1565,7 @@ struct Session::Impl : reader::EventSink {
                 global[i] = g;
                 tree.nodes[g].calls += n.calls;
                 tree.nodes[g].total_ns += uint64_t(std::llround(n.ticks() * 1e9 / tps));
+                if (i < t.node_samples.size()) tree.nodes[g].samples += t.node_samples[i];
             }
         }
         // Totals of the root and thread nodes, then self times, children before parents.

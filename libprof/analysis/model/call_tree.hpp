@@ -23,6 +23,7 @@ struct CallTreeNode {
     uint64_t calls = 0;            // activations of this path
     uint64_t total_ns = 0;         // inclusive
     uint64_t self_ns = 0;          // total minus the children's totals
+    uint64_t samples = 0;          // CPU samples taken with this path innermost (sampled times)
     std::vector<size_t> children;
     uint32_t depth = 0; // the root is 0
 };

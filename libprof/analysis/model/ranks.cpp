@@ -8,12 +8,14 @@ namespace prof::analysis {
 
 namespace {
 
-// The same function in the traces of different ranks: its name where it is defined. Addresses
-// differ between processes (ASLR), names and lines do not.
-using FunctionKey = std::tuple<std::string, std::string, uint32_t, std::string>;
+// The same function in the traces of different ranks: its object, symbol, name and where it is
+// defined, as a merge of traces tells functions apart. Addresses differ between processes
+// (ASLR), these do not.
+using FunctionKey =
+    std::tuple<std::string, std::string, std::string, std::string, uint32_t, std::string>;
 
 FunctionKey key_of(const Function& f) {
-    return {f.name, f.file, f.line, f.kind};
+    return {f.module, f.symbol, f.name, f.file, f.line, f.kind};
 }
 
 RankSpread spread(const std::vector<double>& per_rank, const std::vector<RankProfile>& ranks) {
