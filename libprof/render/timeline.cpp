@@ -156,8 +156,8 @@ class ChromeWriter : public TimelineBase {
                           "\"pid\":{},\"tid\":{}{}}}",
                           first ? "" : ",", fi.kind, fi.name,
                           micros(shifted(session_->current_trace(), e)), micros(c - e),
-                          current().header.pid, to.tid ? to.tid : session_->thread_list()[thread].stream,
-                          args));
+                          current().header.pid,
+                          to.tid ? to.tid : session_->thread_list()[thread].stream, args));
         first = false;
         ++to.events;
         ++result.events;
@@ -238,8 +238,7 @@ void write_memory_counters(ChromeWriter& w, const MemoryReport& m, uint32_t pid,
         w.write(fmt::format("{}\n{{\"ph\":\"C\",\"cat\":\"memory\",\"name\":\"{}\",\"ts\":{},"
                             "\"pid\":{},\"tid\":{},\"args\":{{\"bytes\":{:.0f}}}}}",
                             w.first ? "" : ",", p.series ? "RSS" : "heap",
-                            micros(w.shifted(trace, p.ns)), pid, pid,
-                            p.bytes));
+                            micros(w.shifted(trace, p.ns)), pid, pid, p.bytes));
         w.first = false;
         ++w.result.counters;
     }
@@ -340,8 +339,10 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
     w.write(fmt::format(
         "\n],\"otherData\":{{\"producer\":\"libprof profreport\",\"clock\":\"ns since "
         "the trace started (several traces: since the earliest start, each placed by its "
-        "wall-clock start; --from and --to per trace){}\",\"from_ns\":{},\"to_ns\":{},\"min_duration_ns\":{}}}}}\n",
-        o.compensate ? ", on each thread's clock less the profiler's measured cost" : "", o.from_ns, o.to_ns == UINT64_MAX ? std::string("null") : fmt::format("{}", o.to_ns),
+        "wall-clock start; --from and --to per "
+        "trace){}\",\"from_ns\":{},\"to_ns\":{},\"min_duration_ns\":{}}}}}\n",
+        o.compensate ? ", on each thread's clock less the profiler's measured cost" : "", o.from_ns,
+        o.to_ns == UINT64_MAX ? std::string("null") : fmt::format("{}", o.to_ns),
         o.min_duration_ns));
     return w.result;
 }

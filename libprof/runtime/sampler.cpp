@@ -364,7 +364,8 @@ PROF_NOINSTR bool sigaction_interposed() {
 
 // The program's view of our signal: what it last set (initially the default disposition).
 // Unused in sanitizer builds, which keep the C library's sigaction (below).
-[[maybe_unused]] PROF_NOINSTR int program_sigaction(const struct sigaction* act, struct sigaction* old) {
+[[maybe_unused]] PROF_NOINSTR int program_sigaction(const struct sigaction* act,
+                                                    struct sigaction* old) {
     // Blocked while the slots change, so that no handler on this thread sees them half-written.
     sigset_t all, before;
     sigfillset(&all);

@@ -44,7 +44,6 @@ std::string report(const std::vector<std::string>& args, const std::string& trac
     return r.out;
 }
 
-
 // The checker's one-line summary of an export (tests/views/check_views.py).
 std::string check(const std::string& kind, const std::string& file) {
     auto r = run({which("python3"), PROF_VIEW_CHECKER, kind, file});

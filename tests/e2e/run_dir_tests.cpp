@@ -404,7 +404,8 @@ TEST_CASE("--export pprof: go tool pprof's totals are profreport's; profiles mer
     auto field = [&](const char* name) {
         return std::to_string(uint64_t(json_number(summary.out, name)));
     };
-    CHECK(pprof_total(pprof({"-top", "-sample_index=alloc_objects", heap})) == field("allocations"));
+    CHECK(pprof_total(pprof({"-top", "-sample_index=alloc_objects", heap})) ==
+          field("allocations"));
     CHECK(pprof_total(pprof({"-top", "-unit=B", "-sample_index=alloc_space", heap})) ==
           field("bytes_allocated") + "B");
     CHECK(pprof_total(pprof({"-top", "-sample_index=inuse_objects", heap})) ==

@@ -107,8 +107,6 @@ TreeCsv tree_csv(const std::string& trace, bool compensated = true) {
     return t;
 }
 
-
-
 } // namespace
 
 TEST_CASE("profreport --tree: call paths with exact counts, depth and percent cuts, csv") {

@@ -382,8 +382,8 @@ std::string check_report(const Args& a) {
         return "--format json is not available for --callers and --callees";
     if (!view && a.format == "csv" && !a.callers.empty() && !a.callees.empty())
         return "--format csv takes one of --callers and --callees at a time";
-    if (a.format != "text" && (!v.flamegraph.empty() || !v.html.empty() ||
-                               (!v.exporter.empty() && v.exporter != "rows")))
+    if (a.format != "text" &&
+        (!v.flamegraph.empty() || !v.html.empty() || (!v.exporter.empty() && v.exporter != "rows")))
         return "--format does not apply to --flamegraph, --html and --export (each "
                "has its own format; --export rows takes --format json or csv)";
     return {};

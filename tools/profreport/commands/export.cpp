@@ -3,9 +3,9 @@
 
 #include "analysis/engine/session.hpp"
 #include "output.hpp"
+#include "reader/run_manifest.hpp"
 #include "reader/trace_reader.hpp"
 #include "reading.hpp"
-#include "reader/run_manifest.hpp"
 #include "render/pprof.hpp"
 #include "render/render.hpp"
 #include "render/rows.hpp"
@@ -89,9 +89,8 @@ int export_rows(const Args& a, const tools::ToolLog& log, Output& out) {
         for (size_t t : threads_of[i]) p.threads.push_back(&thread_profiles[t]);
         processes.push_back(std::move(p));
     }
-    bool csv = a.format == "csv" ||
-               (a.format == "text" && a.output.size() > 4 &&
-                a.output.compare(a.output.size() - 4, 4, ".csv") == 0);
+    bool csv = a.format == "csv" || (a.format == "text" && a.output.size() > 4 &&
+                                     a.output.compare(a.output.size() - 4, 4, ".csv") == 0);
     if (!out.open(log)) return 1;
     analysis::write_rows(out.file(), processes,
                          csv ? analysis::RowsFormat::kCsv : analysis::RowsFormat::kNdjson);
@@ -109,8 +108,7 @@ int export_pprof(const Args& a, const tools::ToolLog& log, Output& out) {
     std::vector<analysis::PprofProcess> processes;
     for (size_t i = 0; i < sessions.size(); ++i) {
         trees.push_back(sessions[i]->call_tree());
-        reader::RunProcess who =
-            reader::describe_trace(sessions[i]->traces().front(), a.traces[i]);
+        reader::RunProcess who = reader::describe_trace(sessions[i]->traces().front(), a.traces[i]);
         analysis::PprofProcess p;
         p.host = who.host;
         p.pid = who.pid;
