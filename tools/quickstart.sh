@@ -67,7 +67,7 @@ sanitized() { # DIR SANITIZERS [TARGETS...]
 install_duckdb() { # DIR
     [[ -d $1/node/node_modules/@duckdb/node-api ]] && return 0
     echo "quickstart: installing @duckdb/node-api (npm) into $1/node" >&2
-    npm install --prefix "$1/node" --no-audit --no-fund --silent @duckdb/node-api@1 >/dev/null
+    npm install --prefix "$1/node" --no-audit --no-fund --loglevel=error @duckdb/node-api@1.5.6-r.1 >/dev/null
 }
 
 # Node and npm for that test, from Debian where neither is installed (a Node.js of another
