@@ -113,7 +113,11 @@ class ProfileBuilder {
         };
         label("host", &p.host, 0);
         label("pid", nullptr, p.pid);
-        if (p.rank) label("rank", nullptr, *p.rank);
+        // A string: pprof drops a numeric label of value 0 that has no unit (rank 0).
+        if (p.rank) {
+            std::string rank = std::to_string(*p.rank);
+            label("rank", &rank, 0);
+        }
         out_.message(field::kSample, s);
     }
     std::string finish(uint64_t time_nanos, uint64_t duration_nanos, const std::string& period_type,

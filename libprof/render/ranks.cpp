@@ -155,19 +155,20 @@ void print_json(std::FILE* out, const RankComparison& c, const TableOptions& o, 
 void print_csv(std::FILE* out, const RankComparison& c, const TableOptions& o, Metric m) {
     fmt::print(out, "name,file,line,ranks");
     for (const char* metric : {"ncalls", "tottime", "cumtime"})
-        fmt::print(out, ",{0}_min,{0}_mean,{0}_max,{0}_max_rank", metric);
+        fmt::print(out, ",{0}_min,{0}_mean,{0}_max,{0}_max_rank,{0}_imbalance_percent", metric);
     fmt::print(out, "\n");
     for (size_t i : selected(c, o, m)) {
         const RankedFunction& f = c.functions[i];
         fmt::print(out, "{},{},{},{}", csv_escape(f.function.name), csv_escape(f.function.file),
                    f.function.line, f.ranks);
         if (c.calls_counted)
-            fmt::print(out, ",{:.0f},{:.6g},{:.0f},{}", f.ncalls.min, f.ncalls.mean, f.ncalls.max,
-                       f.ncalls.max_rank);
+            fmt::print(out, ",{:.0f},{:.6g},{:.0f},{},{:.3f}", f.ncalls.min, f.ncalls.mean,
+                       f.ncalls.max, f.ncalls.max_rank, f.ncalls.imbalance_percent());
         else
-            fmt::print(out, ",,,,");
+            fmt::print(out, ",,,,,");
         for (const RankSpread* s : {&f.tottime, &f.cumtime})
-            fmt::print(out, ",{:.9f},{:.9f},{:.9f},{}", s->min, s->mean, s->max, s->max_rank);
+            fmt::print(out, ",{:.9f},{:.9f},{:.9f},{},{:.3f}", s->min, s->mean, s->max, s->max_rank,
+                       s->imbalance_percent());
         fmt::print(out, "\n");
     }
 }

@@ -147,7 +147,7 @@ void memory_rows(RowWriter& w, const RowsProcess& p) {
         if (!s.stack.empty()) {
             const MemoryFrame& top = s.stack.front();
             row[kFunction] = text(top.name);
-            row[kModule] = text(top.module);
+            row[kModule] = top.module.empty() ? null() : text(top.module);
             row[kFile] = top.file.empty() ? null() : text(top.file);
             row[kLine] = top.line ? number(top.line) : null();
         }

@@ -344,11 +344,7 @@ PROF_NOINSTR void write_meta_file(const char* key, const char* path, bool nul_to
 // An MPI rank (or a Slurm task): its number and the job's size, from the first of the
 // launchers' variables that is set (Open MPI, MPICH/Intel MPI, PMIx, Slurm).
 PROF_NOINSTR void write_rank_meta() {
-    static const char* const kRanks[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                            {"PMI_RANK", "PMI_SIZE"},
-                                            {"PMIX_RANK", "PMIX_SIZE"},
-                                            {"SLURM_PROCID", "SLURM_NTASKS"}};
-    for (const auto& names : kRanks) {
+    for (const auto& names : format::kRankVariables) {
         const char* rank = getenv(names[0]);
         if (!rank || !*rank || strspn(rank, "0123456789") != strlen(rank)) continue;
         write_meta("mpi_rank", rank, strlen(rank));

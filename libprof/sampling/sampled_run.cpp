@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -403,6 +405,20 @@ struct SampledRun::Impl {
         write_meta(r, "ppid", std::to_string(ppid));
         write_meta(r, "host", host_name());
         if (!d.run_id.empty()) write_meta(r, "run", d.run_id);
+        // A program profrun started has profrun's environment: an MPI launcher's rank is its
+        // own (a process attached to has its own environment, not read).
+        if (d.how == "launch")
+            for (const auto& names : format::kRankVariables) {
+                const char* rank = std::getenv(names[0]);
+                if (!rank || !*rank || std::strspn(rank, "0123456789") != std::strlen(rank))
+                    continue;
+                write_meta(r, "mpi_rank", rank);
+                write_meta(r, "mpi_rank_from", names[0]);
+                const char* size = std::getenv(names[1]);
+                if (size && *size && std::strspn(size, "0123456789") == std::strlen(size))
+                    write_meta(r, "mpi_size", size);
+                break;
+            }
         write_meta(r, "runtime", std::string("libprof ") + PROF_VERSION_STRING);
         write_meta(r, "sampler", d.sampler);
         write_meta(r, "sampled", d.how);

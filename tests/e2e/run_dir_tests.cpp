@@ -151,6 +151,12 @@ TEST_CASE("profrun -d: a pipeline's processes in one directory, with their manif
     for (const reader::RunProcess& p : m.processes) CHECK(lines_led_by(tree.out, p.pid) == 1);
     CHECK(lines_with(tree.out, "(no trace)") == 1);
 
+    // An output onto the run's manifest is refused.
+    auto onto = run({PROFREPORT, "--export", "chrome", "-o", dir + "/run.json", dir});
+    CHECK(onto.exit_code == 2);
+    CHECK(lines_with(onto.err, "is the manifest of the run") == 1);
+    CHECK(manifest_of(dir).processes.size() == 5);
+
     // Another run into the same directory is refused: its traces would mix with these.
     auto again = run_in(cwd, dir, "true");
     CHECK(again.exit_code == 2);
@@ -537,6 +543,8 @@ TEST_CASE("MPI: mpirun -np 4 profrun -d, and profrun -d -- mpirun -np 4: one run
     REQUIRE_MESSAGE(exported.exit_code == 0, exported.err);
     auto tags = pprof({"-tags", profile});
     CHECK_MESSAGE(tags.out.find(" rank: Total") != std::string::npos, tags.out << tags.err);
+    for (const char* rank : {"): 0\n", "): 1\n", "): 2\n", "): 3\n"}) // rank 0 too
+        CHECK_MESSAGE(tags.out.find(rank) != std::string::npos, tags.out);
     auto merged = run({PROFREPORT, inside});
     CHECK(pprof_total(pprof({"-top", "-sample_index=calls", profile})) ==
           std::to_string(header_calls(merged.out)));

@@ -1,7 +1,11 @@
 // profreport's options, declared with CLI11; the checks that need the values given.
 #include "options.hpp"
 
+#include "reader/run_manifest.hpp"
+
 #include <fmt/format.h>
+
+#include <unistd.h>
 
 #include <sys/stat.h>
 
@@ -344,7 +348,9 @@ std::string check_views(Args& a) {
         v.vs = split;
     }
     if (a.format == "json" && (v.tree || (!v.exporter.empty() && v.exporter != "rows")))
-        return "--format json is not available for --tree and --export";
+        return "--format json is not available for --tree and --export (but --export rows)";
+    if (v.exporter == "pprof" && (a.output.empty() || a.output == "-") && isatty(1))
+        return "--export pprof writes a gzipped file: give -o FILE.pb.gz";
     return {};
 }
 
@@ -407,6 +413,13 @@ std::string check_outputs(const Args& a) {
             struct stat st {};
             if (t == path || (exists && ::stat(t.c_str(), &st) == 0 && same(so, st)))
                 return fmt::format("{} {} is the trace {}: refusing to overwrite it", opt, path, t);
+        }
+        for (const std::string& dir : a.run_dirs) {
+            std::string manifest = dir + "/" + reader::kManifestName;
+            struct stat sm {};
+            if (exists && ::stat(manifest.c_str(), &sm) == 0 && same(so, sm))
+                return fmt::format("{} {} is the manifest of the run {}: refusing to overwrite it",
+                                   opt, path, dir);
         }
         for (size_t j = 0; j < i; ++j) {
             const auto& [opt2, path2] = outs[j];

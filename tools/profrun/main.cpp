@@ -3,9 +3,10 @@
 #include "common/text.hpp"
 #include "common/tool_log.hpp"
 #include "pack/trace_packer.hpp"
+#include "profrun/passed_signals.hpp"
 #include "profrun/run_dir.hpp"
-#include "reader/run_manifest.hpp"
 #include "profrun/sampled.hpp"
+#include "reader/run_manifest.hpp"
 
 #include <prof/trace_format.hpp>
 
@@ -447,40 +448,21 @@ std::optional<int> export_environment(const RunOptions& o, const std::string& lo
     return std::nullopt;
 }
 
-// The command profrun waits for: the signals that end a wrapped program (a launcher such as
-// mpirun ending its job, a service manager, `kill PID`) are passed on to it, so that it ends as
-// if started directly, and profrun records how.
-// Not a hangup from the kernel (the terminal's: the program, in the terminal's process group,
-// has it already); SIGTERM or SIGHUP sent to the process group reaches the program twice.
-volatile sig_atomic_t g_waited_child = 0;
-constexpr int kPassedOn[] = {SIGTERM, SIGHUP};
-
-void pass_on(int sig, siginfo_t* info, void*) {
-    int saved = errno;
-    if (g_waited_child > 0 && !(info && info->si_code == SI_KERNEL))
-        kill(pid_t(g_waited_child), sig);
-    errno = saved;
-}
-
 // Runs the command to its end; false when it could not be started.
 bool run_command(const std::vector<std::string>& command, const ToolLog& log, int& status,
                  pid_t* started = nullptr) {
     std::vector<char*> argv;
     for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    // The signals passed on are held from the fork until profrun knows the child's pid.
-    sigset_t passed, before;
-    sigemptyset(&passed);
-    for (int sig : kPassedOn) sigaddset(&passed, sig);
-    sigprocmask(SIG_BLOCK, &passed, &before);
+    prof::tools::PassedOnSignals signals;
     pid_t pid = fork();
     if (pid < 0) {
-        sigprocmask(SIG_SETMASK, &before, nullptr);
+        signals.started(-1);
         log.error(fmt::format("cannot start {}: {}", command[0], std::strerror(errno)));
         return false;
     }
     if (pid == 0) {
-        sigprocmask(SIG_SETMASK, &before, nullptr);
+        signals.in_child();
         execvp(argv[0], argv.data());
         log.error(fmt::format("cannot run {}: {}", command[0], std::strerror(errno)));
         _exit(127);
@@ -489,22 +471,10 @@ bool run_command(const std::vector<std::string>& command, const ToolLog& log, in
     // The terminal's Ctrl-C reaches the program directly; profrun waits to report its end.
     std::signal(SIGINT, SIG_IGN);
     std::signal(SIGQUIT, SIG_IGN);
-    g_waited_child = pid;
-    struct sigaction sa {};
-    sa.sa_sigaction = pass_on;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    for (int sig : kPassedOn) sigaction(sig, &sa, nullptr);
-    sigprocmask(SIG_SETMASK, &before, nullptr);
+    signals.started(pid);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    // Reaped: its pid may be another process's now. What is left (the manifest, the message)
-    // takes a moment, and a launcher ending the job sends its SIGTERM again: it is ignored
-    // until profrun exits (packing, which can take long, stops on it: pack_traces).
-    sigprocmask(SIG_BLOCK, &passed, nullptr);
-    g_waited_child = 0;
-    for (int sig : kPassedOn) std::signal(sig, SIG_IGN);
-    sigprocmask(SIG_SETMASK, &before, nullptr);
+    signals.reaped();
     return true;
 }
 

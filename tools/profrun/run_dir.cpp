@@ -1,7 +1,9 @@
 #include "profrun/run_dir.hpp"
 
 #include "reader/run_manifest.hpp"
+
 #include "reader/trace_reader.hpp"
+#include <prof/trace_format.hpp>
 
 #include <fmt/format.h>
 
@@ -68,8 +70,8 @@ class DirLock {
 } // namespace
 
 std::optional<unsigned long> launcher_rank() {
-    for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
-        if (const char* v = std::getenv(var); v && *v) {
+    for (const auto& names : format::kRankVariables)
+        if (const char* v = std::getenv(names[0]); v && *v) {
             char* end = nullptr;
             unsigned long rank = std::strtoul(v, &end, 10);
             if (end && !*end) return rank;

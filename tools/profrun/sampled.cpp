@@ -2,6 +2,8 @@
 // attached to.
 #include "profrun/sampled.hpp"
 
+#include "profrun/passed_signals.hpp"
+
 #include "common/text.hpp"
 #include "sampling/perf_sampler.hpp"
 #include "sampling/ptrace_sampler.hpp"
@@ -158,12 +160,15 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
         log.error(fmt::format("cannot start {}: {}", o.command[0], std::strerror(errno)));
         return 1;
     }
+    PassedOnSignals signals;
     pid_t child = fork();
     if (child < 0) {
+        signals.started(-1);
         log.error(fmt::format("cannot start {}: {}", o.command[0], std::strerror(errno)));
         return 1;
     }
     if (child == 0) {
+        signals.in_child();
         // Waits until the events are open (they start at the exec), or profrun gave up.
         close(go[1]);
         char c;
@@ -176,12 +181,14 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
         _exit(127);
     }
     close(go[0]);
+    signals.started(child);
     auto abandon = [&](const std::string& why) {
         log.error(why);
         close(go[1]);
         int st;
         while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
         }
+        signals.reaped();
         return 1;
     };
     std::string error;
@@ -241,6 +248,7 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
         pid_t r = waitpid(child, &status, WNOHANG);
         if (r == child || (r < 0 && errno != EINTR)) break;
     }
+    signals.reaped();
     sampler->drain(run);
     RunSummary s = run.finish(sampler->sample_bytes());
     if (o.wait_status) *o.wait_status = status;

@@ -267,4 +267,13 @@ inline bool header_magic_ok(const FileHeader& h) {
     return std::memcmp(h.magic, kMagic, sizeof kMagic) == 0;
 }
 
+// The launchers' variables a process's MPI rank (or Slurm task) and its job's size are read
+// from, the first one set: Open MPI, MPICH and Intel MPI, PMIx, Slurm (Meta mpi_rank, mpi_size,
+// mpi_rank_from).
+inline constexpr const char* kRankVariables[][2] = {
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"PMI_RANK", "PMI_SIZE"},
+    {"PMIX_RANK", "PMIX_SIZE"},
+    {"SLURM_PROCID", "SLURM_NTASKS"}};
+
 } // namespace prof::format

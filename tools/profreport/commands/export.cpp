@@ -134,13 +134,7 @@ int run_export(const Args& a, const tools::ToolLog& log) {
     Output out(a.output);
     return guarded(out, log, [&] {
         if (v.exporter == "rows") return export_rows(a, log, out);
-        if (v.exporter == "pprof") {
-            if (a.output.empty() && isatty(1)) {
-                log.error("--export pprof writes a gzipped file: give -o FILE.pb.gz");
-                return 1;
-            }
-            return export_pprof(a, log, out);
-        }
+        if (v.exporter == "pprof") return export_pprof(a, log, out);
         if (v.exporter == "chrome" || v.exporter == "speedscope") {
             // Streamed while the traces are read: their headers are checked before the output is
             // opened, and a regular file is only replaced once the whole export was written.

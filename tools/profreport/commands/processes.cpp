@@ -88,14 +88,19 @@ int run_processes(const Args& a, const tools::ToolLog& log) {
             }
             std::map<std::string, bool> hosts;
             for (const reader::RunProcess& p : run.processes) hosts[p.host] = true;
-            fmt::print(f, "run {}: {} processes on {} host{}\n\n", run.dir, run.processes.size(),
-                       hosts.size(), hosts.size() == 1 ? "" : "s");
+            fmt::print(f, "run {}: {} process{} on {} host{}\n\n", run.dir, run.processes.size(),
+                       run.processes.size() == 1 ? "" : "es", hosts.size(),
+                       hosts.size() == 1 ? "" : "s");
             fmt::print(f, "{:<24} {:>5} {:>8} {:>9} {:>12} {:>10} {:>12}  {}\n", "pid", "rank",
                        "exit", "wall s", "calls", "time s", "allocations", "command");
             // An exec chain has several traces of one pid: the children hang under its last.
             std::map<uint32_t, bool> shown;
             std::function<void(size_t, int)> show = [&](size_t i, int depth) {
                 const reader::RunProcess& p = run.processes[i];
+                // An image that exec'd another ends there: the next trace of its pid goes on.
+                bool last_image = true;
+                for (size_t j = i + 1; j < run.processes.size(); ++j)
+                    if (run.processes[j].pid == p.pid) last_image = false;
                 Figures fig;
                 if (!p.trace.empty()) fig = figures_of(a, run.dir + "/" + p.trace, log);
                 double wall = p.end_utc_ns > p.start_utc_ns
@@ -107,7 +112,8 @@ int run_processes(const Args& a, const tools::ToolLog& log) {
                 if (argv.size() > 60) argv = argv.substr(0, 57) + "...";
                 fmt::print(f, "{:<24} {:>5} {:>8} {:>9} {:>12} {:>10} {:>12}  {}{}\n",
                            std::string(size_t(depth) * 2, ' ') + std::to_string(p.pid),
-                           p.rank ? std::to_string(*p.rank) : "-", exit_of(p),
+                           p.rank ? std::to_string(*p.rank) : "-",
+                           last_image ? exit_of(p) : std::string("exec"),
                            wall >= 0 ? fmt::format("{:.3f}", wall) : "-",
                            !fig.read     ? "-"
                            : fig.sampled ? "?"
@@ -115,11 +121,7 @@ int run_processes(const Args& a, const tools::ToolLog& log) {
                            fig.read ? fmt::format("{:.3f}", fig.time) : "-",
                            fig.read && fig.allocations ? std::to_string(fig.allocations) : "-",
                            argv, p.trace.empty() ? "  (no trace)" : "");
-                if (shown[p.pid]) return;
-                bool last_image = true;
-                for (size_t j = i + 1; j < run.processes.size(); ++j)
-                    if (run.processes[j].pid == p.pid) last_image = false;
-                if (!last_image) return;
+                if (shown[p.pid] || !last_image) return;
                 shown[p.pid] = true;
                 for (size_t c : children[p.pid]) show(c, depth + 1);
             };
