@@ -449,6 +449,15 @@ std::vector<std::string> mpirun4() {
     return {PROF_MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "4"};
 }
 
+// `mpirun -np 4 profrun -d DIR -- test_mpi_ranks`: a profrun per rank.
+std::vector<std::string> ranks_profiled_into(const std::string& dir) {
+    std::vector<std::string> argv = mpirun4();
+    for (const std::string& a : {std::string(PROFRUN), std::string("-d"), dir, std::string("--"),
+                                 std::string(PROF_TEST_MPI_RANKS)})
+        argv.push_back(a);
+    return argv;
+}
+
 // The columns of the row of `function` in `profreport ranks --format csv`.
 std::map<std::string, std::string> ranks_row(const std::string& csv, const std::string& function) {
     std::istringstream in(csv);
@@ -527,11 +536,7 @@ void check_four_ranks(const std::string& dir) {
 
 TEST_CASE("MPI: mpirun -np 4 profrun -d, and profrun -d -- mpirun -np 4: one run of 4 ranks") {
     std::string inside = temp_path("run-mpi-inside");
-    std::vector<std::string> argv = mpirun4();
-    for (const char* a : {PROFRUN, "-d"}) argv.push_back(a);
-    argv.push_back(inside);
-    for (const char* a : {"--", PROF_TEST_MPI_RANKS}) argv.push_back(a);
-    auto r = run(argv);
+    auto r = run(ranks_profiled_into(inside));
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     CHECK(r.out == "ranks 4\n");
     // One message for the run, from rank 0; the other ranks' profrun are quiet.
@@ -550,7 +555,7 @@ TEST_CASE("MPI: mpirun -np 4 profrun -d, and profrun -d -- mpirun -np 4: one run
           std::to_string(header_calls(merged.out)));
 
     std::string outside = temp_path("run-mpi-outside");
-    argv = {PROFRUN, "-d", outside, "--"};
+    std::vector<std::string> argv = {PROFRUN, "-d", outside, "--"};
     for (const std::string& a : mpirun4()) argv.push_back(a);
     argv.push_back(PROF_TEST_MPI_RANKS);
     r = run(argv);
@@ -568,11 +573,7 @@ TEST_CASE("MPI: mpirun -np 4 profrun -d, and profrun -d -- mpirun -np 4: one run
 
 TEST_CASE("MPI: a rank that crashes leaves the other ranks' traces whole") {
     std::string dir = temp_path("run-mpi-crash");
-    std::vector<std::string> argv = mpirun4();
-    for (const char* a : {PROFRUN, "-d"}) argv.push_back(a);
-    argv.push_back(dir);
-    for (const char* a : {"--", PROF_TEST_MPI_RANKS}) argv.push_back(a);
-    auto r = run(argv, {{"PROF_TEST_CRASH_RANK", "2"}});
+    auto r = run(ranks_profiled_into(dir), {{"PROF_TEST_CRASH_RANK", "2"}});
     CHECK(r.exit_code != 0);
     // Rank 2 aborted; the launcher then ended the others, waiting in the barrier. Every trace
     // is read, and holds every call made before the end: the counts are exact.
