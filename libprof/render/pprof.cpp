@@ -69,30 +69,28 @@ class ProfileBuilder {
         m.number(2, string(unit));
         out_.message(field::kSampleType, m);
     }
-    // The location of a function (one per function: its Line names the function's line).
-    uint64_t location(const std::string& name, const std::string& system_name,
-                      const std::string& file, uint32_t line, const std::string& module,
-                      const std::string& build_id) {
-        auto key = std::make_tuple(name, file, line, module);
-        if (auto it = locations_.find(key); it != locations_.end()) return it->second;
-        uint64_t mapping = mapping_of(module, build_id);
-        uint64_t function_id = functions_.size() + 1;
-        functions_[key] = function_id;
-        Message f;
-        f.number(1, int64_t(function_id));
-        f.number(2, string(name));
-        f.number(3, string(system_name.empty() ? name : system_name));
-        f.number(4, string(file));
-        f.number(5, line);
-        functions_msg_.message(field::kFunction, f);
+    // A frame of a Location: a function, at its own line.
+    struct Frame {
+        std::string name, system_name, file, module, build_id;
+        uint32_t line = 0;
+    };
+    // The location of one frame of machine code: `frames` innermost first, the functions
+    // inlined there before the one whose code it is (the last, which names its mapping).
+    uint64_t location(const std::vector<Frame>& frames) {
+        std::vector<uint64_t> ids;
+        for (const Frame& f : frames) ids.push_back(function_of(f));
+        if (auto it = locations_.find(ids); it != locations_.end()) return it->second;
         uint64_t id = locations_.size() + 1;
-        locations_[key] = id;
-        Message l, ln;
+        locations_[ids] = id;
+        Message l;
         l.number(1, int64_t(id));
-        l.number(2, int64_t(mapping));
-        ln.number(1, int64_t(function_id));
-        ln.number(2, line);
-        l.message(4, ln);
+        l.number(2, int64_t(mapping_of(frames.back().module, frames.back().build_id)));
+        for (size_t k = 0; k < frames.size(); ++k) {
+            Message ln;
+            ln.number(1, int64_t(ids[k]));
+            ln.number(2, frames[k].line);
+            l.message(4, ln);
+        }
         locations_msg_.message(field::kLocation, l);
         return id;
     }
@@ -144,6 +142,20 @@ class ProfileBuilder {
     }
 
   private:
+    uint64_t function_of(const Frame& fr) {
+        auto key = std::make_tuple(fr.name, fr.file, fr.line, fr.module);
+        auto [it, fresh] = functions_.try_emplace(key, functions_.size() + 1);
+        if (fresh) {
+            Message f;
+            f.number(1, int64_t(it->second));
+            f.number(2, string(fr.name));
+            f.number(3, string(fr.system_name.empty() ? fr.name : fr.system_name));
+            f.number(4, string(fr.file));
+            f.number(5, fr.line);
+            functions_msg_.message(field::kFunction, f);
+        }
+        return it->second;
+    }
     uint64_t mapping_of(const std::string& module, const std::string& build_id) {
         auto [it, fresh] = mappings_.try_emplace(module, mappings_.size() + 1);
         if (fresh) {
@@ -164,8 +176,8 @@ class ProfileBuilder {
     std::map<std::string, int64_t> strings_;
     std::vector<std::string> table_;
     std::map<std::string, uint64_t> mappings_;
-    std::map<std::tuple<std::string, std::string, uint32_t, std::string>, uint64_t> locations_,
-        functions_;
+    std::map<std::tuple<std::string, std::string, uint32_t, std::string>, uint64_t> functions_;
+    std::map<std::vector<uint64_t>, uint64_t> locations_;
 };
 
 std::string build_id_of(const std::vector<reader::TraceInfo>& traces, const std::string& module) {
@@ -200,8 +212,9 @@ std::string pprof_profile(const std::vector<PprofProcess>& processes, bool memor
             for (const MemorySite& s : p.memory->sites) {
                 std::vector<int64_t> locations;
                 for (const MemoryFrame& f : s.stack)
-                    locations.push_back(int64_t(b.location(f.name, "", f.file, f.line, f.module,
-                                                           build_id_of(p.tree->traces, f.module))));
+                    locations.push_back(
+                        int64_t(b.location({{f.name, "", f.file, f.module,
+                                             build_id_of(p.tree->traces, f.module), f.line}})));
                 b.sample(locations,
                          {int64_t(s.allocations), int64_t(s.bytes), int64_t(s.leaked_blocks),
                           int64_t(s.leaked_bytes)},
@@ -226,21 +239,35 @@ std::string pprof_profile(const std::vector<PprofProcess>& processes, bool memor
     b.sample_type(time_type, "nanoseconds");
     for (const PprofProcess& p : processes) {
         const views::CallTree& t = *p.tree;
+        // A node's Location: its function, and while it was inlined (a sampled frame's
+        // inline stack), those of the nodes above it down to the one whose code it is.
+        auto frame_of = [&](size_t node) {
+            const Function& f = t.functions[t.nodes[node].function];
+            return ProfileBuilder::Frame{
+                f.name, f.symbol, f.file, f.module, build_id_of(t.traces, f.module), f.line};
+        };
+        auto named = [&](size_t node) {
+            return node != 0 && node != SIZE_MAX && t.nodes[node].function != views::kNoFunction;
+        };
         std::vector<int64_t> node_location(t.nodes.size(), 0);
         for (size_t i = 0; i < t.nodes.size(); ++i) {
-            const views::CallTreeNode& n = t.nodes[i];
-            if (n.function == views::kNoFunction) continue;
-            const Function& f = t.functions[n.function];
-            node_location[i] = int64_t(b.location(f.name, f.symbol, f.file, f.line, f.module,
-                                                  build_id_of(t.traces, f.module)));
+            if (!named(i)) continue;
+            std::vector<ProfileBuilder::Frame> frames{frame_of(i)};
+            for (size_t at = i; t.nodes[at].inlined && named(t.nodes[at].parent);) {
+                at = t.nodes[at].parent;
+                frames.push_back(frame_of(at));
+            }
+            node_location[i] = int64_t(b.location(frames));
         }
         for (size_t i = 1; i < t.nodes.size(); ++i) {
             const views::CallTreeNode& n = t.nodes[i];
             if (n.function == views::kNoFunction || (!n.calls && !n.self_ns && !n.samples))
                 continue;
-            std::vector<int64_t> locations; // innermost first
-            for (size_t at = i; at != SIZE_MAX && at != 0; at = t.nodes[at].parent)
-                if (node_location[at]) locations.push_back(node_location[at]);
+            std::vector<int64_t> locations; // innermost first, a Location per frame of code
+            for (size_t at = i; named(at); at = t.nodes[at].parent) {
+                locations.push_back(node_location[at]);
+                while (t.nodes[at].inlined && named(t.nodes[at].parent)) at = t.nodes[at].parent;
+            }
             std::vector<int64_t> values;
             if (calls) values.push_back(int64_t(n.calls));
             if (cpu) values.push_back(int64_t(n.samples));

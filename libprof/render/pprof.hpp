@@ -9,7 +9,8 @@
 //   allocation site.
 // Every sample has the labels host, pid and (in an MPI job) rank. Functions are already named:
 // each module is a Mapping with its build-id and has_functions, has_filenames and
-// has_line_numbers set, each function one Location whose Line names its source line.
+// has_line_numbers set; each frame of code is one Location, whose Lines are the functions
+// inlined there (sampled traces), innermost first, and its own function, each at its line.
 #pragma once
 
 #include "analysis/model/call_tree.hpp"

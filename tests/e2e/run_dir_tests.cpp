@@ -420,7 +420,7 @@ TEST_CASE("--export pprof: go tool pprof's totals are profreport's; profiles mer
     // named innermost frame is one of pprof's (a sample whose stack could not be read at all
     // has no frame to go to).
     std::string sampled = temp_path("pprof-sampled.trace");
-    auto sr = run({PROFRUN, "--sample", "-o", sampled, "--", PROF_TEST_SPINNERS});
+    auto sr = run({PROFRUN, "--sample", "-o", sampled, "--", PROF_TEST_SPINNERS, "inlined", "1"});
     REQUIRE_MESSAGE(sr.exit_code == 0, sr.err);
     auto header = run({PROFREPORT, sampled});
     size_t at = header.out.find("times from ");
@@ -435,6 +435,11 @@ TEST_CASE("--export pprof: go tool pprof's totals are profreport's; profiles mer
     CHECK(in_pprof >= 0.99 * samples);
     CHECK(pprof({"-top", "-sample_index=calls", sampled_pb}).err.find("calls") !=
           std::string::npos); // no such sample type: nothing was counted
+    // A function inlined into the sampled code is a Line of its caller's Location: pprof
+    // marks it so.
+    auto inlined = pprof({"-top", "-sample_index=samples", sampled_pb});
+    CHECK_MESSAGE(inlined.out.find("inlined_burn (inline)") != std::string::npos, inlined.out);
+    CHECK(inlined.out.find("inlined_host(double) (inline)") == std::string::npos);
     // A call trace has no heap profile: one line.
     auto refused = run({PROFREPORT, "--export", "pprof", "--memory", "-o", heap, fib15});
     CHECK(refused.exit_code == 1);

@@ -153,6 +153,8 @@ struct TraceFunctions {
     std::vector<uint64_t> address;
     std::vector<size_t> module;
     std::vector<uint64_t> seen; // Impl::order_key() when the function was first called
+    // Met as a function inlined into a sampled frame (a Location record's inlined call).
+    std::vector<bool> inlined;
     std::map<std::pair<uint64_t, size_t>, uint32_t> index;
     uint32_t of(uint64_t a, size_t m, uint64_t order) {
         auto [it, fresh] = index.try_emplace({a, m}, uint32_t(address.size()));
@@ -160,6 +162,7 @@ struct TraceFunctions {
             address.push_back(a);
             module.push_back(m);
             seen.push_back(order);
+            inlined.push_back(false);
         }
         return it->second;
     }
@@ -547,7 +550,9 @@ struct Session::Impl : reader::EventSink {
     uint32_t inlined_function(ThreadReplay& t, uint64_t id, uint64_t ticks) {
         auto [it, fresh] = inlined_functions.try_emplace(id, 0);
         if (fresh) it->second = define(id);
-        return resolve(t, it->second, ticks);
+        uint32_t f = resolve(t, it->second, ticks);
+        if (f < fns->inlined.size()) fns->inlined[f] = true;
+        return f;
     }
     // The function of a sampled address: its Location record's, else the address itself.
     uint32_t sampled_function(ThreadReplay& t, uint64_t address, uint64_t ticks) {
@@ -1278,6 +1283,7 @@ struct Session::Impl : reader::EventSink {
         for (const auto& [seen, c, i] : defined) {
             const TraceFunctions& f = parts[c]->functions.front();
             renumber[c][i] = fns->of(f.address[i], f.module[i], seen);
+            if (f.inlined[i]) fns->inlined[renumber[c][i]] = true;
         }
         std::vector<std::pair<unsigned, std::unique_ptr<ThreadReplay>>> merged;
         for (unsigned c = 0; c < jobs; ++c)
@@ -1566,6 +1572,9 @@ struct Session::Impl : reader::EventSink {
                 tree.nodes[g].calls += n.calls;
                 tree.nodes[g].total_ns += uint64_t(std::llround(n.ticks() * 1e9 / tps));
                 if (i < t.node_samples.size()) tree.nodes[g].samples += t.node_samples[i];
+                const std::vector<bool>& inlined = functions[t.trace].inlined;
+                if (n.function < inlined.size() && inlined[n.function])
+                    tree.nodes[g].inlined = true;
             }
         }
         // Totals of the root and thread nodes, then self times, children before parents.

@@ -24,6 +24,7 @@ struct CallTreeNode {
     uint64_t total_ns = 0;         // inclusive
     uint64_t self_ns = 0;          // total minus the children's totals
     uint64_t samples = 0;          // CPU samples taken with this path innermost (sampled times)
+    bool inlined = false;          // its function was inlined into its parent's (sampled frames)
     std::vector<size_t> children;
     uint32_t depth = 0; // the root is 0
 };
