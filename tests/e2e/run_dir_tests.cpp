@@ -296,6 +296,7 @@ TEST_CASE("a run's MPI rank from the launcher's variables; several directories m
     auto ranks = run(argv);
     REQUIRE_MESSAGE(ranks.exit_code == 0, ranks.err);
     CHECK(lines_with(ranks.err, "1 of 4 ranks have a trace (missing: 0,1,3)") == 1);
+    CHECK(lines_with(ranks.err, "the traces are of 3 runs (MPI jobs)") == 1);
     CHECK(lines_with(ranks.err, "3 traces of no MPI rank left out") == 0); // the shells wrote none
     // A run of no MPI job: one line, status 1.
     std::string plain = temp_path("run-no-rank");

@@ -43,9 +43,13 @@ int run_ranks(const Args& a, const tools::ToolLog& log) {
         std::map<uint32_t, analysis::RankProfile> ranks;
         std::map<uint32_t, std::set<uint32_t>> sizes;
         std::vector<std::string> unranked;
+        std::set<std::string> jobs; // the runs' ids: ranks of two jobs are not one job's
         for (const std::string& path : a.traces) {
             reader::TraceReader r(path);
-            reader::RunProcess p = reader::describe_trace(r.read_metadata(), path);
+            const reader::TraceInfo& info = r.read_metadata();
+            reader::RunProcess p = reader::describe_trace(info, path);
+            if (auto run = info.meta.find("run"); run != info.meta.end() && p.rank)
+                jobs.insert(run->second);
             if (!p.rank) {
                 unranked.push_back(fmt::format("{} ({})", p.command(), p.pid));
                 continue;
@@ -64,6 +68,10 @@ int run_ranks(const Args& a, const tools::ToolLog& log) {
                                   a.traces.size()));
             return 1;
         }
+        if (jobs.size() > 1)
+            log.warn(fmt::format("the traces are of {} runs (MPI jobs): their ranks of the same "
+                                 "number are merged",
+                                 jobs.size()));
         if (!unranked.empty()) {
             std::string names;
             for (size_t i = 0; i < unranked.size() && i < 5; ++i)
