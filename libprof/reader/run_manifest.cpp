@@ -280,13 +280,23 @@ RunProcess describe_trace(const TraceInfo& info, const std::string& file_name) {
     p.trace = file_name;
     p.pid = info.header.pid;
     p.ppid = info.header.ppid;
-    // cmdline: the arguments separated by spaces (the runtime writes /proc/self/cmdline so).
-    std::string cmdline = meta_or(info, "cmdline");
-    for (size_t at = 0; at < cmdline.size();) {
-        size_t end = cmdline.find(' ', at);
-        if (end == std::string::npos) end = cmdline.size();
-        if (end > at) p.argv.push_back(cmdline.substr(at, end - at));
-        at = end + 1;
+    // argv: the arguments each ended by a NUL (the last one's left out), as /proc/self/cmdline
+    // has them; older traces have only cmdline, the arguments separated by spaces.
+    if (auto argv = info.meta.find("argv"); argv != info.meta.end()) {
+        const std::string& a = argv->second;
+        for (size_t at = 0; at <= a.size();) {
+            size_t end = std::min(a.find('\0', at), a.size());
+            p.argv.push_back(a.substr(at, end - at));
+            at = end + 1;
+        }
+    } else {
+        std::string cmdline = meta_or(info, "cmdline");
+        for (size_t at = 0; at < cmdline.size();) {
+            size_t end = cmdline.find(' ', at);
+            if (end == std::string::npos) end = cmdline.size();
+            if (end > at) p.argv.push_back(cmdline.substr(at, end - at));
+            at = end + 1;
+        }
     }
     p.exe = meta_or(info, "exe");
     p.host = meta_or(info, "host");

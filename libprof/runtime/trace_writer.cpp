@@ -333,11 +333,10 @@ PROF_NOINSTR void write_meta_file(const char* key, const char* path, bool nul_to
     ssize_t n = read(fd, buf, sizeof buf);
     close(fd);
     if (n <= 0) return;
-    if (nul_to_space) {
-        while (n > 0 && buf[n - 1] == '\0') --n;
+    while (n > 0 && buf[n - 1] == '\0') --n; // the last argument's terminator
+    if (nul_to_space)
         for (ssize_t i = 0; i < n; ++i)
             if (buf[i] == '\0') buf[i] = ' ';
-    }
     write_meta(key, buf, size_t(n));
 }
 
@@ -361,6 +360,7 @@ PROF_NOINSTR void write_process_meta() {
     ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
     if (n > 0) write_meta("exe", buf, size_t(n));
     write_meta_file("cmdline", "/proc/self/cmdline", true);
+    write_meta_file("argv", "/proc/self/cmdline", false);
     if (getcwd(buf, sizeof buf)) write_meta("cwd", buf, strlen(buf));
     int len = snprintf(buf, sizeof buf, "%d", int(getpid()));
     write_meta("pid", buf, size_t(len));

@@ -400,6 +400,7 @@ struct SampledRun::Impl {
         trace_paths.push_back(path);
         write_meta(r, "exe", d.exe);
         write_meta(r, "cmdline", d.cmdline);
+        if (!d.argv.empty()) write_meta(r, "argv", d.argv);
         write_meta(r, "cwd", d.cwd);
         write_meta(r, "pid", std::to_string(pid));
         write_meta(r, "ppid", std::to_string(ppid));
@@ -690,6 +691,7 @@ struct SampledRun::Impl {
         std::ifstream in(fmt::format("/proc/{}/cmdline", c.pid), std::ios::binary);
         std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();
+        if (!cmdline.empty()) write_meta(*p, "argv", cmdline);
         std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
         if (!cmdline.empty()) write_meta(*p, "cmdline", cmdline);
     }

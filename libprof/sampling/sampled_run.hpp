@@ -25,6 +25,7 @@ struct RunDescription {
     std::string run_dir, run_name, run_id;
     bool subprocesses = false;
     std::string exe, cmdline, cwd;
+    std::string argv; // the arguments separated by NULs (Meta argv); cmdline: by spaces
     uint32_t pid = 0, ppid = 0;
     double hz = 0;
     uint32_t stack_bytes = 0;

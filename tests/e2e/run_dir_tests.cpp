@@ -151,6 +151,20 @@ TEST_CASE("profrun -d: a pipeline's processes in one directory, with their manif
     for (const reader::RunProcess& p : m.processes) CHECK(lines_led_by(tree.out, p.pid) == 1);
     CHECK(lines_with(tree.out, "(no trace)") == 1);
 
+    // Arguments with spaces stay whole (Meta argv), in an instrumented and a sampled process.
+    std::string spaced = temp_path("run-spaced");
+    // (fib refuses the argument, status 2, passed through; its trace is written all the same.)
+    CHECK(run({PROFRUN, "-d", spaced, "--", PROF_SAMPLE_FIB, "5 x"}).exit_code == 2);
+    REQUIRE(run({PROFRUN, "--sample", "-d", spaced + "-sampled", "--", "/bin/sh", "-c", "exit 0"})
+                .exit_code == 0);
+    for (const auto& [d, argv] :
+         {std::pair{spaced, std::vector<std::string>{PROF_SAMPLE_FIB, "5 x"}},
+          std::pair{spaced + "-sampled", std::vector<std::string>{"/bin/sh", "-c", "exit 0"}}}) {
+        reader::RunManifest sm = manifest_of(d);
+        REQUIRE(sm.processes.size() == 1);
+        CHECK(sm.processes[0].argv == argv);
+    }
+
     // An output onto the run's manifest is refused.
     auto onto = run({PROFREPORT, "--export", "chrome", "-o", dir + "/run.json", dir});
     CHECK(onto.exit_code == 2);

@@ -41,10 +41,17 @@ std::string read_link(const std::string& path) {
     return n > 0 ? std::string(buf, size_t(n)) : std::string();
 }
 
-std::string cmdline_of(pid_t pid) {
+// The arguments of a process, each ended by a NUL but the last.
+std::string argv_of(pid_t pid) {
     std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
     std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     while (!s.empty() && s.back() == '\0') s.pop_back();
+    return s;
+}
+
+// Its command line, the arguments separated by spaces.
+std::string cmdline_of(pid_t pid) {
+    std::string s = argv_of(pid);
     for (char& c : s)
         if (c == '\0') c = ' ';
     return s;
@@ -214,7 +221,10 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
     d.subprocesses = o.subprocesses;
     char real[4096];
     d.exe = realpath(o.program.c_str(), real) ? std::string(real) : o.program;
-    for (const std::string& a : o.command) d.cmdline += (d.cmdline.empty() ? "" : " ") + a;
+    for (const std::string& a : o.command) {
+        d.argv += (d.cmdline.empty() ? std::string() : std::string(1, '\0')) + a;
+        d.cmdline += (d.cmdline.empty() ? "" : " ") + a;
+    }
     d.cwd = read_link("/proc/self/cwd");
     d.pid = uint32_t(child);
     d.ppid = uint32_t(getpid());
@@ -315,6 +325,7 @@ int attach_sampled(const SampleOptions& o, const ToolLog& log) {
     d.output = o.output;
     d.exe = read_link(fmt::format("/proc/{}/exe", pid));
     d.cmdline = cmdline_of(pid);
+    d.argv = argv_of(pid);
     d.cwd = read_link(fmt::format("/proc/{}/cwd", pid));
     char state;
     pid_t ppid = 0;
