@@ -452,7 +452,7 @@ TEST_CASE("an output that is one of the traces is refused") {
     CHECK(twice.err.find("-o and --plot name the same file") != std::string::npos);
 }
 
-TEST_CASE("options a report would ignore are refused; --limit 0 is no limit") {
+TEST_CASE("options a report would ignore are refused, --limit 0 is no limit") {
     std::string svg = temp_path("cli-ignored.svg");
     for (std::vector<std::string> argv : {
              std::vector<std::string>{"--memory", "--thread", "1"},

@@ -433,7 +433,7 @@ TEST_CASE("diff --memory: per-site deltas, exit status flips at --fail-above") {
     CHECK(metric.exit_code == 2);
 }
 
-TEST_CASE("diff --memory: a new site is new in every column; counts of one are singular") {
+TEST_CASE("diff --memory: a new site is new in every column, counts of one are singular") {
     std::string ten = mem_trace("amount-10-b.trace", {PROF_TEST_ALLOC_AMOUNT, "10"});
     std::string leak = mem_trace("amount-10-leak-b.trace", {PROF_TEST_ALLOC_AMOUNT, "10", "500"});
     // keep() is new: its one block is allocated after grow()'s peak, so it has no bytes at the

@@ -323,7 +323,7 @@ TEST_CASE("profrun --pid: the processes that cannot be sampled get one line each
     CHECK(mem.exit_code == 2);
 }
 
-TEST_CASE("a sampled trace in every view; timelines and traced times refuse it") {
+TEST_CASE("a sampled trace in every view, timelines and traced times refuse it") {
     REQUIRE_PERF_EVENTS();
     std::string trace = temp_path("outside-views.trace");
     auto r = run({PROFRUN, "-q", "--sample", "-o", trace, "--", PROF_TEST_TRUE_TIME_PLAIN, "0.5"});

@@ -120,7 +120,7 @@ TEST_CASE("packed traces report what the traces as written report") {
     }
 }
 
-TEST_CASE("profrun --mem packs the trace; --no-pack keeps it as written") {
+TEST_CASE("profrun --mem packs the trace, --no-pack keeps it as written") {
     std::string packed = temp_path("pack-default.trace"), kept = temp_path("pack-kept.trace");
     auto r = run({PROFRUN, "--mem", "-o", packed, "--", PROF_TEST_ALLOC_PATTERN});
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);

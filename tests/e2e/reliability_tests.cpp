@@ -583,7 +583,8 @@ TEST_CASE("setuid programs ignore PROF_* and are not traced" * doctest::skip(kSa
 
 // profrun moves an existing trace aside (or replaces it with --force), so -o naming anything
 // other than a regular file, a typo such as -o /tmp, must be refused before the program runs.
-TEST_CASE("profrun -o: a directory or a device is refused, never moved; an unwritable path fails early") {
+TEST_CASE(
+    "profrun -o: a directory or a device is refused, never moved, an unwritable path fails early") {
     std::string dir = temp_path("profrun-out-dir");
     std::filesystem::create_directories(dir + "/inside");
     for (bool force : {false, true}) {

@@ -310,7 +310,7 @@ TEST_CASE("no EINTR: blocking calls between bursts of CPU time are never interru
 // queued one per period (300 of them would count against the user's RLIMIT_SIGPENDING, and past
 // it the kernel sends SIGIO, which would kill the program); and the sampler's descriptors leave
 // the program the descriptor numbers it would have had.
-TEST_CASE("a thread that blocks every signal queues at most one sample; descriptors kept free") {
+TEST_CASE("a thread that blocks every signal queues at most one sample, descriptors kept free") {
     std::string unsampled;
     sampled("sampled-blocked-off", "blocked", {{"PROF_SAMPLE_HZ", "0"}}, &unsampled);
     int fd_alone = -1;

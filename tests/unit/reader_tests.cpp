@@ -887,7 +887,7 @@ TEST_CASE("Sample records (1.5): in stream order among the calls, timed in their
     CHECK(stats(p, "main").cumtime == test::approx(15190e-9));
 }
 
-TEST_CASE("malformed Sample records are corruption at their offset; elsewhere they are unknown") {
+TEST_CASE("malformed Sample records are corruption at their offset, elsewhere they are unknown") {
     auto build = [](std::vector<uint8_t> payload, size_t* at) {
         TraceBuilder b;
         b.chunk(1, 0).function(0x1000).enter(0, 0);

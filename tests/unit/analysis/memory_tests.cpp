@@ -122,7 +122,7 @@ TEST_CASE("memory report: counts, bytes, peak, leaks, temporaries, unknown frees
     CHECK(m.late_events == 0);
 }
 
-TEST_CASE("memory report: per site, named by its frames; a mismatch at its site") {
+TEST_CASE("memory report: per site, named by its frames, a mismatch at its site") {
     analysis::Session s;
     s.add_trace(memory_trace());
     const analysis::MemoryReport& m = s.memory();

@@ -81,7 +81,7 @@ TEST_CASE("mutual recursion a -> b -> a -> b: each function and edge counted onc
     CHECK(p.total_time == approx(100e-9));
 }
 
-TEST_CASE("edges add up to their callee: ncalls, tottime; every caller listed") {
+TEST_CASE("edges add up to their callee: ncalls, tottime, every caller listed") {
     analysis::Profile p = profile_of(direct_recursion());
     for (size_t f = 0; f < p.functions.size(); ++f) {
         uint64_t ncalls = 0;

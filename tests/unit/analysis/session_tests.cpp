@@ -79,7 +79,7 @@ TEST_CASE("an exit with no open frame is counted and otherwise ignored") {
     CHECK(s.call_tree().threads.at(0).unmatched_exits == 2);
 }
 
-TEST_CASE("Abandon closes that many frames at its time; the next call's caller is what is left") {
+TEST_CASE("Abandon closes that many frames at its time, the next call's caller is what is left") {
     TraceBuilder b;
     b.chunk(1, 0);
     define_functions(b, 4); // main a b c
@@ -105,7 +105,7 @@ TEST_CASE("Abandon closes that many frames at its time; the next call's caller i
     CHECK(node_at(t, {"main", "a", "b", "c"}) == SIZE_MAX);
 }
 
-TEST_CASE("ThreadEnd closes the thread's frames; frames open at the trace's end close then") {
+TEST_CASE("ThreadEnd closes the thread's frames, frames open at the trace's end close then") {
     TraceBuilder b;
     b.chunk(1, 0);
     define_functions(b, 2);
