@@ -785,8 +785,12 @@ struct Session::Impl : reader::EventSink {
         advance(t, ticks);
         if (fn >= t.fn_map.size() || t.fn_map[fn] == kUndefined) return;
         open(t, resolve(t, t.fn_map[fn], ticks), count);
-        int64_t run =
-            std::max<int64_t>(0, int64_t(total << kClockFraction) - cost_line * int64_t(count));
+        // Saturated: a damaged record's count or total must not overflow (a fuzzer's find).
+        int64_t cost = 0, run = 0;
+        if (count > uint64_t(INT64_MAX) || __builtin_mul_overflow(cost_line, int64_t(count), &cost))
+            cost = INT64_MAX;
+        if (__builtin_sub_overflow(int64_t(total << kClockFraction), cost, &run)) run = 0;
+        run = std::max<int64_t>(0, run);
         t.clock += run;
         // Samples taken during the run landed in the scope's parent (the run's record is
         // written after it): sampled, the run keeps the time it measured.
