@@ -800,7 +800,9 @@ struct Session::Impl : reader::EventSink {
         }
         close(t);
         t.last = ticks + total > t.last ? ticks + total : t.last;
-        t.pending = cost_out * int64_t(count);
+        if (count > uint64_t(INT64_MAX) ||
+            __builtin_mul_overflow(cost_out, int64_t(count), &t.pending))
+            t.pending = INT64_MAX;
     }
     void on_pause(uint32_t id, uint64_t ticks) override {
         if (options.compensate) thread(id).pending += int64_t(ticks << kClockFraction);
