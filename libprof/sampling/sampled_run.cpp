@@ -523,7 +523,11 @@ struct SampledRun::Impl {
             p.approximate_off_cpu_ns += ns;
         }
         st.off_since = 0;
-        st.switch_stack = st.snapshot_stack = 0;
+        st.switch_stack = 0;
+        // A snapshot read after this stretch ended is of a later one: the records reach us later
+        // than /proc does, so the thread may be waiting again already. It is kept for that
+        // stretch (which otherwise would never be read: one snapshot per stretch).
+        if (snapshot || st.snapshot_from <= time) st.snapshot_stack = 0;
         if (!ns) return;
         if (!id) {
             summary.unplaced_off_cpu_ns += ns;
