@@ -261,6 +261,49 @@ TEST_CASE("the 1.3 variant of the small trace reads back whole") {
     CHECK(info.lines.at({1, 0x4000}).hits == 1000);
 }
 
+// Every minor version of 1 stays readable: the records of each are read the same under every
+// later header. Each trace holds what its version added (1.0: Abandon, 1.2: Pause, 1.3:
+// ScopeRun and LineCounts), under each header from its own minor to today's.
+TEST_CASE("every released 1.x version reads the same under each later minor's header") {
+    struct Released {
+        uint16_t minor;
+        TraceBuilder trace;
+        uint64_t enters, exits, abandoned, run_calls;
+    };
+    TraceBuilder unwinding; // 1.0: a frame left by longjmp
+    unwinding.chunk(1, 1000).function(0x1000).function(0x2000);
+    unwinding.enter(0, 0).enter(1, 10).enter(1, 10).abandon(2, 30).exit(40);
+    unwinding.thread_end(0);
+    unwinding.chunk(0).symbol(0x1000, "main", "/src/app.cpp", 3).end_record(1200);
+    TraceBuilder paused; // 1.2: the runtime's time in a chunk refill
+    paused.chunk(1, 1000).function(0x1000).enter(0, 0).pause(25).exit(100).thread_end(0);
+    paused.chunk(0).end_record(1200);
+    std::vector<Released> released;
+    released.push_back({0, small_trace(), 3, 3, 0, 0});
+    released.push_back({0, unwinding, 3, 1, 2, 0});
+    released.push_back({2, paused, 1, 1, 0, 0});
+    released.push_back({3, small_trace_1_3(), 3, 3, 0, 3});
+    std::string path = test::temp_path("released.trace");
+    for (Released& v : released) {
+        for (uint16_t minor = v.minor; minor <= format::kMinor; ++minor) {
+            CAPTURE(v.minor);
+            CAPTURE(minor);
+            v.trace.header().minor = minor;
+            v.trace.save(path);
+            CountingSink sink;
+            reader::TraceReader r(path);
+            const reader::TraceInfo& info = r.read(sink);
+            CHECK(info.finished);
+            CHECK_FALSE(info.incomplete);
+            CHECK(info.minor_unknown_records == 0);
+            CHECK(sink.enters == v.enters);
+            CHECK(sink.exits == v.exits);
+            CHECK(sink.abandoned == v.abandoned);
+            CHECK(sink.run_calls == v.run_calls);
+        }
+    }
+}
+
 TEST_CASE("a trace cut at any byte reads partially or fails cleanly") {
     for (const TraceBuilder& source :
          {small_trace(), small_trace_1_3(), aligned_trace(0), sampled_trace()}) {
