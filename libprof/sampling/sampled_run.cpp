@@ -16,15 +16,19 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <elf.h>
 #include <fcntl.h>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
@@ -630,6 +634,8 @@ struct SampledRun::Impl {
                     for (size_t i = p.recorded.size(); i-- > 0;)
                         if (p.recorded[i].start == e->start && p.recorded[i].path == e->path) {
                             m->second = i;
+                            if (p.recorded[i].file)
+                                ahead_batch.emplace_back(p.recorded[i].path, a - p.recorded[i].base);
                             break;
                         }
             }
@@ -720,12 +726,101 @@ struct SampledRun::Impl {
         return n;
     }
 
+    // ---- naming ahead -------------------------------------------------------------------------
+    // Most of write_symbols' time is libdw's first look at a unit: decoding its line table and
+    // indexing its functions (about 80 ms for sqlite3.c's one unit), which the user would wait
+    // for after the program ended. A worker thread makes the same lookups while the program
+    // runs, for each address when its first stack is seen, so that libdw's tables are built by
+    // the end. It runs as SCHED_IDLE, only on a CPU nobody else wants: a program that keeps
+    // every CPU busy finds it out of the way, and the end then does the rest. The worker owns
+    // names_of from its start until stop_ahead() has joined it; only write_symbols, after that,
+    // touches names_of otherwise.
+    std::vector<std::pair<std::string, uint64_t>> ahead_batch; // (path, vaddr) since process()
+    std::mutex ahead_mutex;
+    std::condition_variable ahead_wake;
+    std::vector<std::pair<std::string, uint64_t>> ahead_queue;
+    bool ahead_stop = false;
+    std::thread ahead;
+    pid_t ahead_tid = 0; // 0 until the worker has started
+
+    void look_up(const std::string& path, uint64_t vaddr) {
+        Names& n = names(path);
+        std::string symbol, file;
+        uint64_t start = 0;
+        uint32_t line = 0;
+        bool named = n.dwarf->function(vaddr, symbol, start);
+        if (!named) named = n.elf->find(vaddr) != nullptr;
+        n.dwarf->lookup(vaddr, file, line);
+        (void)n.dwarf->inlined(vaddr);
+        if (named) n.dwarf->lookup(start, file, line);
+    }
+
+    void hand_ahead() {
+        if (ahead_batch.empty()) return;
+        {
+            std::lock_guard<std::mutex> lock(ahead_mutex);
+            if (ahead_stop) return;
+            ahead_queue.insert(ahead_queue.end(), std::make_move_iterator(ahead_batch.begin()),
+                               std::make_move_iterator(ahead_batch.end()));
+        }
+        ahead_batch.clear();
+        if (!ahead.joinable()) {
+            ahead = std::thread([this] { run_ahead(); });
+        } else {
+            ahead_wake.notify_one();
+        }
+    }
+
+    void run_ahead() {
+        {
+            // Under the lock, so that stop_ahead() either finds the tid to raise again or
+            // comes first and the worker stays a normal thread. A refusal leaves it one too.
+            std::lock_guard<std::mutex> lock(ahead_mutex);
+            ahead_tid = pid_t(gettid());
+            sched_param idle{};
+            if (!ahead_stop) sched_setscheduler(0, SCHED_IDLE, &idle);
+        }
+        std::vector<std::pair<std::string, uint64_t>> work;
+        for (;;) {
+            {
+                std::unique_lock<std::mutex> lock(ahead_mutex);
+                ahead_wake.wait(lock, [&] { return ahead_stop || !ahead_queue.empty(); });
+                if (ahead_stop) return;
+                work.swap(ahead_queue);
+            }
+            for (const auto& [path, vaddr] : work) {
+                if (__atomic_load_n(&ahead_stop, __ATOMIC_RELAXED)) return;
+                look_up(path, vaddr);
+            }
+            work.clear();
+        }
+    }
+
+    // The worker stops after the lookup it is in, raised back to a normal priority so that a
+    // busy machine cannot hold the end up behind it.
+    void stop_ahead() {
+        if (!ahead.joinable()) return;
+        {
+            std::lock_guard<std::mutex> lock(ahead_mutex);
+            __atomic_store_n(&ahead_stop, true, __ATOMIC_RELAXED);
+            if (ahead_tid) {
+                sched_param normal{};
+                sched_setscheduler(ahead_tid, SCHED_OTHER, &normal);
+            }
+        }
+        ahead_wake.notify_one();
+        ahead.join();
+    }
+
+    ~Impl() { stop_ahead(); }
+
     void write_symbols(Process& p) {
         struct FunctionName {
             std::string name, symbol, file;
             uint32_t line = 0;
         };
         std::map<uint64_t, FunctionName> functions; // entry -> name
+        std::map<std::string, std::string> disk_ids; // path -> build-id of the file there now
         Stream& ps = p.file->process();
         for (const auto& [address, index] : p.address_module) {
             uint64_t entry = 0;
@@ -741,8 +836,9 @@ struct SampledRun::Impl {
                 bool same_file = m.file;
                 if (same_file && !m.build_id.empty()) {
                     // The file at the path now may not be the one the process mapped.
-                    std::string disk = build_id_of(m.path);
-                    if (disk != m.build_id) {
+                    auto [at, fresh] = disk_ids.try_emplace(m.path);
+                    if (fresh) at->second = build_id_of(m.path);
+                    if (at->second != m.build_id) {
                         same_file = false;
                         warn_once(m.path, fmt::format("{} was replaced or removed after process {} loaded "
                                                       "it (its build-id differs): its code is "
@@ -927,6 +1023,7 @@ void SampledRun::process() {
         }
     }
     m.pending.clear();
+    m.hand_ahead();
     if (!m.d.idle.empty())
         for (auto& [pid, p] : m.processes) m.snapshot_waiting(*p);
     // What is recorded reaches the file about once a second, so that a profrun killed
@@ -941,6 +1038,7 @@ void SampledRun::process() {
 RunSummary SampledRun::finish(uint64_t sample_bytes) {
     Impl& m = *impl_;
     process();
+    m.stop_ahead();
     uint64_t end = now_ns(CLOCK_MONOTONIC);
     for (auto& [pid, p] : m.processes) {
         if (m.summary.lost)
