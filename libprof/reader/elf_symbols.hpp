@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <elf.h>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ public:
     const std::vector<Entry>& entries() const { return entries_; }
 
 private:
+    void add_plt_stubs(const std::vector<char>& data, const std::vector<Elf64_Shdr>& sh,
+                       const Elf64_Shdr& shstrtab);
+    static bool by_start(const Entry& a, const Entry& b);
+
     std::vector<Entry> entries_; // sorted by start
     std::string build_id_;
     std::string error_;

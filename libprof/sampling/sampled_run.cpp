@@ -859,7 +859,10 @@ struct SampledRun::Impl {
                     calls = n.dwarf->inlined(vaddr);
                 }
                 // Dynamic symbols carry their version (memcpy@@GLIBC_2.14): not part of the name.
-                if (size_t at = symbol.find('@'); named && at != std::string::npos && at > 0)
+                // A PLT stub's name (memcpy@plt, reader/elf_symbols.hpp) keeps its suffix: it is
+                // not the function it jumps to.
+                if (size_t at = symbol.find('@'); named && at != std::string::npos && at > 0 &&
+                                                  symbol.compare(at, 4, "@plt") != 0)
                     symbol.resize(at);
                 if (named) {
                     entry = m.base + start;
@@ -878,6 +881,7 @@ struct SampledRun::Impl {
                         Names& nm = names(m.path);
                         if (nm.by_symbol.empty() && nm.elf->ok())
                             for (const reader::ElfSymbols::Entry& e : nm.elf->entries()) {
+                                if (e.name.ends_with("@plt")) continue; // a stub, not a copy
                                 std::string s = e.name.substr(0, e.name.find('@'));
                                 nm.by_symbol.emplace(s, e.start);
                             }

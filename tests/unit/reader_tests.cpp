@@ -3,8 +3,9 @@
 #include "analysis/engine/session.hpp"
 #include "analysis/model/profile.hpp"
 #include "pack/trace_packer.hpp"
-#include "render/memory_report.hpp"
+#include "reader/elf_symbols.hpp"
 #include "reader/trace_reader.hpp"
+#include "render/memory_report.hpp"
 #include "support/approx.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
@@ -16,6 +17,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 
@@ -1080,4 +1083,45 @@ TEST_CASE("Location records (1.8) with inlined calls: frames of their own, at th
     bad.chunk(0).location(0x1010, 0x1000, "m.c", 20, {{0, file.data(), file.size(), 5}}).end_record(10);
     bad.save(path);
     CHECK(error_of(path).find("malformed location record") != std::string::npos);
+}
+
+// PLT stubs get the names binutils gives them (objdump -d labels each `<puts@plt>`): the test
+// binary itself and the C++ library it loads, whose stubs lie in .plt (and .plt.sec, .plt.got
+// where the linker made them). Every stub objdump names, with its address, and no other.
+TEST_CASE("PLT stubs are named as objdump names them") {
+    REQUIRE_MESSAGE(test::run({"/usr/bin/objdump", "--version"}).exit_code == 0,
+                    "objdump (binutils) is needed");
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    REQUIRE(n > 0);
+    self[n] = 0;
+    for (std::string path :
+         {std::string(self), std::string("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")}) {
+        CAPTURE(path);
+        reader::ElfSymbols elf(path);
+        REQUIRE(elf.ok());
+        std::set<std::pair<uint64_t, std::string>> ours, theirs;
+        for (const auto& e : elf.entries())
+            if (e.name.ends_with("@plt")) ours.emplace(e.start, e.name);
+        test::RunResult d = test::run(
+            {"/usr/bin/objdump", "-d", "-j", ".plt", "-j", ".plt.sec", "-j", ".plt.got", path});
+        std::istringstream lines(d.out);
+        for (std::string line; std::getline(lines, line);) {
+            // "0000000000001030 <puts@plt>:"
+            size_t open = line.find(" <"), close = line.rfind(">:");
+            if (open == std::string::npos || close == std::string::npos || close < open ||
+                line.compare(close - 4, 4, "@plt") != 0)
+                continue;
+            theirs.emplace(std::stoull(line.substr(0, open), nullptr, 16),
+                           line.substr(open + 2, close - open - 2));
+        }
+        CHECK(theirs.size() > 0);
+        CHECK(ours == theirs);
+        // And a sampled address inside a stub finds it.
+        if (!ours.empty()) {
+            const reader::ElfSymbols::Entry* e = elf.find(ours.begin()->first + 4);
+            REQUIRE(e);
+            CHECK(e->name == ours.begin()->second);
+        }
+    }
 }
