@@ -24,7 +24,9 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sstream>
@@ -784,7 +786,13 @@ struct SampledRun::Impl {
         }
         ahead_batch.clear();
         if (!ahead.joinable()) {
+            // Every signal blocked in the worker: profrun's handlers (the signals it passes on
+            // to the program) and its signal masks stay the main thread's alone.
+            sigset_t all, before;
+            sigfillset(&all);
+            pthread_sigmask(SIG_SETMASK, &all, &before);
             ahead = std::thread([this] { run_ahead(); });
+            pthread_sigmask(SIG_SETMASK, &before, nullptr);
         } else {
             ahead_wake.notify_one();
         }

@@ -84,9 +84,10 @@ RATE = 999
 CC = "gcc"
 CFLAGS = ["-O2", "-g"]
 FP_FLAGS = ["-fno-omit-frame-pointer"]
-# Rows of sqlite_mix: about 3.5 s here alone (2 s user, 1.5 s system writing the database file).
+# Rows of sqlite_mix: 1.2-1.3 s here alone on 2026-12-03 (0.8 s user, 0.5 s system writing the
+# database file; 3.5 s on the slower host of 2026-12-02).
 ROWS = 160_000
-XZ_MB = 4            # xz -9 takes about 1.7 s per MB of the generated text here
+XZ_MB = 4            # xz -9 takes 0.8-1.7 s per MB of the generated text here
 SORT_LINES = 2_000_000
 ATTACH_SECONDS = 10.0
 ATTACH_WARMUP = 2.0  # seconds the attached program runs before both tools attach
