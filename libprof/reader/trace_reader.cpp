@@ -785,6 +785,7 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
         s.count = uint32_t(count);
         info_.samples += count;
         info_.own_samples += own_count;
+        info_.threads[stream].samples += count;
         if (sink) sink->on_sample(stream, s);
         return true;
     }
@@ -798,6 +799,7 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
             return true;
         }
         ++info_.stack_samples;
+        ++info_.threads[stream].samples;
         if (sink) sink->on_stack_sample(stream, ticks, uint32_t(stack), cpu_ns);
         return true;
     }

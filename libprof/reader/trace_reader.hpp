@@ -107,6 +107,7 @@ struct Thread {
     uint64_t first_ticks = 0; // earliest timestamp in the stream
     uint64_t last_ticks = 0;  // latest timestamp in the stream
     uint64_t events = 0;      // enter + exit records; two per activation of a scope run
+    uint64_t samples = 0;     // CPU samples: Sample counts (1.5) and StackSample records (1.7)
     uint64_t dropped = 0;     // events the runtime could not record
     uint64_t abandoned = 0;   // frames closed without their exit (longjmp, ...)
 };

@@ -54,8 +54,13 @@ void print_info(std::FILE* out, const Profile& p) {
                            : std::string());
         fmt::print(out, "symbols:   {}   modules: {}\n", t.symbols.size(), t.modules.size());
         for (const auto& [stream, th] : t.threads)
-            fmt::print(out, "thread:    {} tid {} '{}' {} events{}{}\n", stream, th.tid,
-                       reader::printable(th.name), th.events,
+            fmt::print(out, "thread:    {} tid {} '{}' {}{}{}\n", stream, th.tid,
+                       reader::printable(th.name),
+                       // A thread sampled from outside has samples and no events.
+                       th.events || !th.samples
+                           ? fmt::format("{} events{}", th.events,
+                                         th.samples ? fmt::format(", {} samples", th.samples) : "")
+                           : fmt::format("{} samples", th.samples),
                        th.dropped ? fmt::format(", {} dropped", th.dropped) : "",
                        th.abandoned ? fmt::format(", {} frames abandoned", th.abandoned) : "");
         for (const reader::Module& m : t.modules)

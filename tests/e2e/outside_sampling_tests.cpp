@@ -332,6 +332,34 @@ TEST_CASE("a sampled trace in every view, timelines and traced times refuse it")
     session.add_trace(trace);
     double total = session.profile().total_time;
 
+    // --info: each thread's samples (the trace has no events); they add up to the trace's.
+    {
+        reader::TraceReader reader(trace);
+        struct None : reader::EventSink {
+            void on_function(uint32_t, uint32_t, uint64_t) override {}
+            void on_enter(uint32_t, uint32_t, uint64_t) override {}
+            void on_enter_address(uint32_t, uint64_t, uint64_t) override {}
+            void on_exit(uint32_t, uint64_t) override {}
+            void on_scope_run(uint32_t, uint32_t, uint64_t, uint64_t, uint64_t) override {}
+            void on_abandon(uint32_t, uint32_t, uint64_t) override {}
+        } none;
+        const reader::TraceInfo& info = reader.read(none);
+        REQUIRE(info.stack_samples > 0);
+        auto shown = run({PROFREPORT, "--info", trace});
+        REQUIRE(shown.exit_code == 0);
+        std::istringstream lines(shown.out);
+        uint64_t listed = 0;
+        for (std::string line; std::getline(lines, line);) {
+            if (line.rfind("thread:", 0) != 0) continue;
+            CHECK(line.find(" events") == std::string::npos);
+            size_t end = line.rfind(" samples");
+            REQUIRE(end != std::string::npos);
+            size_t start = line.rfind(' ', end - 1) + 1;
+            listed += std::stoull(line.substr(start, end - start));
+        }
+        CHECK(listed == info.stack_samples);
+    }
+
     auto tree = run({PROFREPORT, "--tree", trace});
     CHECK(tree.exit_code == 0);
     CHECK(tree.out.find("calls not counted") != std::string::npos);
