@@ -276,6 +276,19 @@ TEST_CASE("a run with a broken manifest, a missing, a foreign and a doubly claim
     REQUIRE_MESSAGE(bare.exit_code == 0, bare.err);
     CHECK(lines_with(bare.err, "has no run.json") == 1);
     CHECK(header_calls(bare.out) == without_last);
+
+    // An empty directory: no run, for every command that reads one (exit 2, an error line).
+    std::string empty = temp_path("run-empty");
+    std::filesystem::create_directories(empty);
+    for (std::vector<std::string> argv : {std::vector<std::string>{PROFREPORT, empty},
+                                          {PROFREPORT, "processes", empty},
+                                          {PROFREPORT, "--ranks", empty}}) {
+        CAPTURE(argv[1]);
+        auto none = run(argv);
+        CHECK(none.exit_code == 2);
+        CHECK(none.out.empty());
+        CHECK(lines_with(none.err, "level=error msg=\"" + empty + " holds no readable trace") == 1);
+    }
 }
 
 TEST_CASE("a run's MPI rank from the launcher's variables, several directories merge") {

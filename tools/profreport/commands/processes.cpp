@@ -72,6 +72,12 @@ int run_processes(const Args& a, const tools::ToolLog& log) {
     return guarded(out, log, [&] {
         std::vector<RunListing> runs;
         for (const std::string& dir : a.run_dirs) runs.push_back(read_run(dir, log));
+        // As `profreport DIR` says of it: a directory with no process is no run to list.
+        for (const RunListing& run : runs)
+            if (run.processes.empty()) {
+                log.error(fmt::format("{} holds no readable trace", run.dir));
+                return 2;
+            }
         if (!out.open(log)) return 1;
         std::FILE* f = out.file();
         for (const RunListing& run : runs) {
