@@ -148,10 +148,10 @@ void ElfSymbols::add_plt_stubs(const std::vector<char>& data, const std::vector<
             }
     }
     // A symbol table that names a stub already (rare) keeps its name.
-    size_t named = entries_.size();
-    for (Entry& e : stubs)
-        if (!find(e.start)) entries_.push_back(std::move(e));
-    if (entries_.size() == named) return;
+    std::erase_if(stubs, [&](const Entry& e) { return find(e.start) != nullptr; });
+    if (stubs.empty()) return;
+    entries_.insert(entries_.end(), std::make_move_iterator(stubs.begin()),
+                    std::make_move_iterator(stubs.end()));
     std::sort(entries_.begin(), entries_.end(), by_start);
 }
 

@@ -57,7 +57,7 @@ void print_info(std::FILE* out, const Profile& p) {
             fmt::print(out, "thread:    {} tid {} '{}' {}{}{}\n", stream, th.tid,
                        reader::printable(th.name),
                        // A thread sampled from outside has samples and no events.
-                       th.events || !th.samples
+                       th.events || (!th.samples && !t.meta.count("sampler"))
                            ? fmt::format("{} events{}", th.events,
                                          th.samples ? fmt::format(", {} samples", th.samples) : "")
                            : fmt::format("{} samples", th.samples),

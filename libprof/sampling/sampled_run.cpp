@@ -23,13 +23,17 @@
 #include <fcntl.h>
 #include <fstream>
 #include <iterator>
+#include <linux/capability.h>
 #include <mutex>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/stat.h>
-#include <sys/uio.h>
 #include <sstream>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <system_error>
 #include <thread>
 #include <unistd.h>
 #include <unordered_map>
@@ -637,7 +641,8 @@ struct SampledRun::Impl {
                         if (p.recorded[i].start == e->start && p.recorded[i].path == e->path) {
                             m->second = i;
                             if (p.recorded[i].file)
-                                ahead_batch.emplace_back(p.recorded[i].path, a - p.recorded[i].base);
+                                ahead_batch.push_back({{p.recorded[i].path, p.recorded[i].build_id},
+                                                       a - p.recorded[i].base});
                             break;
                         }
             }
@@ -713,17 +718,29 @@ struct SampledRun::Impl {
         std::unique_ptr<reader::DwarfLines> dwarf;
         std::unique_ptr<reader::ElfSymbols> elf;
         std::unordered_map<std::string, uint64_t> by_symbol; // function symbol -> start
+        bool other_file = false; // the file read was not the one mapped (its build-id differs)
     };
     // Ids of inlined functions without an out-of-line copy, by (object, symbol): from
     // kInlinedIds on, where no user address lies.
     std::map<std::pair<std::string, std::string>, uint64_t> inlined_ids;
-    std::map<std::string, Names> names_of;
+    // By (path, build-id as mapped): a path rebuilt between two processes of the run is two
+    // binaries, and each process's addresses are named from its own.
+    using Binary = std::pair<std::string, std::string>;
+    std::map<Binary, Names> names_of;
 
-    Names& names(const std::string& path) {
-        Names& n = names_of[path];
-        if (!n.elf) {
-            n.elf = std::make_unique<reader::ElfSymbols>(path);
-            n.dwarf = std::make_unique<reader::DwarfLines>(path);
+    // The symbols of a binary, read from its path. If the file there now is another build
+    // (`other_file`), it is read again when `again` (the end, which has checked the file on
+    // disk is the one mapped) and left as it is otherwise.
+    Names& names(const Binary& b, bool again = false) {
+        Names& n = names_of[b];
+        if (!n.elf || (again && n.other_file)) {
+            n.elf = std::make_unique<reader::ElfSymbols>(b.first);
+            n.dwarf = std::make_unique<reader::DwarfLines>(b.first);
+            n.by_symbol.clear();
+            std::string mapped;
+            for (unsigned char c : b.second) mapped += fmt::format("{:02x}", c);
+            n.other_file =
+                !mapped.empty() && !n.elf->build_id().empty() && n.elf->build_id() != mapped;
         }
         return n;
     }
@@ -734,14 +751,19 @@ struct SampledRun::Impl {
     // lookup scans the symbol table. Done at the end, the user would wait for it after the
     // program ended (0.13 s of a 1.2 s SQLite run). A worker thread resolves each address
     // while the program runs, when its first stack is seen, and keeps the answer (resolved).
-    // It runs as SCHED_IDLE, only on a CPU nobody else wants: a program that keeps every CPU
-    // busy finds it out of the way, and the end then resolves the rest. The worker owns
+    // It runs as SCHED_IDLE where it may be raised again at the end (may_leave_idle), only on
+    // a CPU nobody else wants: a program that keeps every CPU busy finds it out of the way,
+    // and the end then resolves the rest. The worker owns
     // names_of and resolved from its start until stop_ahead() has joined it; only
     // write_symbols, after that, touches them otherwise.
-    std::vector<std::pair<std::string, uint64_t>> ahead_batch; // (path, vaddr) since process()
+    struct Address {
+        Binary binary;
+        uint64_t vaddr;
+    };
+    std::vector<Address> ahead_batch; // addresses first seen since the last process()
     std::mutex ahead_mutex;
     std::condition_variable ahead_wake;
-    std::vector<std::pair<std::string, uint64_t>> ahead_queue;
+    std::vector<Address> ahead_queue;
     bool ahead_stop = false;
     std::thread ahead;
     pid_t ahead_tid = 0; // 0 until the worker has started
@@ -756,13 +778,16 @@ struct SampledRun::Impl {
         uint32_t line = 0, entry_line = 0;
         std::vector<reader::DwarfLines::InlinedCall> calls;
     };
-    std::map<std::pair<std::string, uint64_t>, Resolved> resolved;
+    std::map<std::pair<Binary, uint64_t>, Resolved> resolved;
 
-    const Resolved& resolve(const std::string& path, uint64_t vaddr) {
-        auto [it, fresh] = resolved.try_emplace({path, vaddr});
-        Resolved& r = it->second;
-        if (!fresh) return r;
-        Names& n = names(path);
+    // Null when the file at the path is another build than the one mapped and `again` is
+    // false (the worker): nothing is kept then, and the end decides.
+    const Resolved* resolve(const Binary& b, uint64_t vaddr, bool again) {
+        auto key = std::make_pair(b, vaddr);
+        if (auto it = resolved.find(key); it != resolved.end()) return &it->second;
+        Names& n = names(b, again);
+        if (n.other_file && !again) return nullptr;
+        Resolved& r = resolved[key];
         r.named = n.dwarf->function(vaddr, r.symbol, r.start);
         if (!r.named)
             if (const reader::ElfSymbols::Entry* e = n.elf->find(vaddr)) {
@@ -773,14 +798,17 @@ struct SampledRun::Impl {
         n.dwarf->lookup(vaddr, r.file, r.line);
         r.calls = n.dwarf->inlined(vaddr);
         if (r.named) n.dwarf->lookup(r.start, r.entry_file, r.entry_line);
-        return r;
+        return &r;
     }
 
     void hand_ahead() {
         if (ahead_batch.empty()) return;
         {
             std::lock_guard<std::mutex> lock(ahead_mutex);
-            if (ahead_stop) return;
+            if (ahead_stop) {
+                ahead_batch.clear(); // the end resolves them
+                return;
+            }
             ahead_queue.insert(ahead_queue.end(), std::make_move_iterator(ahead_batch.begin()),
                                std::make_move_iterator(ahead_batch.end()));
         }
@@ -791,7 +819,14 @@ struct SampledRun::Impl {
             sigset_t all, before;
             sigfillset(&all);
             pthread_sigmask(SIG_SETMASK, &all, &before);
-            ahead = std::thread([this] { run_ahead(); });
+            try {
+                ahead = std::thread([this] { run_ahead(); });
+            } catch (const std::system_error&) {
+                // No thread: the end resolves every address, as it would have.
+                std::lock_guard<std::mutex> lock(ahead_mutex);
+                ahead_stop = true;
+                ahead_queue.clear();
+            }
             pthread_sigmask(SIG_SETMASK, &before, nullptr);
         } else {
             ahead_wake.notify_one();
@@ -805,9 +840,9 @@ struct SampledRun::Impl {
             std::lock_guard<std::mutex> lock(ahead_mutex);
             ahead_tid = pid_t(gettid());
             sched_param idle{};
-            if (!ahead_stop) sched_setscheduler(0, SCHED_IDLE, &idle);
+            if (!ahead_stop && may_leave_idle()) sched_setscheduler(0, SCHED_IDLE, &idle);
         }
-        std::vector<std::pair<std::string, uint64_t>> work;
+        std::vector<Address> work;
         for (;;) {
             {
                 std::unique_lock<std::mutex> lock(ahead_mutex);
@@ -815,12 +850,31 @@ struct SampledRun::Impl {
                 if (ahead_stop) return;
                 work.swap(ahead_queue);
             }
-            for (const auto& [path, vaddr] : work) {
+            for (const Address& a : work) {
                 if (__atomic_load_n(&ahead_stop, __ATOMIC_RELAXED)) return;
-                resolve(path, vaddr);
+                try {
+                    resolve(a.binary, a.vaddr, false);
+                } catch (const std::exception&) {
+                    // (Out of memory reading a binary.) The end tries again, and says so.
+                    resolved.erase({a.binary, a.vaddr});
+                    names_of.erase(a.binary);
+                }
             }
             work.clear();
         }
+    }
+
+    // Whether a thread made SCHED_IDLE may become a normal one again: the kernel allows it
+    // with CAP_SYS_NICE, or when RLIMIT_NICE allows nice 0 (it is 0 by default, and an
+    // ordinary user's idle thread then stays idle). Without that the worker stays a normal
+    // thread: the end must never wait behind a thread starved by a busy machine.
+    static bool may_leave_idle() {
+        rlimit nice{};
+        if (getrlimit(RLIMIT_NICE, &nice) == 0 && nice.rlim_cur >= 20) return true;
+        __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+        __user_cap_data_struct data[2]{};
+        if (syscall(SYS_capget, &header, data) != 0) return false;
+        return data[CAP_SYS_NICE / 32].effective & (1u << (CAP_SYS_NICE % 32));
     }
 
     // The worker stops after the lookup it is in, raised back to a normal priority so that a
@@ -873,7 +927,8 @@ struct SampledRun::Impl {
                                                       m.path, p.pid));
                     }
                 }
-                const Resolved* r = same_file ? &resolve(m.path, vaddr) : nullptr;
+                const Resolved* r =
+                    same_file ? resolve({m.path, m.build_id}, vaddr, true) : nullptr;
                 if (r) {
                     named = r->named;
                     symbol = r->symbol;
@@ -903,7 +958,7 @@ struct SampledRun::Impl {
                     // its own, above every user address.
                     for (const auto& c : calls) {
                         uint64_t id = 0;
-                        Names& nm = names(m.path);
+                        Names& nm = names({m.path, m.build_id});
                         if (nm.by_symbol.empty() && nm.elf->ok())
                             for (const reader::ElfSymbols::Entry& e : nm.elf->entries()) {
                                 if (e.name.ends_with("@plt")) continue; // a stub, not a copy

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <link.h>
 #include <set>
 #include <sstream>
 #include <string>
@@ -1095,8 +1096,18 @@ TEST_CASE("PLT stubs are named as objdump names them") {
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     REQUIRE(n > 0);
     self[n] = 0;
-    for (std::string path :
-         {std::string(self), std::string("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")}) {
+    // The C++ library this process loaded, wherever the system keeps it.
+    std::string cxx;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* out) {
+            std::string name = info->dlpi_name ? info->dlpi_name : "";
+            if (name.find("/libstdc++.so") == std::string::npos) return 0;
+            *static_cast<std::string*>(out) = name;
+            return 1;
+        },
+        &cxx);
+    REQUIRE_MESSAGE(!cxx.empty(), "the test binary loads libstdc++");
+    for (std::string path : {std::string(self), cxx}) {
         CAPTURE(path);
         reader::ElfSymbols elf(path);
         REQUIRE(elf.ok());
