@@ -391,7 +391,11 @@ struct Session::Impl : reader::EventSink {
         t.first = t.last = ticks;
         t.clock = ticks > start_ticks ? int64_t(ticks - start_ticks) << kClockFraction : 0;
     }
-    void advance(ThreadReplay& t, uint64_t ticks) {
+    // `keep_pending`: a record that is no event (a CPU sample) moves the clock without taking
+    // the profiler's cost still due: what the interval up to it did not cover stays due for
+    // the next event, so that the events' times are the same with the samples read or not (a
+    // timeline reads the trace as traced, without them).
+    void advance(ThreadReplay& t, uint64_t ticks, bool keep_pending = false) {
         if (!t.started) return start(t, ticks);
         if (ticks < t.last) ticks = t.last;
         int64_t elapsed = int64_t((ticks - t.last) << kClockFraction) - t.pending;
@@ -399,7 +403,7 @@ struct Session::Impl : reader::EventSink {
             t.clock += elapsed;
             if (elapsed > long_interval) note_long(t, elapsed);
         }
-        t.pending = 0;
+        t.pending = keep_pending && elapsed < 0 ? -elapsed : 0;
         t.last = ticks;
     }
 
@@ -428,7 +432,7 @@ struct Session::Impl : reader::EventSink {
         if (options.time == TimeSource::kTraced) return;
         if (long_interval == INT64_MAX) long_interval = long_interval_units();
         ThreadReplay& t = thread(id);
-        advance(t, r.ticks);
+        advance(t, r.ticks, true);
         bool first = !t.sampled;
         if (first) {
             t.sampled = true;

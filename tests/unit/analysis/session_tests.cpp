@@ -355,6 +355,36 @@ TEST_CASE("overhead compensation: exact arithmetic on a synthetic trace") {
     CHECK(p.total_time == approx(325e-9)); // the sum of tottime equals main's cumtime
 }
 
+// A CPU sample read between two events (time from the samples asked for, or left to their
+// number) moves the clock to it; the profiler's cost still due then must stay due, or the
+// times differ from the same trace read without its samples, as a timeline reads it. Here
+// one sample 3 ticks after an enter (its cost: 10) and one 2 ticks after an exit (5).
+TEST_CASE("a sample between two events leaves the compensated times as they are without it") {
+    TraceBuilder b;
+    b.chunk(0).meta("overhead_in_ticks", "10.00").meta("overhead_out_ticks", "5.00");
+    b.meta("sample_hz", "1000");
+    b.chunk(1, 0).function(0x1000).function(0x2000);
+    b.enter(0, 0).sample(0, 0, 0, 0, 0); // the timer armed
+    b.enter(1, 20).sample(3, 1000, 0, 0, 1).exit(97);
+    b.sample(2, 1500, 0, 0, 1).enter(1, 18).exit(100).enter(1, 20).exit(100).exit(20);
+    b.chunk(0).end_record(380);
+    std::string path = save_trace(b, "sample-between.trace");
+    for (analysis::TimeSource t : {analysis::TimeSource::kTraced, analysis::TimeSource::kAuto}) {
+        CAPTURE(int(t));
+        analysis::SessionOptions o;
+        o.time = t;
+        analysis::Session s(o);
+        s.add_trace(path);
+        analysis::Profile p = s.profile();
+        CHECK(p.time.sampled_traces == 0); // two samples are too few
+        // As the same calls without samples ("overhead compensation" above).
+        CHECK(matched(p, "0x2000").tottime == approx(270e-9));
+        CHECK(matched(p, "0x1000").tottime == approx(55e-9));
+        CHECK(matched(p, "0x1000").cumtime == approx(325e-9));
+        CHECK(p.total_time == approx(325e-9));
+    }
+}
+
 TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happened in") {
     // main (0..400) calls work (100..300); the runtime opened a chunk for 50 ticks in work
     // (before its exit) and 30 ticks in main (before the enter of work).
