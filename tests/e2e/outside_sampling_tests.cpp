@@ -29,6 +29,20 @@ using namespace prof::test;
 
 namespace {
 
+// A trace read to its end (every record checked), its events ignored.
+reader::TraceInfo read_whole(const std::string& trace) {
+    struct None : reader::EventSink {
+        void on_function(uint32_t, uint32_t, uint64_t) override {}
+        void on_enter(uint32_t, uint32_t, uint64_t) override {}
+        void on_enter_address(uint32_t, uint64_t, uint64_t) override {}
+        void on_exit(uint32_t, uint64_t) override {}
+        void on_scope_run(uint32_t, uint32_t, uint64_t, uint64_t, uint64_t) override {}
+        void on_abandon(uint32_t, uint32_t, uint64_t) override {}
+    } none;
+    reader::TraceReader reader(trace);
+    return reader.read(none);
+}
+
 // Whether this kernel lets us open a cpu-clock event on ourselves (perf_event_paranoid <= 2,
 // no seccomp filter): everything below needs it.
 bool perf_events_allowed() {
@@ -214,16 +228,7 @@ TEST_CASE("profrun --sample: every thread, and with --subprocesses each process 
                      "many", "2000"});
     REQUIRE_MESSAGE(many.exit_code == 0, many.err);
     CHECK(many.out == "started 2000 threads\n");
-    reader::TraceReader reader(trace);
-    struct None : reader::EventSink {
-        void on_function(uint32_t, uint32_t, uint64_t) override {}
-        void on_enter(uint32_t, uint32_t, uint64_t) override {}
-        void on_enter_address(uint32_t, uint64_t, uint64_t) override {}
-        void on_exit(uint32_t, uint64_t) override {}
-        void on_scope_run(uint32_t, uint32_t, uint64_t, uint64_t, uint64_t) override {}
-        void on_abandon(uint32_t, uint32_t, uint64_t) override {}
-    } none;
-    const reader::TraceInfo& info = reader.read(none);
+    reader::TraceInfo info = read_whole(trace);
     CHECK(info.finished);
     CHECK_FALSE(info.incomplete);
 }
@@ -334,16 +339,7 @@ TEST_CASE("a sampled trace in every view, timelines and traced times refuse it")
 
     // --info: each thread's samples (the trace has no events); they add up to the trace's.
     {
-        reader::TraceReader reader(trace);
-        struct None : reader::EventSink {
-            void on_function(uint32_t, uint32_t, uint64_t) override {}
-            void on_enter(uint32_t, uint32_t, uint64_t) override {}
-            void on_enter_address(uint32_t, uint64_t, uint64_t) override {}
-            void on_exit(uint32_t, uint64_t) override {}
-            void on_scope_run(uint32_t, uint32_t, uint64_t, uint64_t, uint64_t) override {}
-            void on_abandon(uint32_t, uint32_t, uint64_t) override {}
-        } none;
-        const reader::TraceInfo& info = reader.read(none);
+        reader::TraceInfo info = read_whole(trace);
         REQUIRE(info.stack_samples > 0);
         auto shown = run({PROFREPORT, "--info", trace});
         REQUIRE(shown.exit_code == 0);
