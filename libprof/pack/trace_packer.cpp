@@ -298,7 +298,8 @@ class Packer {
                 } else if (tag == Tag::kAlloc || tag == Tag::kFree || tag == Tag::kRealloc) {
                     memory(own, stream, tag, m, last_ptr, rounded, exact, out);
                 } else if (tag == Tag::kRss || tag == Tag::kScopeRun || tag == Tag::kSample ||
-                           tag == Tag::kStackSample || tag == Tag::kOffCpu) {
+                           tag == Tag::kStackSample || tag == Tag::kOffCpu ||
+                           tag == Tag::kCounting) {
                     // Timed by their first field; the rest is kept as it is.
                     uint8_t dt[format::kMaxUleb];
                     size_t dt_len = size_t(format::put_uleb(dt, exact(m.uleb())) - dt);

@@ -43,6 +43,10 @@ struct TraceReader::StreamState {
     uint32_t functions = 0; // stream-local indices defined so far
     bool ended = false;
     uint64_t blocks = 0; // packed files (2.0): blocks allocated so far
+    // 1.9: the thread counts its calls in a call tree (after its Counting record): its nodes
+    // defined so far, and the nodes its CallCounts blocks cover.
+    bool counting = false;
+    uint64_t nodes = 0, counted = 0;
 };
 
 namespace {
@@ -404,7 +408,7 @@ bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
         // Enter and Exit records, the bulk of every trace, without the cursor's checks while
         // the longest of them fits in what is left of the chunk. Anything else, or a record
         // that does not decode, goes through the checked switch below, which reports it.
-        if (!st.ended && c.end - c.p >= kLongestCall) {
+        if (!st.ended && !st.counting && c.end - c.p >= kLongestCall) {
             const uint8_t* q = c.p;
             uint64_t decoded = 0, first = 0;
             while (c.end - q >= kLongestCall) {
@@ -440,6 +444,11 @@ bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
         if (st.ended) return fail(rec, fmt::format("stream {} has records after its end", stream));
         auto tag = Tag(c.u8());
         if (tag != Tag::kEnter && tag != Tag::kExit) deliver();
+        if (st.counting && (tag == Tag::kEnter || tag == Tag::kExit || tag == Tag::kEnterAddress ||
+                            tag == Tag::kAbandon || tag == Tag::kScopeRun))
+            return fail(rec, fmt::format("call record 0x{:02x} after stream {} began counting "
+                                         "its calls in a call tree",
+                                         uint8_t(tag), stream));
         switch (tag) {
         case Tag::kEnter: {
             uint64_t fn = c.uleb();
@@ -545,8 +554,11 @@ bool TraceReader::thread_records(StreamState& st, Thread& th, const uint8_t* p,
                         return fail(rec, "malformed MemAligned record");
                     break;
                 }
-                if (!memory_record(tag, m, stream, ticks, last_ptr, sink))
+                std::string wrong;
+                if (!call_tree_record(tag, m, st, th, ticks, sink, wrong) &&
+                    !memory_record(tag, m, stream, ticks, last_ptr, sink))
                     sized_record(uint8_t(tag), m.p, n, stream, offset + uint64_t(rec - p));
+                if (!wrong.empty()) return fail(rec, wrong);
                 if (!m.ok) return fail(rec, fmt::format("malformed record 0x{:02x}", uint8_t(tag)));
                 break;
             }
@@ -706,8 +718,120 @@ uint64_t apply_delta(uint64_t& last, int64_t delta) {
 
 } // namespace
 
-// Sized records of a thread stream (the memory profiler's, Pause, Sample); false for any other
-// tag. `m` covers the payload.
+// The records of a thread's samples and of its call tree (1.5 Sample, 1.9 Counting, CallNode,
+// CallCounts, Position); false for any other tag. `m` covers the payload; `wrong` says why a
+// record that decodes breaks the stream's rules.
+bool TraceReader::call_tree_record(Tag tag, Cursor& m, StreamState& st, Thread& th, uint64_t& ticks,
+                                   EventSink* sink, std::string& wrong) {
+    const uint32_t stream = th.stream;
+    if ((tag == Tag::kCallNode || tag == Tag::kCallCounts || tag == Tag::kPosition) &&
+        !st.counting) {
+        wrong = fmt::format("call tree record 0x{:02x} in stream {}, which does not count its "
+                            "calls in a call tree",
+                            uint8_t(tag), stream);
+        return true;
+    }
+    switch (tag) {
+    case Tag::kSample: { // 1.5; 1.9: a counting thread's samples name their node
+        SampleRecord s{};
+        ticks += m.uleb();
+        s.ticks = ticks;
+        s.cpu_ns = m.uleb();
+        s.own_ns = m.uleb();
+        uint64_t own_count = m.uleb();
+        uint64_t count = m.uleb();
+        uint64_t node = st.counting ? m.uleb() : 0;
+        if (!m.ok || own_count > UINT32_MAX || count > UINT32_MAX) {
+            m.ok = false;
+            return true;
+        }
+        if (node > st.nodes) {
+            wrong = fmt::format("sample in undefined call tree node {} of stream {}", node, stream);
+            return true;
+        }
+        s.own_count = uint32_t(own_count);
+        s.count = uint32_t(count);
+        s.at_node = st.counting;
+        s.node = uint32_t(node);
+        info_.samples += count;
+        info_.own_samples += own_count;
+        th.samples += count;
+        if (sink) sink->on_sample(stream, s);
+        return true;
+    }
+    case Tag::kCounting: { // 1.9
+        ticks += m.uleb();
+        uint64_t cpu_ns = m.uleb();
+        if (!m.ok) return true;
+        if (st.counting) {
+            wrong = fmt::format("stream {} begins counting its calls twice", stream);
+            return true;
+        }
+        st.counting = true;
+        th.counting = true;
+        if (sink) sink->on_counting(stream, ticks, cpu_ns);
+        return true;
+    }
+    case Tag::kCallNode: { // 1.9
+        uint64_t node = m.uleb(), parent = m.uleb(), fn = m.uleb();
+        if (!m.ok) return true;
+        if (node != st.nodes + 1)
+            wrong = fmt::format("call tree node {} of stream {} follows node {} (nodes are "
+                                "numbered in order)",
+                                node, stream, st.nodes);
+        else if (parent >= node)
+            wrong = fmt::format("call tree node {} of stream {} has parent {}, not an earlier "
+                                "node",
+                                node, stream, parent);
+        else if (fn >= st.functions)
+            wrong = fmt::format("call tree node {} of stream {} is of undefined function {}", node,
+                                stream, fn);
+        else if (node > UINT32_MAX)
+            wrong = fmt::format("stream {} has more than 2^32 call tree nodes", stream);
+        if (!wrong.empty()) return true;
+        st.nodes = node;
+        if (sink) sink->on_call_node(stream, uint32_t(node), uint32_t(parent), uint32_t(fn));
+        return true;
+    }
+    case Tag::kCallCounts: { // 1.9
+        uint64_t first = m.uleb(), n = m.uleb();
+        if (!m.ok || n == 0 || n > uint64_t(m.end - m.p) / 8 || uint64_t(m.end - m.p) != 8 * n) {
+            m.ok = false;
+            return true;
+        }
+        if (first != st.counted + 1 || first + n - 1 > UINT32_MAX) {
+            wrong = fmt::format("call counts of nodes {}.. in stream {} do not follow those of "
+                                "nodes up to {}",
+                                first, stream, st.counted);
+            return true;
+        }
+        st.counted = first + n - 1;
+        std::vector<uint64_t> calls(n);
+        for (uint64_t& v : calls) {
+            v = m.u64();
+            th.events += 2 * v;
+        }
+        if (sink) sink->on_call_counts(stream, uint32_t(first), calls);
+        return true;
+    }
+    case Tag::kPosition: { // 1.9
+        uint64_t node = m.uleb();
+        if (!m.ok) return true;
+        if (node > st.nodes) {
+            wrong =
+                fmt::format("position in undefined call tree node {} of stream {}", node, stream);
+            return true;
+        }
+        if (sink) sink->on_position(stream, uint32_t(node));
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+// Sized records of a thread stream (the memory profiler's, Pause, sampled stacks); false for any
+// other tag. `m` covers the payload.
 bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& ticks,
                                 uint64_t& last_ptr, EventSink* sink) {
     switch (tag) {
@@ -767,26 +891,6 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
     case Tag::kPause: {
         uint64_t spent = m.uleb();
         if (m.ok && sink) sink->on_pause(stream, spent);
-        return true;
-    }
-    case Tag::kSample: { // 1.5
-        SampleRecord s{};
-        ticks += m.uleb();
-        s.ticks = ticks;
-        s.cpu_ns = m.uleb();
-        s.own_ns = m.uleb();
-        uint64_t own_count = m.uleb();
-        uint64_t count = m.uleb();
-        if (!m.ok || own_count > UINT32_MAX || count > UINT32_MAX) {
-            m.ok = false;
-            return true;
-        }
-        s.own_count = uint32_t(own_count);
-        s.count = uint32_t(count);
-        info_.samples += count;
-        info_.own_samples += own_count;
-        info_.threads[stream].samples += count;
-        if (sink) sink->on_sample(stream, s);
         return true;
     }
     case Tag::kStackSample: { // 1.7

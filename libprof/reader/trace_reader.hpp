@@ -110,6 +110,9 @@ struct Thread {
     uint64_t samples = 0;     // CPU samples: Sample counts (1.5) and StackSample records (1.7)
     uint64_t dropped = 0;     // events the runtime could not record
     uint64_t abandoned = 0;   // frames closed without their exit (longjmp, ...)
+    // 1.9: from a point on (Counting), the thread counted its calls in a call tree; `events`
+    // then also counts two per call of its CallCounts records.
+    bool counting = false;
 };
 
 struct TraceInfo {
@@ -194,6 +197,11 @@ struct SampleRecord {
     uint64_t own_ns;    // CPU ns since the previous record that landed in the profiler itself
     uint32_t own_count; // samples since the previous record that landed in the profiler itself
     uint32_t count;     // samples of the program this record stands for at this point
+    // 1.9: in a counting thread (at_node), the call tree node the thread was in (0: no frame
+    // open), and every record carries the thread's clocks: the wall time since the previous
+    // record less the CPU time between them was spent off CPU in that node.
+    bool at_node;
+    uint32_t node;
 };
 
 // Receives thread events in stream order. `fn` in on_enter is the stream-local function index
@@ -248,6 +256,18 @@ public:
     // Stack record `stack` of the stream.
     virtual void on_off_cpu(uint32_t /*stream*/, uint64_t /*ticks*/, uint32_t /*stack*/,
                             uint64_t /*ns*/) {}
+    // 1.9: from `ticks` on the thread counts its calls in a call tree (no call record follows);
+    // its CPU clock was `cpu_ns` then.
+    virtual void on_counting(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*cpu_ns*/) {}
+    // Call tree node `node` (1, 2, ... in order) is path `parent` (0: the root) + function `fn`.
+    virtual void on_call_node(uint32_t /*stream*/, uint32_t /*node*/, uint32_t /*parent*/,
+                              uint32_t /*fn*/) {}
+    // The calls of nodes first .. first + calls.size() - 1 (their final counts in a finished
+    // trace). Blocks come in order, each before its nodes' definitions.
+    virtual void on_call_counts(uint32_t /*stream*/, uint32_t /*first*/,
+                                const std::vector<uint64_t>& /*calls*/) {}
+    // The records that follow were written in call tree node `node` (memory records' stack 0).
+    virtual void on_position(uint32_t /*stream*/, uint32_t /*node*/) {}
     virtual void on_thread_end(uint32_t /*stream*/, uint64_t /*ticks*/) {}
     // A chunk was read to its end; `sync_ticks` is the clock reading when it was opened. The
     // writer assigns chunks their place in the file and reads that clock under one lock, and
@@ -302,6 +322,8 @@ private:
                         uint64_t ticks, uint64_t offset, bool cut, EventSink* sink);
     void finish_timing();
     void sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32_t stream, uint64_t offset);
+    bool call_tree_record(format::Tag tag, Cursor& m, StreamState& st, Thread& th, uint64_t& ticks,
+                          EventSink* sink, std::string& wrong);
     bool memory_record(format::Tag tag, Cursor& m, uint32_t stream, uint64_t& ticks,
                        uint64_t& last_ptr, EventSink* sink);
     bool packed_memory_record(uint8_t tag, Cursor& c, StreamState& st, uint32_t stream,

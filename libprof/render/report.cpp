@@ -149,11 +149,21 @@ std::string time_basis_text(const TimeBasis& t) {
                                   t.idle_approximate_seconds)
                     : "");
         if (t.traced_traces) text += fmt::format("; {} traces timed by their hooks", t.traced_traces);
-        if (t.untimed_traces)
-            text += t.untimed_traces == t.sampled_traces
+        // Counting from the start (PROF_TIME=sampled), or from the point where the run had
+        // samples enough (PROF_TIME=auto, the default).
+        uint64_t from_start = t.untimed_traces - t.switched_traces;
+        if (from_start)
+            text += from_start == t.sampled_traces
                         ? std::string("; hooks without a clock (PROF_TIME=sampled)")
                         : fmt::format("; {} traces with hooks without a clock (PROF_TIME=sampled)",
-                                      t.untimed_traces);
+                                      from_start);
+        if (t.switched_traces)
+            text += t.switched_traces == t.sampled_traces
+                        ? std::string("; calls counted without a clock once samples could time "
+                                      "them")
+                        : fmt::format("; {} traces counted calls without a clock once samples "
+                                      "could time them",
+                                      t.switched_traces);
     } else if (t.chosen == TimeSource::kTraced) {
         text = "times traced by the hooks, less their measured cost (--time traced)";
     } else if (t.too_few) {

@@ -79,9 +79,9 @@ __attribute__((noinline)) PROF_NOINSTR bool refill_event(ThreadState& s, uint64_
     // A sample that found no room in the old chunk comes first: it was taken before this event,
     // and the thread has written nothing since (every writer needs more room than it did).
     sampler_flush(s, false);
-    // PROF_TIME=sampled: `now` is the last clock read, not the time of this event, and samples
+    // A counting thread: `now` is the last clock read, not the time of an event, and samples
     // that land in the runtime are its own: no Pause.
-    if (s.switch_word) return true;
+    if (s.counting) return true;
     uint64_t after = now_ticks();
     if (after > now) {
         s.w.cursor = format::put_pause(s.w.cursor, after - now);
@@ -167,6 +167,14 @@ PROF_NOINSTR const Slot* find(const ThreadState& s, uintptr_t a) {
     }
 }
 
+PROF_NOINSTR Slot* function_slot(ThreadState& s, uintptr_t a, prof_site* site) {
+    return lookup(s, a, site);
+}
+
+PROF_NOINSTR const Slot* find_function(const ThreadState& s, uintptr_t a) {
+    return find(s, a);
+}
+
 PROF_NOINSTR void write_abandon(ThreadState& s, uint32_t count, uint64_t now) {
     s.w.cursor = format::put_abandon(s.w.cursor, count, take_delta(s.w, now));
     s.depth -= count;
@@ -189,7 +197,7 @@ PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintp
         s.dropped += 2;
         return;
     }
-    s.frames[s.depth++] = Frame{a, site, cfa};
+    s.frames[s.depth++] = Frame{a, site, cfa, 0};
     uint64_t dt = take_delta(s.w, now);
     if (PROF_LIKELY(slot != nullptr))
         s.w.cursor = format::put_enter(s.w.cursor, slot->index, dt);
@@ -297,8 +305,8 @@ PROF_NOINSTR void thread_end(void*) {
     if (!collected) flush_lines(s, now);
     if (sampler_pending(true) && ensure_bytes(s, now, 2 * format::kMaxSampleRecord))
         sampler_flush(s, true);
-    // PROF_TIME=sampled: the clocks at the end, which the hooks' last records may not have.
-    if (s.switch_word) sampler_clock_record(s, now);
+    // A counting thread: its clocks at the end, which its last records may not have.
+    if (s.counting) sampler_clock_record(s, now);
     if (ensure(s, now)) {
         uint8_t* p = s.w.cursor;
         if (s.dropped) {
@@ -310,6 +318,7 @@ PROF_NOINSTR void thread_end(void*) {
         commit(s.w);
     }
     close_chunk(s.w);
+    tree_release(s);
     if (s.frames) munmap(s.frames, size_t(s.max_depth) * sizeof(Frame));
     if (s.mask) munmap(s.table, size_t(s.mask + 1) * sizeof(Slot));
     if (s.site_cap) munmap(s.sites, size_t(s.site_cap) * sizeof(LineAgg));
@@ -372,9 +381,10 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
     }
     write_thread_begin(s, now);
     if (g_key_ready.load(std::memory_order_acquire)) pthread_setspecific(g_thread_key, &s);
-    // Once per process (a forked child keeps its parent's figures): the hooks' own cost.
+    // Once per process (a forked child keeps its parent's figures): the hooks' own cost. Not
+    // when every thread counts its calls: no time is traced, nothing to subtract it from.
     static std::atomic<bool> calibrated{false};
-    if (g_options.calibrate && !calibrated.exchange(true)) {
+    if (g_options.calibrate && !counting_from_start() && !calibrated.exchange(true)) {
         char figures[96] = {};
         calibrate_overhead(s, figures, sizeof figures);
         if (figures[0]) record_overhead(figures);
@@ -388,6 +398,7 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
     // scratch buffer that samples must not reach.
     sampler_thread_start(s);
     switch_clock_thread_start(s);
+    if (counting_from_start()) begin_counting(s, 0);
     s.state = kActive;
     errno = saved;
 }
@@ -429,16 +440,30 @@ PROF_NOINSTR void thread_after_fork_child() {
         return;
     }
     write_thread_begin(s, now);
+    // The parent's call tree counts into the parent's trace: the child counts in a tree of its
+    // own, its open frames one call each, as the Enter records of a traced child count them.
+    bool counting = s.counting && counting_from_start();
+    tree_release(s);
+    if (counting) {
+        sampler_thread_start(s); // the child's thread samples its own CPU time
+        switch_clock_thread_start(s);
+        if (begin_counting(s, 1)) {
+            s.state = prev;
+            return;
+        }
+    }
     uint32_t depth = s.depth;
     s.depth = 0;
     for (uint32_t i = 0; i < depth; ++i) {
         if (!ensure(s, now)) return;
         Frame f = s.frames[i];
-        write_enter(s, f.fn, f.site, f.cfa, now);
+        write_enter(s, f.fn, is_scope(f.site) ? kScopeMark : f.site, f.cfa, now);
         commit(s.w);
     }
-    sampler_thread_start(s); // the child's thread samples its own CPU time
-    switch_clock_thread_start(s);
+    if (!counting) {
+        sampler_thread_start(s);
+        switch_clock_thread_start(s);
+    }
     s.state = prev;
 }
 
@@ -451,6 +476,7 @@ PROF_NOINSTR void thread_off_after_fork() {
     unmap_retired(s.w);
     s.w = ChunkWriter{};
     forget_runs(s);
+    tree_release(s);
     s.state = kOff;
 }
 
@@ -465,7 +491,7 @@ PROF_NOINSTR void thread_flush_counters(bool finish) {
         uint64_t now = now_ticks();
         if (ensure_bytes(s, now, 2 * format::kMaxSampleRecord)) sampler_flush(s, finish);
     }
-    if (finish && s.switch_word) sampler_clock_record(s, now_ticks()); // as in thread_end
+    if (finish && s.counting) sampler_clock_record(s, now_ticks()); // as in thread_end
     if (!s.dropped) {
         s.state = kActive;
         return;
@@ -522,12 +548,91 @@ PROF_NOINSTR void create_thread_key() {
 
 } // namespace prof::rt
 
+namespace prof::rt {
+namespace {
+
+// How many of the innermost frames a call at stack level `cfa` from `site` finds left without an
+// exit (longjmp): those above its level. At the same level, only a frame from another call site
+// is left over: GCC keeps the hooks of inlined functions, which run in their host's frame and
+// pass the host's call site, so an equal CFA with the same site is nesting. Scopes are never
+// left over here.
+PROF_NOINSTR uint32_t left_frames(const ThreadState& s, uintptr_t site, uintptr_t cfa) {
+    uint32_t n = 0;
+    while (n < s.depth) {
+        const Frame& f = s.frames[s.depth - 1 - n];
+        bool deeper = f.cfa < cfa && cfa - f.cfa < kSameStack;
+        bool sibling = f.cfa == cfa && f.site != site && !is_scope(f.site);
+        if (!deeper && !sibling) break;
+        ++n;
+    }
+    return n;
+}
+
+// A call that a counting thread does not record: too deep (PROF_MAX_DEPTH), inside such a call,
+// or a path its tree has no room for. Its exit, and those of the calls inside it, are known by
+// `overflow` (as in write_enter). A function the runtime filter excludes is none of these.
+__attribute__((noinline)) PROF_NOINSTR void count_overflow(ThreadState& s, uintptr_t a,
+                                                           uintptr_t cfa) {
+    const Slot* slot = find(s, a);
+    if (slot && slot->excluded) return;
+    if (!s.overflow++) s.overflow_cfa = cfa;
+    s.dropped += 2;
+}
+
+// The common call of a counting thread, inline in the hook: no switch since the last hook, the
+// path entered last from the innermost frame, nothing unusual about the stack. False, and
+// nothing done, for anything else (count_enter).
+__attribute__((always_inline)) PROF_NOINSTR inline bool
+count_enter_fast(ThreadState& s, uintptr_t a, uintptr_t site, uintptr_t cfa) {
+    if (PROF_UNLIKELY(__atomic_load_n(s.switch_word, __ATOMIC_RELAXED) != switch_mark()))
+        return false;
+    uint32_t d = s.depth;
+    if (PROF_UNLIKELY(!d || d == s.max_depth || s.overflow)) return false;
+    Frame* top = &s.frames[d - 1];
+    if (PROF_UNLIKELY(top->cfa <= cfa)) return false;
+    uint32_t c = s.tree_nodes[top->node].last_child;
+    const TreeNode& n = s.tree_nodes[c];
+    if (PROF_UNLIKELY(n.fn != a || !n.id)) return false;
+    ++*n.calls;
+    top[1] = Frame{a, site, cfa, c};
+    s.depth = d + 1;
+    return true;
+}
+
+// A counting thread's call of `a` (the thread is busy): the first hook after a switch reads the
+// thread's clocks, in the node it was in; frames left by a longjmp are dropped; the call adds
+// one to its path's count and pushes its frame. No record unless the path is new.
+__attribute__((noinline)) PROF_NOINSTR void count_enter(ThreadState& s, uintptr_t a, uintptr_t site,
+                                                        uintptr_t cfa, bool scope) {
+    if (PROF_UNLIKELY(switched(s))) tree_clock_record(s);
+    uint32_t d = s.depth;
+    if (PROF_UNLIKELY(!scope && d && s.frames[d - 1].cfa <= cfa))
+        s.depth = d -= left_frames(s, site, cfa);
+    if (PROF_UNLIKELY(s.overflow || d == s.max_depth)) return count_overflow(s, a, cfa);
+    uint32_t parent = d ? s.frames[d - 1].node : 0;
+    uint32_t c = s.tree_nodes[parent].last_child;
+    if (PROF_UNLIKELY(s.tree_nodes[c].fn != a)) {
+        c = tree_child(s, parent, a, site);
+        if (PROF_UNLIKELY(c == kNoNode)) return count_overflow(s, a, cfa);
+        s.tree_nodes[parent].last_child = c;
+    }
+    const TreeNode& n = s.tree_nodes[c];
+    if (PROF_UNLIKELY(!n.id)) return; // excluded by the runtime filter: neither counted nor pushed
+    ++*n.calls;
+    s.frames[d] = Frame{a, site, cfa, c};
+    s.depth = d + 1;
+}
+
+} // namespace
+} // namespace prof::rt
+
 using namespace prof::rt;
 
-// Exported explicitly: the library is built with hidden visibility, and Clang (unlike GCC's
-// version script handling) would otherwise leave the hooks unexported.
-extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
-__cyg_profile_func_enter(void* fn, void* call_site) {
+namespace prof::rt {
+namespace {
+
+// Every enter but a counting thread's common one (the hook below): `cfa` is the hook's own.
+__attribute__((noinline)) PROF_NOINSTR void enter_hook(uintptr_t a, uintptr_t site, uintptr_t cfa) {
     ThreadState& s = prof_tls;
     if (PROF_UNLIKELY(s.state != kActive)) {
         if (s.state == kBusy) { // re-entry (a signal handler interrupted a hook): not recorded
@@ -546,30 +651,45 @@ __cyg_profile_func_enter(void* fn, void* call_site) {
     // No load of the writer's state may move above the guard: a signal handler could run in
     // between and write records of its own.
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    uint64_t now = hook_ticks(s);
-    if (PROF_UNLIKELY(s.switch_read)) sampler_clock_record(s, now);
-    auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
+    if (s.counting) {
+        count_enter(s, a, site, cfa, false);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        if (PROF_LIKELY(s.state == kBusy)) s.state = kActive; // else off: no room was left
+        return;
+    }
+    uint64_t now = now_ticks();
     if (PROF_UNLIKELY(!ensure(s, now))) return;
     if (PROF_UNLIKELY(s.depth && s.frames[s.depth - 1].cfa <= cfa)) {
-        // Frames above this call's stack level have been left without an exit (longjmp). At
-        // the same level, only a frame from another call site is left over: GCC keeps the
-        // hooks of inlined functions, which run in their host's frame and pass the host's call
-        // site, so an equal CFA with the same site is nesting. Scopes are never left over here.
-        uint32_t n = 0;
-        auto site = reinterpret_cast<uintptr_t>(call_site);
-        while (n < s.depth) {
-            const Frame& f = s.frames[s.depth - 1 - n];
-            bool deeper = f.cfa < cfa && cfa - f.cfa < kSameStack;
-            bool sibling = f.cfa == cfa && f.site != site && f.site != kScopeMark;
-            if (!deeper && !sibling) break;
-            ++n;
-        }
+        uint32_t n = left_frames(s, site, cfa);
         if (n) write_abandon(s, n, now);
     }
-    write_enter(s, reinterpret_cast<uintptr_t>(fn), reinterpret_cast<uintptr_t>(call_site), cfa,
-                now);
+    write_enter(s, a, site, cfa, now);
     commit(s.w);
     s.state = kActive;
+}
+
+} // namespace
+} // namespace prof::rt
+
+// Exported explicitly: the library is built with hidden visibility, and Clang (unlike GCC's
+// version script handling) would otherwise leave the hooks unexported. The common call of a
+// counting thread is inline here (count_enter_fast), with no call and no register saved; the
+// rest, and every call of a thread that traces, is enter_hook.
+extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
+__cyg_profile_func_enter(void* fn, void* call_site) {
+    ThreadState& s = prof_tls;
+    auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
+    auto a = reinterpret_cast<uintptr_t>(fn);
+    auto site = reinterpret_cast<uintptr_t>(call_site);
+    if (PROF_LIKELY(s.counting && s.state == kActive)) {
+        s.state = kBusy;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        bool done = count_enter_fast(s, a, site, cfa);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        s.state = kActive;
+        if (PROF_LIKELY(done)) return;
+    }
+    enter_hook(a, site, cfa);
 }
 
 namespace prof::rt {
@@ -606,11 +726,41 @@ PROF_NOINSTR uint32_t find_exiting(const ThreadState& s, uintptr_t a, uintptr_t 
     return 0;
 }
 
+// A counting thread's return from `a` (the thread is busy): its frame is popped, with those
+// above it (left by a longjmp or an exception through code without hooks). Exits of calls not
+// recorded are matched as in the traced exit.
+__attribute__((noinline)) PROF_NOINSTR void count_exit(ThreadState& s, uintptr_t a, uintptr_t site,
+                                                       uintptr_t cfa, bool tail) {
+    if (PROF_UNLIKELY(switched(s))) tree_clock_record(s);
+    if (PROF_UNLIKELY(s.overflow)) {
+        if (cfa > s.overflow_cfa && cfa - s.overflow_cfa < kSameStack) {
+            s.overflow = 0; // a longjmp left the unrecorded frames: this exit is a recorded one
+        } else {
+            const Slot* slot = find(s, a);
+            if (!(slot && slot->excluded)) --s.overflow;
+            return;
+        }
+    }
+    uint32_t d = s.depth;
+    if (PROF_LIKELY(d && is_exiting(s.frames[d - 1], a, site, cfa, tail))) {
+        s.depth = d - 1;
+        return;
+    }
+    const Slot* slot = find(s, a);
+    uint32_t i = slot && !slot->excluded ? find_exiting(s, a, site, cfa, tail) : 0;
+    if (i) s.depth = i - 1;
+}
+
 } // namespace
 } // namespace prof::rt
 
-extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
-__cyg_profile_func_exit(void* fn, void* call_site) {
+namespace prof::rt {
+namespace {
+
+// Every exit but a counting thread's common one (the hook below): `cfa` and `tail` are the
+// hook's own.
+__attribute__((noinline)) PROF_NOINSTR void exit_hook(uintptr_t a, uintptr_t site, uintptr_t cfa,
+                                                      bool tail) {
     ThreadState& s = prof_tls;
     if (PROF_UNLIKELY(s.state != kActive)) {
         if (s.state == kBusy) ++s.dropped; // re-entry: not recorded
@@ -619,13 +769,13 @@ __cyg_profile_func_exit(void* fn, void* call_site) {
     }
     s.state = kBusy;
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    uint64_t now = hook_ticks(s);
-    if (PROF_UNLIKELY(s.switch_read)) sampler_clock_record(s, now);
-    auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
-    auto a = reinterpret_cast<uintptr_t>(fn);
-    auto site = reinterpret_cast<uintptr_t>(call_site);
-    // Reached by a tail call after the function's epilogue: our return address is its own.
-    bool tail = __builtin_return_address(0) == call_site;
+    if (s.counting) {
+        count_exit(s, a, site, cfa, tail);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        if (PROF_LIKELY(s.state == kBusy)) s.state = kActive; // else off: no room was left
+        return;
+    }
+    uint64_t now = now_ticks();
     if (PROF_UNLIKELY(!ensure(s, now))) return;
     if (PROF_UNLIKELY(s.overflow)) {
         if (cfa > s.overflow_cfa && cfa - s.overflow_cfa < kSameStack) {
@@ -651,6 +801,37 @@ __cyg_profile_func_exit(void* fn, void* call_site) {
     s.state = kActive;
 }
 
+} // namespace
+} // namespace prof::rt
+
+// The common return of a counting thread is inline here, with no call and no register saved:
+// no switch since the last hook, the innermost frame's, nothing unusual about the stack. The
+// rest, and every exit of a thread that traces, is exit_hook.
+extern "C" PROF_NOINSTR __attribute__((visibility("default"))) void
+__cyg_profile_func_exit(void* fn, void* call_site) {
+    ThreadState& s = prof_tls;
+    auto cfa = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
+    auto a = reinterpret_cast<uintptr_t>(fn);
+    auto site = reinterpret_cast<uintptr_t>(call_site);
+    // Reached by a tail call after the function's epilogue: our return address is its own.
+    bool tail = __builtin_return_address(0) == call_site;
+    if (PROF_LIKELY(s.counting && s.state == kActive)) {
+        s.state = kBusy;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        uint32_t d = s.depth;
+        if (PROF_LIKELY(__atomic_load_n(s.switch_word, __ATOMIC_RELAXED) == switch_mark() &&
+                        !s.overflow && d && is_exiting(s.frames[d - 1], a, site, cfa, tail))) {
+            s.depth = d - 1;
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+            s.state = kActive;
+            return;
+        }
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        s.state = kActive;
+    }
+    exit_hook(a, site, cfa, tail);
+}
+
 // ---- marked scopes and lines (prof/prof.h, prof/prof.hpp) -----------------------------------
 
 namespace prof::rt {
@@ -667,6 +848,11 @@ PROF_NOINSTR inline void scope_enter(prof_site* site, uintptr_t cfa) {
         if (s.state != kActive) return;
     }
     s.state = kBusy;
+    if (s.counting) { // a node like a function's; the inline paths stay out (kCountedScopeMark)
+        count_enter(s, reinterpret_cast<uintptr_t>(site), kCountedScopeMark, cfa, true);
+        if (PROF_LIKELY(s.state == kBusy)) s.state = kActive;
+        return;
+    }
     uint64_t now = now_ticks();
     if (PROF_UNLIKELY(!ensure(s, now))) return;
     uint32_t depth = s.depth;
@@ -691,9 +877,14 @@ PROF_NOINSTR inline void scope_exit(prof_site* site, uintptr_t cfa) {
         return;
     }
     s.state = kBusy;
+    auto a = reinterpret_cast<uintptr_t>(site);
+    if (s.counting) {
+        count_exit(s, a, kCountedScopeMark, cfa, false);
+        if (PROF_LIKELY(s.state == kBusy)) s.state = kActive;
+        return;
+    }
     uint64_t now = now_ticks();
     if (PROF_UNLIKELY(!ensure(s, now))) return;
-    auto a = reinterpret_cast<uintptr_t>(site);
     if (PROF_UNLIKELY(s.overflow)) {
         --s.overflow;
         s.state = kActive;
@@ -842,6 +1033,16 @@ PROF_API void prof_region_end(void) {
     if (s.state == kDeferred) settle(s);
     if (s.state != kActive) return;
     s.state = kBusy;
+    if (s.counting) {
+        if (PROF_UNLIKELY(switched(s))) tree_clock_record(s);
+        for (uint32_t i = s.depth; i && s.depth - i < kExitSearch; --i)
+            if (s.frames[i - 1].site == kCountedScopeMark) {
+                s.depth = i - 1;
+                break;
+            }
+        if (PROF_LIKELY(s.state == kBusy)) s.state = kActive;
+        return;
+    }
     uint64_t now = now_ticks();
     if (!ensure(s, now)) return;
     for (uint32_t i = s.depth; i && s.depth - i < kExitSearch; --i)
@@ -920,6 +1121,11 @@ PROF_NOINSTR void close_frames_below(struct __jmp_buf_tag* env) {
     if (s.overflow && s.overflow_cfa < target) s.overflow = 0;
     uint32_t n = 0;
     while (n < s.depth && s.frames[s.depth - 1 - n].cfa < target) ++n;
+    if (s.counting) { // frames are popped, no record
+        s.depth -= n;
+        s.state = kActive;
+        return;
+    }
     uint64_t now = now_ticks();
     if (n && ensure(s, now)) {
         write_abandon(s, n, now);

@@ -385,6 +385,16 @@ PROF_NOINSTR inline uint32_t stack_of_allocation(ThreadState& s, uint64_t& now) 
     return s.depth ? 0 : current_stack(s, now);
 }
 
+// Room for a record of `n` bytes with `stack`: in a counting thread, a record of stack 0 is
+// preceded by a Position record when the thread's node changed (its call path is the node's).
+PROF_NOINSTR inline bool room_for_stack_record(ThreadState& s, uint64_t& now, uint32_t stack,
+                                               size_t n) {
+    bool position = s.counting && !stack;
+    if (!ensure_bytes(s, now, n + (position ? format::kMaxPositionRecord : 0))) return false;
+    if (position) tree_note_position(s);
+    return true;
+}
+
 } // namespace
 } // namespace prof::rt
 
@@ -405,7 +415,7 @@ PROF_API void prof_mem_record_alloc(void* ptr, size_t size, unsigned kind, size_
     uint64_t now = now_ticks();
     maybe_sample_rss(s, now);
     uint32_t stack = stack_of_allocation(s, now);
-    if (ensure_bytes(s, now, format::kMaxAllocRecord + format::kLebScratch)) {
+    if (room_for_stack_record(s, now, stack, format::kMaxAllocRecord + format::kLebScratch)) {
         uint64_t dt = take_delta(s.w, now);
         int64_t delta = ptr_delta(s, reinterpret_cast<uintptr_t>(ptr));
         s.w.cursor = format::put_alloc(s.w.cursor, dt, delta, size, stack, uint8_t(kind),
@@ -441,7 +451,7 @@ PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t 
     uint64_t now = now_ticks();
     maybe_sample_rss(s, now);
     uint32_t stack = stack_of_allocation(s, now);
-    if (ensure_bytes(s, now, format::kMaxReallocRecord + format::kLebScratch)) {
+    if (room_for_stack_record(s, now, stack, format::kMaxReallocRecord + format::kLebScratch)) {
         uint64_t dt = take_delta(s.w, now);
         int64_t old_delta = ptr_delta(s, reinterpret_cast<uintptr_t>(old));
         int64_t new_delta = ptr_delta(s, reinterpret_cast<uintptr_t>(ptr));

@@ -81,6 +81,13 @@ extern "C" void __cyg_profile_func_enter(void*, void*);
 extern "C" void __cyg_profile_func_exit(void*, void*);
 
 namespace prof::rt {
+
+PROF_NOINSTR uint64_t thread_cpu_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
 namespace {
 
 // The sigev_value of our timers: the address of this object, which no other sender knows.
@@ -124,20 +131,15 @@ struct ThreadSampler {
     uint64_t own_count; // and their number
     uint64_t reported_own_ns, reported_own_count; // the part of both in records already
     // Samples of the program that found no room in the chunk: the latest one's clocks, and the
-    // profiler's totals at that moment.
-    uint32_t pending;
+    // profiler's totals at that moment; in a counting thread, the node they were taken in (no
+    // hook runs before they are written: see program_sample).
+    uint32_t pending, pending_node;
     uint64_t pending_ticks, pending_cpu, pending_own_ns, pending_own_count;
 };
 thread_local ThreadSampler t_sampler __attribute__((tls_model("initial-exec")));
 
 std::atomic<bool> g_arm_failed_logged{false};
 std::atomic<bool> g_perf_failed_logged{false};
-
-PROF_NOINSTR uint64_t thread_cpu_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
-}
 
 // The hooks as the program's PLT slots name them, once bound.
 uintptr_t g_hook_enter = 0, g_hook_exit = 0;
@@ -192,15 +194,20 @@ PROF_NOINSTR void append(ThreadState& s, const uint8_t* rec, size_t n, uint64_t 
 }
 
 // A sample of the program: its record at the thread's cursor, or pending when it does not fit.
-// The thread is marked busy around it (the caller found it active).
+// The thread is marked busy around it (the caller found it active). In a counting thread the
+// record names the thread's node and carries its clocks (take_sample marked the switch word);
+// a pending one clears the word, so that the thread's next hook writes it (refill_event) before
+// the node changes.
 PROF_NOINSTR void program_sample(ThreadState& s, ThreadSampler& t, uint64_t cpu) {
     s.state = kBusy;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     uint64_t now = now_ticks();
     uint8_t rec[format::kMaxSampleRecord];
     uint64_t dt = now > s.w.last_ticks ? now - s.w.last_ticks : 0;
+    uint32_t node = s.counting ? tree_position(s) : 0;
     size_t n = size_t(format::put_sample(rec, dt, cpu, t.own_ns - t.reported_own_ns,
-                                         t.own_count - t.reported_own_count, t.pending + 1ull) -
+                                         t.own_count - t.reported_own_count, t.pending + 1ull,
+                                         s.counting, node) -
                       rec);
     if (s.w.base && s.w.end - s.w.cursor >= ptrdiff_t(n)) {
         append(s, rec, n, now);
@@ -209,10 +216,12 @@ PROF_NOINSTR void program_sample(ThreadState& s, ThreadSampler& t, uint64_t cpu)
         t.reported_own_count = t.own_count;
     } else {
         ++t.pending;
+        t.pending_node = node;
         t.pending_ticks = now;
         t.pending_cpu = cpu;
         t.pending_own_ns = t.own_ns;
         t.pending_own_count = t.own_count;
+        if (s.counting) __atomic_store_n(s.switch_word, uint64_t(0), __ATOMIC_RELAXED);
     }
     std::atomic_signal_fence(std::memory_order_seq_cst);
     s.state = kActive;
@@ -225,12 +234,19 @@ PROF_NOINSTR void take_sample(void* context) {
     // A thread that records nothing (stopped, ended, or a vfork child running on this memory)
     // is left alone: not even the clock is read.
     if (!t.armed || (state != kActive && state != kDeferred && state != kBusy)) return;
+    // A counting thread's record carries its clocks (program_sample): its switch word, which
+    // the kernel cleared to deliver this signal, is marked before they are read, so that a
+    // switch from here on clears it again.
+    bool counting = s.counting && state == kActive;
+    if (counting) __atomic_store_n(s.switch_word, switch_mark(), __ATOMIC_RELAXED);
     uint64_t cpu = thread_cpu_ns();
     uint64_t spent = cpu > t.last_cpu ? cpu - t.last_cpu : 0;
     t.last_cpu = cpu;
     if (state == kBusy || in_own_code(context)) {
         t.own_ns += spent;
         ++t.own_count;
+        // No record: the thread's next hook reads the clocks instead.
+        if (counting) __atomic_store_n(s.switch_word, uint64_t(0), __ATOMIC_RELAXED);
         return;
     }
     // A scope activation joining a run is open with its Enter not written: written now, the
@@ -537,15 +553,15 @@ PROF_NOINSTR void sampler_thread_stop() {
 
 PROF_NOINSTR bool sampler_thread_armed() { return t_sampler.armed; }
 
-// The thread is busy (a hook, or its end): no sample is taken meanwhile. Only for a thread
-// whose hooks read no clock per call (switch_word), whose timer was armed.
+// The thread is busy (a hook, or its end): no sample is taken meanwhile. For a counting thread
+// (whose timer was armed).
 PROF_NOINSTR void sampler_clock_record(ThreadState& s, uint64_t now) {
-    s.switch_read = 0;
     if (!ensure_bytes(s, now, format::kMaxSampleRecord)) return;
     int saved = errno;
     uint64_t cpu = thread_cpu_ns();
     errno = saved;
-    s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, now), cpu, 0, 0, 0);
+    s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, now), cpu, 0, 0, 0, s.counting,
+                                    s.counting ? tree_position(s) : 0);
     commit(s.w);
 }
 
@@ -573,7 +589,8 @@ PROF_NOINSTR void sampler_flush(ThreadState& s, bool last) {
     if (t.pending) {
         s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, t.pending_ticks), t.pending_cpu,
                                         t.pending_own_ns - t.reported_own_ns,
-                                        t.pending_own_count - t.reported_own_count, t.pending);
+                                        t.pending_own_count - t.reported_own_count, t.pending,
+                                        s.counting, t.pending_node);
         commit(s.w);
         t.reported_own_ns = t.pending_own_ns;
         t.reported_own_count = t.pending_own_count;
@@ -584,9 +601,9 @@ PROF_NOINSTR void sampler_flush(ThreadState& s, bool last) {
     // previous record was the profiler's, so its CPU clock, the latest sample's, is the previous
     // record's plus their time.
     if (last && t.own_count != t.reported_own_count) {
-        s.w.cursor =
-            format::put_sample(s.w.cursor, take_delta(s.w, now_ticks()), t.last_cpu,
-                               t.own_ns - t.reported_own_ns, t.own_count - t.reported_own_count, 0);
+        s.w.cursor = format::put_sample(
+            s.w.cursor, take_delta(s.w, now_ticks()), t.last_cpu, t.own_ns - t.reported_own_ns,
+            t.own_count - t.reported_own_count, 0, s.counting, s.counting ? tree_position(s) : 0);
         commit(s.w);
         t.reported_own_ns = t.own_ns;
         t.reported_own_count = t.own_count;

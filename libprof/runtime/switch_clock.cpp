@@ -107,14 +107,13 @@ PROF_NOINSTR bool switch_clock_on() {
 }
 
 PROF_NOINSTR void switch_clock_thread_start(ThreadState& s) {
-    s.switch_word = nullptr;
+    s.switch_word = s.switch_area = nullptr;
 #ifdef PROF_HAVE_RSEQ
     if (!g_switch_clock || !sampler_thread_armed()) return;
     struct rseq* area = rseq_area();
     if (int32_t(__atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED)) < 0) return; // not registered
-    // Cleared: the thread's first hook reads the clock.
-    s.switch_word = reinterpret_cast<uint64_t*>(&area->rseq_cs);
-    __atomic_store_n(s.switch_word, uint64_t(0), __ATOMIC_RELAXED);
+    // Used once the thread counts (begin_counting sets switch_word).
+    s.switch_area = reinterpret_cast<uint64_t*>(&area->rseq_cs);
 #endif
 }
 

@@ -24,6 +24,12 @@ enum : uint8_t { kNew = 0, kActive = 1, kBusy = 2, kOff = 3, kDeferred = 5 };
 
 // The `site` of a frame opened by PROF_SCOPE/PROF_FUNCTION/a C region: never a return address.
 constexpr uintptr_t kScopeMark = 1;
+// The same in a counting thread (PROF_TIME=sampled): the macros' inline paths, which write an
+// Exit record for a scope frame of theirs, leave such a frame to the runtime.
+constexpr uintptr_t kCountedScopeMark = 3;
+PROF_NOINSTR inline bool is_scope(uintptr_t site) {
+    return site == kScopeMark || site == kCountedScopeMark;
+}
 
 // The per-thread state is declared in <prof/prof_thread.h>: the macros' inline fast paths read
 // and write part of it.
@@ -50,9 +56,28 @@ struct prof_slot {
     uint32_t excluded; // runtime filter said no
 };
 
+// A node of a counting thread's call tree (call_tree.cpp): one call path, by function.
+struct prof_tree_node {
+    uintptr_t fn;    // the function (a scope's site); 0 for the root
+    uint64_t* calls; // its count, in a CallCounts record of the trace (a scratch word for an
+                     // excluded function's)
+    uint32_t id;     // its number in the trace's CallNode records; 0: the root, or a function
+                     // that the runtime filter excludes (never in the trace, never entered)
+    uint32_t parent; // index of the parent node
+    // The child entered last: the next call from this path is usually the same function.
+    uint32_t last_child;
+    uint32_t reserved;
+};
+
 namespace prof::rt {
 
 using Slot = ::prof_slot;
+using TreeNode = ::prof_tree_node;
+
+// The function table of the hooks (call_hooks.cpp): the slot of `a`, defined (a Function
+// record, the runtime filter) when new; null when the table is full. `site`: a scope's.
+Slot* function_slot(ThreadState& s, uintptr_t a, prof_site* site);
+const Slot* find_function(const ThreadState& s, uintptr_t a); // without defining it
 
 // First event of a thread: set up its buffers and stream. Returns with state kActive or kOff.
 void thread_start(ThreadState& s);
@@ -94,7 +119,37 @@ bool sampler_thread_armed(); // the calling thread's timer runs
 bool sampler_pending(bool last);
 void sampler_flush(ThreadState& s, bool last);
 
-// ---- PROF_TIME=sampled: the clock read after switches only (switch_clock.cpp) -------------
+// ---- counting threads: calls in a call tree (call_tree.cpp, format 1.9) ----------------------
+// A counting thread's hooks write no record per call: each keeps the thread's call tree, a node
+// per call path, and adds the call to its node's count in place in the trace (CallCounts
+// records, whose chunks stay mapped). A new path (the slow path) writes its CallNode record;
+// samples and the clocks read after a switch name the node the thread is in. Times come from
+// the samples (analysis/engine/session.hpp, "counting threads").
+constexpr uint32_t kNoNode = UINT32_MAX;
+// The thread begins counting (busy, its stream open, its timer armed, `switch_area` set): a
+// Counting record, the nodes of the frames it has open (with `open_calls` calls each: 0 when
+// their Enter records counted them, 1 in a forked child's new trace). False when it cannot.
+bool begin_counting(ThreadState& s, uint64_t open_calls);
+// The node of call path `parent` + `a` (a scope's site when `site` is a scope mark), made when
+// new: kNoNode when none can be (no room, the tree is full). The thread is busy.
+uint32_t tree_child(ThreadState& s, uint32_t parent, uintptr_t a, uintptr_t site);
+// The trace's number of the node the thread is in (0: no frame open).
+PROF_NOINSTR inline uint32_t tree_position(const ThreadState& s) {
+    return s.depth ? s.tree_nodes[s.frames[s.depth - 1].node].id : 0;
+}
+// Before a record of `stack` 0 (the memory profiler's): a Position record, when the node the
+// thread is in is not the one the last Position named. The thread is busy, with room made
+// for format::kMaxPositionRecord bytes.
+void tree_note_position(ThreadState& s);
+// The clocks after a switch (a Sample record of count 0 in the thread's node): the first hook
+// after the kernel cleared the thread's switch word, before it changes the node.
+void tree_clock_record(ThreadState& s);
+// The thread's tree is given up (its end; a forked child, whose trace is another).
+void tree_release(ThreadState& s);
+// Whether a thread that starts now counts from its start (PROF_TIME=sampled).
+bool counting_from_start();
+
+// ---- the switch word: time off CPU without a clock per call (switch_clock.cpp) -------------
 // The kernel's struct rseq_cs: the critical section whose address the hooks keep in the
 // thread's rseq area, and that the kernel clears when the thread was off CPU.
 struct alignas(32) SwitchSection {
@@ -107,24 +162,26 @@ extern SwitchSection g_switch_section __attribute__((visibility("hidden")));
 // the clock per call.
 const char* switch_clock_init();
 bool switch_clock_on();
-// The calling thread's `switch_word` (null: the clock per call), when its stream opens, after
-// its sampling timer is armed: a thread without samples keeps the clock per call.
+// The calling thread's `switch_area` (null: none), when its stream opens, after its sampling
+// timer is armed: a thread without samples keeps the clock per call.
 void switch_clock_thread_start(ThreadState& s);
-// The hooks' time: the clock, or, in PROF_TIME=sampled while the thread has not been off CPU
-// (nor signalled) since the clock was last read, the time of its last record (the next
-// sample says how much CPU time the events between took).
-PROF_NOINSTR inline uint64_t hook_ticks(ThreadState& s) {
-    uint64_t* word = s.switch_word;
-    if (PROF_LIKELY(!word)) return now_ticks();
-    const uint64_t mark = reinterpret_cast<uintptr_t>(&g_switch_section);
-    if (PROF_LIKELY(__atomic_load_n(word, __ATOMIC_RELAXED) == mark)) return s.w.last_ticks;
-    __atomic_store_n(word, mark, __ATOMIC_RELAXED);
-    s.switch_read = 1;
-    return now_ticks();
+// The mark the hooks keep in a counting thread's switch word.
+PROF_NOINSTR inline uint64_t switch_mark() {
+    return reinterpret_cast<uintptr_t>(&g_switch_section);
 }
-// After such a reading, before the hook's own record: the thread's clocks at `now` (a Sample
-// of count 0), which end the span whose time off CPU lies in the interval up to `now`.
+// Whether the thread may have been off CPU (or signalled) since the mark was stored; the mark
+// is stored again, before the caller reads the clocks.
+PROF_NOINSTR inline bool switched(ThreadState& s) {
+    if (PROF_LIKELY(__atomic_load_n(s.switch_word, __ATOMIC_RELAXED) == switch_mark()))
+        return false;
+    __atomic_store_n(s.switch_word, switch_mark(), __ATOMIC_RELAXED);
+    return true;
+}
+// The thread's clocks now, a Sample record of count 0 (in the thread's node when counting),
+// with room made for it: the end of its last span (its end, the process's finish).
 void sampler_clock_record(ThreadState& s, uint64_t now);
+// The CPU clock of the calling thread (CLOCK_THREAD_CPUTIME_ID), in ns.
+uint64_t thread_cpu_ns();
 
 // Set while this thread runs the calibration: its functions are not noted for the symbol table.
 extern thread_local bool t_calibrating __attribute__((tls_model("initial-exec")));

@@ -511,16 +511,40 @@ PROF_NOINSTR uint32_t next_stream_id() {
     return g.next_stream.fetch_add(1, std::memory_order_relaxed);
 }
 
+// A chunk that holds records the stream adds to in place (CallCounts) stays mapped until the
+// stream ends. If the list of them cannot grow, the chunk stays mapped all the same (until the
+// process ends): the stream's counts point into it.
+PROF_NOINSTR void keep_chunk(ChunkWriter& w, uint8_t* chunk) {
+    if (w.kept_count == w.kept_cap) {
+        uint32_t cap = w.kept_cap ? 2 * w.kept_cap : 16;
+        auto* kept = static_cast<uint8_t**>(map_anon(size_t(cap) * sizeof(uint8_t*)));
+        if (!kept) return;
+        if (w.kept_cap) {
+            memcpy(kept, w.kept, size_t(w.kept_count) * sizeof(uint8_t*));
+            munmap(w.kept, size_t(w.kept_cap) * sizeof(uint8_t*));
+        }
+        w.kept = kept;
+        w.kept_cap = cap;
+    }
+    w.kept[w.kept_count++] = chunk;
+}
+
 PROF_NOINSTR bool open_chunk(ChunkWriter& w, uint64_t now) {
     uint8_t* old = w.base;
+    bool keep = w.keep && old;
     lock_global();
     bool ok = open_chunk_locked(w, now);
     unlock_global();
-    // The retired chunk stays in the page cache; unmapping it only drops our view of it. The
-    // two last retired ones stay mapped (see prof_chunk_writer::retired).
-    if (w.retired[1]) munmap(w.retired[1], g.chunk_size);
-    w.retired[1] = w.retired[0];
-    w.retired[0] = old;
+    w.keep = 0;
+    if (keep) {
+        keep_chunk(w, old);
+    } else {
+        // The retired chunk stays in the page cache; unmapping it only drops our view of it.
+        // The two last retired ones stay mapped (see prof_chunk_writer::retired).
+        if (w.retired[1]) munmap(w.retired[1], g.chunk_size);
+        w.retired[1] = w.retired[0];
+        w.retired[0] = old;
+    }
     if (!ok) w.base = w.cursor = w.end = nullptr;
     return ok;
 }
@@ -534,6 +558,11 @@ PROF_NOINSTR void unmap_retired(ChunkWriter& w) {
         if (r) munmap(r, g.chunk_size);
         r = nullptr;
     }
+    for (uint32_t i = 0; i < w.kept_count; ++i) munmap(w.kept[i], g.chunk_size);
+    if (w.kept_cap) munmap(w.kept, size_t(w.kept_cap) * sizeof(uint8_t*));
+    w.kept = nullptr;
+    w.kept_count = w.kept_cap = 0;
+    w.keep = 0;
 }
 
 PROF_NOINSTR void close_chunk(ChunkWriter& w) {

@@ -104,6 +104,34 @@ public:
             return format::put_sample(p, dt, cpu_ns, own_ns, own_count, count);
         });
     }
+    // 1.9: a counting thread's records: its samples name a node; the start of counting, its
+    // call tree nodes, their counts (a block of `calls` from node `first`), its position.
+    TraceBuilder& node_sample(uint64_t dt, uint64_t cpu_ns, uint64_t own_ns, uint64_t own_count,
+                              uint64_t count, uint64_t node) {
+        return encode(format::kMaxSampleRecord, [&](uint8_t* p) {
+            return format::put_sample(p, dt, cpu_ns, own_ns, own_count, count, true, node);
+        });
+    }
+    TraceBuilder& counting(uint64_t dt, uint64_t cpu_ns) {
+        return encode(format::kMaxCountingRecord,
+                      [&](uint8_t* p) { return format::put_counting(p, dt, cpu_ns); });
+    }
+    TraceBuilder& call_node(uint64_t node, uint64_t parent, uint64_t fn) {
+        return encode(format::kMaxCallNodeRecord,
+                      [&](uint8_t* p) { return format::put_call_node(p, node, parent, fn); });
+    }
+    TraceBuilder& call_counts(uint64_t first, const std::vector<uint64_t>& calls) {
+        return encode(format::call_counts_size(first, calls.size()), [&](uint8_t* p) {
+            uint8_t* end = format::put_call_counts(p, first, calls.size());
+            for (size_t i = 0; i < calls.size(); ++i)
+                format::put_u64(end - 8 * (calls.size() - i), calls[i]);
+            return end;
+        });
+    }
+    TraceBuilder& position(uint64_t node) {
+        return encode(format::kMaxPositionRecord,
+                      [&](uint8_t* p) { return format::put_position(p, node); });
+    }
     // Memory records: `ptr_delta` from the chunk's previous pointer; `alignment` 0: none.
     TraceBuilder& alloc(uint64_t dt, int64_t ptr_delta, uint64_t size, uint32_t stack,
                         format::AllocKind kind, uint64_t alignment = 0) {

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <link.h>
 #include <set>
 #include <sstream>
@@ -103,6 +104,34 @@ TraceBuilder sampled_trace() {
     b.meta("sample_clock", "thread_cputime");
     b.symbol(0x1000, "main", "/src/app.cpp", 3).symbol(0x2000, "work(int)", "/src/app.cpp", 9);
     b.end_record(20000);
+    return b;
+}
+
+// Format 1.9: main (0x1000) traced until it calls work (0x2000) once, then counting: the open
+// frame main is node 1, work called from it node 2 (3 more calls), work's helper (0x3000) node 3
+// (5 calls); samples name their nodes. Times in ns.
+TraceBuilder counted_trace() {
+    TraceBuilder b;
+    b.chunk(1, 1000).function(0x1000).function(0x2000);
+    b.sample(0, 500000, 0, 0, 0);             // t 1000: armed
+    b.enter(0, 10);                           // t 1010: main
+    b.counting(990, 1000000);                 // t 2000: counting from here, CPU clock 1 ms
+    b.call_counts(1, {0, 3});                 // nodes 1-2
+    b.call_node(1, 0, 0);                     // main, its Enter counted it
+    b.call_node(2, 1, 1);                     // main > work
+    b.node_sample(3000, 4000000, 0, 0, 1, 2); // t 5000 in work
+    b.function(0x3000);
+    b.call_counts(3, {5});
+    b.call_node(3, 2, 2); // main > work > helper
+    b.position(3);
+    b.node_sample(1000, 4500000, 0, 0, 0, 1);      // t 6000 clocks after a switch, in main
+    b.node_sample(4000, 7000000, 100000, 1, 1, 3); // t 10000 in helper
+    b.thread_end(500);
+    b.chunk(0)
+        .symbol(0x1000, "main", "/src/app.cpp", 3)
+        .symbol(0x2000, "work(int)", "/src/app.cpp", 9);
+    b.symbol(0x3000, "helper()", "/src/app.cpp", 20);
+    b.end_record(11000);
     return b;
 }
 
@@ -310,7 +339,7 @@ TEST_CASE("every released 1.x version reads the same under each later minor's he
 
 TEST_CASE("a trace cut at any byte reads partially or fails cleanly") {
     for (const TraceBuilder& source :
-         {small_trace(), small_trace_1_3(), aligned_trace(0), sampled_trace()}) {
+         {small_trace(), small_trace_1_3(), aligned_trace(0), sampled_trace(), counted_trace()}) {
         auto full = source.bytes();
         // Bytes after the last record of the last chunk are padding: a cut there loses nothing.
         format::ChunkHeader last{};
@@ -340,7 +369,7 @@ TEST_CASE("a trace cut at any byte reads partially or fails cleanly") {
 
 TEST_CASE("every single flipped byte gives a result or a TraceError") {
     for (const TraceBuilder& source :
-         {small_trace(), small_trace_1_3(), aligned_trace(0), sampled_trace()}) {
+         {small_trace(), small_trace_1_3(), aligned_trace(0), sampled_trace(), counted_trace()}) {
         auto full = source.bytes();
         std::string path = test::temp_path("flip.trace");
         size_t errors = 0;
@@ -992,7 +1021,7 @@ TEST_CASE("packed traces keep Sample records and their exact times (2.2)") {
     reader::TraceReader packed_reader(packed);
     const reader::TraceInfo& info = packed_reader.read(p);
     CHECK(info.header.major == format::kPackedMajor);
-    CHECK(info.header.minor == 2);
+    CHECK(info.header.minor == format::kPackedMinor);
     CHECK(info.samples == 2);
     CHECK(p.order == a.order);
     CHECK(p.order == std::vector<std::string>{"enter 0@0", "sample 0@0", "sample 1@5099",
@@ -1135,4 +1164,132 @@ TEST_CASE("PLT stubs are named as objdump names them") {
             CHECK(e->name == ours.begin()->second);
         }
     }
+}
+
+namespace {
+
+// Every record of a counting thread, in order, as text.
+struct TreeSink : CountingSink {
+    std::vector<std::string> order;
+    void on_calls(uint32_t stream, const reader::CallRecord* r, size_t n) override {
+        for (size_t i = 0; i < n; ++i)
+            order.push_back(r[i].exit ? fmt::format("exit@{}", r[i].ticks)
+                                      : fmt::format("enter {}@{}", r[i].fn, r[i].ticks));
+        reader::EventSink::on_calls(stream, r, n);
+    }
+    void on_sample(uint32_t, const reader::SampleRecord& s) override {
+        order.push_back(s.at_node ? fmt::format("sample {}@{} cpu {} own {} node {}", s.count,
+                                                s.ticks, s.cpu_ns, s.own_ns, s.node)
+                                  : fmt::format("sample {}@{}", s.count, s.ticks));
+    }
+    void on_counting(uint32_t, uint64_t ticks, uint64_t cpu_ns) override {
+        order.push_back(fmt::format("counting@{} cpu {}", ticks, cpu_ns));
+    }
+    void on_call_node(uint32_t, uint32_t node, uint32_t parent, uint32_t fn) override {
+        order.push_back(fmt::format("node {} = {} + {}", node, parent, fn));
+    }
+    void on_call_counts(uint32_t, uint32_t first, const std::vector<uint64_t>& calls) override {
+        order.push_back(fmt::format("counts {}: {}", first, fmt::join(calls, " ")));
+    }
+    void on_position(uint32_t, uint32_t node) override {
+        order.push_back(fmt::format("position {}", node));
+    }
+};
+
+} // namespace
+
+TEST_CASE("a counting thread's call tree records (1.9) read in order, their samples at a node") {
+    std::string path = test::temp_path("counted.trace");
+    counted_trace().save(path);
+    TreeSink sink;
+    reader::TraceReader r(path);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(info.finished);
+    CHECK(info.minor_unknown_records == 0);
+    CHECK(sink.order == std::vector<std::string>{"sample 0@1000", "enter 0@1010",
+                                                 "counting@2000 cpu 1000000", "counts 1: 0 3",
+                                                 "node 1 = 0 + 0", "node 2 = 1 + 1",
+                                                 "sample 1@5000 cpu 4000000 own 0 node 2",
+                                                 "counts 3: 5", "node 3 = 2 + 2", "position 3",
+                                                 "sample 0@6000 cpu 4500000 own 0 node 1",
+                                                 "sample 1@10000 cpu 7000000 own 100000 node 3"});
+    const reader::Thread& t = info.threads.at(1);
+    CHECK(t.counting);
+    CHECK(t.events == 1 + 2 * (3 + 5)); // main's Enter, two per counted call
+    CHECK(t.samples == 2);
+    CHECK(info.samples == 2);
+    CHECK(info.own_samples == 1);
+}
+
+TEST_CASE("a counting thread's records that break its rules are errors with their offset") {
+    using format::Tag;
+    struct Case {
+        const char* what;
+        std::function<void(TraceBuilder&)> records; // after two functions are defined
+        const char* error;
+    };
+    std::vector<Case> cases = {
+        {"a node before counting", [](TraceBuilder& b) { b.call_node(1, 0, 0); },
+         "does not count its calls"},
+        {"counting twice", [](TraceBuilder& b) { b.counting(0, 0).counting(0, 0); },
+         "begins counting its calls twice"},
+        {"an Enter after counting", [](TraceBuilder& b) { b.counting(0, 0).enter(0, 1); },
+         "after stream 1 began counting"},
+        {"an Exit after counting", [](TraceBuilder& b) { b.enter(0, 0).counting(0, 0).exit(1); },
+         "after stream 1 began counting"},
+        {"an Abandon after counting", [](TraceBuilder& b) { b.counting(0, 0).abandon(1, 0); },
+         "after stream 1 began counting"},
+        {"nodes out of order", [](TraceBuilder& b) { b.counting(0, 0).call_node(2, 0, 0); },
+         "node 2 of stream 1 follows node 0"},
+        {"a node its own parent", [](TraceBuilder& b) { b.counting(0, 0).call_node(1, 1, 0); },
+         "has parent 1, not an earlier node"},
+        {"a node of an undefined function",
+         [](TraceBuilder& b) { b.counting(0, 0).call_node(1, 0, 2); }, "undefined function 2"},
+        {"counts that skip nodes", [](TraceBuilder& b) { b.counting(0, 0).call_counts(2, {1}); },
+         "do not follow those of nodes up to 0"},
+        {"counts that overlap",
+         [](TraceBuilder& b) { b.counting(0, 0).call_counts(1, {1}).call_counts(1, {1}); },
+         "do not follow"},
+        {"a sample in an undefined node",
+         [](TraceBuilder& b) { b.counting(0, 0).node_sample(0, 1, 0, 0, 1, 1); },
+         "sample in undefined call tree node 1"},
+        {"a position in an undefined node",
+         [](TraceBuilder& b) { b.counting(0, 0).call_node(1, 0, 0).position(2); },
+         "position in undefined call tree node 2"},
+        {"a counting thread's sample without its node",
+         [](TraceBuilder& b) { b.counting(0, 0).sample(0, 1, 0, 0, 1); }, "malformed record"},
+        {"a block of counts cut short",
+         [](TraceBuilder& b) {
+             b.counting(0, 0).sized(Tag::kCallCounts, payload({1, 2}, {7}));
+         },
+         "malformed record"},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.what);
+        TraceBuilder b;
+        b.chunk(1, 0).function(0x1000).function(0x2000);
+        c.records(b);
+        b.thread_end(0);
+        b.chunk(0).end_record(100);
+        std::string path = test::temp_path("counted-bad.trace");
+        b.save(path);
+        std::string error = error_of(path);
+        CAPTURE(error);
+        CHECK(error.find(c.error) != std::string::npos);
+        CHECK(error.find("corrupt trace at byte 41") != std::string::npos); // in stream 1's chunk
+    }
+}
+
+TEST_CASE("packed counting traces keep their call tree records and times (2.3)") {
+    std::string raw = test::temp_path("counted-pack.trace"), packed = raw + ".packed";
+    counted_trace().save(raw);
+    pack::pack_trace(raw, packed, {});
+    TreeSink a, p;
+    reader::TraceReader(raw).read(a);
+    reader::TraceReader packed_reader(packed);
+    const reader::TraceInfo& info = packed_reader.read(p);
+    CHECK(info.header.major == format::kPackedMajor);
+    CHECK(info.header.minor == format::kPackedMinor);
+    CHECK(p.order == a.order);
+    CHECK(info.threads.at(1).events == 17);
 }

@@ -165,9 +165,19 @@ TEST_CASE("the memory record encoders stay within their stated room") {
     end = format::put_enter_address(e.bytes, big, big);
     CHECK(size_t(end - e.bytes) == format::kMaxEventRecord);
     Buffer s;
-    end = format::put_sample(s.bytes, big, big, big, big, big);
+    end = format::put_sample(s.bytes, big, big, big, big, big, true, big);
     CHECK(size_t(end - s.bytes) == format::kMaxSampleRecord);
     CHECK(s.touched() == format::kMaxSampleRecord);
+    Buffer n;
+    end = format::put_call_node(n.bytes, big, big, big);
+    CHECK(size_t(end - n.bytes) == format::kMaxCallNodeRecord);
+    CHECK(n.touched() == format::kMaxCallNodeRecord);
+    Buffer k;
+    end = format::put_counting(k.bytes, big, big);
+    CHECK(size_t(end - k.bytes) == format::kMaxCountingRecord);
+    Buffer o;
+    end = format::put_position(o.bytes, big);
+    CHECK(size_t(end - o.bytes) == format::kMaxPositionRecord);
 }
 
 // A sized record's length covers its payload exactly, and the payload decodes field by field.
@@ -230,9 +240,38 @@ TEST_CASE("the sized record encoders write their length and payload") {
          {uint64_t(10400), uint64_t(123456789012), uint64_t(4000000), uint64_t(1), uint64_t(3)})
         CHECK(c.uleb() == v);
     CHECK((c.ok && c.p == c.end));
+    // 1.9: a counting thread's sample names its node (0 too).
+    end = format::put_sample(b.bytes, 5, 6, 7, 0, 1, true, 0);
+    c = payload(b.bytes, end, format::Tag::kSample);
+    for (uint64_t v : {5, 6, 7, 0, 1, 0}) CHECK(c.uleb() == v);
+    CHECK((c.ok && c.p == c.end));
     // The longest one still has a one-byte length.
     end = format::put_sample(b.bytes, ~uint64_t(0), ~uint64_t(0), ~uint64_t(0), ~uint64_t(0),
-                             ~uint64_t(0));
+                             ~uint64_t(0), true, ~uint64_t(0));
     c = payload(b.bytes, end, format::Tag::kSample);
     CHECK(b.bytes[1] == format::kMaxSampleRecord - 2);
+
+    end = format::put_counting(b.bytes, 777, 888);
+    c = payload(b.bytes, end, format::Tag::kCounting);
+    CHECK(c.uleb() == 777);
+    CHECK(c.uleb() == 888);
+    CHECK((c.ok && c.p == c.end));
+    end = format::put_call_node(b.bytes, 300, 299, 5);
+    c = payload(b.bytes, end, format::Tag::kCallNode);
+    for (uint64_t v : {300, 299, 5}) CHECK(c.uleb() == v);
+    CHECK((c.ok && c.p == c.end));
+    end = format::put_position(b.bytes, 70000);
+    c = payload(b.bytes, end, format::Tag::kPosition);
+    CHECK(c.uleb() == 70000);
+    CHECK((c.ok && c.p == c.end));
+    // A block of 300 counts: a two-byte length, its counts the last 2,400 bytes, all 0.
+    std::vector<uint8_t> counts(format::call_counts_size(129, 300) + 8, 0xee);
+    end = format::put_call_counts(counts.data(), 129, 300);
+    CHECK(size_t(end - counts.data()) == format::call_counts_size(129, 300));
+    CHECK(counts[format::call_counts_size(129, 300)] == 0xee);
+    c = payload(counts.data(), end, format::Tag::kCallCounts);
+    CHECK(c.uleb() == 129);
+    CHECK(c.uleb() == 300);
+    for (int i = 0; i < 300; ++i) CHECK(c.u64() == 0);
+    CHECK((c.ok && c.p == c.end));
 }

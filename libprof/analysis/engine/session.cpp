@@ -139,6 +139,14 @@ struct ThreadReplay {
     std::unordered_map<uint32_t, size_t> unwound_site;           // Stack id -> memory site
     uint64_t last_alloc = 0; // the latest allocation, while nothing else was allocated since
     size_t last_alloc_site = 0;
+    // 1.9: from its Counting record on, the thread counted its calls in a call tree of its own:
+    // the path node of each of its nodes (0: the root), their calls, and the node its records
+    // are in (Position: the call path of memory records with stack 0).
+    bool counting = false;
+    std::vector<uint32_t> tree{0};
+    std::vector<uint64_t> tree_calls;
+    uint32_t position = 0;
+    uint32_t clock_node = 0; // the node of its last Sample record (or where it began counting)
 
     uint32_t child(uint32_t parent, uint32_t function) {
         uint32_t n = paths.find_or_add(uint64_t(parent) << 32 | function, uint32_t(nodes.size()));
@@ -415,6 +423,11 @@ struct Session::Impl : reader::EventSink {
     // evenly as their lengths allow, and the rest of each is its time off CPU.
     int64_t long_interval_units() const { return int64_t(20e3 * units_per_ns); } // 20 us
     static uint32_t top(const ThreadReplay& t) { return t.stack.empty() ? 0 : t.stack.back().node; }
+    // The path node of call tree node `node` of a counting thread (0 for one not defined: a
+    // damaged trace's).
+    static uint32_t tree_node(const ThreadReplay& t, uint32_t node) {
+        return node < t.tree.size() ? t.tree[node] : 0;
+    }
     void note_long(ThreadReplay& t, int64_t elapsed) {
         t.long_intervals.push_back(LongInterval{top(t), elapsed});
     }
@@ -433,6 +446,7 @@ struct Session::Impl : reader::EventSink {
         if (long_interval == INT64_MAX) long_interval = long_interval_units();
         ThreadReplay& t = thread(id);
         advance(t, r.ticks, true);
+        if (r.at_node) return counted_sample(t, r);
         bool first = !t.sampled;
         if (first) {
             t.sampled = true;
@@ -483,6 +497,94 @@ struct Session::Impl : reader::EventSink {
         close_span(t, r.ticks, cpu, node);
         t.span_cpu_ns = r.cpu_ns;
     }
+    // ---- counting threads (1.9): calls in a call tree, times from the samples alone ------
+    // Every Sample record of a counting thread carries its clocks and names the node it was
+    // written in. Between two such records the thread stayed in that node whenever it was off
+    // CPU (the runtime writes one at the first hook after the thread was descheduled, before
+    // that hook changes the node), so the wall time between them less their CPU time is that
+    // node's time off CPU. A sample (count > 0) weighs all CPU time since the last sample
+    // charged, less the profiler's, and gives it to its node, as the sampling estimator does;
+    // a record of count 0 charges nothing, its CPU time waits for the next sample.
+    void counted_sample(ThreadReplay& t, const reader::SampleRecord& r) {
+        uint32_t node = tree_node(t, r.node);
+        t.clock_node = node;
+        if (!t.sampled) { // a trace whose first record of the thread's clocks is this one
+            t.sampled = true;
+            t.span_ticks = r.ticks;
+            t.span_cpu_ns = t.charged_cpu_ns = r.cpu_ns;
+        }
+        t.samples += r.count;
+        t.own_samples += r.own_count;
+        int64_t own = int64_t(double(r.own_ns) * units_per_ns);
+        t.own += own;
+        count_samples(t, node, r.count);
+        int64_t wall =
+            r.ticks > t.span_ticks ? int64_t((r.ticks - t.span_ticks) << kClockFraction) : 0;
+        int64_t cpu =
+            r.cpu_ns > t.span_cpu_ns ? int64_t(double(r.cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
+        give(t, node, wall - cpu);
+        if (r.count) {
+            int64_t weight = r.cpu_ns > t.charged_cpu_ns
+                                 ? int64_t(double(r.cpu_ns - t.charged_cpu_ns) * units_per_ns)
+                                 : 0;
+            t.sampled_cpu += weight;
+            give(t, node, weight - own - t.own_waiting);
+            t.charged_cpu_ns = r.cpu_ns;
+            t.own_waiting = 0;
+        } else {
+            t.own_waiting += own;
+        }
+        t.span_ticks = std::max(t.span_ticks, r.ticks);
+        t.span_cpu_ns = std::max(t.span_cpu_ns, r.cpu_ns);
+    }
+    // The thread begins counting at `ticks`, its CPU clock then `cpu_ns`. The span since its
+    // last sample closes here as a traced span (its time off CPU to its long intervals); its CPU
+    // time is charged by the next sample, as every counting span's.
+    void on_counting(uint32_t id, uint64_t ticks, uint64_t cpu_ns) override {
+        ThreadReplay& t = thread(id);
+        advance(t, ticks, true);
+        t.counting = true;
+        t.position = t.clock_node = top(t);
+        if (options.time == TimeSource::kTraced) return;
+        if (long_interval == INT64_MAX) long_interval = long_interval_units();
+        if (!t.sampled) {
+            t.sampled = true;
+            t.span_ticks = ticks;
+            t.span_cpu_ns = t.charged_cpu_ns = cpu_ns;
+            return;
+        }
+        int64_t cpu =
+            cpu_ns > t.span_cpu_ns ? int64_t(double(cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
+        t.charged_cpu_ns = t.span_cpu_ns;
+        close_span(t, ticks, cpu, top(t));
+        t.span_cpu_ns = std::max(t.span_cpu_ns, cpu_ns);
+    }
+    void on_call_node(uint32_t id, uint32_t node, uint32_t parent, uint32_t fn) override {
+        ThreadReplay& t = thread(id);
+        if (fn >= t.fn_map.size() || t.fn_map[fn] == kUndefined) return;
+        uint32_t path = t.child(tree_node(t, parent), resolve(t, t.fn_map[fn], t.last));
+        if (t.tree.size() <= node) t.tree.resize(size_t(node) + 1, 0);
+        t.tree[node] = path;
+    }
+    void on_call_counts(uint32_t id, uint32_t first, const std::vector<uint64_t>& calls) override {
+        ThreadReplay& t = thread(id);
+        if (t.tree_calls.size() < first + calls.size()) t.tree_calls.resize(first + calls.size());
+        std::copy(calls.begin(), calls.end(), t.tree_calls.begin() + first);
+        uint64_t n = 0;
+        for (uint64_t c : calls) n += 2 * c;
+        tick_progress(t.last, n);
+    }
+    void on_position(uint32_t id, uint32_t node) override {
+        ThreadReplay& t = thread(id);
+        t.position = tree_node(t, node);
+    }
+    // The counts of a counting thread's call tree join its paths' (once, when its trace ends).
+    static void add_tree_calls(ThreadReplay& t) {
+        for (size_t i = 1; i < t.tree.size() && i < t.tree_calls.size(); ++i)
+            if (t.tree[i]) t.nodes[t.tree[i]].calls += t.tree_calls[i];
+        std::vector<uint64_t>().swap(t.tree_calls);
+    }
+
     // A sampled call stack (profrun --sample): the path of its functions, outermost first, gets
     // the CPU time the sample stands for. No call is counted: the trace has none.
     void on_stack_sample(uint32_t id, uint64_t ticks, uint32_t stack, uint64_t cpu_ns) override {
@@ -605,6 +707,18 @@ struct Session::Impl : reader::EventSink {
     void close_last_span(ThreadReplay& t) {
         if (!t.sampled || t.spans_closed) return;
         t.spans_closed = true;
+        if (t.counting) {
+            // The CPU time since the last sample charged, to the node of the last clocks (the
+            // runtime writes them when the thread ends or the process finishes); after them,
+            // a killed thread's last moments are unknown.
+            int64_t waiting = t.span_cpu_ns > t.charged_cpu_ns
+                                  ? int64_t(double(t.span_cpu_ns - t.charged_cpu_ns) * units_per_ns)
+                                  : 0;
+            t.sampled_cpu += waiting;
+            give(t, t.clock_node, waiting - t.own_waiting);
+            t.own_waiting = 0;
+            return;
+        }
         int64_t wall =
             t.last > t.span_ticks ? int64_t((t.last - t.span_ticks) << kClockFraction) : 0;
         int64_t cpu = std::min(wall, sample_period);
@@ -635,10 +749,12 @@ struct Session::Impl : reader::EventSink {
         for (size_t i = first_thread; i < threads.size(); ++i)
             samples += threads[i]->samples + threads[i]->own_samples;
         // A trace whose hooks read no clock has the samples' times only, however few.
-        bool use = untimed_hooks || stack_sampled         ? true
-                   : options.time == TimeSource::kSampled ? samples > 0
-                   : options.time == TimeSource::kAuto    ? samples >= kEnoughSamples
-                                                          : false;
+        bool counted = false;
+        for (size_t i = first_thread; i < threads.size(); ++i) counted |= threads[i]->counting;
+        bool use = untimed_hooks || stack_sampled || counted ? true
+                   : options.time == TimeSource::kSampled    ? samples > 0
+                   : options.time == TimeSource::kAuto       ? samples >= kEnoughSamples
+                                                             : false;
         if (!use) {
             b.traced_traces = 1;
             if (samples) b.too_few = samples;
@@ -646,7 +762,8 @@ struct Session::Impl : reader::EventSink {
             return;
         }
         b.sampled_traces = 1;
-        b.untimed_traces = untimed_hooks ? 1 : 0;
+        b.untimed_traces = untimed_hooks || counted ? 1 : 0;
+        b.switched_traces = counted && !untimed_hooks ? 1 : 0;
         b.uncounted_traces = stack_sampled ? 1 : 0;
         if (layout.meta.count("sample_idle")) {
             b.idle_traces = 1;
@@ -858,8 +975,12 @@ struct Session::Impl : reader::EventSink {
             return site;
         }
         std::vector<uint64_t> addresses;
-        for (auto f = s.stack.rbegin(); f != s.stack.rend(); ++f)
-            addresses.push_back(fns->address[s.nodes[f->node].function]);
+        if (s.counting) // the path of its position, innermost first
+            for (uint32_t n = s.position; n; n = s.nodes[n].parent)
+                addresses.push_back(fns->address[s.nodes[n].function]);
+        else
+            for (auto f = s.stack.rbegin(); f != s.stack.rend(); ++f)
+                addresses.push_back(fns->address[s.nodes[f->node].function]);
         return site_of_addresses(std::move(addresses), ticks);
     }
     // `timeless` is cleared when an address of the stack belonged to two objects (dlclose,
@@ -1155,6 +1276,7 @@ struct Session::Impl : reader::EventSink {
     void end_trace(const reader::TraceInfo& info, size_t first_thread, bool name_sites = true) {
         for (size_t i = first_thread; i < threads.size(); ++i) {
             ThreadReplay& t = *threads[i];
+            add_tree_calls(t);
             if (!t.stack.empty()) advance(t, std::max(info.end_ticks, t.last));
             close_last_span(t);
             close_all(t);

@@ -76,6 +76,9 @@ enum class TimeSource {
 struct TimeBasis {
     uint64_t sampled_traces = 0, traced_traces = 0;
     uint64_t untimed_traces = 0; // of the sampled: hooks without a clock (PROF_TIME=sampled)
+    // Of those: traces whose hooks read the clock per call until the run had samples enough to
+    // be timed by them (PROF_TIME=auto).
+    uint64_t switched_traces = 0;
     // Of the sampled: call stacks sampled without hooks (profrun --sample, --pid), so no call
     // was counted.
     uint64_t uncounted_traces = 0;
@@ -106,6 +109,7 @@ struct TimeBasis {
         sampled_traces += o.sampled_traces;
         traced_traces += o.traced_traces;
         untimed_traces += o.untimed_traces;
+        switched_traces += o.switched_traces;
         uncounted_traces += o.uncounted_traces;
         samples += o.samples;
         own_samples += o.own_samples;

@@ -263,13 +263,50 @@ PROF_CODEC_INLINE uint8_t* put_rss(uint8_t* p, uint64_t dt, uint64_t bytes) {
 }
 
 // 1.5: CPU-time samples of the thread (count 0: no sample of the program, see Tag::kSample).
-inline constexpr uint32_t kMaxSampleRecord = 2 + 5 * kMaxUleb; // payload < 128
+inline constexpr uint32_t kMaxSampleRecord = 2 + 6 * kMaxUleb; // payload < 128
 
+// `node` (1.9): the call tree node of a counting thread's sample, written when `at_node` is set
+// (a counting thread's records always have it, others never).
 PROF_CODEC_INLINE uint8_t* put_sample(uint8_t* p, uint64_t dt, uint64_t cpu_ns, uint64_t own_ns,
-                                      uint64_t own_count, uint64_t count) {
+                                      uint64_t own_count, uint64_t count, bool at_node = false,
+                                      uint64_t node = 0) {
     uint8_t* q = put_uleb(put_uleb(begin_small(p, Tag::kSample), dt), cpu_ns);
     q = put_uleb(put_uleb(put_uleb(q, own_ns), own_count), count);
+    if (at_node) q = put_uleb(q, node);
     return end_small(p, q);
+}
+
+// ---- 1.9: calls counted in a call tree ------------------------------------------------------
+inline constexpr uint32_t kMaxCountingRecord = 2 + 2 * kMaxUleb;
+inline constexpr uint32_t kMaxCallNodeRecord = 2 + 3 * kMaxUleb; // payload < 128
+inline constexpr uint32_t kMaxPositionRecord = 2 + kMaxUleb;
+
+PROF_CODEC_INLINE uint8_t* put_counting(uint8_t* p, uint64_t dt, uint64_t cpu_ns) {
+    return end_small(p, put_uleb(put_uleb(begin_small(p, Tag::kCounting), dt), cpu_ns));
+}
+
+PROF_CODEC_INLINE uint8_t* put_call_node(uint8_t* p, uint64_t node, uint64_t parent, uint64_t fn) {
+    return end_small(
+        p, put_uleb(put_uleb(put_uleb(begin_small(p, Tag::kCallNode), node), parent), fn));
+}
+
+PROF_CODEC_INLINE uint8_t* put_position(uint8_t* p, uint64_t node) {
+    return end_small(p, put_uleb(begin_small(p, Tag::kPosition), node));
+}
+
+// Bytes of a CallCounts record of `n` nodes from `first`.
+PROF_CODEC_INLINE size_t call_counts_size(uint64_t first, uint64_t n) {
+    size_t payload = uleb_size(first) + uleb_size(n) + 8 * n;
+    return 1 + uleb_size(payload) + payload;
+}
+
+// A CallCounts record of `n` nodes from `first`, every count 0. Returns its end; the counts are
+// its last 8 n bytes, which the writer then adds to in place.
+PROF_CODEC_INLINE uint8_t* put_call_counts(uint8_t* p, uint64_t first, uint64_t n) {
+    size_t payload = uleb_size(first) + uleb_size(n) + 8 * n;
+    p = put_uleb(put_uleb(put_sized_head(p, Tag::kCallCounts, payload), first), n);
+    __builtin_memset(p, 0, 8 * n);
+    return p + 8 * n;
 }
 
 // 1.7: a sampled call stack (profrun --sample). At most 2 + 3 * kMaxUleb bytes.

@@ -26,18 +26,21 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 8; // 1.1: sites, line statistics; 1.2: unloads, pauses;
+inline constexpr uint16_t kMinor = 9; // 1.1: sites, line statistics; 1.2: unloads, pauses;
                                       // 1.3: scope runs; 1.4: aligned operator new/delete;
                                       // 1.5: CPU-time samples; 1.6: hooks without a clock
                                       // (Meta time=sampled); 1.7: sampled call stacks
                                       // (profrun --sample, --pid); 1.8: time off CPU of a
-                                      // sampled thread (profrun --idle)
+                                      // sampled thread (profrun --idle); 1.9: calls counted
+                                      // in a call tree (Counting, CallNode, CallCounts,
+                                      // Position; Sample's node)
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
 // readers of 1.x refuse by name. Its records are those of 1.x plus the packed memory records
 // (2.1: and MemAligned; 2.2: the Sample records of 1.5, as written).
 inline constexpr uint16_t kPackedMajor = 2;
-inline constexpr uint16_t kPackedMinor = 2; // 2.1: MemAligned; 2.2: Sample
+inline constexpr uint16_t kPackedMinor = 3; // 2.1: MemAligned; 2.2: Sample; 2.3: the
+                                            // call tree records of 1.9, as written
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
 // 2.0: a chunk of a packed file (kFilePacked): its records are ChunkHeader::packed_size bytes
@@ -211,7 +214,11 @@ enum class Tag : uint8_t {
     // first of a stream (its timer was armed; own 0), and one written when the thread ends or
     // the process finishes, for samples of the profiler that no record reported yet (its cpu_ns
     // is then the previous one's plus own_ns).
-    //   uleb dt, uleb cpu_ns, uleb own_ns, uleb own_count, uleb count
+    //   uleb dt, uleb cpu_ns, uleb own_ns, uleb own_count, uleb count [, uleb node]
+    // `node` (1.9) is present exactly in a counting thread's records (after its Counting
+    // record): the call tree node the thread was in (0: no frame open). There every Sample
+    // record, of any count, carries the thread's clocks: the wall time since the stream's
+    // previous Sample record less the CPU time between them was spent off CPU in that node.
     kSample = 0x4c,
     // 1.7, thread streams (profrun --sample, --pid: no hooks): the thread was sampled with the
     // call stack `stack` (a Stack record of the stream, written before; its first address is
@@ -231,6 +238,32 @@ enum class Tag : uint8_t {
     // Meta sample_idle). Timed.
     //   uleb dt, uleb stack, uleb ns
     kOffCpu = 0x4f,
+    // 1.9, thread streams: from here on the thread's hooks count calls in a call tree instead
+    // of writing Enter, Exit and Abandon records (PROF_TIME=sampled from the thread's start;
+    // PROF_TIME=auto once the process has enough CPU samples to be timed by them). No call
+    // record follows it in the stream; its Sample records carry a node. Timed; `cpu_ns` is the
+    // thread's CPU clock (CLOCK_THREAD_CPUTIME_ID) then.
+    //   uleb dt, uleb cpu_ns
+    kCounting = 0x50,
+    // 1.9, thread streams after Counting: defines call tree node `node` (1, 2, ... in order),
+    // the call path `parent`'s (0: the thread's root, else a node defined before) followed by
+    // function `fn` (a stream-local function index, as in Enter; a scope's site for scopes).
+    // The frames a thread had open when it began counting are defined first, outermost first.
+    //   uleb node, uleb parent, uleb fn
+    kCallNode = 0x51,
+    // 1.9, thread streams after Counting: the calls of nodes first .. first + n - 1 (u64 each,
+    // fixed width), which the writer adds to in place while the thread runs: the chunk that
+    // holds the record stays mapped until the thread ends, so a killed process keeps its
+    // counts. Blocks follow each other (the first starts at 1, each at the end of the one
+    // before), and come before the CallNode records of their nodes; a node of a block that is
+    // never defined has 0 calls.
+    //   uleb first, uleb n, n x u64 calls
+    kCallCounts = 0x52,
+    // 1.9, thread streams after Counting: the records that follow, up to the next Position,
+    // were written in call tree node `node` (0: no frame open): what `stack` 0 of the memory
+    // records means in a counting thread.
+    //   uleb node
+    kPosition = 0x53,
 };
 
 enum class AllocKind : uint8_t {

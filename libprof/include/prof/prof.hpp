@@ -250,7 +250,7 @@ public:
                 unsigned long long now = ticks();
                 uint32_t parent = t.depth;
                 t.frames[t.depth++] =
-                    prof_frame{reinterpret_cast<uintptr_t>(site), PROF_DETAIL_SCOPE_MARK, cfa_};
+                    prof_frame{reinterpret_cast<uintptr_t>(site), PROF_DETAIL_SCOPE_MARK, cfa_, 0};
                 uint8_t* p = t.w.cursor;
                 if (prof_scope_runs) {
                     uint64_t key = uint64_t(index - 1) << 32 | parent;

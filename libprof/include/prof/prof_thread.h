@@ -27,6 +27,11 @@ typedef struct prof_chunk_writer {
      * handler interrupted between its check of `seq` and its in-place write (PROF_LINE's
      * LineCounts) writes into a chunk that is retired but mapped, so its hit is counted there. */
     uint8_t* retired[2];
+    /* Chunks that hold records the stream adds to in place until it ends (format 1.9
+     * CallCounts): mapped until then, whatever else retires. `keep`: the current one does. */
+    uint8_t** kept;
+    uint32_t kept_count, kept_cap;
+    uint32_t keep;
     uint32_t stream;
     uint32_t seq;
     uint32_t tid;
@@ -38,7 +43,11 @@ typedef struct prof_frame {
     uintptr_t fn;   /* function address, or the prof_site of a scope */
     uintptr_t site; /* return address into the caller; PROF_DETAIL_SCOPE_MARK for a scope */
     uintptr_t cfa;  /* stack level at entry: matches an exit to its frame */
+    /* A counting thread's (PROF_TIME=sampled): the frame's node in the thread's call tree. */
+    uint32_t node;
 } prof_frame;
+
+struct prof_tree_node; /* a node of a counting thread's call tree (the runtime's, private) */
 
 /* What one thread's activity at one marked site adds up to, by site id. */
 typedef struct prof_site_counts {
@@ -80,6 +89,10 @@ typedef struct prof_thread {
     uint64_t next_rss_ticks;
     int64_t heap_bytes; /* usable bytes allocated minus released by this thread */
     uint8_t state;      /* PROF_DETAIL_THREAD_ACTIVE while the fast paths may record */
+    /* The thread counts its calls in a call tree instead of writing call records (format 1.9):
+     * its frames are marked apart (a scope's site is not PROF_DETAIL_SCOPE_MARK), so that no
+     * inline fast path writes a record of a call. */
+    uint8_t counting;
     /* Runs of scope activations (format 1.3 ScopeRun): consecutive leaf activations of one
      * scope at one depth add to one record, updated in place in the chunk. */
     uint8_t* run_end;         /* end of the run record that the next activation may join */
@@ -102,6 +115,10 @@ typedef struct prof_thread {
     /* Set when the hooks read the clock after a switch: their record is preceded by the
      * thread's clocks (a Sample record of count 0). */
     uint8_t switch_read;
+    /* A counting thread's call tree: its nodes (0 is the root). */
+    struct prof_tree_node* tree_nodes;
+    /* The rseq_cs word of the thread's rseq area (null: none registered), for switch_word. */
+    uint64_t* switch_area;
 } prof_thread;
 
 /* Zero-initialised, no constructor: reading it costs one %fs-relative load. */

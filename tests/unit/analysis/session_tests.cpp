@@ -571,3 +571,66 @@ TEST_CASE("sampled time: CPU from the samples' clock, off CPU in the long interv
     CHECK(tree.nodes[node_at(tree, {"main", "b"})].total_ns == 5500000);
     CHECK(tree.time.samples == 3);
 }
+
+namespace {
+
+// A thread traced until 1 ms, counting from then on (1 tick = 1 ns): main (entered traced),
+// main > work (3 calls), main > work > helper (5 calls); samples and clock records name nodes.
+std::string counted_trace() {
+    TraceBuilder b;
+    b.chunk(0).meta("sample_hz", "1000");
+    b.chunk(1, 0);
+    define_functions(b, 2);
+    b.sample(0, 0, 0, 0, 0); // t 0: armed, CPU clock 0
+    b.enter(0, 0);           // main, traced
+    b.counting(1000000, 1000000);
+    b.call_counts(1, {0, 3}).call_node(1, 0, 0).call_node(2, 1, 1);
+    b.node_sample(2000000, 3000000, 0, 0, 1, 2); // t 3 ms in work: CPU 0 .. 3 ms
+    b.function(0x3000).call_counts(3, {5}).call_node(3, 2, 2);
+    b.position(3);
+    b.alloc(1000000, 0x5000, 64, 0, format::AllocKind::kMalloc); // t 4 ms in helper
+    // t 9 ms: the first hook after a switch, in main: 6 ms since the last clocks, 1 ms on CPU.
+    b.node_sample(5000000, 4000000, 0, 0, 0, 1);
+    // t 10 ms in helper: 2 ms of CPU since the last sample charged, 0.2 of it the profiler's.
+    b.node_sample(1000000, 5000000, 200000, 1, 1, 3);
+    // t 11 ms: the clocks at the thread's end, in main: 0.5 ms on CPU, 0.5 ms off.
+    b.node_sample(1000000, 5500000, 0, 0, 0, 1);
+    b.thread_end(0);
+    b.chunk(0);
+    name_functions(b, {"main", "work", "helper"}).end_record(11000000);
+    return save_trace(b, "counted.trace");
+}
+
+} // namespace
+
+TEST_CASE("counting threads (1.9): the tree's counts, times from samples and clock records") {
+    std::string path = counted_trace();
+    for (analysis::TimeSource source :
+         {analysis::TimeSource::kAuto, analysis::TimeSource::kSampled}) {
+        CAPTURE(int(source));
+        analysis::SessionOptions o;
+        o.time = source;
+        analysis::Session s(o);
+        s.add_trace(path);
+        analysis::Profile p = s.profile();
+        // work: the first sample's 3 ms (the traced millisecond of main included); helper: 2 ms
+        // less the profiler's 0.2; main: 5 ms off CPU before 9 ms, 0.5 ms off and the 0.5 ms
+        // on CPU after the last sample at the end.
+        check_stats(stats(p, "main"), 1, 1, 6e6, 10.8e6);
+        check_stats(stats(p, "work"), 3, 3, 3e6, 4.8e6);
+        check_stats(stats(p, "helper"), 5, 5, 1.8e6, 1.8e6);
+        CHECK(edge(p, "work", "helper").ncalls == 5);
+        CHECK(p.time.sampled_traces == 1);
+        CHECK(p.time.untimed_traces == 1);
+        CHECK(p.time.switched_traces == 1); // no Meta time=sampled: it began counting mid-way
+        CHECK(p.time.samples == 2);
+        CHECK(p.time.own_samples == 1);
+        CHECK(same_time(p.total_time, 10.8e6));
+        // The allocation at the Position's node.
+        const analysis::MemoryReport& m = s.memory();
+        REQUIRE(m.sites.size() == 1);
+        REQUIRE(m.sites[0].stack.size() == 3);
+        CHECK(m.sites[0].stack[0].name == "helper");
+        CHECK(m.sites[0].stack[2].name == "main");
+    }
+}

@@ -1,0 +1,240 @@
+// Counting threads (format 1.9): calls kept in a call tree instead of written one by one.
+//
+// A counting thread's hooks (call_hooks.cpp) read no clock and write no record per call: each
+// call adds one to the count of its call path's node, in place in the trace file, and pushes its
+// frame; a return pops it. The counts live in CallCounts records, blocks of u64s in the thread's
+// own chunks, which stay mapped until the thread ends (ChunkWriter::kept), so a process killed
+// at any point keeps every call it counted. The slow path, a call path met for the first time,
+// writes its CallNode record (and, for a function met for the first time, its Function record)
+// before the node is used, so a reader knows every node that a count or a sample names.
+//
+// The tree itself, in the thread's own memory (never the application's allocator):
+//  - nodes: one per call path, the root first; a frame keeps its node's index, and a node the
+//    child of it entered last (the next call from that path is usually the same function);
+//  - an open-addressing table from (parent, function) to node, for the other calls;
+//  - a function the runtime filter excludes gets a node too, outside the trace (id 0), so that
+//    its calls cost a table hit like every other, and are neither pushed nor counted.
+// Times come from the CPU samples, which name the node the thread is in, and from the clocks
+// the first hook after a switch reads (switch_clock.cpp): see analysis/engine/session.hpp.
+#include "thread_state.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/mman.h>
+
+namespace prof::rt {
+namespace {
+
+constexpr uint32_t kInitialNodes = 256;
+constexpr uint32_t kMaxNodes = 1u << 22; // per thread: a tree of 4 M paths takes ~200 MB
+constexpr uint32_t kFirstBlock = 64;     // counts per CallCounts record, doubling up to
+constexpr uint32_t kMaxBlock = 4096;     // 32 KiB, which fits the smallest chunk twice
+
+// (parent, function) -> node.
+struct PathSlot {
+    uintptr_t fn; // 0: empty
+    uint32_t parent;
+    uint32_t node;
+};
+
+// The rest of a counting thread's tree (the nodes are ThreadState::tree_nodes).
+struct CallTree {
+    uint32_t nodes, capacity; // nodes used (the root included) and mapped
+    PathSlot* paths;
+    uint32_t path_mask, paths_used;
+    uint32_t next_id; // the trace's number of the next node
+    uint64_t* block;  // the current CallCounts record's counts, of ids [block_first, ...)
+    uint32_t block_first, block_size;
+    uint32_t position;       // the node the last Position record named
+    uint64_t excluded_calls; // the count an excluded function's node adds to (never read)
+};
+thread_local CallTree t_tree __attribute__((tls_model("initial-exec")));
+
+PROF_NOINSTR uint32_t path_slot(uintptr_t fn, uint32_t parent, uint32_t mask) {
+    return uint32_t(((uint64_t(fn) ^ (uint64_t(parent) << 40)) * 0x9E3779B97F4A7C15ull) >> 40) &
+           mask;
+}
+
+PROF_NOINSTR bool grow_nodes(ThreadState& s) {
+    CallTree& t = t_tree;
+    uint32_t capacity = t.capacity ? t.capacity * 2 : kInitialNodes;
+    if (capacity > kMaxNodes) return false;
+    auto* nodes = static_cast<TreeNode*>(map_anon(size_t(capacity) * sizeof(TreeNode)));
+    if (!nodes) return false;
+    if (t.capacity) {
+        memcpy(nodes, s.tree_nodes, size_t(t.nodes) * sizeof(TreeNode));
+        munmap(s.tree_nodes, size_t(t.capacity) * sizeof(TreeNode));
+    }
+    s.tree_nodes = nodes;
+    t.capacity = capacity;
+    return true;
+}
+
+PROF_NOINSTR bool grow_paths(CallTree& t) {
+    uint32_t old_size = t.path_mask ? t.path_mask + 1 : 0;
+    uint32_t size = old_size ? old_size * 2 : 2 * kInitialNodes;
+    auto* paths = static_cast<PathSlot*>(map_anon(size_t(size) * sizeof(PathSlot)));
+    if (!paths) return false;
+    uint32_t mask = size - 1;
+    for (uint32_t i = 0; i < old_size; ++i) {
+        const PathSlot& o = t.paths[i];
+        if (!o.fn) continue;
+        uint32_t h = path_slot(o.fn, o.parent, mask);
+        while (paths[h].fn) h = (h + 1) & mask;
+        paths[h] = o;
+    }
+    if (old_size) munmap(t.paths, size_t(old_size) * sizeof(PathSlot));
+    t.paths = paths;
+    t.path_mask = mask;
+    return true;
+}
+
+// A count for the next node: a new CallCounts record when the current one is used up. Its
+// chunk then stays mapped while the thread runs. Null when no room can be made.
+PROF_NOINSTR uint64_t* next_count(ThreadState& s) {
+    CallTree& t = t_tree;
+    if (t.block && t.next_id < t.block_first + t.block_size)
+        return &t.block[t.next_id - t.block_first];
+    uint32_t size = t.block_size ? t.block_size * 2 : kFirstBlock;
+    if (size > kMaxBlock) size = kMaxBlock;
+    uint64_t now = s.w.last_ticks;
+    if (!ensure_bytes(s, now, format::call_counts_size(t.next_id, size))) return nullptr;
+    uint8_t* end = format::put_call_counts(s.w.cursor, t.next_id, size);
+    t.block = reinterpret_cast<uint64_t*>(end - 8 * size_t(size));
+    t.block_first = t.next_id;
+    t.block_size = size;
+    s.w.cursor = end;
+    s.w.keep = 1;
+    commit(s.w);
+    return t.block;
+}
+
+// A new node of path `parent` + `a` at index t.nodes: in the trace unless `slot` says the
+// runtime filter excludes `a`. False when it cannot be made.
+PROF_NOINSTR bool add_node(ThreadState& s, uint32_t parent, uintptr_t a, const Slot* slot) {
+    CallTree& t = t_tree;
+    if (t.nodes == t.capacity && !grow_nodes(s)) return false;
+    if ((t.paths_used + 1) * 2 > t.path_mask + 1 && !grow_paths(t)) return false;
+    TreeNode n{a, &t.excluded_calls, 0, parent, 0, 0};
+    if (!slot->excluded) {
+        uint64_t* calls = next_count(s);
+        uint64_t now = s.w.last_ticks;
+        if (!calls || !ensure_bytes(s, now, format::kMaxCallNodeRecord)) return false;
+        n.calls = calls;
+        n.id = t.next_id++;
+        s.w.cursor = format::put_call_node(s.w.cursor, n.id, s.tree_nodes[parent].id, slot->index);
+        commit(s.w);
+    }
+    uint32_t h = path_slot(a, parent, t.path_mask);
+    while (t.paths[h].fn) h = (h + 1) & t.path_mask;
+    t.paths[h] = PathSlot{a, parent, t.nodes};
+    ++t.paths_used;
+    s.tree_nodes[t.nodes++] = n;
+    return true;
+}
+
+PROF_NOINSTR void release_tables(ThreadState& s) {
+    CallTree& t = t_tree;
+    if (t.capacity) munmap(s.tree_nodes, size_t(t.capacity) * sizeof(TreeNode));
+    if (t.path_mask) munmap(t.paths, size_t(t.path_mask + 1) * sizeof(PathSlot));
+    t = CallTree{};
+    s.tree_nodes = nullptr;
+}
+
+} // namespace
+
+PROF_NOINSTR uint32_t tree_child(ThreadState& s, uint32_t parent, uintptr_t a, uintptr_t site) {
+    CallTree& t = t_tree;
+    uint32_t h = path_slot(a, parent, t.path_mask);
+    for (;; h = (h + 1) & t.path_mask) {
+        const PathSlot& p = t.paths[h];
+        if (p.fn == a && p.parent == parent) return p.node;
+        if (!p.fn) break;
+    }
+    // A path met for the first time: its function's slot (a Function record, the filter),
+    // with room for that record made first.
+    int saved = errno;
+    uint64_t now = s.w.last_ticks;
+    uint32_t node = kNoNode;
+    if (ensure_bytes(s, now, format::kMaxEventRecord)) {
+        const Slot* slot =
+            function_slot(s, a, is_scope(site) ? reinterpret_cast<prof_site*>(a) : nullptr);
+        if (slot && add_node(s, parent, a, slot)) node = t.nodes - 1;
+    }
+    errno = saved;
+    return node;
+}
+
+PROF_NOINSTR bool begin_counting(ThreadState& s, uint64_t open_calls) {
+    if (!s.switch_area || !sampler_thread_armed()) return false;
+    int saved = errno;
+    release_tables(s);
+    CallTree& t = t_tree;
+    t.next_id = 1;
+    if (!grow_nodes(s) || !grow_paths(t)) {
+        release_tables(s);
+        errno = saved;
+        return false;
+    }
+    s.tree_nodes[0] = TreeNode{0, &t.excluded_calls, 0, 0, 0, 0};
+    t.nodes = 1;
+    // Its clocks now, after the mark: a switch from here on clears the word again.
+    s.switch_word = s.switch_area;
+    __atomic_store_n(s.switch_word, switch_mark(), __ATOMIC_RELAXED);
+    uint64_t now = now_ticks();
+    if (!ensure_bytes(s, now, format::kMaxCountingRecord)) {
+        release_tables(s);
+        s.switch_word = nullptr;
+        errno = saved;
+        return false;
+    }
+    uint64_t cpu = thread_cpu_ns();
+    s.w.cursor = format::put_counting(s.w.cursor, take_delta(s.w, now), cpu);
+    commit(s.w);
+    s.counting = 1;
+    // The frames open now, outermost first. One that cannot be given a node (no room) ends
+    // the tree there: the frames above it are dropped as too deep to record.
+    uint32_t parent = 0, depth = s.depth;
+    for (uint32_t i = 0; i < depth; ++i) {
+        Frame& f = s.frames[i];
+        uint32_t node = tree_child(s, parent, f.fn, f.site);
+        if (node == kNoNode || !s.tree_nodes[node].id) {
+            // Not in the tree: this frame and those above it are no longer recorded.
+            s.depth = i;
+            s.overflow += depth - i;
+            s.overflow_cfa = f.cfa;
+            break;
+        }
+        *s.tree_nodes[node].calls += open_calls;
+        f.node = node;
+        if (f.site == kScopeMark) f.site = kCountedScopeMark;
+        parent = node;
+    }
+    // The macros' inline scope path writes records: their sites go through the runtime now.
+    for (uint32_t id = 1; id < s.site_cap; ++id) s.sites[id].scope_index = 0;
+    errno = saved;
+    return true;
+}
+
+PROF_NOINSTR void tree_note_position(ThreadState& s) {
+    uint32_t node = tree_position(s);
+    if (node == t_tree.position) return;
+    t_tree.position = node;
+    s.w.cursor = format::put_position(s.w.cursor, node);
+}
+
+PROF_NOINSTR void tree_clock_record(ThreadState& s) {
+    sampler_clock_record(s, now_ticks());
+}
+
+PROF_NOINSTR bool counting_from_start() {
+    return g_options.time_sampled && switch_clock_on();
+}
+
+PROF_NOINSTR void tree_release(ThreadState& s) {
+    release_tables(s);
+    s.counting = 0;
+    s.switch_word = nullptr;
+}
+
+} // namespace prof::rt
