@@ -381,10 +381,10 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
     }
     write_thread_begin(s, now);
     if (g_key_ready.load(std::memory_order_acquire)) pthread_setspecific(g_thread_key, &s);
-    // Once per process (a forked child keeps its parent's figures): the hooks' own cost. Not
-    // when every thread counts its calls: no time is traced, nothing to subtract it from.
+    // Once per process (a forked child keeps its parent's figures): the hooks' own cost, and
+    // the cost of a PROF_LINE (its time is measured inline in every mode).
     static std::atomic<bool> calibrated{false};
-    if (g_options.calibrate && !counting_from_start() && !calibrated.exchange(true)) {
+    if (g_options.calibrate && !calibrated.exchange(true)) {
         char figures[96] = {};
         calibrate_overhead(s, figures, sizeof figures);
         if (figures[0]) record_overhead(figures);
@@ -398,7 +398,7 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
     // scratch buffer that samples must not reach.
     sampler_thread_start(s);
     switch_clock_thread_start(s);
-    if (counting_from_start()) begin_counting(s, 0);
+    if (counting_now()) begin_counting(s, 0);
     s.state = kActive;
     errno = saved;
 }
@@ -442,8 +442,10 @@ PROF_NOINSTR void thread_after_fork_child() {
     write_thread_begin(s, now);
     // The parent's call tree counts into the parent's trace: the child counts in a tree of its
     // own, its open frames one call each, as the Enter records of a traced child count them.
+    // With PROF_TIME=auto the child's trace traces again until it has samples of its own.
     bool counting = s.counting && counting_from_start();
     tree_release(s);
+    counting_after_fork(s);
     if (counting) {
         sampler_thread_start(s); // the child's thread samples its own CPU time
         switch_clock_thread_start(s);
@@ -651,6 +653,7 @@ __attribute__((noinline)) PROF_NOINSTR void enter_hook(uintptr_t a, uintptr_t si
     // No load of the writer's state may move above the guard: a signal handler could run in
     // between and write records of its own.
     std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (PROF_UNLIKELY(s.count_soon)) begin_counting(s, 0); // PROF_TIME=auto: samples enough
     if (s.counting) {
         count_enter(s, a, site, cfa, false);
         std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -769,6 +772,7 @@ __attribute__((noinline)) PROF_NOINSTR void exit_hook(uintptr_t a, uintptr_t sit
     }
     s.state = kBusy;
     std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (PROF_UNLIKELY(s.count_soon)) begin_counting(s, 0); // PROF_TIME=auto: samples enough
     if (s.counting) {
         count_exit(s, a, site, cfa, tail);
         std::atomic_signal_fence(std::memory_order_seq_cst);

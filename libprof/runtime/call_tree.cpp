@@ -18,6 +18,7 @@
 // the first hook after a switch reads (switch_clock.cpp): see analysis/engine/session.hpp.
 #include "thread_state.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <sys/mman.h>
@@ -166,11 +167,13 @@ PROF_NOINSTR uint32_t tree_child(ThreadState& s, uint32_t parent, uintptr_t a, u
 }
 
 PROF_NOINSTR bool begin_counting(ThreadState& s, uint64_t open_calls) {
-    if (!s.switch_area || !sampler_thread_armed()) return false;
+    s.count_soon = 0;
+    if (s.counting || !s.switch_area || !sampler_thread_armed()) return false;
     int saved = errno;
     release_tables(s);
     CallTree& t = t_tree;
     t.next_id = 1;
+    forget_runs(s); // no scope run is joined from here on
     if (!grow_nodes(s) || !grow_paths(t)) {
         release_tables(s);
         errno = saved;
@@ -227,8 +230,39 @@ PROF_NOINSTR void tree_clock_record(ThreadState& s) {
     sampler_clock_record(s, now_ticks());
 }
 
+// PROF_TIME=auto: the samples the process has taken (its threads' and the profiler's), until
+// there are PROF_COUNT_AFTER; then every thread counts from its next call (its next sample tells
+// it), and threads that start later count from their start. A forked child starts again.
+namespace {
+std::atomic<uint32_t> g_samples_seen{0};
+std::atomic<bool> g_count_now{false};
+} // namespace
+
 PROF_NOINSTR bool counting_from_start() {
-    return g_options.time_sampled && switch_clock_on();
+    return g_options.time_mode == kTimeSampled && switch_clock_on();
+}
+
+PROF_NOINSTR bool counting_now() {
+    return counting_from_start() || (g_options.time_mode == kTimeAuto && switch_clock_on() &&
+                                     g_count_now.load(std::memory_order_relaxed));
+}
+
+PROF_NOINSTR void note_sample_for_counting(ThreadState& s) {
+    if (g_options.time_mode != kTimeAuto || !switch_clock_on() || s.counting) return;
+    if (!g_count_now.load(std::memory_order_relaxed)) {
+        if (g_samples_seen.fetch_add(1, std::memory_order_relaxed) + 1 < g_options.count_after)
+            return;
+        g_count_now.store(true, std::memory_order_relaxed);
+    }
+    s.count_soon = 1;
+}
+
+PROF_NOINSTR void counting_after_fork(ThreadState& s) {
+    if (g_options.time_mode == kTimeAuto) {
+        g_samples_seen.store(0, std::memory_order_relaxed);
+        g_count_now.store(false, std::memory_order_relaxed);
+    }
+    s.count_soon = 0;
 }
 
 PROF_NOINSTR void tree_release(ThreadState& s) {

@@ -79,9 +79,12 @@ struct Options {
     bool mem_unwind_dwarf;        // PROF_MEM_UNWIND=dwarf (default fp: frame pointers)
     uint32_t sample_hz;           // PROF_SAMPLE_HZ: samples per second of a thread's CPU time
     uint8_t sample_timer;         // PROF_SAMPLE_TIMER: 0 auto, 1 perf, 2 posix (sampler.cpp)
-    bool time_sampled;            // PROF_TIME=sampled: no clock per call (switch_clock.cpp)
+    uint32_t time_mode;           // PROF_TIME: TimeMode (call_tree.cpp)
+    uint32_t count_after;         // PROF_COUNT_AFTER: samples before PROF_TIME=auto counts
 };
 extern Options g_options;
+// PROF_TIME: when the hooks stop reading the clock per call and count calls in a call tree.
+enum TimeMode : uint32_t { kTimeAuto = 0, kTimeTraced = 1, kTimeSampled = 2 };
 void read_options();
 
 // ---- logging: one key=value line (or JSON line) per message, on stderr ----------------------

@@ -234,6 +234,7 @@ PROF_NOINSTR void take_sample(void* context) {
     // A thread that records nothing (stopped, ended, or a vfork child running on this memory)
     // is left alone: not even the clock is read.
     if (!t.armed || (state != kActive && state != kDeferred && state != kBusy)) return;
+    note_sample_for_counting(s);
     // A counting thread's record carries its clocks (program_sample): its switch word, which
     // the kernel cleared to deliver this signal, is marked before they are read, so that a
     // switch from here on clears it again.
@@ -560,8 +561,14 @@ PROF_NOINSTR void sampler_clock_record(ThreadState& s, uint64_t now) {
     int saved = errno;
     uint64_t cpu = thread_cpu_ns();
     errno = saved;
-    s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, now), cpu, 0, 0, 0, s.counting,
-                                    s.counting ? tree_position(s) : 0);
+    // With the samples of the profiler since the previous record: each record's own time lies
+    // between it and the one before.
+    ThreadSampler& t = t_sampler;
+    s.w.cursor = format::put_sample(
+        s.w.cursor, take_delta(s.w, now), cpu, t.own_ns - t.reported_own_ns,
+        t.own_count - t.reported_own_count, 0, s.counting, s.counting ? tree_position(s) : 0);
+    t.reported_own_ns = t.own_ns;
+    t.reported_own_count = t.own_count;
     commit(s.w);
 }
 
@@ -599,10 +606,14 @@ PROF_NOINSTR void sampler_flush(ThreadState& s, bool last) {
     // The thread's last record (its timer is deleted): the samples of the profiler not reported
     // yet, in a record that stands for no sample of the program (count 0). Every sample since the
     // previous record was the profiler's, so its CPU clock, the latest sample's, is the previous
-    // record's plus their time.
+    // record's plus their time. A counting thread's records carry its clocks (a record read
+    // them after that sample, after a switch): this one too, read now.
     if (last && t.own_count != t.reported_own_count) {
+        int saved = errno;
+        uint64_t cpu = s.counting ? thread_cpu_ns() : t.last_cpu;
+        errno = saved;
         s.w.cursor = format::put_sample(
-            s.w.cursor, take_delta(s.w, now_ticks()), t.last_cpu, t.own_ns - t.reported_own_ns,
+            s.w.cursor, take_delta(s.w, now_ticks()), cpu, t.own_ns - t.reported_own_ns,
             t.own_count - t.reported_own_count, 0, s.counting, s.counting ? tree_position(s) : 0);
         commit(s.w);
         t.reported_own_ns = t.own_ns;

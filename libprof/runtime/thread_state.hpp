@@ -146,8 +146,16 @@ void tree_note_position(ThreadState& s);
 void tree_clock_record(ThreadState& s);
 // The thread's tree is given up (its end; a forked child, whose trace is another).
 void tree_release(ThreadState& s);
-// Whether a thread that starts now counts from its start (PROF_TIME=sampled).
+// Whether every thread counts from its start (PROF_TIME=sampled).
 bool counting_from_start();
+// Whether a thread that starts now counts from its start (PROF_TIME=sampled; PROF_TIME=auto
+// once the process has samples enough).
+bool counting_now();
+// PROF_TIME=auto: a sample of the thread (from its signal handler); once the process has
+// PROF_COUNT_AFTER of them, the thread's next hook begins counting (`count_soon`).
+void note_sample_for_counting(ThreadState& s);
+// A forked child: its trace has no samples yet; the forking thread traces again (auto).
+void counting_after_fork(ThreadState& s);
 
 // ---- the switch word: time off CPU without a clock per call (switch_clock.cpp) -------------
 // The kernel's struct rseq_cs: the critical section whose address the hooks keep in the

@@ -378,8 +378,15 @@ PROF_NOINSTR void write_process_meta() {
         write_meta("sample_hz", buf, size_t(len));
         write_meta("sample_clock", sampler_clock(), strlen(sampler_clock()));
     }
-    // PROF_TIME=sampled: the hooks' records carry no time of their own (switch_clock.cpp).
-    if (switch_clock_on()) write_meta("time", "sampled", sizeof("sampled") - 1);
+    // Calls counted without a clock (call_tree.cpp): from every thread's start, or once the
+    // process has samples enough.
+    if (switch_clock_on() && g_options.time_mode == kTimeSampled) {
+        write_meta("time", "sampled", sizeof("sampled") - 1);
+    } else if (switch_clock_on()) {
+        write_meta("time", "auto", sizeof("auto") - 1);
+        len = snprintf(buf, sizeof buf, "%u", g_options.count_after);
+        write_meta("count_after_samples", buf, size_t(len));
+    }
 }
 
 PROF_NOINSTR bool choose_clock() {
@@ -622,10 +629,15 @@ PROF_NOINSTR void runtime_start() {
     prof_scope_runs = g_options.scope_runs ? 1 : 0;
     g.chunk_size = g_options.chunk_size;
     sampler_init();               // before the file: its Meta records name the signal
-    if (g_options.time_sampled) { // the hooks' clock only after switches: needs samples
+    // Counting calls without a clock needs samples to time them and the switch word for the
+    // time off CPU (switch_clock.cpp).
+    if (g_options.time_mode != kTimeTraced) {
         const char* why = !sampler_signal() ? "no CPU samples (PROF_SAMPLE_HZ=0, or sampling off)"
                                             : switch_clock_init();
-        if (why) log(LogLevel::kWarn, "time_sampled_off", "reason=\"%s\" using=traced", why);
+        if (why && g_options.time_mode == kTimeSampled)
+            log(LogLevel::kWarn, "time_sampled_off", "reason=\"%s\" using=traced", why);
+        else if (why)
+            log(LogLevel::kInfo, "time_traced", "reason=\"%s\"", why);
     }
     choose_base_path();
     start_file(g.base_path, true);

@@ -2,6 +2,7 @@
 // the trace is incomplete and still names every function; hostile output paths are refused.
 #include "analysis/engine/session.hpp"
 #include "analysis/model/profile.hpp"
+#include "reader/trace_reader.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <spawn.h>
 #include <sstream>
 #include <string>
@@ -666,3 +668,122 @@ TEST_CASE("bad values of the PROF_* variables: one bad_option line each, the def
     CHECK(good.exit_code == 0);
     CHECK(good.err.empty());
 }
+
+// The same process lives with the calls counted in a call tree (PROF_TIME=sampled, format 1.9):
+// every function's calls and primitive calls are the traced mode's, the tree balanced. The
+// handlers' calls depend on the run: their sum with the dropped ones is exact.
+#ifndef PROF_SANITIZER_BUILD
+TEST_CASE("counting threads: threads, deep recursion, handlers, longjmp, cancel as traced") {
+    using Counts = std::map<std::string, std::pair<uint64_t, uint64_t>>;
+    auto counts = [](const analysis::Profile& p) {
+        Counts c;
+        for (const auto& f : p.functions) c[f.name] = {f.stats.ncalls, f.stats.pcalls};
+        return c;
+    };
+    for (const char* mode : {"threads200", "deep", "sigjmp", "cancel"}) {
+        CAPTURE(mode);
+        analysis::Profile traced = life(mode, nullptr, {{"PROF_TIME", "traced"}});
+        analysis::Profile counted = life(mode, nullptr, {{"PROF_TIME", "sampled"}});
+        CHECK(counted.time.untimed_traces == 1);
+        CHECK(counts(counted) == counts(traced));
+        balanced(counted);
+    }
+    std::string out;
+    analysis::Profile p = life("signals", &out, {{"PROF_TIME", "sampled"}});
+    CHECK(p.time.untimed_traces == 1);
+    long handled = std::stol(out.substr(out.find(' ') + 1));
+    CHECK(calls_of(p, "spin(int)") == 200000);
+    uint64_t recorded = calls_of(p, "in_handler()"), dropped = 0;
+    for (const auto& t : p.threads) dropped += t.dropped;
+    CHECK(recorded > 0);
+    CHECK(dropped % 4 == 0);
+    CHECK(recorded + dropped / 4 == uint64_t(handled));
+    CHECK(calls_of(p, "on_alarm(int)") == recorded);
+    balanced(p);
+}
+
+TEST_CASE("counting threads: SIGKILL, SIGSEGV and abort() keep every call counted") {
+    for (const char* mode : {"segv", "abort"}) {
+        CAPTURE(mode);
+        std::string trace = temp_path(std::string("counted-crash-") + mode + ".trace");
+        auto r = run({PROF_TEST_CRASHER, mode, "123456"},
+                     {{"PROF_OUT", trace}, {"PROF_CHUNK_SIZE", "64K"}, {"PROF_TIME", "sampled"}});
+        CHECK(r.exit_code == (std::string(mode) == "segv" ? 128 + SIGSEGV : 128 + SIGABRT));
+        analysis::Session pb;
+        pb.add_trace(trace);
+        analysis::Profile p = pb.profile();
+        CHECK(p.time.untimed_traces == 1);
+        CHECK(calls_of(p, "work(int)") == 123456);
+        CHECK(p.traces.at(0).incomplete);
+    }
+    // Killed while it counts: the counts are in the file's mapped pages, not in the process.
+    std::string trace = temp_path("counted-killed.trace"), out = temp_path("counted-killed.out");
+    std::string script = "PROF_OUT=" + trace + " PROF_TIME=sampled exec " +
+                         std::string(PROF_TEST_CRASHER) + " run > " + out;
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    REQUIRE(WIFSIGNALED(status));
+    auto [printed, held] = check_killed_crasher(trace, out);
+    MESSAGE("killed after ", printed, " printed calls; trace holds ", held);
+}
+
+// PROF_TIME=auto, the default: a run shorter than PROF_COUNT_AFTER samples keeps every call's
+// time; a longer one begins counting, with the counts of a traced run.
+TEST_CASE("PROF_TIME=auto: traced until the run has samples enough, then counted, counts exact") {
+    using Counts = std::map<std::string, std::pair<uint64_t, uint64_t>>;
+    auto counts = [](const analysis::Profile& p) {
+        Counts c;
+        for (const auto& f : p.functions) c[f.name] = {f.stats.ncalls, f.stats.pcalls};
+        return c;
+    };
+    // 201 threads of a few calls each: far from 100 samples, every call keeps its time.
+    analysis::Profile traced = life("threads200", nullptr, {{"PROF_TIME", "traced"}});
+    analysis::Profile short_run = life("threads200");
+    CHECK(counts(short_run) == counts(traced));
+    CHECK(short_run.time.untimed_traces == 0);
+    for (const auto& [s, t] : short_run.traces.at(0).threads) CHECK(!t.counting);
+
+    // A run that burns CPU: it begins counting after its 10th sample, in the middle of its
+    // calls. Its counts are exact (the burners' rounds depend on their time, the others not).
+    std::string trace = temp_path("auto-switched.trace");
+    auto r = run({PROF_TEST_TRUE_TIME, "0.3"}, {{"PROF_OUT", trace}, {"PROF_COUNT_AFTER", "10"}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    analysis::Session session;
+    session.add_trace(trace);
+    const reader::TraceInfo& info = session.traces().at(0);
+    CHECK(info.meta.at("time") == "auto");
+    CHECK(info.meta.at("count_after_samples") == "10");
+    REQUIRE(info.threads.size() == 1);
+    CHECK(info.threads.begin()->second.counting);
+    analysis::Profile p = session.profile();
+    CHECK(p.time.switched_traces == 1);
+    CHECK(p.time.untimed_traces == 1);
+    CHECK(calls_of(p, "tiny()") == 10000000);
+    CHECK(calls_of(p, "nap()") == 4);
+    CHECK(calls_of(p, "main") == 1);
+    balanced(p);
+    // What needs every call's time says when the hooks stopped reading the clock.
+    for (std::vector<std::string> argv :
+         {std::vector<std::string>{PROFREPORT, "--time", "traced", trace},
+          std::vector<std::string>{PROFREPORT, "--export", "chrome", "-o",
+                                   temp_path("auto-switched.json"), trace}}) {
+        auto e = run(argv);
+        CHECK(e.exit_code != 0);
+        CHECK(std::count(e.err.begin(), e.err.end(), '\n') == 1);
+        CHECK(e.err.find("stopped reading the clock per call at") != std::string::npos);
+        CHECK(e.err.find("PROF_TIME=traced") != std::string::npos);
+    }
+    auto table = run({PROFREPORT, trace});
+    CHECK(table.exit_code == 0);
+    CHECK(table.out.find("calls counted without a clock once samples could time them") !=
+          std::string::npos);
+}
+#endif

@@ -33,6 +33,9 @@ struct Samples : reader::EventSink {
         std::vector<uint64_t> in; // per sample: the innermost open function, 0 for none
         // Per sample: it was taken before its chunk was opened (it waited for room).
         std::vector<bool> late;
+        // Counting (1.9): the function of each call tree node, from which samples are named.
+        bool counting = false;
+        std::vector<uint64_t> node_functions{0};
         uint64_t last_ticks = 0;
         bool ordered = true;
     };
@@ -73,11 +76,24 @@ struct Samples : reader::EventSink {
         s.open.resize(s.open.size() > frames ? s.open.size() - frames : 0);
     }
     void on_thread_end(uint32_t stream, uint64_t ticks) override { at(streams[stream], ticks); }
+    void on_counting(uint32_t stream, uint64_t ticks, uint64_t) override {
+        Stream& s = streams[stream];
+        at(s, ticks);
+        s.counting = true;
+    }
+    void on_call_node(uint32_t stream, uint32_t node, uint32_t, uint32_t fn) override {
+        Stream& s = streams[stream];
+        s.node_functions.resize(node + 1);
+        s.node_functions[node] = s.functions.at(fn);
+    }
     void on_sample(uint32_t stream, const reader::SampleRecord& r) override {
         Stream& s = streams[stream];
         at(s, r.ticks);
         s.samples.push_back(r);
-        s.in.push_back(s.open.empty() ? 0 : s.open.back());
+        if (r.at_node)
+            s.in.push_back(s.node_functions.at(r.node));
+        else
+            s.in.push_back(s.open.empty() ? 0 : s.open.back());
         s.late.push_back(false);
         in_chunk.emplace_back(stream, s.samples.size() - 1);
     }
@@ -127,7 +143,8 @@ uint64_t count_of(const Samples::Stream& s) {
 // What every sampled stream must be: a first record of count 0, then records of count 1 or more
 // whose CPU clock never goes back by more than their own time says, and times that never
 // decrease. A last record may be of count 0: the samples of the profiler since the one before,
-// which account for all its CPU time.
+// which account for all its CPU time. Once the thread counts its calls (1.9), records of count 0
+// come anywhere: the clocks read after the thread was off CPU (or a sample of the profiler).
 void check_stream(const Samples::Stream& s) {
     CHECK(s.ordered);
     REQUIRE(!s.samples.empty());
@@ -136,9 +153,11 @@ void check_stream(const Samples::Stream& s) {
     for (size_t i = 1; i < s.samples.size(); ++i) {
         CAPTURE(i);
         const reader::SampleRecord &r = s.samples[i], &before = s.samples[i - 1];
-        CHECK(r.cpu_ns >= before.cpu_ns + r.own_ns);
+        // A sample of the profiler weighs the CPU time since the sample before it, which in a
+        // counting thread may lie before the record before (the clocks read after a switch).
+        CHECK(r.cpu_ns >= before.cpu_ns + (r.at_node ? 0 : r.own_ns));
         CHECK(r.ticks >= before.ticks);
-        if (r.count == 0) {
+        if (r.count == 0 && !r.at_node) {
             CHECK(i + 1 == s.samples.size());
             CHECK(r.own_count > 0);
             CHECK(r.cpu_ns == before.cpu_ns + r.own_ns);

@@ -53,6 +53,9 @@ record fib "$(bin fib)" 12
 record threads "$(bin threads)"
 record lines "$(bin lines)"
 record seed "$(bin fuzz_seed_program)"
+# Calls counted in a call tree (format 1.9): CallNode, CallCounts, Position, samples at nodes.
+record fib-counted env PROF_TIME=sampled "$(bin fib)" 22
+record threads-counted env PROF_TIME=sampled "$(bin threads)"
 # The memory profiler (LD_PRELOAD=libprofmem.so): allocations, stacks, RSS samples. It cannot
 # run in a build where the programs themselves are built with ASan (PROF_SANITIZE).
 memrun() { # NAME COMMAND...
@@ -65,10 +68,11 @@ memrun() { # NAME COMMAND...
 }
 memrun mem-seed "$(bin fuzz_seed_program)"
 memrun mem-threads "$(bin threads)"
+PROF_TIME=sampled memrun mem-counted "$(bin fuzz_seed_program)"
 rm -rf "$stage"
 unset LD_LIBRARY_PATH PROF_CHUNK_SIZE PROF_LOG
 # Packed copies (profpack, format 2.1): zstd chunks and the packed memory records.
-for name in mem-seed mem-threads seed; do
+for name in mem-seed mem-threads seed threads-counted; do
     [[ -f $seeds/$name.trace ]] && "$build/tools/profpack" -q -o "$seeds/$name-packed.trace" \
         "$seeds/$name.trace" 2>>"$work/profpack.log"
 done

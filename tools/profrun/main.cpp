@@ -81,9 +81,12 @@ struct RunOptions {
          nullptr},
         {"--time",
          "SOURCE",
-         "traced (default): the hooks read the clock per call; sampled:\n"
-         "exact counts and call tree, no clock per call, times from the\n"
-         "CPU samples (cheaper; no timeline export) (PROF_TIME)",
+         "how the hooks time calls (counts and call tree are exact in\n"
+         "each): auto (default): the clock per call until the run has\n"
+         "100 CPU samples, then counted without it, times from the\n"
+         "samples; traced: the clock per call throughout (timelines);\n"
+         "sampled: counted without a clock from the start (cheapest)\n"
+         "(PROF_TIME)",
          "PROF_TIME",
          {},
          nullptr}};
@@ -150,7 +153,7 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
     for (RunOptions::Variable& v : o.variables) {
         v.given = app.add_option(v.option, v.value, v.help)->type_name(v.type);
         if (std::string_view(v.name) == "PROF_TIME")
-            v.given->check(CLI::IsMember({"traced", "sampled"}));
+            v.given->check(CLI::IsMember({"auto", "traced", "sampled"}));
     }
     o.sample_flag = app.add_flag("--sample", o.sample,
                                  "sample COMMAND from outside (perf_event cpu-clock): any\n"

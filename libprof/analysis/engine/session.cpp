@@ -522,7 +522,9 @@ struct Session::Impl : reader::EventSink {
             r.ticks > t.span_ticks ? int64_t((r.ticks - t.span_ticks) << kClockFraction) : 0;
         int64_t cpu =
             r.cpu_ns > t.span_cpu_ns ? int64_t(double(r.cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
-        give(t, node, wall - cpu);
+        if (r.cpu_ns >= t.span_cpu_ns)
+            give(t, node, wall - cpu); // (a CPU clock going back: no
+                                       // span, a damaged trace)
         if (r.count) {
             int64_t weight = r.cpu_ns > t.charged_cpu_ns
                                  ? int64_t(double(r.cpu_ns - t.charged_cpu_ns) * units_per_ns)
@@ -542,6 +544,22 @@ struct Session::Impl : reader::EventSink {
     // time is charged by the next sample, as every counting span's.
     void on_counting(uint32_t id, uint64_t ticks, uint64_t cpu_ns) override {
         ThreadReplay& t = thread(id);
+        // PROF_TIME=auto: the thread's calls have their times up to here only (a trace whose
+        // threads all count from their start was refused by begin_trace already).
+        if (!untimed_hooks && (options.time == TimeSource::kTraced || options.observer)) {
+            std::string when = fmt::format(
+                "the hooks stopped reading the clock per call at {:.3f} s, once the run had "
+                "samples enough to time it (PROF_TIME=auto)",
+                ticks > start_ticks ? double(ticks - start_ticks) * ns_per_tick * 1e-9 : 0.0);
+            throw reader::TraceError(
+                layout.path,
+                options.observer
+                    ? when + ": a timeline needs every call's time (record with PROF_TIME=traced, "
+                             "or export speedscope without --from, --to or --min-duration: the "
+                             "call tree with the samples' times)"
+                    : when + ", so it has no traced times after that (leave out --time traced, "
+                             "or record with PROF_TIME=traced)");
+        }
         advance(t, ticks, true);
         t.counting = true;
         t.position = t.clock_node = top(t);

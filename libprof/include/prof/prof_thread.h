@@ -93,6 +93,9 @@ typedef struct prof_thread {
      * its frames are marked apart (a scope's site is not PROF_DETAIL_SCOPE_MARK), so that no
      * inline fast path writes a record of a call. */
     uint8_t counting;
+    /* Set by the thread's sampler (PROF_TIME=auto): the process has samples enough, the thread's
+     * next hook begins counting. */
+    uint8_t count_soon;
     /* Runs of scope activations (format 1.3 ScopeRun): consecutive leaf activations of one
      * scope at one depth add to one record, updated in place in the chunk. */
     uint8_t* run_end;         /* end of the run record that the next activation may join */
