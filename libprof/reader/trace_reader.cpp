@@ -741,6 +741,7 @@ bool TraceReader::call_tree_record(Tag tag, Cursor& m, StreamState& st, Thread& 
         uint64_t own_count = m.uleb();
         uint64_t count = m.uleb();
         uint64_t node = st.counting ? m.uleb() : 0;
+        s.ip = m.ok && m.p < m.end ? m.uleb() : 0; // 1.9, when the runtime knew it
         if (!m.ok || own_count > UINT32_MAX || count > UINT32_MAX) {
             m.ok = false;
             return true;

@@ -202,6 +202,10 @@ struct SampleRecord {
     // record less the CPU time between them was spent off CPU in that node.
     bool at_node;
     uint32_t node;
+    // 1.9: the instruction the record's last sample interrupted (0: not recorded): a reader
+    // charges a sample that interrupted an instrumented function before its enter hook or after
+    // its exit hook (its prologue, its epilogue) to that function, not to its caller.
+    uint64_t ip;
 };
 
 // Receives thread events in stream order. `fn` in on_enter is the stream-local function index

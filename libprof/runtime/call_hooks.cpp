@@ -591,11 +591,27 @@ count_enter_fast(ThreadState& s, uintptr_t a, uintptr_t site, uintptr_t cfa) {
     uint32_t d = s.depth;
     if (PROF_UNLIKELY(!d || d == s.max_depth || s.overflow)) return false;
     Frame* top = &s.frames[d - 1];
-    if (PROF_UNLIKELY(top->cfa <= cfa)) return false;
-    uint32_t c = s.tree_nodes[top->node].last_child;
-    const TreeNode& n = s.tree_nodes[c];
-    if (PROF_UNLIKELY(n.fn != a || !n.id)) return false;
-    ++*n.calls;
+    // A call below the innermost frame, or nested at its level from its own call site (GCC's
+    // hooks of an inlined function run in their host's frame with the host's call site).
+    if (PROF_UNLIKELY(top->cfa < cfa || (top->cfa == cfa && top->site != site))) return false;
+    TreeNode& parent = s.tree_nodes[top->node];
+    TreeChild child = parent.recent[0];
+    if (PROF_UNLIKELY(child.fn != a)) {
+        // The other child entered last, or the path's home slot in the table of paths (where
+        // most paths are: the table is at most half full).
+        child = parent.recent[1];
+        if (child.fn != a) {
+            const PathSlot& p = s.tree_paths[path_slot(a, top->node, s.tree_path_mask)];
+            if (PROF_UNLIKELY(p.fn != a || p.parent != top->node)) return false;
+            const TreeNode& n = s.tree_nodes[p.node];
+            child = TreeChild{a, n.id ? n.calls : nullptr, p.node, 0};
+        }
+        parent.recent[1] = parent.recent[0];
+        parent.recent[0] = child;
+    }
+    if (PROF_UNLIKELY(!child.calls)) return true; // excluded: neither counted nor pushed
+    ++*child.calls;
+    uint32_t c = child.node;
     top[1] = Frame{a, site, cfa, c};
     s.depth = d + 1;
     return true;
@@ -612,12 +628,9 @@ __attribute__((noinline)) PROF_NOINSTR void count_enter(ThreadState& s, uintptr_
         s.depth = d -= left_frames(s, site, cfa);
     if (PROF_UNLIKELY(s.overflow || d == s.max_depth)) return count_overflow(s, a, cfa);
     uint32_t parent = d ? s.frames[d - 1].node : 0;
-    uint32_t c = s.tree_nodes[parent].last_child;
-    if (PROF_UNLIKELY(s.tree_nodes[c].fn != a)) {
-        c = tree_child(s, parent, a, site);
-        if (PROF_UNLIKELY(c == kNoNode)) return count_overflow(s, a, cfa);
-        s.tree_nodes[parent].last_child = c;
-    }
+    uint32_t c = tree_child(s, parent, a, site);
+    if (PROF_UNLIKELY(c == kNoNode)) return count_overflow(s, a, cfa);
+    note_recent_child(s, parent, c, a);
     const TreeNode& n = s.tree_nodes[c];
     if (PROF_UNLIKELY(!n.id)) return; // excluded by the runtime filter: neither counted nor pushed
     ++*n.calls;

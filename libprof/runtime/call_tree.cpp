@@ -31,18 +31,10 @@ constexpr uint32_t kMaxNodes = 1u << 22; // per thread: a tree of 4 M paths take
 constexpr uint32_t kFirstBlock = 64;     // counts per CallCounts record, doubling up to
 constexpr uint32_t kMaxBlock = 4096;     // 32 KiB, which fits the smallest chunk twice
 
-// (parent, function) -> node.
-struct PathSlot {
-    uintptr_t fn; // 0: empty
-    uint32_t parent;
-    uint32_t node;
-};
-
 // The rest of a counting thread's tree (the nodes are ThreadState::tree_nodes).
 struct CallTree {
     uint32_t nodes, capacity; // nodes used (the root included) and mapped
-    PathSlot* paths;
-    uint32_t path_mask, paths_used;
+    uint32_t paths_used;      // slots of ThreadState::tree_paths in use
     uint32_t next_id; // the trace's number of the next node
     uint64_t* block;  // the current CallCounts record's counts, of ids [block_first, ...)
     uint32_t block_first, block_size;
@@ -50,11 +42,6 @@ struct CallTree {
     uint64_t excluded_calls; // the count an excluded function's node adds to (never read)
 };
 thread_local CallTree t_tree __attribute__((tls_model("initial-exec")));
-
-PROF_NOINSTR uint32_t path_slot(uintptr_t fn, uint32_t parent, uint32_t mask) {
-    return uint32_t(((uint64_t(fn) ^ (uint64_t(parent) << 40)) * 0x9E3779B97F4A7C15ull) >> 40) &
-           mask;
-}
 
 PROF_NOINSTR bool grow_nodes(ThreadState& s) {
     CallTree& t = t_tree;
@@ -71,22 +58,22 @@ PROF_NOINSTR bool grow_nodes(ThreadState& s) {
     return true;
 }
 
-PROF_NOINSTR bool grow_paths(CallTree& t) {
-    uint32_t old_size = t.path_mask ? t.path_mask + 1 : 0;
+PROF_NOINSTR bool grow_paths(ThreadState& s) {
+    uint32_t old_size = s.tree_path_mask ? s.tree_path_mask + 1 : 0;
     uint32_t size = old_size ? old_size * 2 : 2 * kInitialNodes;
     auto* paths = static_cast<PathSlot*>(map_anon(size_t(size) * sizeof(PathSlot)));
     if (!paths) return false;
     uint32_t mask = size - 1;
     for (uint32_t i = 0; i < old_size; ++i) {
-        const PathSlot& o = t.paths[i];
+        const PathSlot& o = s.tree_paths[i];
         if (!o.fn) continue;
         uint32_t h = path_slot(o.fn, o.parent, mask);
         while (paths[h].fn) h = (h + 1) & mask;
         paths[h] = o;
     }
-    if (old_size) munmap(t.paths, size_t(old_size) * sizeof(PathSlot));
-    t.paths = paths;
-    t.path_mask = mask;
+    if (old_size) munmap(s.tree_paths, size_t(old_size) * sizeof(PathSlot));
+    s.tree_paths = paths;
+    s.tree_path_mask = mask;
     return true;
 }
 
@@ -115,8 +102,8 @@ PROF_NOINSTR uint64_t* next_count(ThreadState& s) {
 PROF_NOINSTR bool add_node(ThreadState& s, uint32_t parent, uintptr_t a, const Slot* slot) {
     CallTree& t = t_tree;
     if (t.nodes == t.capacity && !grow_nodes(s)) return false;
-    if ((t.paths_used + 1) * 2 > t.path_mask + 1 && !grow_paths(t)) return false;
-    TreeNode n{a, &t.excluded_calls, 0, parent, 0, 0};
+    if ((t.paths_used + 1) * 2 > s.tree_path_mask + 1 && !grow_paths(s)) return false;
+    TreeNode n{{}, &t.excluded_calls, 0, parent};
     if (!slot->excluded) {
         uint64_t* calls = next_count(s);
         uint64_t now = s.w.last_ticks;
@@ -126,9 +113,9 @@ PROF_NOINSTR bool add_node(ThreadState& s, uint32_t parent, uintptr_t a, const S
         s.w.cursor = format::put_call_node(s.w.cursor, n.id, s.tree_nodes[parent].id, slot->index);
         commit(s.w);
     }
-    uint32_t h = path_slot(a, parent, t.path_mask);
-    while (t.paths[h].fn) h = (h + 1) & t.path_mask;
-    t.paths[h] = PathSlot{a, parent, t.nodes};
+    uint32_t h = path_slot(a, parent, s.tree_path_mask);
+    while (s.tree_paths[h].fn) h = (h + 1) & s.tree_path_mask;
+    s.tree_paths[h] = PathSlot{a, parent, t.nodes};
     ++t.paths_used;
     s.tree_nodes[t.nodes++] = n;
     return true;
@@ -137,7 +124,9 @@ PROF_NOINSTR bool add_node(ThreadState& s, uint32_t parent, uintptr_t a, const S
 PROF_NOINSTR void release_tables(ThreadState& s) {
     CallTree& t = t_tree;
     if (t.capacity) munmap(s.tree_nodes, size_t(t.capacity) * sizeof(TreeNode));
-    if (t.path_mask) munmap(t.paths, size_t(t.path_mask + 1) * sizeof(PathSlot));
+    if (s.tree_path_mask) munmap(s.tree_paths, size_t(s.tree_path_mask + 1) * sizeof(PathSlot));
+    s.tree_paths = nullptr;
+    s.tree_path_mask = 0;
     t = CallTree{};
     s.tree_nodes = nullptr;
 }
@@ -146,9 +135,9 @@ PROF_NOINSTR void release_tables(ThreadState& s) {
 
 PROF_NOINSTR uint32_t tree_child(ThreadState& s, uint32_t parent, uintptr_t a, uintptr_t site) {
     CallTree& t = t_tree;
-    uint32_t h = path_slot(a, parent, t.path_mask);
-    for (;; h = (h + 1) & t.path_mask) {
-        const PathSlot& p = t.paths[h];
+    uint32_t h = path_slot(a, parent, s.tree_path_mask);
+    for (;; h = (h + 1) & s.tree_path_mask) {
+        const PathSlot& p = s.tree_paths[h];
         if (p.fn == a && p.parent == parent) return p.node;
         if (!p.fn) break;
     }
@@ -160,6 +149,8 @@ PROF_NOINSTR uint32_t tree_child(ThreadState& s, uint32_t parent, uintptr_t a, u
     if (ensure_bytes(s, now, format::kMaxEventRecord)) {
         const Slot* slot =
             function_slot(s, a, is_scope(site) ? reinterpret_cast<prof_site*>(a) : nullptr);
+        // Its Function record is in the chunk before add_node may open the next one.
+        commit(s.w);
         if (slot && add_node(s, parent, a, slot)) node = t.nodes - 1;
     }
     errno = saved;
@@ -174,12 +165,12 @@ PROF_NOINSTR bool begin_counting(ThreadState& s, uint64_t open_calls) {
     CallTree& t = t_tree;
     t.next_id = 1;
     forget_runs(s); // no scope run is joined from here on
-    if (!grow_nodes(s) || !grow_paths(t)) {
+    if (!grow_nodes(s) || !grow_paths(s)) {
         release_tables(s);
         errno = saved;
         return false;
     }
-    s.tree_nodes[0] = TreeNode{0, &t.excluded_calls, 0, 0, 0, 0};
+    s.tree_nodes[0] = TreeNode{{}, &t.excluded_calls, 0, 0};
     t.nodes = 1;
     // Its clocks now, after the mark: a switch from here on clears the word again.
     s.switch_word = s.switch_area;

@@ -134,7 +134,7 @@ struct ThreadSampler {
     // profiler's totals at that moment; in a counting thread, the node they were taken in (no
     // hook runs before they are written: see program_sample).
     uint32_t pending, pending_node;
-    uint64_t pending_ticks, pending_cpu, pending_own_ns, pending_own_count;
+    uint64_t pending_ticks, pending_cpu, pending_own_ns, pending_own_count, pending_ip;
 };
 thread_local ThreadSampler t_sampler __attribute__((tls_model("initial-exec")));
 
@@ -173,9 +173,19 @@ PROF_NOINSTR bool at_hook_stub(uintptr_t pc) {
 }
 #endif
 
+// The instruction a signal interrupted (0 where unknown).
+PROF_NOINSTR uintptr_t interrupted_ip(const void* context) {
+#if defined(__x86_64__)
+    return uintptr_t(static_cast<const ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP]);
+#else
+    (void)context;
+    return 0;
+#endif
+}
+
 PROF_NOINSTR bool in_own_code(const void* context) {
 #if defined(__x86_64__)
-    auto pc = uintptr_t(static_cast<const ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP]);
+    uintptr_t pc = interrupted_ip(context);
     for (int i = 0; i < g_own_ranges; ++i)
         if (pc >= g_own_code[i].start && pc < g_own_code[i].end) return true;
     return at_hook_stub(pc);
@@ -198,7 +208,9 @@ PROF_NOINSTR void append(ThreadState& s, const uint8_t* rec, size_t n, uint64_t 
 // record names the thread's node and carries its clocks (take_sample marked the switch word);
 // a pending one clears the word, so that the thread's next hook writes it (refill_event) before
 // the node changes.
-PROF_NOINSTR void program_sample(ThreadState& s, ThreadSampler& t, uint64_t cpu) {
+// The record also names the interrupted instruction: a reader charges a sample in the prologue
+// or epilogue of a function (before its enter hook, after its exit hook) to that function.
+PROF_NOINSTR void program_sample(ThreadState& s, ThreadSampler& t, uint64_t cpu, uintptr_t ip) {
     s.state = kBusy;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     uint64_t now = now_ticks();
@@ -207,7 +219,7 @@ PROF_NOINSTR void program_sample(ThreadState& s, ThreadSampler& t, uint64_t cpu)
     uint32_t node = s.counting ? tree_position(s) : 0;
     size_t n = size_t(format::put_sample(rec, dt, cpu, t.own_ns - t.reported_own_ns,
                                          t.own_count - t.reported_own_count, t.pending + 1ull,
-                                         s.counting, node) -
+                                         s.counting, node, ip) -
                       rec);
     if (s.w.base && s.w.end - s.w.cursor >= ptrdiff_t(n)) {
         append(s, rec, n, now);
@@ -217,6 +229,7 @@ PROF_NOINSTR void program_sample(ThreadState& s, ThreadSampler& t, uint64_t cpu)
     } else {
         ++t.pending;
         t.pending_node = node;
+        t.pending_ip = ip;
         t.pending_ticks = now;
         t.pending_cpu = cpu;
         t.pending_own_ns = t.own_ns;
@@ -253,7 +266,7 @@ PROF_NOINSTR void take_sample(void* context) {
     // A scope activation joining a run is open with its Enter not written: written now, the
     // sample is inside it (the inline path notices and ends it with an Exit).
     if (state == kDeferred) settle(s);
-    program_sample(s, t, cpu);
+    program_sample(s, t, cpu, interrupted_ip(context));
 }
 
 // The program's disposition of our signal, for a signal that is not a sample.
@@ -597,7 +610,7 @@ PROF_NOINSTR void sampler_flush(ThreadState& s, bool last) {
         s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, t.pending_ticks), t.pending_cpu,
                                         t.pending_own_ns - t.reported_own_ns,
                                         t.pending_own_count - t.reported_own_count, t.pending,
-                                        s.counting, t.pending_node);
+                                        s.counting, t.pending_node, t.pending_ip);
         commit(s.w);
         t.reported_own_ns = t.pending_own_ns;
         t.reported_own_count = t.pending_own_count;

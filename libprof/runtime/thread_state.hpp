@@ -56,23 +56,44 @@ struct prof_slot {
     uint32_t excluded; // runtime filter said no
 };
 
-// A node of a counting thread's call tree (call_tree.cpp): one call path, by function.
-struct prof_tree_node {
-    uintptr_t fn;    // the function (a scope's site); 0 for the root
+// A node of a counting thread's call tree (call_tree.cpp): one call path, by function. One
+// cache line: a call from this path to one of the two children entered last (the usual case:
+// a loop calling one function, or two in turn) reads no other.
+struct prof_tree_child {
+    uintptr_t fn;    // 0: none yet
+    uint64_t* calls; // the child's count; null for a function the runtime filter excludes
+    uint32_t node;   // the child's index
+    uint32_t reserved;
+};
+struct alignas(64) prof_tree_node {
+    prof_tree_child recent[2]; // the children entered last, the latest first
     uint64_t* calls; // its count, in a CallCounts record of the trace (a scratch word for an
                      // excluded function's)
     uint32_t id;     // its number in the trace's CallNode records; 0: the root, or a function
                      // that the runtime filter excludes (never in the trace, never entered)
     uint32_t parent; // index of the parent node
-    // The child entered last: the next call from this path is usually the same function.
-    uint32_t last_child;
-    uint32_t reserved;
+};
+static_assert(sizeof(prof_tree_node) == 64, "a node is one cache line");
+
+// (parent node, function) -> node, open addressing (call_tree.cpp).
+struct prof_path_slot {
+    uintptr_t fn; // 0: empty
+    uint32_t parent;
+    uint32_t node;
 };
 
 namespace prof::rt {
 
 using Slot = ::prof_slot;
 using TreeNode = ::prof_tree_node;
+using TreeChild = ::prof_tree_child;
+using PathSlot = ::prof_path_slot;
+
+// The home slot of (parent, fn) in a table of paths of mask + 1 slots.
+PROF_NOINSTR inline uint32_t path_slot(uintptr_t fn, uint32_t parent, uint32_t mask) {
+    return uint32_t(((uint64_t(fn) ^ (uint64_t(parent) << 40)) * 0x9E3779B97F4A7C15ull) >> 40) &
+           mask;
+}
 
 // The function table of the hooks (call_hooks.cpp): the slot of `a`, defined (a Function
 // record, the runtime filter) when new; null when the table is full. `site`: a scope's.
@@ -133,6 +154,16 @@ bool begin_counting(ThreadState& s, uint64_t open_calls);
 // The node of call path `parent` + `a` (a scope's site when `site` is a scope mark), made when
 // new: kNoNode when none can be (no room, the tree is full). The thread is busy.
 uint32_t tree_child(ThreadState& s, uint32_t parent, uintptr_t a, uintptr_t site);
+// Child `c` of node `parent`, of function `fn`, was just entered: the latest of the parent's
+// recent children.
+PROF_NOINSTR inline void note_recent_child(ThreadState& s, uint32_t parent, uint32_t c,
+                                           uintptr_t fn) {
+    TreeNode& p = s.tree_nodes[parent];
+    if (p.recent[0].fn == fn) return;
+    const TreeNode& n = s.tree_nodes[c];
+    p.recent[1] = p.recent[0];
+    p.recent[0] = TreeChild{fn, n.id ? n.calls : nullptr, c, 0};
+}
 // The trace's number of the node the thread is in (0: no frame open).
 PROF_NOINSTR inline uint32_t tree_position(const ThreadState& s) {
     return s.depth ? s.tree_nodes[s.frames[s.depth - 1].node].id : 0;

@@ -735,6 +735,38 @@ TEST_CASE("counting threads: SIGKILL, SIGSEGV and abort() keep every call counte
     MESSAGE("killed after ", printed, " printed calls; trace holds ", held);
 }
 
+// A counting thread's tree across chunks: 3000 functions, each first called from main (a
+// Function and a CallNode record each, and the blocks of counts made right after some of them),
+// then thousands of paths; small chunks, so that records land at every place of a chunk's end.
+// Every count is the traced mode's.
+TEST_CASE("counting threads: thousands of functions and paths across chunks, counts exact") {
+    for (const char* chunk : {"64K", "128K"}) {
+        CAPTURE(chunk);
+        std::map<std::string, std::pair<uint64_t, uint64_t>> counts[2];
+        uint64_t total[2] = {0, 0};
+        for (int counting = 0; counting < 2; ++counting) {
+            std::string trace = temp_path(std::string("paths-") + chunk + "-" +
+                                          std::to_string(counting) + ".trace");
+            auto r = run({PROF_TEST_CALL_PATHS}, {{"PROF_OUT", trace},
+                                                  {"PROF_CHUNK_SIZE", chunk},
+                                                  {"PROF_TIME", counting ? "sampled" : "traced"}});
+            REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+            uint64_t printed = std::stoull(r.out.substr(r.out.find(' ') + 1));
+            analysis::Session session;
+            session.add_trace(trace); // throws on a record that breaks the format's rules
+            analysis::Profile p = session.profile();
+            CHECK(p.time.untimed_traces == uint64_t(counting));
+            for (const auto& f : p.functions) {
+                counts[counting][f.name] = {f.stats.ncalls, f.stats.pcalls};
+                total[counting] += f.stats.ncalls;
+            }
+            CHECK(total[counting] == printed + 1); // and main
+        }
+        CHECK(counts[0].size() == 3001);
+        CHECK(counts[1] == counts[0]);
+    }
+}
+
 // PROF_TIME=auto, the default: a run shorter than PROF_COUNT_AFTER samples keeps every call's
 // time; a longer one begins counting, with the counts of a traced run.
 TEST_CASE("PROF_TIME=auto: traced until the run has samples enough, then counted, counts exact") {

@@ -267,7 +267,8 @@ TEST_CASE("CPU-time samples: every thread, its CPU time accounted to within one 
 
 TEST_CASE("samples that find no room in the chunk wait for the next one") {
     std::string out;
-    Trace t(sampled("sampled-pending", "pending", {}, &out));
+    // The program fills its chunk with calls: records of the traced mode.
+    Trace t(sampled("sampled-pending", "pending", {{"PROF_TIME", "traced"}}, &out));
     REQUIRE(lines_of(out, "pending").size() == 1);
     REQUIRE(t.info.threads.size() == 2);
     for (const auto& [stream, s] : t.sink.streams) {

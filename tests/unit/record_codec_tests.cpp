@@ -165,7 +165,7 @@ TEST_CASE("the memory record encoders stay within their stated room") {
     end = format::put_enter_address(e.bytes, big, big);
     CHECK(size_t(end - e.bytes) == format::kMaxEventRecord);
     Buffer s;
-    end = format::put_sample(s.bytes, big, big, big, big, big, true, big);
+    end = format::put_sample(s.bytes, big, big, big, big, big, true, big, big);
     CHECK(size_t(end - s.bytes) == format::kMaxSampleRecord);
     CHECK(s.touched() == format::kMaxSampleRecord);
     Buffer n;
@@ -240,14 +240,19 @@ TEST_CASE("the sized record encoders write their length and payload") {
          {uint64_t(10400), uint64_t(123456789012), uint64_t(4000000), uint64_t(1), uint64_t(3)})
         CHECK(c.uleb() == v);
     CHECK((c.ok && c.p == c.end));
-    // 1.9: a counting thread's sample names its node (0 too).
+    // 1.9: a counting thread's sample names its node (0 too), and any the instruction it
+    // interrupted (none: 0, not written).
     end = format::put_sample(b.bytes, 5, 6, 7, 0, 1, true, 0);
     c = payload(b.bytes, end, format::Tag::kSample);
     for (uint64_t v : {5, 6, 7, 0, 1, 0}) CHECK(c.uleb() == v);
     CHECK((c.ok && c.p == c.end));
+    end = format::put_sample(b.bytes, 5, 6, 7, 0, 1, false, 0, 0x401234);
+    c = payload(b.bytes, end, format::Tag::kSample);
+    for (uint64_t v : {5, 6, 7, 0, 1, 0x401234}) CHECK(c.uleb() == v);
+    CHECK((c.ok && c.p == c.end));
     // The longest one still has a one-byte length.
     end = format::put_sample(b.bytes, ~uint64_t(0), ~uint64_t(0), ~uint64_t(0), ~uint64_t(0),
-                             ~uint64_t(0), true, ~uint64_t(0));
+                             ~uint64_t(0), true, ~uint64_t(0), ~uint64_t(0));
     c = payload(b.bytes, end, format::Tag::kSample);
     CHECK(b.bytes[1] == format::kMaxSampleRecord - 2);
 

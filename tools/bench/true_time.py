@@ -29,8 +29,9 @@ of --build use is what gets measured (the time-basis line of profreport's table 
 Per build it prints the shares side by side for every function above 2% in either, the top
 function of each, and the issue's targets: every function above 2% within 3 points, the same
 top function, libprof's total within 1.25x the uninstrumented run's wall and CPU time; also
-the instrumented run's own time, and what sampling costs (the instrumented run with
-PROF_SAMPLE_HZ=0 against the default, interleaved). Last, the per-call cost on fib(30)
+the instrumented run's own time, and what sampling costs (the instrumented run with the clock
+per call, PROF_TIME=traced, against the same with PROF_SAMPLE_HZ=0, interleaved: without
+samples the default never stops reading the clock). Last, the per-call cost on fib(30)
 (workloads/fib.cpp built as bench.py builds it): uninstrumented, libprof's default,
 PROF_TIME=sampled and `uftrace record --no-libcall`, in extra ns per call and against uftrace's.
 
@@ -336,12 +337,14 @@ class Bench:
             inline_misaligned=rec["inlined"]["misaligned"])
         return rec
 
-    def profiled(self, cc, rep, sample_hz=None, counting=False):
+    def profiled(self, cc, rep, sample_hz=None, counting=False, traced=False):
         """One run of the instrumented build under profrun with the runtime's defaults (or
-        PROF_SAMPLE_HZ=sample_hz, or the counting mode, profrun --time sampled); with the
-        defaults and in the counting mode also its table."""
+        PROF_SAMPLE_HZ=sample_hz, or the counting mode, profrun --time sampled, or the clock
+        per call throughout, --time traced); with the defaults and in the counting mode also its
+        table."""
         tag = "" if sample_hz is None else "-hz" + sample_hz
         tag += "-counting" if counting else ""
+        tag += "-traced" if traced else ""
         trace = self.rundir / f"{cc}{tag}.trace"
         trace.unlink(missing_ok=True)
         env = clean_env()
@@ -349,11 +352,11 @@ class Bench:
             env["PROF_SAMPLE_HZ"] = sample_hz
         if SAMPLE_TIMER:
             env["PROF_SAMPLE_TIMER"] = SAMPLE_TIMER
-        mode = ["--time", "sampled"] if counting else []
+        mode = ["--time", "sampled"] if counting else ["--time", "traced"] if traced else []
         r = self.timed([self.profrun, "-q", "-f", *mode, "-o", trace, "--", *self.argv(cc, True)],
                        env)
         rec = {"wall": r.wall, "cpu": r.cpu, "trace_bytes": trace.stat().st_size}
-        if sample_hz is None:
+        if sample_hz is None and not traced:
             out = self.outdir / f"{cc}{tag}.rep{rep}.json"
             with open(out, "w") as f:
                 p = subprocess.run([str(self.profreport), "--format", "json", "-n", "0", str(trace)],
@@ -371,7 +374,8 @@ class Bench:
             if self.keep_traces:
                 return rec
         else:
-            log("libprof", cc=cc, rep=rep, sample_hz=sample_hz, wall_s=r.wall, cpu_s=r.cpu)
+            log("libprof", cc=cc, rep=rep, sample_hz=sample_hz, traced=traced, wall_s=r.wall,
+                cpu_s=r.cpu)
         trace.unlink()
         return rec
 
@@ -508,7 +512,7 @@ def summarize_build(cc, runs, basis, view):
     """The share table, the targets and the notes of one compiler's builds; `view` is perf's
     frames the table uses (physical, or inlined functions as frames of their own)."""
     perf, prof = runs["perf"], runs["prof"]
-    plain, nosample = runs["plain"], runs["nosample"]
+    plain, nosample, traced = runs["plain"], runs["nosample"], runs["traced"]
     pv = [r[view] for r in perf]
     p_self, p_cum = median_shares(pv, "self"), median_shares(pv, "cum")
     l_self, l_cum = median_shares(prof, "self"), median_shares(prof, "cum")
@@ -538,7 +542,8 @@ def summarize_build(cc, runs, basis, view):
     ok_w = 1 / TARGET_TOTAL <= tw <= TARGET_TOTAL
     ok_c = 1 / TARGET_TOTAL <= tc <= TARGET_TOTAL
     inst_wall, inst_cpu = per_rep(prof, plain, "wall"), per_rep(prof, plain, "cpu")
-    hz_wall, hz_cpu = per_rep(prof, nosample, "wall"), per_rep(prof, nosample, "cpu")
+    hz_wall, hz_cpu = per_rep(traced, nosample, "wall"), per_rep(traced, nosample, "cpu")
+    traced_cpu = per_rep(traced, plain, "cpu")
     targets = {
         "shares": (c["text"], c["met"]),
         "top": (f"perf {p_top} ({p_self[p_top]:.1f}%), libprof {l_top} ({l_self[l_top]:.1f}%)",
@@ -556,8 +561,12 @@ def summarize_build(cc, runs, basis, view):
         f"the instrumented run itself (profrun, defaults): {med([r['wall'] for r in prof]):.2f} s "
         f"wall, {med([r['cpu'] for r in prof]):.2f} s CPU: {spread(inst_wall)} the uninstrumented "
         f"run's wall time, {spread(inst_cpu)} its CPU time (per-rep ratios, median (min-max))",
-        f"sampling's cost: the instrumented run with the defaults / with PROF_SAMPLE_HZ=0: wall "
-        f"{spread(hz_wall)}, CPU {spread(hz_cpu)} (interleaved, per-rep ratios)",
+        f"sampling's cost: the instrumented run with PROF_TIME=traced / with PROF_TIME=traced "
+        f"PROF_SAMPLE_HZ=0: wall {spread(hz_wall)}, CPU {spread(hz_cpu)} (interleaved, per-rep "
+        f"ratios; the clock per call both ways, since without samples the default never stops "
+        f"reading it)",
+        f"PROF_TIME=traced (the clock per call throughout): the run {spread(traced_cpu)} the "
+        f"uninstrumented run's CPU time",
         "time basis: " + (basis or "profreport printed no time-basis line: times traced by the "
                                    "hooks, less their measured cost"),
     ]
@@ -762,7 +771,8 @@ def main():
     log("built", seconds=prep, programs=" ".join(str(p) for p in b.programs.values()))
 
     # ---- the SQLite runs, interleaved: runs[cc][kind] = [record per rep]
-    runs = {cc: {"perf": [], "plain": [], "prof": [], "nosample": [], "counting": []}
+    runs = {cc: {"perf": [], "plain": [], "prof": [], "traced": [], "nosample": [],
+                 "counting": []}
             for cc in compilers}
     order = random.Random()
     for rep in range(reps):
@@ -779,8 +789,10 @@ def main():
                 rec = b.profiled(cc, rep + 1)
             elif kind == "counting":
                 rec = b.profiled(cc, rep + 1, counting=True)
-            else:
-                rec = b.profiled(cc, rep + 1, sample_hz="0")
+            elif kind == "traced":
+                rec = b.profiled(cc, rep + 1, traced=True)
+            else:  # sampling's cost: the clock per call both ways, samples on and off
+                rec = b.profiled(cc, rep + 1, sample_hz="0", traced=True)
             runs[cc][kind].append(rec)
 
     fib = None
@@ -817,7 +829,7 @@ def main():
          *[cell(cc, "total_cpu") for cc in compilers]],
         ["instrumented run / uninstrumented, wall (CPU)",
          *[f"{summaries[cc]['inst_wall']:.2f}x ({summaries[cc]['inst_cpu']:.2f}x)" for cc in compilers]],
-        ["defaults / PROF_SAMPLE_HZ=0, wall (CPU)",
+        ["sampling's cost: PROF_TIME=traced / the same with PROF_SAMPLE_HZ=0, wall (CPU)",
          *[f"{summaries[cc]['hz_wall']:.2f}x ({summaries[cc]['hz_cpu']:.2f}x)" for cc in compilers]],
         [f"PROF_TIME=sampled: every function above {SHARE_FLOOR:.0f}% within "
          f"{TARGET_POINTS:.0f} points", *[cell(cc, "counting_shares") for cc in compilers]],
@@ -846,7 +858,8 @@ def main():
               ("command", f"`{command}`"),
               ("reps", f"{reps} rep{'s' if reps > 1 else ''}; each runs, per compiler, the uninstrumented build, the same "
                        "under perf, the instrumented build with the defaults, with "
-                       "PROF_SAMPLE_HZ=0 and with PROF_TIME=sampled, all in shuffled order")]
+                       "PROF_TIME=traced, with PROF_TIME=traced PROF_SAMPLE_HZ=0 and with "
+                       "PROF_TIME=sampled, all in shuffled order")]
     footnotes = [
         "perf self %: samples whose first program frame from the leaf is the function, over all "
         "samples with a program frame (a sample in libc or the kernel goes to the program function "

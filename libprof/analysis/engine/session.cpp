@@ -4,6 +4,7 @@
 #include "analysis/engine/session.hpp"
 
 #include "reader/address_map.hpp"
+#include "reader/elf_symbols.hpp"
 #include "reader/time_order.hpp"
 
 #include <fmt/format.h>
@@ -97,6 +98,15 @@ struct LongInterval {
     int64_t length;
 };
 
+// A sample's CPU time, held until the end of its trace: the node open where it was taken, and
+// the instruction it interrupted (format 1.9), which may be another function's.
+struct PlacedSample {
+    uint32_t node;
+    uint64_t ip;
+    int64_t units;
+    uint64_t samples;
+};
+
 // One thread of one trace.
 struct ThreadReplay {
     size_t trace = 0;
@@ -145,6 +155,7 @@ struct ThreadReplay {
     bool counting = false;
     std::vector<uint32_t> tree{0};
     std::vector<uint64_t> tree_calls;
+    std::vector<PlacedSample> placed; // Session::Impl::charge
     uint32_t position = 0;
     uint32_t clock_node = 0; // the node of its last Sample record (or where it began counting)
 
@@ -286,6 +297,9 @@ struct Session::Impl : reader::EventSink {
     int64_t sample_period = 0;  // clock units between samples the runtime asked for
     // How each trace read was timed (Profile::time), by trace.
     std::vector<TimeBasis> time_bases;
+    // The symbol tables of the trace's objects on disk, by path, for place_samples (null: none
+    // usable).
+    std::unordered_map<std::string, std::unique_ptr<reader::ElfSymbols>> module_symbols;
 
     explicit Impl(SessionOptions o) : options(std::move(o)) {}
 
@@ -441,6 +455,51 @@ struct Session::Impl : reader::EventSink {
         if (t.self.size() <= node) t.self.resize(t.nodes.size(), 0);
         t.self[node] += units;
     }
+    // A sample's CPU time to the node open where it was taken; one that names the instruction
+    // it interrupted waits for the end of the trace (place_samples).
+    static void charge(ThreadReplay& t, uint32_t node, const reader::SampleRecord& r,
+                       int64_t units) {
+        if (!r.ip) {
+            give(t, node, units);
+            count_samples(t, node, r.count);
+            return;
+        }
+        t.placed.push_back(PlacedSample{node, r.ip, units, r.count});
+    }
+    // The function whose code holds `ip` (its entry address), from the symbol table of the
+    // object on disk loaded there; 0 when none is known.
+    uint64_t function_holding(uint64_t ip) {
+        size_t m = layout.module_index_at(ip);
+        if (m == reader::kNoModule) return 0;
+        const reader::Module& mod = layout.modules[m];
+        auto [it, fresh] = module_symbols.try_emplace(mod.path);
+        if (fresh) {
+            auto elf = std::make_unique<reader::ElfSymbols>(mod.path);
+            // Another build at the same path is no help (the names would lie too).
+            if (elf->ok() && (mod.build_id.empty() || elf->build_id() == mod.build_id))
+                it->second = std::move(elf);
+        }
+        if (!it->second) return 0;
+        const reader::ElfSymbols::Entry* e = it->second->find(ip - mod.base);
+        return e ? e->start + mod.base : 0;
+    }
+    // The samples that named their instruction, to their nodes. A sample taken in a function
+    // other than its node's is in the prologue or the epilogue of a function that node called
+    // (before the callee's enter hook ran, or after its exit hook): code of the callee, whose
+    // node has it, as an uninstrumented program's profile would. Code of a function without
+    // hooks (the C library, an excluded function) stays the node's.
+    void place_samples(ThreadReplay& t) {
+        for (const PlacedSample& p : t.placed) {
+            uint32_t node = p.node;
+            uint64_t entry = function_holding(p.ip);
+            auto callee = entry ? fns->index.find({entry, reader::kNoModule}) : fns->index.end();
+            if (callee != fns->index.end() && (!node || t.nodes[node].function != callee->second))
+                node = t.child(node, callee->second);
+            give(t, node, p.units);
+            count_samples(t, node, p.samples);
+        }
+        std::vector<PlacedSample>().swap(t.placed);
+    }
     void on_sample(uint32_t id, const reader::SampleRecord& r) override {
         if (options.time == TimeSource::kTraced) return;
         if (long_interval == INT64_MAX) long_interval = long_interval_units();
@@ -459,7 +518,7 @@ struct Session::Impl : reader::EventSink {
         int64_t cpu =
             r.cpu_ns > t.span_cpu_ns ? int64_t(double(r.cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
         uint32_t node = top(t);
-        count_samples(t, node, r.count);
+        if (untimed_hooks) count_samples(t, node, r.count); // 1.6: no ip
         if (untimed_hooks) {
             // PROF_TIME=sampled: a record of count 0 after the first is the clocks the hooks
             // read after a switch. The span ends there, and its one interval longer than the
@@ -487,7 +546,7 @@ struct Session::Impl : reader::EventSink {
         // at the end, or the one closed last.
         if (r.count) {
             t.sampled_cpu += cpu;
-            give(t, node, cpu - own - t.scope_credit);
+            charge(t, node, r, cpu - own - t.scope_credit);
         } else if (!first && !t.spans_closed) {
             if (t.stack.empty()) node = t.last_top;
             t.sampled_cpu += cpu;
@@ -517,7 +576,6 @@ struct Session::Impl : reader::EventSink {
         t.own_samples += r.own_count;
         int64_t own = int64_t(double(r.own_ns) * units_per_ns);
         t.own += own;
-        count_samples(t, node, r.count);
         int64_t wall =
             r.ticks > t.span_ticks ? int64_t((r.ticks - t.span_ticks) << kClockFraction) : 0;
         int64_t cpu =
@@ -530,7 +588,7 @@ struct Session::Impl : reader::EventSink {
                                  ? int64_t(double(r.cpu_ns - t.charged_cpu_ns) * units_per_ns)
                                  : 0;
             t.sampled_cpu += weight;
-            give(t, node, weight - own - t.own_waiting);
+            charge(t, node, r, weight - own - t.own_waiting);
             t.charged_cpu_ns = r.cpu_ns;
             t.own_waiting = 0;
         } else {
@@ -1295,6 +1353,7 @@ struct Session::Impl : reader::EventSink {
         for (size_t i = first_thread; i < threads.size(); ++i) {
             ThreadReplay& t = *threads[i];
             add_tree_calls(t);
+            place_samples(t);
             if (!t.stack.empty()) advance(t, std::max(info.end_ticks, t.last));
             close_last_span(t);
             close_all(t);

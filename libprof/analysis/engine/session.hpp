@@ -35,7 +35,17 @@
 // spread over the long ones up to a common level, and the rest of each is its frame's time off
 // CPU. Samples that landed in the profiler are left out. A scope run keeps the time it
 // measured; a thread never sampled (too short) keeps the hooks' times. Each node's own time
-// is summed up to its ancestors, so a callee's time still lies inside its caller's.
+// is summed up to its ancestors, so a callee's time still lies inside its caller's. A sample
+// that names the instruction it interrupted (1.9) and lies in another instrumented function
+// than its frame's (that function's prologue or epilogue, outside its hooks) goes to that
+// function called from its frame, as it would in a profile of the uninstrumented program.
+//
+// Counting threads (format 1.9: PROF_TIME=sampled, or auto once the run had samples enough)
+// have no call records after their Counting record: their calls are counts per call tree node
+// (CallNode, CallCounts), which join the thread's call paths. Every Sample record there names
+// its node and carries the thread's clocks: the wall time since the previous one less the CPU
+// time between them was off CPU in that node; a sample weighs the CPU time since the last
+// sample charged.
 #pragma once
 
 #include "analysis/model/call_tree.hpp"

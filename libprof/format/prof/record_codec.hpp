@@ -263,16 +263,18 @@ PROF_CODEC_INLINE uint8_t* put_rss(uint8_t* p, uint64_t dt, uint64_t bytes) {
 }
 
 // 1.5: CPU-time samples of the thread (count 0: no sample of the program, see Tag::kSample).
-inline constexpr uint32_t kMaxSampleRecord = 2 + 6 * kMaxUleb; // payload < 128
+inline constexpr uint32_t kMaxSampleRecord = 2 + 7 * kMaxUleb; // payload < 128
 
 // `node` (1.9): the call tree node of a counting thread's sample, written when `at_node` is set
-// (a counting thread's records always have it, others never).
+// (a counting thread's records always have it, others never). `ip` (1.9): the instruction the
+// record's last sample interrupted, written when not 0.
 PROF_CODEC_INLINE uint8_t* put_sample(uint8_t* p, uint64_t dt, uint64_t cpu_ns, uint64_t own_ns,
                                       uint64_t own_count, uint64_t count, bool at_node = false,
-                                      uint64_t node = 0) {
+                                      uint64_t node = 0, uint64_t ip = 0) {
     uint8_t* q = put_uleb(put_uleb(begin_small(p, Tag::kSample), dt), cpu_ns);
     q = put_uleb(put_uleb(put_uleb(q, own_ns), own_count), count);
     if (at_node) q = put_uleb(q, node);
+    if (ip) q = put_uleb(q, ip);
     return end_small(p, q);
 }
 

@@ -214,11 +214,14 @@ enum class Tag : uint8_t {
     // first of a stream (its timer was armed; own 0), and one written when the thread ends or
     // the process finishes, for samples of the profiler that no record reported yet (its cpu_ns
     // is then the previous one's plus own_ns).
-    //   uleb dt, uleb cpu_ns, uleb own_ns, uleb own_count, uleb count [, uleb node]
+    //   uleb dt, uleb cpu_ns, uleb own_ns, uleb own_count, uleb count [, uleb node] [, uleb ip]
     // `node` (1.9) is present exactly in a counting thread's records (after its Counting
     // record): the call tree node the thread was in (0: no frame open). There every Sample
     // record, of any count, carries the thread's clocks: the wall time since the stream's
     // previous Sample record less the CPU time between them was spent off CPU in that node.
+    // `ip` (1.9), when the record stands for samples of the program: the instruction its last
+    // sample interrupted (a sample in a function's prologue or epilogue, outside its hooks, is
+    // that function's). Absent in other records (and from older writers).
     kSample = 0x4c,
     // 1.7, thread streams (profrun --sample, --pid: no hooks): the thread was sampled with the
     // call stack `stack` (a Stack record of the stream, written before; its first address is

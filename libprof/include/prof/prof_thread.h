@@ -48,6 +48,7 @@ typedef struct prof_frame {
 } prof_frame;
 
 struct prof_tree_node; /* a node of a counting thread's call tree (the runtime's, private) */
+struct prof_path_slot; /* its table from (parent node, function) to node (private) */
 
 /* What one thread's activity at one marked site adds up to, by site id. */
 typedef struct prof_site_counts {
@@ -118,8 +119,10 @@ typedef struct prof_thread {
     /* Set when the hooks read the clock after a switch: their record is preceded by the
      * thread's clocks (a Sample record of count 0). */
     uint8_t switch_read;
-    /* A counting thread's call tree: its nodes (0 is the root). */
+    /* A counting thread's call tree: its nodes (0 is the root), and its table of paths. */
     struct prof_tree_node* tree_nodes;
+    struct prof_path_slot* tree_paths;
+    uint32_t tree_path_mask;
     /* The rseq_cs word of the thread's rseq area (null: none registered), for switch_word. */
     uint64_t* switch_area;
 } prof_thread;
