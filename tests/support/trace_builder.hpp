@@ -98,10 +98,11 @@ public:
                       [&](uint8_t* p) { return format::put_line_counts(p, site, hits, ticks); });
     }
     // 1.5: CPU-time samples (count 0: the timer was armed).
+    // 1.9: `ip`, the instruction the sample interrupted (0: not written).
     TraceBuilder& sample(uint64_t dt, uint64_t cpu_ns, uint64_t own_ns, uint64_t own_count,
-                         uint64_t count) {
+                         uint64_t count, uint64_t ip = 0) {
         return encode(format::kMaxSampleRecord, [&](uint8_t* p) {
-            return format::put_sample(p, dt, cpu_ns, own_ns, own_count, count);
+            return format::put_sample(p, dt, cpu_ns, own_ns, own_count, count, false, 0, ip);
         });
     }
     // 1.9: a counting thread's records: its samples name a node; the start of counting, its
@@ -175,11 +176,13 @@ public:
             return format::put_meta(p, key.data(), key.size(), value.data(), value.size());
         });
     }
-    // A module whose load base is its start, without a build id.
-    TraceBuilder& module(uint64_t ticks, uint64_t start, uint64_t end, const std::string& path) {
+    // A module whose load base is its start (or `base`), without a build id.
+    TraceBuilder& module(uint64_t ticks, uint64_t start, uint64_t end, const std::string& path,
+                         uint64_t base = UINT64_MAX) {
+        if (base == UINT64_MAX) base = start;
         return encode(1 + 32 + 2 * format::kMaxUleb + path.size(), [&](uint8_t* p) {
             return format::put_module(
-                p, {ticks, start, start, end, path.data(), path.size(), nullptr, 0});
+                p, {ticks, base, start, end, path.data(), path.size(), nullptr, 0});
         });
     }
     TraceBuilder& unload(uint64_t ticks, uint64_t start, uint64_t end) {

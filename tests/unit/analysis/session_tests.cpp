@@ -2,6 +2,10 @@
 // traces built record by record with a 1 ns clock.
 #include "unit/analysis/analysis_support.hpp"
 
+#include "reader/elf_symbols.hpp"
+
+#include <link.h>
+#include <unistd.h>
 #include <utility>
 
 using namespace prof;
@@ -633,4 +637,74 @@ TEST_CASE("counting threads (1.9): the tree's counts, times from samples and clo
         CHECK(m.sites[0].stack[0].name == "helper");
         CHECK(m.sites[0].stack[2].name == "main");
     }
+}
+
+namespace {
+
+// Two functions of this test binary, to be named by its symbol table on disk.
+__attribute__((noinline)) void placed_caller() {
+    __asm__ volatile("");
+}
+__attribute__((noinline)) void placed_callee() {
+    __asm__ volatile("nop; nop; nop");
+}
+
+struct ProgramImage {
+    uint64_t bias = 0, start = UINT64_MAX, end = 0;
+};
+
+int find_program(dl_phdr_info* info, size_t, void* data) {
+    auto* image = static_cast<ProgramImage*>(data);
+    if (info->dlpi_name && info->dlpi_name[0]) return 0; // the program is the nameless one
+    image->bias = info->dlpi_addr;
+    for (size_t i = 0; i < info->dlpi_phnum; ++i) {
+        const auto& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD) continue;
+        image->start = std::min<uint64_t>(image->start, info->dlpi_addr + ph.p_vaddr);
+        image->end = std::max<uint64_t>(image->end, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+    }
+    return 1;
+}
+
+} // namespace
+
+// A sample that interrupted an instrumented function other than its frame's (its prologue
+// before the enter hook ran, its epilogue after the exit hook) is the callee's code: it goes to
+// the callee called from the frame. One in the frame's own function, or in code without hooks
+// (outside every known function), stays.
+TEST_CASE("samples in a callee's code outside its hooks go to the callee (1.9 ip)") {
+    ProgramImage image;
+    dl_iterate_phdr(find_program, &image);
+    char exe[4096] = {};
+    REQUIRE(readlink("/proc/self/exe", exe, sizeof exe - 1) > 0);
+    auto caller = reinterpret_cast<uint64_t>(&placed_caller);
+    auto callee = reinterpret_cast<uint64_t>(&placed_callee);
+    reader::ElfSymbols elf(exe);
+    REQUIRE(elf.ok());
+    REQUIRE(elf.find(callee + 2 - image.bias));
+    REQUIRE(elf.find(callee + 2 - image.bias)->start + image.bias == callee);
+
+    TraceBuilder b;
+    b.chunk(0).meta("sample_hz", "1000").module(0, image.start, image.end, exe, image.bias);
+    b.chunk(1, 0).function(caller).function(callee);
+    b.sample(0, 0, 0, 0, 0);                         // t 0: armed
+    b.enter(0, 0).enter(1, 10).exit(10);             // caller calls callee once
+    b.sample(1000000, 1000000, 0, 0, 1, callee + 2); // 1 ms: in callee's code, frame caller
+    b.sample(1000000, 2000000, 0, 0, 1, caller + 1); // 1 ms: in caller's own code
+    b.sample(1000000, 3000000, 0, 0, 1, 0x10);       // 1 ms: no known code
+    b.exit(10).thread_end(0);
+    b.chunk(0).end_record(4000000);
+    analysis::Profile p = timed(save_trace(b, "placed.trace"), analysis::TimeSource::kSampled);
+    auto fn = [&](uint64_t address) -> const analysis::Stats& {
+        for (const analysis::Function& f : p.functions)
+            if (f.address == address) return f.stats;
+        FAIL("no function at " << address);
+        return p.functions.front().stats;
+    };
+    // The callee's call and the wall time around the samples (30 ns) are traced: off CPU, in
+    // the caller.
+    CHECK(fn(callee).ncalls == 1);
+    CHECK(fn(callee).tottime == approx(1e-3));
+    CHECK(fn(caller).tottime == approx(2e-3 + 30e-9));
+    CHECK(fn(caller).cumtime == approx(3e-3 + 30e-9));
 }
