@@ -429,6 +429,55 @@ TEST_CASE("scope runs (threads, fork, exceptions): the counts and tree of one re
     CHECK(with.enters < 5000);
 }
 
+// Counting (1.9): a scope is a node of the call tree like a function; the counts and tree of
+// the traced mode, the lines' hits too.
+TEST_CASE("scopes, marked functions and lines when the calls are counted: the traced counts") {
+    const char* sites[] = {"leaf",    "mixed",        "child",       "a",
+                           "b",       "with_line",    "thrown",      "nap",
+                           "forking", "helper(long)", "leaves(long)"};
+    const uint64_t expected[] = {140000, 1000, 100, 500, 500, 1000, 100, 5, 3, 100, 3};
+    std::string name = "scope-runs-counted.trace";
+    std::filesystem::remove(temp_path(name));
+    auto l = load({PROF_TEST_SCOPE_RUNS}, name, {{"PROF_TIME", "sampled"}});
+    const analysis::Profile& p = l->profile;
+    CHECK(p.time.untimed_traces == 1);
+    for (size_t i = 0; i < std::size(sites); ++i)
+        CHECK_MESSAGE(ncalls(p, sites[i]) == expected[i], sites[i]);
+    for (const analysis::Edge& e : p.edges) {
+        if (e.caller == analysis::kRoot || e.caller == e.callee) continue;
+        CHECK(e.stats.cumtime <= p.functions[e.caller].stats.cumtime + 1e-9);
+        const std::string& callee = p.functions[e.callee].name;
+        const std::string& caller = p.functions[e.caller].name;
+        if (callee == "leaf") CHECK(caller == "leaves(long)");
+        if (callee == "child" || callee == "helper(long)") CHECK(caller == "mixed");
+    }
+    for (const auto& f : p.functions)
+        if (f.name == "nap") { // five sleeps of 10 ms, off CPU in their scope
+            CHECK(f.stats.cumtime >= 0.045);
+            CHECK(f.stats.cumtime <= l->naps_seconds * 1.02);
+        }
+    bool found = false;
+    for (const auto& t : analysis::line_tables(p))
+        for (const auto& r : t.rows)
+            if (r.kind == "line" && r.mark.find("s += i") != std::string::npos) {
+                CHECK(r.hits == 1000);
+                found = true;
+            }
+    CHECK(found);
+    std::string child = test::child_trace(temp_path(name));
+    REQUIRE_MESSAGE(!child.empty(), "no child trace for ", name);
+    analysis::Session cb;
+    cb.add_trace(child);
+    analysis::Profile cp = cb.profile();
+    CHECK(ncalls(cp, "forking") == 1);
+    CHECK(ncalls(cp, "leaf") == 0);
+    std::filesystem::remove(child);
+    // No record of a call or a scope activation after the Counting record (the reader refuses
+    // them), so none of the macros' inline records either.
+    RecordCount c = count_records(temp_path(name));
+    CHECK(c.runs == 0);
+}
+
 TEST_CASE("a killed process keeps its line counts and scope runs, exactly") {
     std::string trace = temp_path("killed.trace");
     std::filesystem::remove(trace);

@@ -11,8 +11,9 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
-#include <sys/stat.h>
+#include <map>
 #include <string>
+#include <sys/stat.h>
 
 using namespace prof;
 using prof::test::run;
@@ -184,6 +185,40 @@ TEST_CASE("the application keeps its own allocator and malloc_usable_size works"
     CHECK(plain.out == "reached=5 usable_ok=1\n");
     CHECK(traced.out == plain.out);
     CHECK(traced.exit_code == 0);
+}
+
+// With the call profiler, an allocation's stack is its thread's call path: from the Enter and
+// Exit records, or, once the thread counts its calls (1.9), from the Position records before
+// the allocations. Every site, by its named frames, the same in both.
+TEST_CASE("allocation stacks from the call profiler: the same counted as traced") {
+    std::map<std::vector<std::string>, std::pair<uint64_t, uint64_t>> sites[2];
+    for (int counting = 0; counting < 2; ++counting) {
+        std::string trace = temp_path("alloc-pattern-fi-" + std::to_string(counting) + ".trace");
+        auto r =
+            run({PROFRUN, "--mem", "-q", "--no-pack", "--time", counting ? "sampled" : "traced",
+                 "-o", trace, "--", PROF_TEST_ALLOC_PATTERN_FI});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        analysis::Session pb;
+        pb.add_trace(trace);
+        CHECK(pb.profile().time.untimed_traces == uint64_t(counting));
+        const analysis::MemoryReport& m = pb.memory();
+        for (const auto& s : m.sites) {
+            std::vector<std::string> frames;
+            for (const auto& f : s.stack) frames.push_back(f.name);
+            sites[counting][frames].first += s.allocations;
+            sites[counting][frames].second += s.bytes;
+        }
+        Totals t = sites_through(m, "pattern()");
+        CHECK(t.allocations == 2 * 35);
+        CHECK(t.bytes == 2 * 4410);
+    }
+    // Stacks two frames deep from call paths (the threads' pattern() starts from code without
+    // hooks), and the libstdc++ pool from before main, unwound.
+    using Frames = std::vector<std::string>;
+    CHECK(sites[0].count(Frames{"leaky()", "pattern()"}) == 1);
+    CHECK(sites[0].count(Frames{"mismatches()", "main"}) == 1);
+    CHECK(sites[0].size() == 5);
+    CHECK(sites[1] == sites[0]);
 }
 
 TEST_CASE("calls and allocations in one trace: stacks from the call profiler") {

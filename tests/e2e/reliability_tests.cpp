@@ -527,10 +527,14 @@ TEST_CASE("dlclose, then another library at the same address: each named and cou
 // the parent's exit handlers in the child. Under TSan vfork is fork (its interceptor), and the
 // child then writes a trace of its own, which is fine too.
 TEST_CASE("vfork: the child's calls stay out of the parent's trace, which stays exact") {
-    for (std::string mode : {"_exit", "exit", "exec"}) {
+    for (std::string mode : {"_exit", "exit", "exec", "counted _exit", "counted exec"}) {
         CAPTURE(mode);
-        std::string trace = temp_path("vfork-" + mode + ".trace");
-        auto r = run({PROF_TEST_VFORKER, mode}, {{"PROF_OUT", trace}});
+        // `counted`: the parent counts its calls in a call tree (PROF_TIME=sampled).
+        bool counted = mode.rfind("counted ", 0) == 0;
+        if (counted) mode = mode.substr(8);
+        std::string trace = temp_path("vfork-" + mode + (counted ? "-counted" : "") + ".trace");
+        auto r = run({PROF_TEST_VFORKER, mode},
+                     {{"PROF_OUT", trace}, {"PROF_TIME", counted ? "sampled" : "auto"}});
         REQUIRE_MESSAGE(r.exit_code == 0, r.err);
         // The child ran its instrumented code: its exit status is its result (exec: the new
         // image's).
