@@ -80,7 +80,7 @@ demo)
     # The C++ counterpart of "Python loop vs NumPy": a call per element vs a vectorized kernel.
     out=$build/demo
     mkdir -p "$out"
-    "$build/tools/profrun" -f -o "$out/vectorize.trace" -- "$build/samples/vectorize" 18
+    "$build/tools/profrun" -f -o "$out/vectorize.trace" -- "$build/samples/vectorize" 22
     echo
     "$build/tools/profreport" --sort cumtime --limit 10 "$out/vectorize.trace"
     ;;
