@@ -58,7 +58,8 @@ void print_info(std::FILE* out, const Profile& p) {
                        reader::printable(th.name),
                        // A thread sampled from outside has samples and no events.
                        th.events || (!th.samples && !t.meta.count("sampler"))
-                           ? fmt::format("{} events{}", th.events,
+                           ? fmt::format("{} events{}{}", th.events,
+                                         th.counting ? " (calls counted in its call tree)" : "",
                                          th.samples ? fmt::format(", {} samples", th.samples) : "")
                            : fmt::format("{} samples", th.samples),
                        th.dropped ? fmt::format(", {} dropped", th.dropped) : "",

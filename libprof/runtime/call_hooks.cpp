@@ -581,9 +581,10 @@ __attribute__((noinline)) PROF_NOINSTR void count_overflow(ThreadState& s, uintp
     s.dropped += 2;
 }
 
-// The common call of a counting thread, inline in the hook: no switch since the last hook, the
-// path entered last from the innermost frame, nothing unusual about the stack. False, and
-// nothing done, for anything else (count_enter).
+// The common call of a counting thread, inline in the hook: no switch since the last hook, a
+// path its innermost frame's node knows (one of the two it entered last, or at its home slot in
+// the table of paths), nothing unusual about the stack. False, and nothing done, for anything
+// else (count_enter).
 __attribute__((always_inline)) PROF_NOINSTR inline bool
 count_enter_fast(ThreadState& s, uintptr_t a, uintptr_t site, uintptr_t cfa) {
     if (PROF_UNLIKELY(__atomic_load_n(s.switch_word, __ATOMIC_RELAXED) != switch_mark()))
@@ -742,21 +743,25 @@ PROF_NOINSTR uint32_t find_exiting(const ThreadState& s, uintptr_t a, uintptr_t 
     return 0;
 }
 
+// Whether the exit of `a` at stack level `cfa`, while frames too deep to record are open, is one
+// of theirs (then accounted), rather than a recorded frame's: a longjmp can have left them.
+PROF_NOINSTR bool unrecorded_exit(ThreadState& s, uintptr_t a, uintptr_t cfa) {
+    if (cfa > s.overflow_cfa && cfa - s.overflow_cfa < kSameStack) {
+        s.overflow = 0; // a longjmp left the unrecorded frames: this exit is a recorded one
+        return false;
+    }
+    const Slot* slot = find(s, a);
+    if (!(slot && slot->excluded)) --s.overflow;
+    return true;
+}
+
 // A counting thread's return from `a` (the thread is busy): its frame is popped, with those
 // above it (left by a longjmp or an exception through code without hooks). Exits of calls not
 // recorded are matched as in the traced exit.
 __attribute__((noinline)) PROF_NOINSTR void count_exit(ThreadState& s, uintptr_t a, uintptr_t site,
                                                        uintptr_t cfa, bool tail) {
     if (PROF_UNLIKELY(switched(s))) tree_clock_record(s);
-    if (PROF_UNLIKELY(s.overflow)) {
-        if (cfa > s.overflow_cfa && cfa - s.overflow_cfa < kSameStack) {
-            s.overflow = 0; // a longjmp left the unrecorded frames: this exit is a recorded one
-        } else {
-            const Slot* slot = find(s, a);
-            if (!(slot && slot->excluded)) --s.overflow;
-            return;
-        }
-    }
+    if (PROF_UNLIKELY(s.overflow) && unrecorded_exit(s, a, cfa)) return;
     uint32_t d = s.depth;
     if (PROF_LIKELY(d && is_exiting(s.frames[d - 1], a, site, cfa, tail))) {
         s.depth = d - 1;
@@ -794,15 +799,9 @@ __attribute__((noinline)) PROF_NOINSTR void exit_hook(uintptr_t a, uintptr_t sit
     }
     uint64_t now = now_ticks();
     if (PROF_UNLIKELY(!ensure(s, now))) return;
-    if (PROF_UNLIKELY(s.overflow)) {
-        if (cfa > s.overflow_cfa && cfa - s.overflow_cfa < kSameStack) {
-            s.overflow = 0; // a longjmp left the unrecorded frames: this exit is a recorded one
-        } else { // the exit of a frame too deep to record
-            const Slot* slot = find(s, a);
-            if (!(slot && slot->excluded)) --s.overflow;
-            s.state = kActive;
-            return;
-        }
+    if (PROF_UNLIKELY(s.overflow) && unrecorded_exit(s, a, cfa)) {
+        s.state = kActive;
+        return;
     }
     if (PROF_UNLIKELY(!s.depth || !is_exiting(s.frames[s.depth - 1], a, site, cfa, tail))) {
         const Slot* slot = find(s, a);

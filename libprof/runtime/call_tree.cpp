@@ -9,11 +9,12 @@
 // before the node is used, so a reader knows every node that a count or a sample names.
 //
 // The tree itself, in the thread's own memory (never the application's allocator):
-//  - nodes: one per call path, the root first; a frame keeps its node's index, and a node the
-//    child of it entered last (the next call from that path is usually the same function);
+//  - nodes: one per call path, the root first, one cache line each; a frame keeps its node's
+//    index, and a node the two children of it entered last (the next call from a path is
+//    usually to one of them), with their counts, so that such a call reads nothing else;
 //  - an open-addressing table from (parent, function) to node, for the other calls;
 //  - a function the runtime filter excludes gets a node too, outside the trace (id 0), so that
-//    its calls cost a table hit like every other, and are neither pushed nor counted.
+//    its calls cost a lookup like every other, and are neither pushed nor counted.
 // Times come from the CPU samples, which name the node the thread is in, and from the clocks
 // the first hook after a switch reads (switch_clock.cpp): see analysis/engine/session.hpp.
 #include "thread_state.hpp"
@@ -159,7 +160,8 @@ PROF_NOINSTR uint32_t tree_child(ThreadState& s, uint32_t parent, uintptr_t a, u
 
 PROF_NOINSTR bool begin_counting(ThreadState& s, uint64_t open_calls) {
     s.count_soon = 0;
-    if (s.counting || !s.switch_area || !sampler_thread_armed()) return false;
+    if (s.counting || !s.switch_area || !(sampler_thread_armed() || kCountWithoutSamples))
+        return false;
     int saved = errno;
     release_tables(s);
     CallTree& t = t_tree;

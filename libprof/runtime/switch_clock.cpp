@@ -109,7 +109,7 @@ PROF_NOINSTR bool switch_clock_on() {
 PROF_NOINSTR void switch_clock_thread_start(ThreadState& s) {
     s.switch_word = s.switch_area = nullptr;
 #ifdef PROF_HAVE_RSEQ
-    if (!g_switch_clock || !sampler_thread_armed()) return;
+    if (!g_switch_clock || !(sampler_thread_armed() || kCountWithoutSamples)) return;
     struct rseq* area = rseq_area();
     if (int32_t(__atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED)) < 0) return; // not registered
     // Used once the thread counts (begin_counting sets switch_word).

@@ -147,6 +147,14 @@ void sampler_flush(ThreadState& s, bool last);
 // samples and the clocks read after a switch name the node the thread is in. Times come from
 // the samples (analysis/engine/session.hpp, "counting threads").
 constexpr uint32_t kNoNode = UINT32_MAX;
+// A sanitizer build's sampler is off (the sanitizer's runtime keeps sigaction to itself): it
+// counts calls all the same, so that the sanitizers check the counting hooks too; its counting
+// traces have no CPU time (only the time off CPU the switch word gives).
+#ifdef PROF_SANITIZER_BUILD
+constexpr bool kCountWithoutSamples = true;
+#else
+constexpr bool kCountWithoutSamples = false;
+#endif
 // The thread begins counting (busy, its stream open, its timer armed, `switch_area` set): a
 // Counting record, the nodes of the frames it has open (with `open_calls` calls each: 0 when
 // their Enter records counted them, 1 in a forked child's new trace). False when it cannot.

@@ -632,8 +632,9 @@ PROF_NOINSTR void runtime_start() {
     // Counting calls without a clock needs samples to time them and the switch word for the
     // time off CPU (switch_clock.cpp).
     if (g_options.time_mode != kTimeTraced) {
-        const char* why = !sampler_signal() ? "no CPU samples (PROF_SAMPLE_HZ=0, or sampling off)"
-                                            : switch_clock_init();
+        const char* why = !sampler_signal() && !kCountWithoutSamples
+                              ? "no CPU samples (PROF_SAMPLE_HZ=0, or sampling off)"
+                              : switch_clock_init();
         if (why && g_options.time_mode == kTimeSampled)
             log(LogLevel::kWarn, "time_sampled_off", "reason=\"%s\" using=traced", why);
         else if (why)
