@@ -796,7 +796,10 @@ bool TraceReader::call_tree_record(Tag tag, Cursor& m, StreamState& st, Thread& 
     }
     case Tag::kCallCounts: { // 1.9
         uint64_t first = m.uleb(), n = m.uleb();
-        if (!m.ok || n == 0 || n > uint64_t(m.end - m.p) / 8 || uint64_t(m.end - m.p) != 8 * n) {
+        uint8_t pad = m.u8();
+        if (m.ok && pad <= 15 && m.has(pad)) m.p += pad;
+        if (!m.ok || pad > 15 || n == 0 || n > uint64_t(m.end - m.p) / 8 ||
+            uint64_t(m.end - m.p) != 8 * n) {
             m.ok = false;
             return true;
         }

@@ -1260,7 +1260,12 @@ TEST_CASE("a counting thread's records that break its rules are errors with thei
          [](TraceBuilder& b) { b.counting(0, 0).sample(0, 1, 0, 0, 1); }, "malformed record"},
         {"a block of counts cut short",
          [](TraceBuilder& b) {
-             b.counting(0, 0).sized(Tag::kCallCounts, payload({1, 2}, {7}));
+             b.counting(0, 0).sized(Tag::kCallCounts, payload({1, 2, 0}, {7}));
+         },
+         "malformed record"},
+        {"a block of counts padded by more than 15 bytes",
+         [](TraceBuilder& b) {
+             b.counting(0, 0).sized(Tag::kCallCounts, payload({1, 1, 16}, {0, 0, 7}));
          },
          "malformed record"},
     };
@@ -1276,7 +1281,12 @@ TEST_CASE("a counting thread's records that break its rules are errors with thei
         std::string error = error_of(path);
         CAPTURE(error);
         CHECK(error.find(c.error) != std::string::npos);
-        CHECK(error.find("corrupt trace at byte 41") != std::string::npos); // in stream 1's chunk
+        // At the record, in stream 1's chunk (its records from byte 4096 + 64 on).
+        size_t at = error.find("corrupt trace at byte ");
+        REQUIRE(at != std::string::npos);
+        uint64_t offset = std::stoull(error.substr(at + 22));
+        CHECK(offset >= 4160);
+        CHECK(offset < 4160 + 200);
     }
 }
 

@@ -269,14 +269,23 @@ TEST_CASE("the sized record encoders write their length and payload") {
     c = payload(b.bytes, end, format::Tag::kPosition);
     CHECK(c.uleb() == 70000);
     CHECK((c.ok && c.p == c.end));
-    // A block of 300 counts: a two-byte length, its counts the last 2,400 bytes, all 0.
-    std::vector<uint8_t> counts(format::call_counts_size(129, 300) + 8, 0xee);
-    end = format::put_call_counts(counts.data(), 129, 300);
-    CHECK(size_t(end - counts.data()) == format::call_counts_size(129, 300));
-    CHECK(counts[format::call_counts_size(129, 300)] == 0xee);
-    c = payload(counts.data(), end, format::Tag::kCallCounts);
-    CHECK(c.uleb() == 129);
-    CHECK(c.uleb() == 300);
-    for (int i = 0; i < 300; ++i) CHECK(c.u64() == 0);
-    CHECK((c.ok && c.p == c.end));
+    // A block of 300 counts at every alignment: a two-byte length, then padding so that its
+    // counts, the last 2,400 bytes, all 0, start at a multiple of 8; within the most it takes.
+    std::vector<uint8_t> counts(format::call_counts_size(129, 300) + 16, 0xee);
+    for (size_t at = 0; at < 8; ++at) {
+        CAPTURE(at);
+        std::fill(counts.begin(), counts.end(), 0xee);
+        end = format::put_call_counts(counts.data() + at, 129, 300);
+        CHECK(size_t(end - (counts.data() + at)) <= format::call_counts_size(129, 300));
+        CHECK(reinterpret_cast<uintptr_t>(end - 2400) % 8 == 0);
+        CHECK(*end == 0xee);
+        c = payload(counts.data() + at, end, format::Tag::kCallCounts);
+        CHECK(c.uleb() == 129);
+        CHECK(c.uleb() == 300);
+        uint8_t pad = c.u8();
+        CHECK(pad <= 15);
+        for (unsigned i = 0; i < pad; ++i) CHECK(c.u8() == 0);
+        for (int i = 0; i < 300; ++i) CHECK(c.u64() == 0);
+        CHECK((c.ok && c.p == c.end));
+    }
 }

@@ -296,19 +296,25 @@ PROF_CODEC_INLINE uint8_t* put_position(uint8_t* p, uint64_t node) {
     return end_small(p, put_uleb(begin_small(p, Tag::kPosition), node));
 }
 
-// Bytes of a CallCounts record of `n` nodes from `first`.
+// The most bytes a CallCounts record of `n` nodes from `first` takes (its padding at most 15).
 PROF_CODEC_INLINE size_t call_counts_size(uint64_t first, uint64_t n) {
-    size_t payload = uleb_size(first) + uleb_size(n) + 8 * n;
+    size_t payload = uleb_size(first) + uleb_size(n) + 1 + 15 + 8 * n;
     return 1 + uleb_size(payload) + payload;
 }
 
-// A CallCounts record of `n` nodes from `first`, every count 0. Returns its end; the counts are
-// its last 8 n bytes, which the writer then adds to in place.
+// A CallCounts record of `n` nodes from `first`, every count 0, padded so that its counts start
+// at a multiple of 8 in memory (in the file too, where chunks are page-aligned). Returns its
+// end; the counts are its last 8 n bytes, which the writer then adds to in place.
 PROF_CODEC_INLINE uint8_t* put_call_counts(uint8_t* p, uint64_t first, uint64_t n) {
-    size_t payload = uleb_size(first) + uleb_size(n) + 8 * n;
-    p = put_uleb(put_uleb(put_sized_head(p, Tag::kCallCounts, payload), first), n);
-    __builtin_memset(p, 0, 8 * n);
-    return p + 8 * n;
+    size_t fixed = uleb_size(first) + uleb_size(n) + 1 + 8 * n;
+    uint32_t pad = 0; // the payload's length can take a byte more as the padding grows
+    while (pad < 15 &&
+           (reinterpret_cast<uintptr_t>(p) + 1 + uleb_size(fixed + pad) + fixed - 8 * n + pad) % 8)
+        ++pad;
+    p = put_uleb(put_uleb(put_sized_head(p, Tag::kCallCounts, fixed + pad), first), n);
+    p = put_u8(p, uint8_t(pad));
+    __builtin_memset(p, 0, pad + 8 * n);
+    return p + pad + 8 * n;
 }
 
 // 1.7: a sampled call stack (profrun --sample). At most 2 + 3 * kMaxUleb bytes.

@@ -259,8 +259,9 @@ enum class Tag : uint8_t {
     // holds the record stays mapped until the thread ends, so a killed process keeps its
     // counts. Blocks follow each other (the first starts at 1, each at the end of the one
     // before), and come before the CallNode records of their nodes; a node of a block that is
-    // never defined has 0 calls.
-    //   uleb first, uleb n, n x u64 calls
+    // never defined has 0 calls. `pad` (0 to 15) zero bytes come before the counts, so that the
+    // writer's counts are aligned to 8 bytes.
+    //   uleb first, uleb n, u8 pad, pad x u8, n x u64 calls
     kCallCounts = 0x52,
     // 1.9, thread streams after Counting: the records that follow, up to the next Position,
     // were written in call tree node `node` (0: no frame open): what `stack` 0 of the memory
