@@ -483,17 +483,26 @@ struct Session::Impl : reader::EventSink {
         const reader::ElfSymbols::Entry* e = it->second->find(ip - mod.base);
         return e ? e->start + mod.base : 0;
     }
-    // The samples that named their instruction, to their nodes. A sample taken in a function
-    // other than its node's is in the prologue or the epilogue of a function that node called
-    // (before the callee's enter hook ran, or after its exit hook): code of the callee, whose
-    // node has it, as an uninstrumented program's profile would. Code of a function without
-    // hooks (the C library, an excluded function) stays the node's.
+    // Whether function `f` is that of node `node` or of one of its ancestors.
+    static bool on_path(const ThreadReplay& t, uint32_t node, uint32_t f) {
+        for (; node; node = t.nodes[node].parent)
+            if (t.nodes[node].function == f) return true;
+        return false;
+    }
+    // The samples that named their instruction, to their nodes. A sample taken in an
+    // instrumented function that is not on its node's path is in the prologue or the epilogue
+    // of a function that node called (before the callee's enter hook ran, or after its exit
+    // hook): code of the callee, whose node has it, as an uninstrumented program's profile
+    // would. One in a function on the path stays: the node's own code, or code of a function
+    // inlined into an ancestor whose hooks the compiler kept (GCC), which lies inside the
+    // ancestor's symbol. Code of a function without hooks (the C library, an excluded
+    // function) stays the node's.
     void place_samples(ThreadReplay& t) {
         for (const PlacedSample& p : t.placed) {
             uint32_t node = p.node;
             uint64_t entry = function_holding(p.ip);
             auto callee = entry ? fns->index.find({entry, reader::kNoModule}) : fns->index.end();
-            if (callee != fns->index.end() && (!node || t.nodes[node].function != callee->second))
+            if (callee != fns->index.end() && !on_path(t, node, callee->second))
                 node = t.child(node, callee->second);
             give(t, node, p.units);
             count_samples(t, node, p.samples);

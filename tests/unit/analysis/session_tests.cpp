@@ -4,6 +4,7 @@
 
 #include "reader/elf_symbols.hpp"
 
+#include <cmath>
 #include <link.h>
 #include <unistd.h>
 #include <utility>
@@ -670,8 +671,9 @@ int find_program(dl_phdr_info* info, size_t, void* data) {
 
 // A sample that interrupted an instrumented function other than its frame's (its prologue
 // before the enter hook ran, its epilogue after the exit hook) is the callee's code: it goes to
-// the callee called from the frame. One in the frame's own function, or in code without hooks
-// (outside every known function), stays.
+// the callee called from the frame. One in a function on the frame's path stays: its own code,
+// or (GCC keeps the hooks of inlined functions) code of a function inlined into an ancestor,
+// which lies in the ancestor's symbol. One in no known code stays too.
 TEST_CASE("samples in a callee's code outside its hooks go to the callee (1.9 ip)") {
     ProgramImage image;
     dl_iterate_phdr(find_program, &image);
@@ -688,12 +690,14 @@ TEST_CASE("samples in a callee's code outside its hooks go to the callee (1.9 ip
     b.chunk(0).meta("sample_hz", "1000").module(0, image.start, image.end, exe, image.bias);
     b.chunk(1, 0).function(caller).function(callee);
     b.sample(0, 0, 0, 0, 0);                         // t 0: armed
-    b.enter(0, 0).enter(1, 10).exit(10);             // caller calls callee once
-    b.sample(1000000, 1000000, 0, 0, 1, callee + 2); // 1 ms: in callee's code, frame caller
-    b.sample(1000000, 2000000, 0, 0, 1, caller + 1); // 1 ms: in caller's own code
-    b.sample(1000000, 3000000, 0, 0, 1, 0x10);       // 1 ms: no known code
+    b.enter(0, 0).enter(1, 10);                      // caller calls callee
+    b.sample(1000000, 1000000, 0, 0, 1, caller + 1); // 1 ms: in the caller's code, callee open
+    b.exit(10);
+    b.sample(1000000, 2000000, 0, 0, 1, callee + 2); // 1 ms: in callee's code, frame caller
+    b.sample(1000000, 3000000, 0, 0, 1, caller + 1); // 1 ms: in caller's own code
+    b.sample(1000000, 4000000, 0, 0, 1, 0x10);       // 1 ms: no known code
     b.exit(10).thread_end(0);
-    b.chunk(0).end_record(4000000);
+    b.chunk(0).end_record(5000000);
     analysis::Profile p = timed(save_trace(b, "placed.trace"), analysis::TimeSource::kSampled);
     auto fn = [&](uint64_t address) -> const analysis::Stats& {
         for (const analysis::Function& f : p.functions)
@@ -701,10 +705,11 @@ TEST_CASE("samples in a callee's code outside its hooks go to the callee (1.9 ip
         FAIL("no function at " << address);
         return p.functions.front().stats;
     };
-    // The callee's call and the wall time around the samples (30 ns) are traced: off CPU, in
-    // the caller.
+    CHECK(p.functions.size() == 2); // no path caller > callee > caller made up
+    // The wall time around the samples (a few tens of ns) is off CPU in the frames open.
+    auto near = [](double seconds, double want) { return std::abs(seconds - want) < 100e-9; };
     CHECK(fn(callee).ncalls == 1);
-    CHECK(fn(callee).tottime == approx(1e-3));
-    CHECK(fn(caller).tottime == approx(2e-3 + 30e-9));
-    CHECK(fn(caller).cumtime == approx(3e-3 + 30e-9));
+    CHECK(near(fn(callee).tottime, 2e-3));
+    CHECK(near(fn(caller).tottime, 2e-3));
+    CHECK(near(fn(caller).cumtime, 4e-3));
 }
