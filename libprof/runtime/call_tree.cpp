@@ -28,7 +28,7 @@ namespace prof::rt {
 namespace {
 
 constexpr uint32_t kInitialNodes = 256;
-constexpr uint32_t kMaxNodes = 1u << 22; // per thread: a tree of 4 M paths takes ~200 MB
+constexpr uint32_t kMaxNodes = 1u << 22; // per thread: 4 M paths take 256 MB of nodes, 128 of table
 constexpr uint32_t kFirstBlock = 64;     // counts per CallCounts record, doubling up to
 constexpr uint32_t kMaxBlock = 4096;     // 32 KiB, which fits the smallest chunk twice
 
@@ -36,8 +36,8 @@ constexpr uint32_t kMaxBlock = 4096;     // 32 KiB, which fits the smallest chun
 struct CallTree {
     uint32_t nodes, capacity; // nodes used (the root included) and mapped
     uint32_t paths_used;      // slots of ThreadState::tree_paths in use
-    uint32_t next_id; // the trace's number of the next node
-    uint64_t* block;  // the current CallCounts record's counts, of ids [block_first, ...)
+    uint32_t next_id;         // the trace's number of the next node
+    uint64_t* block;          // the current CallCounts record's counts, of ids [block_first, ...)
     uint32_t block_first, block_size;
     uint32_t position;       // the node the last Position record named
     uint64_t excluded_calls; // the count an excluded function's node adds to (never read)

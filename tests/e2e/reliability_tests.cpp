@@ -68,6 +68,18 @@ std::pair<long, uint64_t> check_killed_crasher(const std::string& trace, const s
     return {printed, calls_of(p, "work(int)")};
 }
 
+// `pid`, a crasher in `run` mode writing `trace` and `out`, is killed (SIGKILL) after 300 ms,
+// then checked as above.
+void kill_and_check_crasher(pid_t pid, const std::string& trace, const std::string& out) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    REQUIRE(WIFSIGNALED(status));
+    auto [printed, held] = check_killed_crasher(trace, out);
+    MESSAGE("killed after ", printed, " printed calls; trace holds ", held);
+}
+
 } // namespace
 
 TEST_CASE("SIGKILL: every call completed before the kill is in the trace") {
@@ -89,13 +101,7 @@ TEST_CASE("SIGKILL: every call completed before the kill is in the trace") {
     pid_t pid = -1;
     REQUIRE(posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, envp.data()) == 0);
     posix_spawn_file_actions_destroy(&fa);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    kill(pid, SIGKILL);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    REQUIRE(WIFSIGNALED(status));
-    auto [printed, held] = check_killed_crasher(trace, out);
-    MESSAGE("killed after ", printed, " printed calls; trace holds ", held);
+    kill_and_check_crasher(pid, trace, out);
 
     auto r = run({PROFREPORT, trace});
     CHECK(r.exit_code == 0);
@@ -734,13 +740,7 @@ TEST_CASE("counting threads: SIGKILL, SIGSEGV and abort() keep every call counte
         execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
         _exit(127);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    kill(pid, SIGKILL);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    REQUIRE(WIFSIGNALED(status));
-    auto [printed, held] = check_killed_crasher(trace, out);
-    MESSAGE("killed after ", printed, " printed calls; trace holds ", held);
+    kill_and_check_crasher(pid, trace, out);
 }
 
 // A counting thread's tree across chunks: 3000 functions, each first called from main (a
