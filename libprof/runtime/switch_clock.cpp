@@ -84,15 +84,22 @@ PROF_NOINSTR const char* switch_clock_init() {
     g_switch_section.abort_ip = reinterpret_cast<uintptr_t>(prof_switch_abort);
     // The kernel must clear the word when the thread was switched out inside a system call,
     // where threads block: Linux 6.19 changed rseq to look at it only after an interrupt of
-    // user code. Tried once: a 1 us sleep blocks, and must come back with the word cleared.
+    // user code. A sleep blocks, and must come back with the word cleared. A 1 us sleep may
+    // not block: on a busy machine its time can pass before the thread gets to sleep (one run
+    // in a few hundred of the test suite's, two at a time), so longer ones are tried after it (a
+    // kernel that never clears the word costs the process 2.1 ms of sleep at start).
     auto* word = reinterpret_cast<uint64_t*>(&area->rseq_cs);
     int saved = errno;
-    __atomic_store_n(word, uint64_t(reinterpret_cast<uintptr_t>(&g_switch_section)),
-                     __ATOMIC_RELAXED);
-    timespec nap{0, 1000};
-    nanosleep(&nap, nullptr);
-    bool cleared = __atomic_load_n(word, __ATOMIC_RELAXED) == 0;
-    __atomic_store_n(word, uint64_t(0), __ATOMIC_RELAXED);
+    bool cleared = false;
+    for (long nap_ns : {1000L, 100000L, 2000000L}) {
+        __atomic_store_n(word, uint64_t(reinterpret_cast<uintptr_t>(&g_switch_section)),
+                         __ATOMIC_RELAXED);
+        timespec nap{0, nap_ns};
+        nanosleep(&nap, nullptr);
+        cleared = __atomic_load_n(word, __ATOMIC_RELAXED) == 0;
+        __atomic_store_n(word, uint64_t(0), __ATOMIC_RELAXED);
+        if (cleared) break;
+    }
     errno = saved;
     if (!cleared) return "the kernel does not clear rseq_cs after a blocking system call";
     g_switch_clock = true;
