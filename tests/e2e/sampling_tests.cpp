@@ -298,6 +298,39 @@ TEST_CASE("samples that find no room in the chunk wait for the next one") {
     }
 }
 
+TEST_CASE("counting threads: samples that find no room wait for the next hook, or the end") {
+    std::string out;
+    // The chunks fill with call paths met for the first time (64K chunks: a few thousand levels
+    // of recursion each).
+    Trace t(sampled("sampled-pending-counted", "pending",
+                    {{"PROF_TIME", "sampled"}, {"PROF_CHUNK_SIZE", "64K"}}, &out));
+    REQUIRE(lines_of(out, "pending").size() == 1);
+    REQUIRE(t.info.threads.size() == 2);
+    for (const auto& [stream, s] : t.sink.streams) {
+        CAPTURE(stream);
+        CHECK(s.counting);
+        check_stream(s);
+        // Samples that waited name the node they were taken in: the main thread's deepest
+        // frame in starve_deeper(), whose next call wrote them; the other thread's deepest in
+        // fill_deeper(), from which it ended. (The clocks that call then read, a record of
+        // count 0, were read before the chunk opened too: not a sample that waited.)
+        size_t late = 0;
+        for (size_t i = 0; i < s.samples.size(); ++i) {
+            if (!s.late[i] || s.samples[i].count == 0) continue;
+            ++late;
+            CHECK(s.samples[i].at_node);
+            CHECK(t.name(s.in[i]) == (stream == 1
+                                          ? "(anonymous namespace)::starve_deeper(long, int)"
+                                          : "(anonymous namespace)::fill_deeper(int)"));
+        }
+        if (stream == 1) {
+            CHECK(late >= 1);
+        } else {
+            MESSAGE("records of samples that waited until the thread ended: ", late);
+        }
+    }
+}
+
 TEST_CASE("no EINTR: blocking calls between bursts of CPU time are never interrupted") {
     for (auto [timer, clock] : kTimers) {
         CAPTURE(timer);

@@ -32,7 +32,9 @@
 //            in the chunk, then samples) to less room than a Sample record takes, then burns
 //            CPU without recording anything, so that its samples wait: the main thread in
 //            starve(), whose next call opens a chunk (again until samples had waited), and a
-//            second thread (not instrumented) that ends instead; prints `pending <attempts>`
+//            second thread (not instrumented) that ends instead; prints `pending <attempts>`.
+//            A counting thread (PROF_TIME=sampled) fills its chunk with new call paths, one
+//            level deeper each, and its second thread ends from its deepest frame
 #include <prof/prof.hpp>
 
 #include <cerrno>
@@ -475,10 +477,12 @@ __attribute__((no_instrument_function)) int fill_chunk() {
 }
 
 // After fill_chunk(): the samples that still fit take the rest of the chunk (at most 1 s of CPU
-// time), then every sample waits, for `us` microseconds of CPU time.
+// time), then every sample waits, for `us` microseconds of CPU time. A Sample record takes 13
+// bytes or more (with the interrupted instruction of a PIE, more than 16): below 32 left, the
+// first samples of that burn take the rest.
 __attribute__((no_instrument_function)) void starve_quietly(long us) {
     long until = thread_cpu_ns() + 1000000000L;
-    while (room() >= 13 && thread_cpu_ns() < until) burn_quietly(100);
+    while (room() >= 32 && thread_cpu_ns() < until) burn_quietly(100);
     burn_quietly(us);
 }
 
@@ -504,10 +508,56 @@ __attribute__((no_instrument_function)) void* quiet_thread(void*) {
     return nullptr; // the samples that waited are written when the thread ends
 }
 
+// A counting thread (PROF_TIME=sampled) writes no record for a call on a path met before: its
+// chunk fills with the paths met for the first time, one level deeper each (a CallNode record
+// each, now and then a CallCounts record), until fewer than 64 bytes are left; then as above.
+// The samples that wait clear the thread's switch word: the next hook writes them, before the
+// clocks it reads. Gives up after 10 s of CPU time.
+__attribute__((noinline)) int starve_deeper(long until, int attempt) {
+    if (room() < 64) {
+        long before = room();
+        PROF_LINE(g_sink = g_sink + 1);
+        if (before - room() >= 26 && room() < 40) {
+            starve_quietly(50000);
+            leaf(1); // the samples that waited, first in the next chunk (0x4c)
+            if (prof_tls.w.base[PROF_DETAIL_CHUNK_HEADER] == 0x4c || thread_cpu_ns() >= until)
+                return attempt;
+            ++attempt;
+        }
+    }
+    int attempts = starve_deeper(until, attempt);
+    g_sink = g_sink + 1; // not a tail call: every level is a frame of its own
+    return attempts;
+}
+
+// The same in a counting thread that ends with its samples waiting: from its deepest frame,
+// where its chunk is full, it exits (pthread_exit) instead of returning through hooks that
+// would write them.
+__attribute__((noinline)) void fill_deeper(int level) {
+    if (level > 1000000) std::exit(3);
+    if (room() < 64) {
+        long before = room();
+        PROF_LINE(g_sink = g_sink + 1);
+        if (before - room() >= 26 && room() < 40) {
+            starve_quietly(200000);
+            pthread_exit(nullptr); // the samples that waited are written when the thread ends
+        }
+    }
+    fill_deeper(level + 1);
+    g_sink = g_sink + 1;
+}
+
+__attribute__((no_instrument_function)) void* quiet_counting_thread(void*) {
+    fill_deeper(0);
+    return nullptr;
+}
+
 int pending_mode() {
-    int attempts = starve();
+    bool counting = prof_tls.counting;
+    int attempts = counting ? starve_deeper(thread_cpu_ns() + 10000000000L, 1) : starve();
     pthread_t t;
-    if (pthread_create(&t, nullptr, quiet_thread, nullptr) != 0) return 1;
+    if (pthread_create(&t, nullptr, counting ? quiet_counting_thread : quiet_thread, nullptr) != 0)
+        return 1;
     pthread_join(t, nullptr);
     std::printf("pending %d\n", attempts);
     return 0;
