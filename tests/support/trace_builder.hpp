@@ -195,9 +195,10 @@ public:
                                       file.size(), line);
         });
     }
-    TraceBuilder& end_record(uint64_t end_ticks) {
+    // The End record; a clock other than ns (`ticks_per_second`) wants a TSC clock kind too.
+    TraceBuilder& end_record(uint64_t end_ticks, uint64_t ticks_per_second = 1000000000) {
         return encode(64, [&](uint8_t* p) {
-            return format::put_end(p, end_ticks, end_ticks, 1000000000, 1, 0);
+            return format::put_end(p, end_ticks, end_ticks, ticks_per_second, 1, 0);
         });
     }
 

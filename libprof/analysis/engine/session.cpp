@@ -1795,13 +1795,16 @@ struct Session::Impl : reader::EventSink {
                     tree.nodes[g].inlined = true;
             }
         }
-        // Totals of the root and thread nodes, then self times, children before parents.
+        // Totals of the root and thread nodes, then self times, children before parents. Each
+        // node's total is rounded on its own, so its children's can add up to a few ns more
+        // (a parent whose samples all fell in its children): the parent then takes their sum,
+        // so that no child is wider than its parent in the flame graph.
         for (size_t i = tree.nodes.size(); i-- > 0;) {
             CallTreeNode& n = tree.nodes[i];
             uint64_t children = 0;
             for (size_t c : n.children) children += tree.nodes[c].total_ns;
-            if (n.function == kNoFunction) n.total_ns = children;
-            n.self_ns = n.total_ns > children ? n.total_ns - children : 0;
+            if (n.function == kNoFunction || children > n.total_ns) n.total_ns = children;
+            n.self_ns = n.total_ns - children;
         }
         return tree;
     }

@@ -128,6 +128,28 @@ TEST_CASE("ThreadEnd closes the thread's frames, frames open at the trace's end 
     CHECK(s.call_tree().root().total_ns == 950);
 }
 
+TEST_CASE("the call tree: no child is wider than its parent, though each total is rounded") {
+    // A clock of 3 ticks per second: a and b take 2 ticks each, 666,666,666.7 ns, rounded up;
+    // main, their caller with nothing of its own, 4 ticks, 1,333,333,333.3 ns, rounded down.
+    TraceBuilder b;
+    b.header().clock_kind = uint32_t(format::ClockKind::kTsc);
+    b.chunk(1, 0);
+    define_functions(b, 3);
+    b.enter(0, 0).enter(1, 0).exit(2).enter(2, 0).exit(2).exit(0);
+    b.chunk(0);
+    name_functions(b, {"main", "a", "b"}).end_record(4, 3);
+    analysis::Session s;
+    s.add_trace(save_trace(b, "rounded.trace"));
+    analysis::views::CallTree t = s.call_tree();
+    REQUIRE(t.root().children.size() == 1);
+    const analysis::views::CallTreeNode& main = t.nodes[t.root().children[0]];
+    REQUIRE(main.children.size() == 2);
+    for (size_t c : main.children) CHECK(t.nodes[c].total_ns == 666666667);
+    CHECK(main.total_ns == 1333333334);
+    CHECK(main.self_ns == 0);
+    CHECK(t.root().total_ns == main.total_ns);
+}
+
 TEST_CASE("within a thread time never goes back: an older event is taken at the previous time") {
     TraceBuilder b;
     // main at 1000, a at 1100; the next chunk of the stream starts at 500: a's exit (dt 0)
