@@ -115,6 +115,18 @@ struct sigaction g_program_action[2];
 std::atomic<int> g_program_slot{0};
 std::atomic<bool> g_program_writer{false};
 
+// The signals the program has a handler for (bit n - 1 for signal n), as the interposed
+// sigaction and signal saw them set: blocked while our handler runs (its sa_mask), so that no
+// handler of the program runs inside it, where its hooks would find the thread busy and drop its
+// calls. Those only: a signal the thread blocks is queued where it would have been discarded
+// (the SIGCHLD of a child that ends, a signal set to SIG_IGN), and for a signal sent to the
+// process the kernel then wakes another thread, whose epoll_wait fails with EINTR though no
+// handler runs (tests/programs/sampled.cpp `children`: with every signal blocked, 1 to 20 EINTR
+// per 400 children).
+std::atomic<uint64_t> g_handled{0};
+// Our handler, as installed but for its sa_mask.
+struct sigaction g_own_action;
+
 // Per thread, in initial-exec TLS (zero-initialised, readable from a signal handler). While the
 // timer is armed, the fields a handler updates when the thread is busy (`last_cpu`, `own_ns`,
 // `own_count`) are never written by the runtime; the others are written by a handler only when
@@ -163,7 +175,7 @@ PROF_NOINSTR bool at_hook_stub(uintptr_t pc) {
     if (!readable) return false;
     auto p = reinterpret_cast<const uint8_t*>(pc);
     if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa) p += 4; // endbr64
-    if (p[0] == 0xf2) ++p;                                                     // bnd
+    if (p[0] == 0xf2) ++p;                                                    // bnd
     if (p[0] != 0xff || p[1] != 0x25) return false;
     int32_t disp;
     __builtin_memcpy(&disp, p + 2, sizeof disp);
@@ -393,13 +405,42 @@ PROF_NOINSTR bool sigaction_interposed() {
 }
 
 // The program's view of our signal: what it last set (initially the default disposition).
+PROF_NOINSTR bool has_handler(const struct sigaction& a) {
+    return a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
+}
+
+PROF_NOINSTR sigset_t handled_set(uint64_t bits) {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int n = 1; n <= 64; ++n)
+        if (bits >> (n - 1) & 1) sigaddset(&set, n); // refuses the C library's own signals
+    return set;
+}
+
+// Installs our handler on `sig` with the program's handled signals as its mask. Threads that
+// change the set at once each install it and then look again: whoever installs last sees the
+// set it read still current, or installs again.
+[[maybe_unused]] PROF_NOINSTR void install_own_handler(int sig) {
+    int saved = errno;
+    for (;;) {
+        uint64_t bits = g_handled.load(std::memory_order_acquire);
+        struct sigaction act = g_own_action;
+        act.sa_mask = handled_set(bits);
+        __sigaction(sig, &act, nullptr);
+        if (g_handled.load(std::memory_order_acquire) == bits) break;
+    }
+    errno = saved;
+}
+
 // Unused in sanitizer builds, which keep the C library's sigaction (below).
 [[maybe_unused]] PROF_NOINSTR int program_sigaction(const struct sigaction* act,
                                                     struct sigaction* old) {
-    // Blocked while the slots change, so that no handler on this thread sees them half-written.
-    sigset_t all, before;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &before);
+    // Our signal and the program's handled ones blocked while the slots change, so that no
+    // handler on this thread sees them half-written or waits for this writer. Not every signal:
+    // see g_handled.
+    sigset_t handled = handled_set(g_handled.load(std::memory_order_acquire)), before;
+    sigaddset(&handled, g_signal.load(std::memory_order_relaxed));
+    pthread_sigmask(SIG_BLOCK, &handled, &before);
     while (g_program_writer.exchange(true, std::memory_order_acquire)) {
     }
     int slot = g_program_slot.load(std::memory_order_relaxed);
@@ -466,13 +507,19 @@ PROF_NOINSTR void sampler_init() {
     g_hook_exit = reinterpret_cast<uintptr_t>(&__cyg_profile_func_exit);
     g_program_action[0] = {};
     g_program_action[0].sa_handler = SIG_DFL;
-    struct sigaction act {};
-    act.sa_sigaction = on_signal;
-    // Every signal blocked while it runs: a handler of the program that interrupted it could
-    // otherwise record into the chunk it is writing (its hooks would see the thread busy, but
-    // the sample's bookkeeping is not made for that).
-    sigfillset(&act.sa_mask);
-    act.sa_flags = SA_SIGINFO | SA_RESTART;
+    // The program's handlers so far; later ones are seen by the interposers below.
+    uint64_t handled = 0;
+    for (int n = 1; n <= 64; ++n) {
+        struct sigaction old {};
+        if (n != sig && __sigaction(n, nullptr, &old) == 0 && has_handler(old))
+            handled |= 1ull << (n - 1);
+    }
+    g_handled.store(handled, std::memory_order_release);
+    g_own_action = {};
+    g_own_action.sa_sigaction = on_signal;
+    g_own_action.sa_flags = SA_SIGINFO | SA_RESTART;
+    struct sigaction act = g_own_action;
+    act.sa_mask = handled_set(handled);
     if (__sigaction(sig, &act, nullptr) != 0) {
         log(LogLevel::kWarn, "sampling_off", "reason=\"sigaction failed\" error=\"%s\"",
             strerror(errno));
@@ -565,7 +612,9 @@ PROF_NOINSTR void sampler_thread_stop() {
     errno = saved;
 }
 
-PROF_NOINSTR bool sampler_thread_armed() { return t_sampler.armed; }
+PROF_NOINSTR bool sampler_thread_armed() {
+    return t_sampler.armed;
+}
 
 // The thread is busy (a hook, or its end): no sample is taken meanwhile. For a counting thread
 // (whose timer was armed).
@@ -644,11 +693,45 @@ PROF_NOINSTR void sampler_flush(ThreadState& s, bool last) {
 #ifndef PROF_SANITIZER_BUILD
 using prof::rt::g_signal;
 
+namespace prof::rt {
+namespace {
+
+// Sets the program's disposition of `sig` (not ours) through `install`, the C library's
+// sigaction or signal (true when it succeeded), keeping our handler's mask in step: a signal
+// that gets a handler joins the mask before, one that loses it leaves after, so that the
+// program's handler never runs inside ours.
+template <class Install>
+PROF_NOINSTR bool set_program_disposition(int ours, int sig, bool handles, Install install) {
+    uint64_t bit = sig >= 1 && sig <= 64 ? 1ull << (sig - 1) : 0;
+    bool masked = g_handled.load(std::memory_order_acquire) & bit;
+    if (!bit || handles == masked) return install();
+    if (handles) {
+        g_handled.fetch_or(bit, std::memory_order_acq_rel);
+        install_own_handler(ours);
+        if (install()) return true;
+        int saved = errno;
+        g_handled.fetch_and(~bit, std::memory_order_acq_rel);
+        install_own_handler(ours);
+        errno = saved;
+        return false;
+    }
+    if (!install()) return false;
+    g_handled.fetch_and(~bit, std::memory_order_acq_rel);
+    install_own_handler(ours);
+    return true;
+}
+
+} // namespace
+} // namespace prof::rt
+
 extern "C" PROF_NOINSTR __attribute__((visibility("default"))) int
 sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
     int ours = g_signal.load(std::memory_order_acquire);
-    if (!ours || sig != ours) return __sigaction(sig, act, old);
-    return prof::rt::program_sigaction(act, old);
+    if (ours && sig == ours) return prof::rt::program_sigaction(act, old);
+    if (!ours || !act) return __sigaction(sig, act, old);
+    bool set = prof::rt::set_program_disposition(ours, sig, prof::rt::has_handler(*act),
+                                                 [&] { return __sigaction(sig, act, old) == 0; });
+    return set ? 0 : -1;
 }
 
 extern "C" int libprof_own_sigaction(int, const struct sigaction*, struct sigaction*) noexcept
@@ -658,7 +741,16 @@ extern "C" int libprof_own_sigaction(int, const struct sigaction*, struct sigact
 extern "C" PROF_NOINSTR __attribute__((visibility("default"))) __sighandler_t
 signal(int sig, __sighandler_t handler) noexcept {
     int ours = g_signal.load(std::memory_order_acquire);
-    if (!ours || sig != ours) return ssignal(sig, handler);
+    if (!ours) return ssignal(sig, handler);
+    if (sig != ours) {
+        __sighandler_t old = SIG_ERR;
+        prof::rt::set_program_disposition(
+            ours, sig, handler != SIG_DFL && handler != SIG_IGN && handler != SIG_ERR, [&] {
+                old = ssignal(sig, handler);
+                return old != SIG_ERR;
+            });
+        return old;
+    }
     struct sigaction act {
     }, old{};
     act.sa_handler = handler;

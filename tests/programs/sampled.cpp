@@ -28,6 +28,19 @@
 //            signals queued for the user (/proc/self/status SigQ) before unblocking them, and
 //            opens /dev/null: prints `queued=<n> fd=<number>` (the sampler keeps at most one
 //            signal of a thread queued, and its descriptors out of the program's way)
+//   children the main thread starts 400 short children one after another (vfork and exec of
+//            /bin/true), burning CPU until each has ended, while a second thread waits in
+//            epoll_wait (and a third in poll) on a pipe that becomes readable only at the end:
+//            each child's SIGCHLD, ignored by default, is addressed to the burning thread, and
+//            the kernel queues it (waking another thread, whose epoll_wait fails with EINTR
+//            though no handler runs) only if that thread blocks SIGCHLD at that moment; prints
+//            `epoll_wait calls=<n> eintr=<k>`, `poll calls=<n> eintr=<k>` and `children=<m>`
+//   mask     sets and resets handlers of SIGUSR1 (sigaction), SIGUSR2 (signal) and SIGCHLD, and
+//            SIGPIPE to SIG_IGN, and prints which of them the kernel blocks while the sampler's
+//            handler runs (its sa_mask, read with the raw system call: the interposed sigaction
+//            reports the program's own disposition of that signal) after each step:
+//            `<step> usr1=<0|1> usr2=<0|1> chld=<0|1> pipe=<0|1> kill=<0|1>`; then
+//            `kill_refused=<0|1> raised=<n>`
 //   pending  fills the thread's chunk (calls, then the 26-byte record of a PROF_LINE's first hit
 //            in the chunk, then samples) to less room than a Sample record takes, then burns
 //            CPU without recording anything, so that its samples wait: the main thread in
@@ -302,6 +315,122 @@ int eintr_mode() {
     for (const Counts* c : {&polls, &epolls, &sleeps, &reads, &sems, &waits})
         std::printf("%s calls=%d eintr=%d\n", c->call, c->calls, c->eintr);
     if (g_perf_signal) std::printf("perf_samples=%ld\n", long(g_perf_samples));
+    return 0;
+}
+
+// ---- children ------------------------------------------------------------------------------
+
+int children_mode() {
+    int done[2];
+    if (pipe(done) != 0) return 1;
+    Counts epolls{"epoll_wait"}, polls{"poll"};
+    std::thread epoll_waiter([&] {
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        epoll_ctl(ep, EPOLL_CTL_ADD, done[0], &ev);
+        for (;;) {
+            long r = epoll_wait(ep, &ev, 1, 10000);
+            count(epolls, r);
+            if (r > 0) break;
+        }
+    });
+    std::thread poll_waiter([&] {
+        pollfd fd{done[0], POLLIN, 0};
+        for (;;) {
+            long r = poll(&fd, 1, 10000);
+            count(polls, r);
+            if (r > 0) break;
+        }
+    });
+    int children = 0;
+    for (int i = 0; i < 400; ++i) {
+        char arg0[] = "true";
+        char* argv[] = {arg0, nullptr};
+        // vfork, not posix_spawn: glibc's posix_spawn blocks every signal until the child has
+        // exec'd, and a child that ends before the parent unblocks them gets the same EINTR.
+        pid_t pid = vfork();
+        if (pid == 0) {
+            execve("/bin/true", argv, environ);
+            _exit(127);
+        }
+        if (pid < 0) std::abort();
+        int status = 0;
+        while (waitpid(pid, &status, WNOHANG) == 0) burn(50);
+        ++children;
+    }
+    char b = 'x';
+    if (write(done[1], &b, 1) != 1) std::abort();
+    epoll_waiter.join();
+    poll_waiter.join();
+    for (const Counts* c : {&epolls, &polls})
+        std::printf("%s calls=%d eintr=%d\n", c->call, c->calls, c->eintr);
+    std::printf("children=%d\n", children);
+    return 0;
+}
+
+// ---- mask ----------------------------------------------------------------------------------
+
+// The kernel's struct for rt_sigaction on x86-64.
+struct KernelSigaction {
+    void* handler;
+    unsigned long flags;
+    void* restorer;
+    unsigned long mask;
+};
+
+volatile int g_raised = 0;
+void on_usr(int) {
+    g_raised = g_raised + 1;
+}
+
+// The sampler's signal: a real-time signal whose handler the kernel knows while the program is
+// told SIG_DFL; 0 when there is none.
+int sampler_signal_seen() {
+    for (int n = SIGRTMAX; n >= SIGRTMIN; --n) {
+        KernelSigaction k{};
+        struct sigaction seen {};
+        if (syscall(SYS_rt_sigaction, n, nullptr, &k, 8) == 0 && k.handler != nullptr &&
+            sigaction(n, nullptr, &seen) == 0 && seen.sa_handler == SIG_DFL)
+            return n;
+    }
+    return 0;
+}
+
+void print_mask(const char* step, int sig) {
+    KernelSigaction k{};
+    syscall(SYS_rt_sigaction, sig, nullptr, &k, 8);
+    auto has = [&](int n) { return int(k.mask >> (n - 1) & 1); };
+    std::printf("%s usr1=%d usr2=%d chld=%d pipe=%d kill=%d\n", step, has(SIGUSR1), has(SIGUSR2),
+                has(SIGCHLD), has(SIGPIPE), has(SIGKILL));
+}
+
+int mask_mode() {
+    int sig = sampler_signal_seen();
+    if (!sig) {
+        std::printf("no sampler signal\n");
+        return 1;
+    }
+    print_mask("start", sig);
+    struct sigaction handler {
+    }, ignore{}, dfl{};
+    handler.sa_handler = on_usr;
+    ignore.sa_handler = SIG_IGN;
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGUSR1, &handler, nullptr);
+    signal(SIGUSR2, on_usr);
+    sigaction(SIGCHLD, &handler, nullptr);
+    sigaction(SIGPIPE, &ignore, nullptr);
+    print_mask("set", sig);
+    raise(SIGUSR1);
+    raise(SIGUSR2);
+    sigaction(SIGUSR1, &dfl, nullptr);
+    signal(SIGUSR2, SIG_IGN);
+    sigaction(SIGCHLD, &dfl, nullptr);
+    print_mask("reset", sig);
+    bool refused = sigaction(SIGKILL, &handler, nullptr) != 0 && errno == EINVAL;
+    print_mask("kill", sig);
+    std::printf("kill_refused=%d raised=%d\n", int(refused), int(g_raised));
     return 0;
 }
 
@@ -593,6 +722,8 @@ int main(int argc, char** argv) {
     const char* mode = argc > 1 ? argv[1] : "burn";
     if (!std::strcmp(mode, "threads")) return threads_mode();
     if (!std::strcmp(mode, "eintr")) return eintr_mode();
+    if (!std::strcmp(mode, "children")) return children_mode();
+    if (!std::strcmp(mode, "mask")) return mask_mode();
     if (!std::strcmp(mode, "signals")) return signals_mode();
     if (!std::strcmp(mode, "rtsig")) return rtsig_mode();
     if (!std::strcmp(mode, "fork")) return fork_mode();
