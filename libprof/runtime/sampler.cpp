@@ -404,11 +404,13 @@ PROF_NOINSTR bool sigaction_interposed() {
 #endif
 }
 
-// The program's view of our signal: what it last set (initially the default disposition).
+// Whether a disposition runs a function of the program (sa_handler and sa_sigaction share
+// their storage).
 PROF_NOINSTR bool has_handler(const struct sigaction& a) {
     return a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
 }
 
+// The signals of g_handled's bits.
 PROF_NOINSTR sigset_t handled_set(uint64_t bits) {
     sigset_t set;
     sigemptyset(&set);
@@ -432,6 +434,7 @@ PROF_NOINSTR sigset_t handled_set(uint64_t bits) {
     errno = saved;
 }
 
+// The program's view of our signal: what it last set (initially the default disposition).
 // Unused in sanitizer builds, which keep the C library's sigaction (below).
 [[maybe_unused]] PROF_NOINSTR int program_sigaction(const struct sigaction* act,
                                                     struct sigaction* old) {
