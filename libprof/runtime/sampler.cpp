@@ -419,19 +419,17 @@ PROF_NOINSTR sigset_t handled_set(uint64_t bits) {
     return set;
 }
 
-// Installs our handler on `sig` with the program's handled signals as its mask. Threads that
-// change the set at once each install it and then look again: whoever installs last sees the
-// set it read still current, or installs again.
-[[maybe_unused]] PROF_NOINSTR void install_own_handler(int sig) {
-    int saved = errno;
+// Installs our handler on `sig` with the program's handled signals as its mask; false (errno
+// set) when the C library refuses it. Threads that change the set at once each install it and
+// then look again: whoever installs last sees the set it read still current, or installs again.
+PROF_NOINSTR bool install_own_handler(int sig) {
     for (;;) {
         uint64_t bits = g_handled.load(std::memory_order_acquire);
         struct sigaction act = g_own_action;
         act.sa_mask = handled_set(bits);
-        __sigaction(sig, &act, nullptr);
-        if (g_handled.load(std::memory_order_acquire) == bits) break;
+        if (__sigaction(sig, &act, nullptr) != 0) return false;
+        if (g_handled.load(std::memory_order_acquire) == bits) return true;
     }
-    errno = saved;
 }
 
 // The program's view of our signal: what it last set (initially the default disposition).
@@ -521,9 +519,7 @@ PROF_NOINSTR void sampler_init() {
     g_own_action = {};
     g_own_action.sa_sigaction = on_signal;
     g_own_action.sa_flags = SA_SIGINFO | SA_RESTART;
-    struct sigaction act = g_own_action;
-    act.sa_mask = handled_set(handled);
-    if (__sigaction(sig, &act, nullptr) != 0) {
+    if (!install_own_handler(sig)) {
         log(LogLevel::kWarn, "sampling_off", "reason=\"sigaction failed\" error=\"%s\"",
             strerror(errno));
         return;
@@ -708,11 +704,13 @@ PROF_NOINSTR bool set_program_disposition(int ours, int sig, bool handles, Insta
     uint64_t bit = sig >= 1 && sig <= 64 ? 1ull << (sig - 1) : 0;
     bool masked = g_handled.load(std::memory_order_acquire) & bit;
     if (!bit || handles == masked) return install();
+    int saved = errno;
     if (handles) {
         g_handled.fetch_or(bit, std::memory_order_acq_rel);
         install_own_handler(ours);
+        errno = saved;
         if (install()) return true;
-        int saved = errno;
+        saved = errno;
         g_handled.fetch_and(~bit, std::memory_order_acq_rel);
         install_own_handler(ours);
         errno = saved;
@@ -721,6 +719,7 @@ PROF_NOINSTR bool set_program_disposition(int ours, int sig, bool handles, Insta
     if (!install()) return false;
     g_handled.fetch_and(~bit, std::memory_order_acq_rel);
     install_own_handler(ours);
+    errno = saved;
     return true;
 }
 

@@ -264,6 +264,14 @@ void check_handlers(const analysis::Profile& p, const std::string& out) {
     balanced(p);
 }
 
+// Every function's calls and primitive calls, by name.
+using CallCounts = std::map<std::string, std::pair<uint64_t, uint64_t>>;
+CallCounts call_counts(const analysis::Profile& p) {
+    CallCounts c;
+    for (const auto& f : p.functions) c[f.name] = {f.stats.ncalls, f.stats.pcalls};
+    return c;
+}
+
 } // namespace
 
 TEST_CASE("signal handlers that call instrumented functions") {
@@ -624,7 +632,7 @@ TEST_CASE(
     REQUIRE(mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0);
     auto r = run({PROFRUN, "-o", dev, "--", PROF_TEST_FORKER});
     CHECK(r.exit_code == 2);
-    struct stat st{};
+    struct stat st {};
     CHECK((stat(dev.c_str(), &st) == 0 && S_ISCHR(st.st_mode)));
     auto missing = run({PROFRUN, "-o", dir + "/no/such/dir/x.trace", "--", PROF_TEST_FORKER});
     CHECK(missing.exit_code == 2);
@@ -693,12 +701,6 @@ TEST_CASE("bad values of the PROF_* variables: one bad_option line each, the def
 // handlers' calls depend on the run: their sum with the dropped ones is exact. (A sanitizer
 // build counts without samples, so that its checks cover the counting hooks too.)
 TEST_CASE("counting threads: threads, deep recursion, handlers, longjmp, cancel as traced") {
-    using Counts = std::map<std::string, std::pair<uint64_t, uint64_t>>;
-    auto counts = [](const analysis::Profile& p) {
-        Counts c;
-        for (const auto& f : p.functions) c[f.name] = {f.stats.ncalls, f.stats.pcalls};
-        return c;
-    };
     for (std::string mode : {"threads200", "deep", "sigjmp", "cancel"}) {
         CAPTURE(mode);
 #ifdef __SANITIZE_THREAD__
@@ -707,7 +709,7 @@ TEST_CASE("counting threads: threads, deep recursion, handlers, longjmp, cancel 
         analysis::Profile traced = life(mode, nullptr, {{"PROF_TIME", "traced"}});
         analysis::Profile counted = life(mode, nullptr, {{"PROF_TIME", "sampled"}});
         CHECK(counted.time.untimed_traces == 1);
-        CHECK(counts(counted) == counts(traced));
+        CHECK(call_counts(counted) == call_counts(traced));
         balanced(counted);
     }
     std::string out;
@@ -750,7 +752,7 @@ TEST_CASE("counting threads: SIGKILL, SIGSEGV and abort() keep every call counte
 TEST_CASE("counting threads: thousands of functions and paths across chunks, counts exact") {
     for (const char* chunk : {"64K", "128K"}) {
         CAPTURE(chunk);
-        std::map<std::string, std::pair<uint64_t, uint64_t>> counts[2];
+        CallCounts counts[2];
         uint64_t total[2] = {0, 0};
         for (int counting = 0; counting < 2; ++counting) {
             std::string trace = temp_path(std::string("paths-") + chunk + "-" +
@@ -764,10 +766,8 @@ TEST_CASE("counting threads: thousands of functions and paths across chunks, cou
             session.add_trace(trace); // throws on a record that breaks the format's rules
             analysis::Profile p = session.profile();
             CHECK(p.time.untimed_traces == uint64_t(counting));
-            for (const auto& f : p.functions) {
-                counts[counting][f.name] = {f.stats.ncalls, f.stats.pcalls};
-                total[counting] += f.stats.ncalls;
-            }
+            counts[counting] = call_counts(p);
+            for (const auto& f : p.functions) total[counting] += f.stats.ncalls;
             CHECK(total[counting] == printed + 1); // and main
         }
         CHECK(counts[0].size() == 3001);
@@ -780,16 +780,10 @@ TEST_CASE("counting threads: thousands of functions and paths across chunks, cou
 // whose runtime keeps sigaction: no samples, so no switch.)
 #ifndef PROF_SANITIZER_BUILD
 TEST_CASE("PROF_TIME=auto: traced until the run has samples enough, then counted, counts exact") {
-    using Counts = std::map<std::string, std::pair<uint64_t, uint64_t>>;
-    auto counts = [](const analysis::Profile& p) {
-        Counts c;
-        for (const auto& f : p.functions) c[f.name] = {f.stats.ncalls, f.stats.pcalls};
-        return c;
-    };
     // 201 threads of a few calls each: far from 100 samples, every call keeps its time.
     analysis::Profile traced = life("threads200", nullptr, {{"PROF_TIME", "traced"}});
     analysis::Profile short_run = life("threads200");
-    CHECK(counts(short_run) == counts(traced));
+    CHECK(call_counts(short_run) == call_counts(traced));
     CHECK(short_run.time.untimed_traces == 0);
     for (const auto& [s, t] : short_run.traces.at(0).threads) CHECK(!t.counting);
 

@@ -132,7 +132,7 @@ struct ThreadReplay {
     // PROF_TIME=sampled: the CPU clock of the last sample that was charged (clock records of
     // count 0 end spans but charge nothing: the next sample weighs everything since).
     uint64_t charged_cpu_ns = 0;
-    int64_t own_waiting = 0; // the profiler's CPU time reported since then
+    int64_t own_waiting = 0;                  // the profiler's CPU time reported since then
     std::vector<LongInterval> long_intervals; // of this span
     int64_t scope_credit = 0; // scope runs' time in this span, already given to their nodes
     uint32_t last_top = 0;    // the last frame closed, once none is open
@@ -293,8 +293,8 @@ struct Session::Impl : reader::EventSink {
         uint64_t samples = 0, ns = 0;
     };
     std::map<std::tuple<uint32_t, uint32_t, std::string, uint32_t>, SampledLine> sampled_lines;
-    double units_per_ns = 0;    // clock units per nanosecond
-    int64_t sample_period = 0;  // clock units between samples the runtime asked for
+    double units_per_ns = 0;   // clock units per nanosecond
+    int64_t sample_period = 0; // clock units between samples the runtime asked for
     // How each trace read was timed (Profile::time), by trace.
     std::vector<TimeBasis> time_bases;
     // The symbol tables of the trace's objects on disk, by path, for place_samples (null: none
@@ -527,8 +527,8 @@ struct Session::Impl : reader::EventSink {
         int64_t cpu =
             r.cpu_ns > t.span_cpu_ns ? int64_t(double(r.cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
         uint32_t node = top(t);
-        if (untimed_hooks) count_samples(t, node, r.count); // 1.6: no ip
         if (untimed_hooks) {
+            count_samples(t, node, r.count); // 1.6: no ip, the node's
             // PROF_TIME=sampled: a record of count 0 after the first is the clocks the hooks
             // read after a switch. The span ends there, and its one interval longer than the
             // hooks' records carry is the one that holds the switch (its time off CPU). A
@@ -589,9 +589,8 @@ struct Session::Impl : reader::EventSink {
             r.ticks > t.span_ticks ? int64_t((r.ticks - t.span_ticks) << kClockFraction) : 0;
         int64_t cpu =
             r.cpu_ns > t.span_cpu_ns ? int64_t(double(r.cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
-        if (r.cpu_ns >= t.span_cpu_ns)
-            give(t, node, wall - cpu); // (a CPU clock going back: no
-                                       // span, a damaged trace)
+        // (A CPU clock going back, in a damaged trace: no time off CPU.)
+        if (r.cpu_ns >= t.span_cpu_ns) give(t, node, wall - cpu);
         if (r.count) {
             int64_t weight = r.cpu_ns > t.charged_cpu_ns
                                  ? int64_t(double(r.cpu_ns - t.charged_cpu_ns) * units_per_ns)
@@ -750,9 +749,9 @@ struct Session::Impl : reader::EventSink {
         auto [it, fresh] = sampled_functions.try_emplace(address, 0);
         if (fresh) {
             auto loc = layout.locations.find(address);
-            uint64_t entry =
-                loc != layout.locations.end() && loc->second.function ? loc->second.function
-                                                                      : address;
+            uint64_t entry = loc != layout.locations.end() && loc->second.function
+                                 ? loc->second.function
+                                 : address;
             it->second = define(entry);
         }
         return resolve(t, it->second, ticks);
