@@ -180,6 +180,19 @@ TEST_CASE("one total in every view: times from samples (PROF_TIME=sampled)") {
     REQUIRE(slurp(ss).find("\"type\":\"sampled\"") != std::string::npos);
     check_agree(trace, true);
 }
+
+// The default (PROF_TIME=auto) on a run long enough to switch: each call's time up to the 10th
+// sample, then calls counted in a call tree, timed by the samples.
+TEST_CASE("one total in every view: traced, then counted (PROF_TIME=auto)") {
+    std::string trace = temp_path("consistency-auto.trace");
+    auto r = run({PROF_TEST_TRUE_TIME, "0.5"}, {{"PROF_OUT", trace}, {"PROF_COUNT_AFTER", "10"}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto info = run({PROFREPORT, "--info", trace});
+    REQUIRE(info.exit_code == 0);
+    REQUIRE(info.out.find("(calls counted in its call tree)") != std::string::npos);
+    check_agree(trace, true);
+    check_agree(trace, false);
+}
 #endif
 
 TEST_CASE("one total in every view: scope runs, exceptions and a fork (scope_runs)") {
