@@ -31,6 +31,9 @@ constexpr uint32_t kUndefined = UINT32_MAX;
 // The thread's clock counts ticks in fixed point, with this many fractional bits: the
 // compensated costs are fractions of a tick, and integer sums are exact and fast.
 constexpr int kClockFraction = 8;
+// The most CPU time one step of a thread's samples may stand for, in clock units: 2^58, over
+// five days at 2.5 GHz (a valid trace's steps are periods of milliseconds).
+constexpr int64_t kMaxCpuUnits = int64_t(1) << 58;
 constexpr double kClockUnit = 1.0 / (1 << kClockFraction); // ticks
 
 // Fewer CPU samples than this (the program's and the profiler's) time a trace by the hooks'
@@ -436,6 +439,16 @@ struct Session::Impl : reader::EventSink {
     // intervals between events: the CPU time the short ones leave is spread over them as
     // evenly as their lengths allow, and the rest of each is its time off CPU.
     int64_t long_interval_units() const { return int64_t(20e3 * units_per_ns); } // 20 us
+    // CPU nanoseconds as clock units, at most kMaxCpuUnits: a damaged trace's CPU clock can
+    // jump by up to 2^64 ns, which no int64_t of units holds.
+    int64_t cpu_units(uint64_t ns) const {
+        double units = double(ns) * units_per_ns;
+        return units < double(kMaxCpuUnits) ? int64_t(units) : kMaxCpuUnits;
+    }
+    // The CPU time from `earlier` to `later` in clock units; 0 when the clock went back.
+    int64_t cpu_units_between(uint64_t later, uint64_t earlier) const {
+        return later > earlier ? cpu_units(later - earlier) : 0;
+    }
     static uint32_t top(const ThreadReplay& t) { return t.stack.empty() ? 0 : t.stack.back().node; }
     // The path node of call tree node `node` of a counting thread (0 for one not defined: a
     // damaged trace's).
@@ -522,10 +535,9 @@ struct Session::Impl : reader::EventSink {
         }
         t.samples += r.count;
         t.own_samples += r.own_count;
-        int64_t own = int64_t(double(r.own_ns) * units_per_ns);
+        int64_t own = cpu_units(r.own_ns);
         t.own += own;
-        int64_t cpu =
-            r.cpu_ns > t.span_cpu_ns ? int64_t(double(r.cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
+        int64_t cpu = cpu_units_between(r.cpu_ns, t.span_cpu_ns);
         uint32_t node = top(t);
         if (untimed_hooks) {
             count_samples(t, node, r.count); // 1.6: no ip, the node's
@@ -534,9 +546,7 @@ struct Session::Impl : reader::EventSink {
             // hooks' records carry is the one that holds the switch (its time off CPU). A
             // sample weighs all CPU time since the last sample charged.
             if (first || r.count) {
-                int64_t weight = r.cpu_ns > t.charged_cpu_ns
-                                     ? int64_t(double(r.cpu_ns - t.charged_cpu_ns) * units_per_ns)
-                                     : 0;
+                int64_t weight = cpu_units_between(r.cpu_ns, t.charged_cpu_ns);
                 if (!first) {
                     t.sampled_cpu += weight;
                     give(t, node, weight - own - t.own_waiting - t.scope_credit);
@@ -583,18 +593,15 @@ struct Session::Impl : reader::EventSink {
         }
         t.samples += r.count;
         t.own_samples += r.own_count;
-        int64_t own = int64_t(double(r.own_ns) * units_per_ns);
+        int64_t own = cpu_units(r.own_ns);
         t.own += own;
         int64_t wall =
             r.ticks > t.span_ticks ? int64_t((r.ticks - t.span_ticks) << kClockFraction) : 0;
-        int64_t cpu =
-            r.cpu_ns > t.span_cpu_ns ? int64_t(double(r.cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
+        int64_t cpu = cpu_units_between(r.cpu_ns, t.span_cpu_ns);
         // (A CPU clock going back, in a damaged trace: no time off CPU.)
         if (r.cpu_ns >= t.span_cpu_ns) give(t, node, wall - cpu);
         if (r.count) {
-            int64_t weight = r.cpu_ns > t.charged_cpu_ns
-                                 ? int64_t(double(r.cpu_ns - t.charged_cpu_ns) * units_per_ns)
-                                 : 0;
+            int64_t weight = cpu_units_between(r.cpu_ns, t.charged_cpu_ns);
             t.sampled_cpu += weight;
             charge(t, node, r, weight - own - t.own_waiting);
             t.charged_cpu_ns = r.cpu_ns;
@@ -637,8 +644,7 @@ struct Session::Impl : reader::EventSink {
             t.span_cpu_ns = t.charged_cpu_ns = cpu_ns;
             return;
         }
-        int64_t cpu =
-            cpu_ns > t.span_cpu_ns ? int64_t(double(cpu_ns - t.span_cpu_ns) * units_per_ns) : 0;
+        int64_t cpu = cpu_units_between(cpu_ns, t.span_cpu_ns);
         t.charged_cpu_ns = t.span_cpu_ns;
         close_span(t, ticks, cpu, top(t));
         t.span_cpu_ns = std::max(t.span_cpu_ns, cpu_ns);
@@ -730,7 +736,7 @@ struct Session::Impl : reader::EventSink {
             l.samples += hit ? 1 : 0;
             l.ns += ns;
         }
-        int64_t weight = int64_t(double(ns) * units_per_ns);
+        int64_t weight = cpu_units(ns);
         give(t, node, weight);
         t.charged_node = node;
         tick_progress(ticks);
@@ -795,9 +801,7 @@ struct Session::Impl : reader::EventSink {
             // The CPU time since the last sample charged, to the node of the last clocks (the
             // runtime writes them when the thread ends or the process finishes); after them,
             // a killed thread's last moments are unknown.
-            int64_t waiting = t.span_cpu_ns > t.charged_cpu_ns
-                                  ? int64_t(double(t.span_cpu_ns - t.charged_cpu_ns) * units_per_ns)
-                                  : 0;
+            int64_t waiting = cpu_units_between(t.span_cpu_ns, t.charged_cpu_ns);
             t.sampled_cpu += waiting;
             give(t, t.clock_node, waiting - t.own_waiting);
             t.own_waiting = 0;
@@ -808,9 +812,7 @@ struct Session::Impl : reader::EventSink {
         int64_t cpu = std::min(wall, sample_period);
         uint32_t node = t.stack.empty() ? t.last_top : top(t);
         // PROF_TIME=sampled: and the CPU time since the last sample, up to the last clocks.
-        int64_t waiting = untimed_hooks && t.span_cpu_ns > t.charged_cpu_ns
-                              ? int64_t(double(t.span_cpu_ns - t.charged_cpu_ns) * units_per_ns)
-                              : 0;
+        int64_t waiting = untimed_hooks ? cpu_units_between(t.span_cpu_ns, t.charged_cpu_ns) : 0;
         t.sampled_cpu += waiting;
         give(t, node, waiting - t.own_waiting + cpu - t.scope_credit);
         t.own_waiting = 0;

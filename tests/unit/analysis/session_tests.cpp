@@ -561,6 +561,34 @@ analysis::Profile timed(const std::string& path, analysis::TimeSource time) {
 
 } // namespace
 
+// A damaged trace (the fuzzer's find): a Sample record's CPU clock jumps by 2^63 ns, then its
+// profiler time by 2^64 - 1 ns, more than any int64_t of clock units holds. A step of the
+// samples stands for at most 2^58 units (2^50 ns at 1 tick per ns), and nothing overflows
+// (the unchecked conversion was undefined, and gave `a` no time at all here).
+TEST_CASE("sampled time: a CPU clock that jumps past what clock units hold is capped") {
+    TraceBuilder b;
+    b.chunk(0);
+    b.meta("sample_hz", "1000");
+    b.chunk(1, 0);
+    define_functions(b, 2);
+    b.enter(0, 0).sample(0, 0, 0, 0, 0);
+    b.enter(1, 1000000).sample(1000000, uint64_t(1) << 63, 0, 0, 1);
+    b.sample(1000000, (uint64_t(1) << 63) + 1000000, UINT64_MAX, 1, 1);
+    b.exit(1000000).exit(0);
+    b.chunk(0);
+    name_functions(b, {"main", "a"}).end_record(4000000);
+    std::string path = save_trace(b, "cpu-jump.trace");
+    const double cap_ns = double(uint64_t(1) << 50);
+    // Timed by its samples: the first stands for the cap, not for the CPU clock's 2^63 ns.
+    analysis::Profile p = timed(path, analysis::TimeSource::kSampled);
+    check_stats(stats(p, "a"), 1, 1, cap_ns, cap_ns);
+    check_stats(stats(p, "main"), 1, 1, 1e6, cap_ns + 1e6);
+    // Two samples are too few for the default: the hooks' times.
+    analysis::Profile traced = timed(path, analysis::TimeSource::kAuto);
+    check_stats(stats(traced, "a"), 1, 1, 3e6, 3e6);
+    check_stats(stats(traced, "main"), 1, 1, 1e6, 4e6);
+}
+
 TEST_CASE("sampled time: CPU from the samples' clock, off CPU in the long intervals") {
     std::string path = sampled_trace();
     analysis::Profile p = timed(path, analysis::TimeSource::kSampled);
