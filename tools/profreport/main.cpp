@@ -19,7 +19,7 @@ int run(const Args& a, const tools::ToolLog& log) {
     if (a.ranks) return run_ranks(a, log);
     if (a.info) return run_info(a, log);
     if (v.diff) return run_diff(a, log);
-    if (!v.exporter.empty()) return run_export(a, log);
+    if (v.exporter) return run_export(a, log);
     if (!v.flamegraph.empty()) return run_flamegraph(a, log);
     if (!v.html.empty()) return run_html(a, log);
     if (v.tree) return run_tree(a, log);

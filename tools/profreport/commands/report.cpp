@@ -5,6 +5,7 @@
 #include "commands/commands.hpp"
 
 #include "analysis/engine/session.hpp"
+#include "export_formats.hpp"
 #include "output.hpp"
 #include "reader/trace_reader.hpp"
 #include "reading.hpp"
@@ -95,13 +96,7 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
             ->type_name("FILE")
             ->group(views);
     CLI::Option* exporter =
-        sub->add_option_function<std::string>(
-               "--export", [&a](const std::string& f) { a.view.exporter = parse_export_format(f); },
-               "to -o FILE or standard output, FORMAT one of chrome (Chrome Trace\n"
-               "Event JSON), speedscope, collapsed (folded stacks) or callgrind\n"
-               "(profreport export)")
-            ->type_name("FORMAT")
-            ->group(views);
+        declare_export_format(*sub, a, "--export", export_format_list())->group(views);
     declare_timeline_options(*sub, a);
     for (CLI::Option* o : sub->get_options())
         if (o->get_group() == "Options" &&
