@@ -664,3 +664,25 @@ TEST_CASE("every export format of the table is in each help that lists formats a
     CHECK(pdf.err.find("unknown export format 'pdf' (expected " +
                        prof::profreport::export_format_names() + ")") != std::string::npos);
 }
+
+TEST_CASE("profreport ranks refuses a --sort that is no metric of the ranks") {
+    const std::string refusal = "the ranks are sorted by the max of cumtime, tottime or ncalls: "
+                                "--sort name, file, line, nfl and stdname do not apply";
+    for (std::vector<std::string> argv : {
+             std::vector<std::string>{"ranks", "--sort", "name"},
+             {"ranks", "-s", "stdname"},
+             {"--ranks", "--sort", "file"},
+             {"--sort", "nfl", "--ranks"},
+         }) {
+        argv.insert(argv.begin(), PROFREPORT);
+        argv.push_back(fib_trace());
+        auto r = run(argv);
+        CHECK_MESSAGE(r.exit_code == 2, argv[1], " ", argv[2]);
+        CHECK_MESSAGE(lines(r.err) == 1, r.err);
+        CHECK_MESSAGE(r.err.find(refusal) != std::string::npos, r.err);
+    }
+    // A metric is taken: the fib trace is of no MPI rank, which is the error then.
+    auto metric = run({PROFREPORT, "ranks", "--sort", "tottime", fib_trace()});
+    CHECK(metric.exit_code == 1);
+    CHECK(metric.err.find("no trace of an MPI rank") != std::string::npos);
+}

@@ -37,6 +37,9 @@ int run_info(const Args& a, const tools::ToolLog& log);
 int run_processes(const Args& a, const tools::ToolLog& log);
 int run_ranks(const Args& a, const tools::ToolLog& log);
 
+// The ranks table sorts by a metric: the refusal of a --sort by name or place, or "".
+std::string refuse_ranks_sort(const Args& a);
+
 // The command the values name (after parsing, whichever spelling was used).
 int run(const Args& a, const tools::ToolLog& log);
 

@@ -16,6 +16,21 @@
 
 namespace prof::profreport {
 
+std::string refuse_ranks_sort(const Args& a) {
+    switch (a.table.sort) {
+    case analysis::SortKey::kCumtime:
+    case analysis::SortKey::kTottime:
+    case analysis::SortKey::kNcalls:
+    case analysis::SortKey::kPcalls:
+        return {};
+    default:
+        // The table orders by the max over the ranks of the metric whose imbalance it shows.
+        if (!a.sort_given) return {};
+        return "the ranks are sorted by the max of cumtime, tottime or ncalls: --sort name, "
+               "file, line, nfl and stdname do not apply";
+    }
+}
+
 CLI::App* add_ranks(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
         "ranks", "[options] DIR|TRACE...",
@@ -32,7 +47,11 @@ CLI::App* add_ranks(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.ranks = true; });
+    sub->callback([&a] {
+        a.ranks = true;
+        if (std::string refused = refuse_ranks_sort(a); !refused.empty())
+            throw CLI::ValidationError(refused);
+    });
     return sub;
 }
 

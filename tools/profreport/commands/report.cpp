@@ -51,9 +51,16 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
         sub->add_option("--callees", a.callees,
                         "what the matching functions called (pstats print_callees)")
             ->type_name("REGEX");
-    sub->add_flag("--ranks", a.ranks,
-                  "an MPI run's load imbalance: per function the min, mean and max\n"
-                  "over the ranks of ncalls, tottime and cumtime (profreport ranks)");
+    // After --sort's declaration: its value is known when this one's callback runs.
+    sub->add_flag_callback(
+        "--ranks",
+        [&a] {
+            a.ranks = true;
+            if (std::string refused = refuse_ranks_sort(a); !refused.empty())
+                throw CLI::ValidationError(refused);
+        },
+        "an MPI run's load imbalance: per function the min, mean and max\n"
+        "over the ranks of ncalls, tottime and cumtime (profreport ranks)");
     declare_threads(*sub, a);
     declare_format(*sub, a, {"text", "json", "csv"});
     CLI::Option* output = declare_output(*sub, a);
