@@ -53,6 +53,8 @@ struct Args {
     std::string plot;
     analysis::LineOptions line;
     ViewArgs view;
+    // The command to run, set by the one the command line named (report's by its flags).
+    int (*command)(const Args&, const tools::ToolLog&) = nullptr;
 };
 
 // Every command: TRACE..., --no-compensation, --time, -j/--jobs.

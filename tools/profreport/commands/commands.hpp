@@ -40,8 +40,6 @@ int run_ranks(const Args& a, const tools::ToolLog& log);
 // The ranks table sorts by a metric: the refusal of a --sort by name or place, or "".
 std::string refuse_ranks_sort(const Args& a);
 
-// The command the values name (after parsing, whichever spelling was used).
-int run(const Args& a, const tools::ToolLog& log);
 
 // The line tables of one profile (a thread's, or all threads merged), in the format asked for.
 void print_lines(std::FILE* out, const Args& a, const analysis::Profile& p,

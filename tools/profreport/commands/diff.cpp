@@ -42,7 +42,10 @@ CLI::App* add_diff(tools::Cli& cli, Args& a) {
     cli.excludes(memory, metric, "diff --memory takes --weight, not --metric");
     cli.needs(weight, memory, "--weight applies to --flamegraph --memory and diff --memory");
     sub->footer("Exit status 3 when --fail-above finds a regression.");
-    sub->callback([&a] { a.view.diff = true; });
+    sub->callback([&a] {
+        a.view.diff = true;
+        a.command = run_diff;
+    });
     return sub;
 }
 

@@ -34,6 +34,7 @@ CLI::App* add_export(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
+    sub->callback([&a] { a.command = run_export; });
     return sub;
 }
 

@@ -40,6 +40,7 @@ CLI::App* add_flamegraph(tools::Cli& cli, Args& a) {
         "allocation sites are per process: --threads and --thread do not apply to --memory views";
     cli.excludes(memory, threads, per_process);
     cli.excludes(memory, thread, per_process);
+    sub->callback([&a] { a.command = run_flamegraph; });
     return sub;
 }
 

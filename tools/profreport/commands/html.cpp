@@ -32,6 +32,7 @@ CLI::App* add_html(tools::Cli& cli, Args& a) {
     declare_threads(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
+    sub->callback([&a] { a.command = run_html; });
     return sub;
 }
 

@@ -22,7 +22,10 @@ CLI::App* add_info(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.info = true; });
+    sub->callback([&a] {
+        a.info = true;
+        a.command = run_info;
+    });
     return sub;
 }
 

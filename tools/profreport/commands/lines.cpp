@@ -33,7 +33,10 @@ CLI::App* add_lines(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.lines = true; });
+    sub->callback([&a] {
+        a.lines = true;
+        a.command = run_report; // the table's view of lines
+    });
     return sub;
 }
 

@@ -26,7 +26,10 @@ CLI::App* add_memory(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.memory = a.line.memory = true; });
+    sub->callback([&a] {
+        a.memory = a.line.memory = true;
+        a.command = run_memory;
+    });
     return sub;
 }
 

@@ -49,6 +49,7 @@ CLI::App* add_ranks(tools::Cli& cli, Args& a) {
     declare_traces(cli, *sub, a);
     sub->callback([&a] {
         a.ranks = true;
+        a.command = run_ranks;
         if (std::string refused = refuse_ranks_sort(a); !refused.empty())
             throw CLI::ValidationError(refused);
     });

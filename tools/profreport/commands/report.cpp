@@ -136,6 +136,19 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
     cli.excludes(lines, callees, "--callers and --callees do not apply to --lines");
     cli.excludes(flame, output, "--flamegraph and --html take their file: -o does not apply");
     cli.excludes(html, output, "--flamegraph and --html take their file: -o does not apply");
+    // The views' flags name their commands (the declarations refuse two views at once);
+    // --memory alone is the memory report, and with --lines memory_profiler's view.
+    sub->callback([&a] {
+        const ViewArgs& v = a.view;
+        a.command = a.ranks                   ? run_ranks
+                    : a.info                  ? run_info
+                    : v.exporter              ? run_export
+                    : !v.flamegraph.empty()   ? run_flamegraph
+                    : !v.html.empty()         ? run_html
+                    : v.tree                  ? run_tree
+                    : a.memory && !a.lines    ? run_memory
+                                              : run_report;
+    });
     cli.default_subcommand(sub);
     return sub;
 }

@@ -21,7 +21,10 @@ CLI::App* add_tree(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.view.tree = true; });
+    sub->callback([&a] {
+        a.view.tree = true;
+        a.command = run_tree;
+    });
     return sub;
 }
 
