@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
 
@@ -240,6 +241,33 @@ std::string export_format_help() {
         }
     }
     return help;
+}
+
+bool takes_format(const ExportFormat& f, std::string_view format) {
+    return std::find(f.formats.begin(), f.formats.end(), format) != f.formats.end();
+}
+
+std::string format_json_refusal() {
+    return "--format json is not available for --tree and --export (but --export " +
+           export_format_names([](const ExportFormat& f) { return takes_format(f, "json"); },
+                               " and ") +
+           ")";
+}
+
+std::string format_refusal() {
+    std::string taken; // "--export rows takes --format json or csv"
+    for (const ExportFormat& f : kFormats) {
+        if (f.formats.empty()) continue;
+        std::string list;
+        for (size_t i = 0; i < f.formats.size(); ++i)
+            list += fmt::format("{}{}", i == 0 ? "" : i + 1 == f.formats.size() ? " or " : ", ",
+                                f.formats[i]);
+        taken += fmt::format("{}--export {} takes --format {}", taken.empty() ? "" : "; ",
+                             f.name, list);
+    }
+    return "--format does not apply to --flamegraph, --html and --export (each has its own "
+           "format; " +
+           taken + ")";
 }
 
 CLI::Option* declare_export_format(CLI::App& app, Args& a, const std::string& name,

@@ -83,6 +83,13 @@ std::string export_format_list();
 // The block of `profreport export --help` that names each format and says what it is.
 std::string export_format_help();
 
+// Whether `f` takes `--format format`.
+bool takes_format(const ExportFormat& f, std::string_view format);
+// The refusals of a --format that --tree, --flamegraph, --html or an export does not take: they
+// name the formats that take it.
+std::string format_json_refusal();
+std::string format_refusal();
+
 // Declares the option or positional `name` that takes an export format into `a.view.exporter`:
 // the table's names and aliases, anything else refused by CLI11 with the list of names.
 CLI::Option* declare_export_format(CLI::App& app, Args& a, const std::string& name,

@@ -300,36 +300,11 @@ CLI::Option* declare_diff_options(CLI::App& app, Args& a) {
 
 namespace {
 
-bool takes_format(const ExportFormat& f, std::string_view format) {
-    return std::find(f.formats.begin(), f.formats.end(), format) != f.formats.end();
-}
-
-// "--export rows takes --format json or csv": the formats that take --format.
-std::string formats_taken() {
-    std::string said;
-    for (const ExportFormat& f : export_formats()) {
-        if (f.formats.empty()) continue;
-        std::string list;
-        for (size_t i = 0; i < f.formats.size(); ++i)
-            list += fmt::format("{}{}",
-                                i == 0                      ? ""
-                                : i + 1 == f.formats.size() ? " or "
-                                                            : ", ",
-                                f.formats[i]);
-        said +=
-            fmt::format("{}--export {} takes --format {}", said.empty() ? "" : "; ", f.name, list);
-    }
-    return said;
-}
-
 // The combinations of views that the declarations cannot tell apart.
 std::string check_views(Args& a) {
     ViewArgs& v = a.view;
     const ExportFormat* e = v.exporter;
     auto takes = [e](unsigned option) { return e && (e->options & option); };
-    auto with = [](unsigned option) {
-        return [option](const ExportFormat& f) { return (f.options & option) != 0; };
-    };
     int views = v.diff + v.tree + !v.flamegraph.empty() + !v.html.empty() + (e != nullptr);
     if (views > 1) return "give one of diff, --tree, --flamegraph, --html and --export at a time";
     // Memory views: the allocation flame graph and the memory diff.
@@ -339,7 +314,9 @@ std::string check_views(Args& a) {
         return fmt::format("--memory applies to --flamegraph, diff and --export {} (the HTML "
                            "report and --export chrome include allocations when the trace has "
                            "them)",
-                           export_format_names(with(kMemory), " and "));
+                           export_format_names(
+                               [](const ExportFormat& f) { return (f.options & kMemory) != 0; },
+                               " and "));
     if (v.weight && !memory_view)
         return "--weight applies to --flamegraph --memory and diff --memory";
     if (memory_view && (a.threads || a.thread))
@@ -351,11 +328,6 @@ std::string check_views(Args& a) {
                   !a.callees.empty()))
         return "--info, --lines, --memory, --callers and --callees are not views of "
                "diff, --tree, --flamegraph, --html or --export";
-    if (v.timeline.from_ns > v.timeline.to_ns) return "--from is later than --to";
-    if (!takes(kTimeWindow) &&
-        (v.timeline.from_ns || v.timeline.to_ns != UINT64_MAX || v.timeline.min_duration_ns))
-        return "--from, --to and --min-duration apply to --export " +
-               export_format_names(with(kTimeWindow), " and ");
     if (!v.tree && (v.tree_opts.max_depth || v.tree_opts.min_percent > 0))
         return "--depth and --min-percent apply to --tree";
     if (v.flamegraph.empty() && (v.icicle || v.min_width != 0.1))
@@ -368,13 +340,8 @@ std::string check_views(Args& a) {
             return "diff compares two traces (BASE NEW), or two sets (BASE... --vs NEW...)";
         v.vs = split;
     }
-    if (a.format == "json" && (v.tree || (e && !takes_format(*e, "json"))))
-        return "--format json is not available for --tree and --export (but --export " +
-               export_format_names([](const ExportFormat& f) { return takes_format(f, "json"); },
-                                   " and ") +
-               ")";
-    if (e && !e->no_terminal.empty() && (a.output.empty() || a.output == "-") && isatty(1))
-        return fmt::format("--export {} {}", e->name, e->no_terminal);
+    // --export's own are refused by the export command (refuse_export).
+    if (a.format == "json" && v.tree) return format_json_refusal();
     return {};
 }
 
@@ -412,11 +379,8 @@ std::string check_report(const Args& a) {
         return "--format json is not available for --callers and --callees";
     if (!view && a.format == "csv" && !a.callers.empty() && !a.callees.empty())
         return "--format csv takes one of --callers and --callees at a time";
-    if (a.format != "text" && (!v.flamegraph.empty() || !v.html.empty() ||
-                               (v.exporter && !takes_format(*v.exporter, a.format))))
-        return "--format does not apply to --flamegraph, --html and --export (each has its "
-               "own format; " +
-               formats_taken() + ")";
+    if (a.format != "text" && (!v.flamegraph.empty() || !v.html.empty()))
+        return format_refusal();
     return {};
 }
 

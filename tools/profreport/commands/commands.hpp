@@ -37,6 +37,10 @@ int run_info(const Args& a, const tools::ToolLog& log);
 int run_processes(const Args& a, const tools::ToolLog& log);
 int run_ranks(const Args& a, const tools::ToolLog& log);
 
+// The options an export format does not take (the table's), and a time window without a
+// timeline: the refusal, or "".
+std::string refuse_export(const Args& a);
+
 // The ranks table sorts by a metric: the refusal of a --sort by name or place, or "".
 std::string refuse_ranks_sort(const Args& a);
 

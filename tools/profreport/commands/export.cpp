@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 namespace prof::profreport {
 
 CLI::App* add_export(tools::Cli& cli, Args& a) {
@@ -34,8 +36,29 @@ CLI::App* add_export(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.command = run_export; });
+    sub->callback([&a] {
+        a.command = run_export;
+        if (std::string refused = refuse_export(a); !refused.empty())
+            throw CLI::ValidationError(refused);
+    });
     return sub;
+}
+
+std::string refuse_export(const Args& a) {
+    const ExportFormat* e = a.view.exporter;
+    const analysis::views::TimelineOptions& t = a.view.timeline;
+    if (t.from_ns > t.to_ns) return "--from is later than --to";
+    if ((t.from_ns || t.to_ns != UINT64_MAX || t.min_duration_ns) &&
+        !(e && (e->options & kTimeWindow)))
+        return "--from, --to and --min-duration apply to --export " +
+               export_format_names(
+                   [](const ExportFormat& f) { return (f.options & kTimeWindow) != 0; }, " and ");
+    if (!e) return {};
+    if (a.format == "json" && !takes_format(*e, "json")) return format_json_refusal();
+    if (a.format != "text" && !takes_format(*e, a.format)) return format_refusal();
+    if (!e->no_terminal.empty() && (a.output.empty() || a.output == "-") && isatty(1))
+        return fmt::format("--export {} {}", e->name, e->no_terminal);
+    return {};
 }
 
 int run_export(const Args& a, const tools::ToolLog& log) {

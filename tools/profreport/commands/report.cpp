@@ -148,6 +148,9 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
                     : v.tree                  ? run_tree
                     : a.memory && !a.lines    ? run_memory
                                               : run_report;
+        // The export's options (and --from/--to/--min-duration without one).
+        if (std::string refused = refuse_export(a); !refused.empty())
+            throw CLI::ValidationError(refused);
     });
     cli.default_subcommand(sub);
     return sub;
