@@ -57,6 +57,12 @@ struct Args {
     int (*command)(const Args&, const tools::ToolLog&) = nullptr;
 };
 
+// Rules that two commands declare (flamegraph and diff, flamegraph and report), written once.
+inline constexpr const char* kWeightRule =
+    "--weight applies to --flamegraph --memory and diff --memory";
+inline constexpr const char* kPerProcessRule =
+    "allocation sites are per process: --threads and --thread do not apply to --memory views";
+
 // Every command: TRACE..., --no-compensation, --time, -j/--jobs.
 CLI::Option* declare_traces(tools::Cli& cli, CLI::App& app, Args& a);
 void declare_reading(CLI::App& app, Args& a);

@@ -41,6 +41,13 @@ int run_ranks(const Args& a, const tools::ToolLog& log);
 // timeline: the refusal, or "".
 std::string refuse_export(const Args& a);
 
+// The options the memory report (profreport memory, or --memory alone) does not take: the
+// refusal, or "".
+std::string refuse_memory_report(const Args& a);
+
+// --tree's: no --format json (the refusal, or "").
+std::string refuse_tree(const Args& a);
+
 // The ranks table sorts by a metric: the refusal of a --sort by name or place, or "".
 std::string refuse_ranks_sort(const Args& a);
 

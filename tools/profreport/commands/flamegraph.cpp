@@ -35,11 +35,9 @@ CLI::App* add_flamegraph(tools::Cli& cli, Args& a) {
     auto [threads, thread] = declare_threads(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    cli.needs(weight, memory, "--weight applies to --flamegraph --memory and diff --memory");
-    const char* per_process =
-        "allocation sites are per process: --threads and --thread do not apply to --memory views";
-    cli.excludes(memory, threads, per_process);
-    cli.excludes(memory, thread, per_process);
+    cli.needs(weight, memory, kWeightRule);
+    cli.excludes(memory, threads, kPerProcessRule);
+    cli.excludes(memory, thread, kPerProcessRule);
     sub->callback([&a] { a.command = run_flamegraph; });
     return sub;
 }

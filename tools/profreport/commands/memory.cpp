@@ -10,6 +10,19 @@
 
 namespace prof::profreport {
 
+std::string refuse_memory_report(const Args& a) {
+    if (a.threads || a.thread)
+        return "allocation sites are per process: --threads and --thread do not "
+               "apply to --memory (they do to --lines --memory)";
+    if (!a.table.filter.empty())
+        return "--match does not apply to --memory (it does to --lines --memory)";
+    if (!a.callers.empty() || !a.callees.empty())
+        return "--callers and --callees do not apply to --memory";
+    if (a.sort_given) return "--sort does not apply to --memory (each section has its order)";
+    if (a.format == "csv") return "--memory prints text or --format json";
+    return {};
+}
+
 CLI::App* add_memory(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
         "memory", "[options] TRACE...",
@@ -29,6 +42,8 @@ CLI::App* add_memory(tools::Cli& cli, Args& a) {
     sub->callback([&a] {
         a.memory = a.line.memory = true;
         a.command = run_memory;
+        if (std::string refused = refuse_memory_report(a); !refused.empty())
+            throw CLI::ValidationError(refused);
     });
     return sub;
 }

@@ -19,6 +19,65 @@
 
 namespace prof::profreport {
 
+namespace {
+
+// The combinations of report's flags that its declarations cannot refuse (they depend on which
+// view a value names), and the options the report asked for would silently ignore: the
+// refusal, or "". The pairs of views, --info and --lines with a view, and --lines with
+// --callers or --callees are declared (CLI11 refuses them); the memory report's, the ranks'
+// and the export's own are their commands' (refuse_memory_report, refuse_ranks_sort,
+// refuse_export).
+std::string refuse_report(const Args& a) {
+    const ViewArgs& v = a.view;
+    const bool view = v.active();
+    // Memory views: the allocation flame graph and an export that takes --memory.
+    const bool memory_view = a.memory && !a.lines &&
+                             (!v.flamegraph.empty() || (v.exporter && v.exporter->options & kMemory));
+    if (view && a.memory && !memory_view)
+        return fmt::format("--memory applies to --flamegraph, diff and --export {} (the HTML "
+                           "report and --export chrome include allocations when the trace has "
+                           "them)",
+                           export_format_names(
+                               [](const ExportFormat& f) { return (f.options & kMemory) != 0; },
+                               " and "));
+    if (v.weight && !memory_view) return kWeightRule;
+    if (memory_view && (a.threads || a.thread)) return kPerProcessRule;
+    if (view && (a.info || a.lines || !a.callers.empty() || !a.callees.empty()))
+        return "--info, --lines, --memory, --callers and --callees are not views of "
+               "diff, --tree, --flamegraph, --html or --export";
+    if (!v.tree && (v.tree_opts.max_depth || v.tree_opts.min_percent > 0))
+        return "--depth and --min-percent apply to --tree";
+    if (v.flamegraph.empty() && (v.icicle || v.min_width != 0.1))
+        return "--icicle and --min-width apply to --flamegraph";
+    if (v.flamegraph.empty() && v.html.empty() && !v.title.empty())
+        return "--title applies to --flamegraph and --html";
+    if (v.tree)
+        if (std::string refused = refuse_tree(a); !refused.empty()) return refused;
+    if (a.ranks && (view || a.lines || a.memory || a.info || !a.callers.empty() ||
+                    !a.callees.empty() || a.threads || a.thread))
+        return "--ranks is a table of its own: no other view, --callers, --callees, "
+               "--threads or --thread with it";
+    const bool memory_report = a.memory && !a.lines && !view; // the --memory text/JSON report
+    if (!a.plot.empty() && !memory_report)
+        return "--plot applies to --memory (not with --lines or a view)";
+    if (a.unit_given && !a.lines) return "--unit applies to --lines";
+    if (!a.line.source_dirs.empty() && !a.lines && v.html.empty())
+        return "--source-dir applies to --lines and --html";
+    if (memory_report)
+        if (std::string refused = refuse_memory_report(a); !refused.empty()) return refused;
+    if (a.info && (a.format != "text" || a.lines || a.memory || a.threads || a.thread ||
+                   !a.callers.empty() || !a.callees.empty()))
+        return "--info describes the trace as text and takes no other view";
+    if (!view && a.format == "json" && (!a.callers.empty() || !a.callees.empty()))
+        return "--format json is not available for --callers and --callees";
+    if (!view && a.format == "csv" && !a.callers.empty() && !a.callees.empty())
+        return "--format csv takes one of --callers and --callees at a time";
+    if (a.format != "text" && (!v.flamegraph.empty() || !v.html.empty())) return format_refusal();
+    return refuse_export(a);
+}
+
+} // namespace
+
 CLI::App* add_report(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
         "report", "[options] TRACE [TRACE...]",
@@ -148,8 +207,7 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
                     : v.tree                  ? run_tree
                     : a.memory && !a.lines    ? run_memory
                                               : run_report;
-        // The export's options (and --from/--to/--min-duration without one).
-        if (std::string refused = refuse_export(a); !refused.empty())
+        if (std::string refused = refuse_report(a); !refused.empty())
             throw CLI::ValidationError(refused);
     });
     cli.default_subcommand(sub);

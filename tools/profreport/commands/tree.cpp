@@ -2,11 +2,16 @@
 #include "commands/commands.hpp"
 
 #include "analysis/engine/session.hpp"
+#include "export_formats.hpp"
 #include "output.hpp"
 #include "reading.hpp"
 #include "render/render.hpp"
 
 namespace prof::profreport {
+
+std::string refuse_tree(const Args& a) {
+    return a.format == "json" ? format_json_refusal() : std::string();
+}
 
 CLI::App* add_tree(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
@@ -24,6 +29,8 @@ CLI::App* add_tree(tools::Cli& cli, Args& a) {
     sub->callback([&a] {
         a.view.tree = true;
         a.command = run_tree;
+        if (std::string refused = refuse_tree(a); !refused.empty())
+            throw CLI::ValidationError(refused);
     });
     return sub;
 }
