@@ -26,6 +26,17 @@ CLI::App* add_info(tools::Cli& cli, Args& a);
 CLI::App* add_processes(tools::Cli& cli, Args& a);
 CLI::App* add_ranks(tools::Cli& cli, Args& a);
 
+// Each command as a flag of report, the default command (the earlier command line): declared
+// by the command, on report, with its own options there; its callback names the command.
+CLI::Option* add_lines_flag(CLI::App& report, Args& a);
+CLI::Option* add_memory_flag(CLI::App& report, Args& a); // and --plot
+CLI::Option* add_ranks_flag(CLI::App& report, Args& a);
+CLI::Option* add_info_flag(CLI::App& report, Args& a);
+CLI::Option* add_tree_flag(CLI::App& report, Args& a);
+CLI::Option* add_flamegraph_flag(CLI::App& report, Args& a);
+CLI::Option* add_html_flag(CLI::App& report, Args& a);
+CLI::Option* add_export_flag(CLI::App& report, Args& a);
+
 int run_report(const Args& a, const tools::ToolLog& log);
 int run_memory(const Args& a, const tools::ToolLog& log);
 int run_tree(const Args& a, const tools::ToolLog& log);

@@ -44,6 +44,13 @@ CLI::App* add_export(tools::Cli& cli, Args& a) {
     return sub;
 }
 
+CLI::Option* add_export_flag(CLI::App& report, Args& a) {
+    CLI::Option* e = declare_export_format(report, a, "--export", export_format_list());
+    e->each([&a](const std::string&) { a.command = run_export; });
+    declare_timeline_options(report, a);
+    return e;
+}
+
 std::string refuse_export(const Args& a) {
     const ExportFormat* e = a.view.exporter;
     const analysis::views::TimelineOptions& t = a.view.timeline;

@@ -42,6 +42,29 @@ CLI::App* add_flamegraph(tools::Cli& cli, Args& a) {
     return sub;
 }
 
+CLI::Option* add_flamegraph_flag(CLI::App& report, Args& a) {
+    CLI::Option* flame =
+        report
+            .add_option_function<std::string>(
+                "--flamegraph",
+                [&a](const std::string& file) {
+                    a.view.flamegraph = file;
+                    a.command = run_flamegraph;
+                },
+                "self-contained interactive SVG (hover, click to zoom, Ctrl-F to\n"
+                "search); widths are exact nanoseconds of each call path; --threads\n"
+                "splits by thread; with --memory, the allocation flame graph of a\n"
+                "`profrun --mem` trace (profreport flamegraph)")
+            ->type_name("FILE");
+    declare_flame_options(report, a);
+    declare_title(report, a, "the title of --flamegraph and --html");
+    declare_weight(report, a,
+                   "--flamegraph --memory: widths are the sites' bytes (default),\n"
+                   "allocations, leaked bytes or peak (bytes live at the peak heap),\n"
+                   "W one of bytes, allocations, leaked, peak");
+    return flame;
+}
+
 int run_flamegraph(const Args& a, const tools::ToolLog& log) {
     namespace views = analysis::views;
     const ViewArgs& v = a.view;

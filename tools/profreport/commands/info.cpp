@@ -29,6 +29,17 @@ CLI::App* add_info(tools::Cli& cli, Args& a) {
     return sub;
 }
 
+CLI::Option* add_info_flag(CLI::App& report, Args& a) {
+    return report.add_flag_callback(
+        "--info",
+        [&a] {
+            a.info = true;
+            a.command = run_info;
+        },
+        "describe the trace (process, threads, modules, clock) and stop\n"
+        "(profreport info)");
+}
+
 int run_info(const Args& a, const tools::ToolLog& log) {
     std::unique_ptr<Reading> reading = read_traces(a, log);
     if (!reading) return 1;

@@ -40,6 +40,17 @@ CLI::App* add_lines(tools::Cli& cli, Args& a) {
     return sub;
 }
 
+CLI::Option* add_lines_flag(CLI::App& report, Args& a) {
+    return report.add_flag_callback(
+        "--lines",
+        [&a] {
+            a.lines = true;
+            a.command = run_report; // the table's view of lines
+        },
+        "line_profiler's view: per function with PROF_LINE/PROF_SCOPE/\n"
+        "PROF_FUNCTION sites, hits and time per source line (profreport lines)");
+}
+
 void print_lines(std::FILE* out, const Args& a, const analysis::Profile& p,
                  const std::string& title) {
     if (!title.empty() && a.format == "text") fmt::print(out, "{}\n", reader::printable(title));

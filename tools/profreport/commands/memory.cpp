@@ -48,6 +48,25 @@ CLI::App* add_memory(tools::Cli& cli, Args& a) {
     return sub;
 }
 
+CLI::Option* add_memory_flag(CLI::App& report, Args& a) {
+    CLI::Option* memory = report.add_flag_callback(
+        "--memory",
+        [&a] {
+            a.memory = a.line.memory = true;
+            if (!a.lines) a.command = run_memory; // with --lines, memory_profiler's table
+        },
+        "the memory report of a `profrun --mem` trace: allocation calls,\n"
+        "peak heap and RSS, leaks, temporaries, top sites with stacks\n"
+        "(--limit sites per section); with --lines, memory_profiler's\n"
+        "view (Mem usage, Increment, Occurrences per line) (profreport memory)");
+    report
+        .add_option("--plot", a.plot,
+                    "with --memory (without --lines): draw heap and RSS over time into\n"
+                    "FILE (SVG)")
+        ->type_name("FILE");
+    return memory;
+}
+
 int run_memory(const Args& a, const tools::ToolLog& log) {
     std::unique_ptr<Reading> reading = read_traces(a, log);
     if (!reading) return 1;

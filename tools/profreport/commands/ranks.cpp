@@ -56,6 +56,20 @@ CLI::App* add_ranks(tools::Cli& cli, Args& a) {
     return sub;
 }
 
+CLI::Option* add_ranks_flag(CLI::App& report, Args& a) {
+    // Declared after --sort: its value is known when this callback runs.
+    return report.add_flag_callback(
+        "--ranks",
+        [&a] {
+            a.ranks = true;
+            a.command = run_ranks;
+            if (std::string refused = refuse_ranks_sort(a); !refused.empty())
+                throw CLI::ValidationError(refused);
+        },
+        "an MPI run's load imbalance: per function the min, mean and max\n"
+        "over the ranks of ncalls, tottime and cumtime (profreport ranks)");
+}
+
 int run_ranks(const Args& a, const tools::ToolLog& log) {
     Output out(a.output);
     return guarded(out, log, [&] {

@@ -86,20 +86,11 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
         "Prints the cProfile-style table of one or more libprof traces (several traces are\n"
         "merged, like pstats' Stats.add); the views' flags hand over to their commands.");
     cli.help_name(declare_table(*sub, a).match, "-m, --match REGEX");
-    CLI::Option* lines =
-        sub->add_flag("--lines", a.lines,
-                      "line_profiler's view: per function with PROF_LINE/PROF_SCOPE/\n"
-                      "PROF_FUNCTION sites, hits and time per source line (profreport lines)");
-    CLI::Option* memory = declare_memory_flag(
-        *sub, a,
-        "the memory report of a `profrun --mem` trace: allocation calls,\n"
-        "peak heap and RSS, leaks, temporaries, top sites with stacks\n"
-        "(--limit sites per section); with --lines, memory_profiler's\n"
-        "view (Mem usage, Increment, Occurrences per line) (profreport memory)");
-    sub->add_option("--plot", a.plot,
-                    "with --memory (without --lines): draw heap and RSS over time into\n"
-                    "FILE (SVG)")
-        ->type_name("FILE");
+    // Each command's flag is declared by the command (add_*_flag), in this order: a later
+    // one's callback names the command to run over an earlier one's (--memory over --lines'
+    // table, a view over --memory); the combinations left are refused.
+    CLI::Option* lines = add_lines_flag(*sub, a);
+    CLI::Option* memory = add_memory_flag(*sub, a);
     declare_unit(*sub, a);
     declare_source_dir(*sub, a);
     CLI::Option* callers =
@@ -110,60 +101,20 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
         sub->add_option("--callees", a.callees,
                         "what the matching functions called (pstats print_callees)")
             ->type_name("REGEX");
-    // After --sort's declaration: its value is known when this one's callback runs.
-    sub->add_flag_callback(
-        "--ranks",
-        [&a] {
-            a.ranks = true;
-            if (std::string refused = refuse_ranks_sort(a); !refused.empty())
-                throw CLI::ValidationError(refused);
-        },
-        "an MPI run's load imbalance: per function the min, mean and max\n"
-        "over the ranks of ncalls, tottime and cumtime (profreport ranks)");
+    add_ranks_flag(*sub, a);
     declare_threads(*sub, a);
     declare_format(*sub, a, {"text", "json", "csv"});
     CLI::Option* output = declare_output(*sub, a);
     declare_reading(*sub, a);
-    CLI::Option* info =
-        sub->add_flag("--info", a.info,
-                      "describe the trace (process, threads, modules, clock) and stop\n"
-                      "(profreport info)");
+    CLI::Option* info = add_info_flag(*sub, a);
 
     // The views of the earlier command line, each also a command of its own.
     const std::string views = "views and exports (one at a time; --thread, --threads, -o and "
                               "--format csv apply)";
-    CLI::Option* tree =
-        sub->add_flag("--tree", a.view.tree,
-                      "the call tree in the terminal (uftrace graph-like); --format csv\n"
-                      "gives one row per call path (id, parent, calls, total_ns, self_ns)\n"
-                      "(profreport tree)")
-            ->group(views);
-    declare_tree_options(*sub, a);
-    CLI::Option* flame =
-        sub->add_option("--flamegraph", a.view.flamegraph,
-                        "self-contained interactive SVG (hover, click to zoom, Ctrl-F to\n"
-                        "search); widths are exact nanoseconds of each call path; --threads\n"
-                        "splits by thread; with --memory, the allocation flame graph of a\n"
-                        "`profrun --mem` trace (profreport flamegraph)")
-            ->type_name("FILE")
-            ->group(views);
-    declare_flame_options(*sub, a);
-    declare_title(*sub, a, "the title of --flamegraph and --html");
-    declare_weight(*sub, a,
-                   "--flamegraph --memory: widths are the sites' bytes (default),\n"
-                   "allocations, leaked bytes or peak (bytes live at the peak heap),\n"
-                   "W one of bytes, allocations, leaked, peak");
-    CLI::Option* html =
-        sub->add_option("--html", a.view.html,
-                        "one self-contained page (no network): sortable pstats table,\n"
-                        "callers/callees on click, icicle of the call tree, line tables;\n"
-                        "for a `profrun --mem` trace also the memory summary, heap/RSS\n"
-                        "plot and sortable allocation sites with their stacks (profreport html)")
-            ->type_name("FILE")
-            ->group(views);
-    CLI::Option* exporter =
-        declare_export_format(*sub, a, "--export", export_format_list())->group(views);
-    declare_timeline_options(*sub, a);
+    CLI::Option* tree = add_tree_flag(*sub, a)->group(views);
+    CLI::Option* flame = add_flamegraph_flag(*sub, a)->group(views);
+    CLI::Option* html = add_html_flag(*sub, a)->group(views);
+    CLI::Option* exporter = add_export_flag(*sub, a)->group(views);
     for (CLI::Option* o : sub->get_options())
         if (o->get_group() == "Options" &&
             (o->check_name("--depth") || o->check_name("--min-percent") ||
@@ -198,15 +149,7 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
     // The views' flags name their commands (the declarations refuse two views at once);
     // --memory alone is the memory report, and with --lines memory_profiler's view.
     sub->callback([&a] {
-        const ViewArgs& v = a.view;
-        a.command = a.ranks                   ? run_ranks
-                    : a.info                  ? run_info
-                    : v.exporter              ? run_export
-                    : !v.flamegraph.empty()   ? run_flamegraph
-                    : !v.html.empty()         ? run_html
-                    : v.tree                  ? run_tree
-                    : a.memory && !a.lines    ? run_memory
-                                              : run_report;
+        if (!a.command) a.command = run_report; // no command's flag: the table
         if (std::string refused = refuse_report(a); !refused.empty())
             throw CLI::ValidationError(refused);
     });

@@ -35,6 +35,20 @@ CLI::App* add_tree(tools::Cli& cli, Args& a) {
     return sub;
 }
 
+CLI::Option* add_tree_flag(CLI::App& report, Args& a) {
+    CLI::Option* tree = report.add_flag_callback(
+        "--tree",
+        [&a] {
+            a.view.tree = true;
+            a.command = run_tree;
+        },
+        "the call tree in the terminal (uftrace graph-like); --format csv\n"
+        "gives one row per call path (id, parent, calls, total_ns, self_ns)\n"
+        "(profreport tree)");
+    declare_tree_options(report, a);
+    return tree;
+}
+
 int run_tree(const Args& a, const tools::ToolLog& log) {
     Output out(a.output);
     return guarded(out, log, [&] {
