@@ -260,10 +260,13 @@ std::string format_refusal() {
         if (f.formats.empty()) continue;
         std::string list;
         for (size_t i = 0; i < f.formats.size(); ++i)
-            list += fmt::format("{}{}", i == 0 ? "" : i + 1 == f.formats.size() ? " or " : ", ",
+            list += fmt::format("{}{}",
+                                i == 0                      ? ""
+                                : i + 1 == f.formats.size() ? " or "
+                                                            : ", ",
                                 f.formats[i]);
-        taken += fmt::format("{}--export {} takes --format {}", taken.empty() ? "" : "; ",
-                             f.name, list);
+        taken +=
+            fmt::format("{}--export {} takes --format {}", taken.empty() ? "" : "; ", f.name, list);
     }
     return "--format does not apply to --flamegraph, --html and --export (each has its own "
            "format; " +

@@ -51,6 +51,8 @@ int run_ranks(const Args& a, const tools::ToolLog& log);
 // The options an export format does not take (the table's), and a time window without a
 // timeline: the refusal, or "".
 std::string refuse_export(const Args& a);
+// "--memory applies to --flamegraph, diff and --export pprof (...)".
+std::string memory_views_refusal();
 
 // The options the memory report (profreport memory, or --memory alone) does not take: the
 // refusal, or "".
@@ -61,7 +63,6 @@ std::string refuse_tree(const Args& a);
 
 // The ranks table sorts by a metric: the refusal of a --sort by name or place, or "".
 std::string refuse_ranks_sort(const Args& a);
-
 
 // The line tables of one profile (a thread's, or all threads merged), in the format asked for.
 void print_lines(std::FILE* out, const Args& a, const analysis::Profile& p,

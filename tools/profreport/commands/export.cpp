@@ -25,14 +25,24 @@ CLI::App* add_export(tools::Cli& cli, Args& a) {
             export_format_help());
     CLI::Option* format = declare_export_format(*sub, a, "FORMAT", "");
     cli.required(format, "no export format given (expected " + export_format_names() + ")");
-    declare_timeline_options(*sub, a);
+    // The options some format takes (the others refuse them: refuse_export).
+    unsigned taken = 0;
+    for (const ExportFormat& e : export_formats()) taken |= e.options;
+    if (taken & kTimeWindow) declare_timeline_options(*sub, a);
+    if (taken & kMemory)
+        declare_memory_flag(
+            *sub, a,
+            "the allocations instead of the calls, for --export " +
+                export_format_names(
+                    [](const ExportFormat& f) { return (f.options & kMemory) != 0; }, " and ") +
+                "\n(a `profrun --mem` trace): pprof's heap profile");
     declare_threads(*sub, a);
-    std::string taken;
+    std::string format_help;
     for (const ExportFormat& e : export_formats())
         if (!e.formats.empty())
-            taken += fmt::format("{}of --export {}: {}", taken.empty() ? "" : "; ", e.name,
-                                 e.formats_help);
-    declare_format(*sub, a, {"text", "json", "csv"})->description(taken);
+            format_help += fmt::format("{}of --export {}: {}", format_help.empty() ? "" : "; ",
+                                       e.name, e.formats_help);
+    declare_format(*sub, a, {"text", "json", "csv"})->description(format_help);
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
@@ -51,9 +61,19 @@ CLI::Option* add_export_flag(CLI::App& report, Args& a) {
     return e;
 }
 
+std::string memory_views_refusal() {
+    return fmt::format(
+        "--memory applies to --flamegraph, diff and --export {} (the HTML report "
+        "and --export chrome include allocations when the trace has them)",
+        export_format_names([](const ExportFormat& f) { return (f.options & kMemory) != 0; },
+                            " and "));
+}
+
 std::string refuse_export(const Args& a) {
     const ExportFormat* e = a.view.exporter;
     const analysis::views::TimelineOptions& t = a.view.timeline;
+    if (e && a.memory && !(e->options & kMemory)) return memory_views_refusal();
+    if (e && a.memory && (a.threads || a.thread)) return kPerProcessRule;
     if (t.from_ns > t.to_ns) return "--from is later than --to";
     if ((t.from_ns || t.to_ns != UINT64_MAX || t.min_duration_ns) &&
         !(e && (e->options & kTimeWindow)))

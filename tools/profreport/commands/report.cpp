@@ -24,24 +24,21 @@ namespace {
 // The combinations of report's flags that its declarations cannot refuse (they depend on which
 // view a value names), and the options the report asked for would silently ignore: the
 // refusal, or "". The pairs of views, --info and --lines with a view, and --lines with
-// --callers or --callees are declared (CLI11 refuses them); the memory report's, the ranks'
-// and the export's own are their commands' (refuse_memory_report, refuse_ranks_sort,
-// refuse_export).
+// --callers or --callees are declared (CLI11 refuses them); the memory report's, the ranks',
+// the tree's and the export's own are their commands' (refuse_memory_report, refuse_ranks_sort,
+// refuse_tree, refuse_export).
 std::string refuse_report(const Args& a) {
     const ViewArgs& v = a.view;
     const bool view = v.active();
     // Memory views: the allocation flame graph and an export that takes --memory.
-    const bool memory_view = a.memory && !a.lines &&
-                             (!v.flamegraph.empty() || (v.exporter && v.exporter->options & kMemory));
-    if (view && a.memory && !memory_view)
-        return fmt::format("--memory applies to --flamegraph, diff and --export {} (the HTML "
-                           "report and --export chrome include allocations when the trace has "
-                           "them)",
-                           export_format_names(
-                               [](const ExportFormat& f) { return (f.options & kMemory) != 0; },
-                               " and "));
+    const bool memory_view =
+        a.memory && !a.lines &&
+        (!v.flamegraph.empty() || (v.exporter && v.exporter->options & kMemory));
+    // --memory with a view that takes none (with an export, refuse_export says it).
+    if (view && !v.exporter && a.memory && !memory_view) return memory_views_refusal();
     if (v.weight && !memory_view) return kWeightRule;
-    if (memory_view && (a.threads || a.thread)) return kPerProcessRule;
+    if (!v.flamegraph.empty() && memory_view && (a.threads || a.thread)) return kPerProcessRule;
+    if (std::string refused = refuse_export(a); !refused.empty()) return refused;
     if (view && (a.info || a.lines || !a.callers.empty() || !a.callees.empty()))
         return "--info, --lines, --memory, --callers and --callees are not views of "
                "diff, --tree, --flamegraph, --html or --export";
@@ -73,7 +70,7 @@ std::string refuse_report(const Args& a) {
     if (!view && a.format == "csv" && !a.callers.empty() && !a.callees.empty())
         return "--format csv takes one of --callers and --callees at a time";
     if (a.format != "text" && (!v.flamegraph.empty() || !v.html.empty())) return format_refusal();
-    return refuse_export(a);
+    return {};
 }
 
 } // namespace
