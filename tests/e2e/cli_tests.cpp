@@ -686,3 +686,30 @@ TEST_CASE("profreport ranks refuses a --sort that is no metric of the ranks") {
     CHECK(metric.exit_code == 1);
     CHECK(metric.err.find("no trace of an MPI rank") != std::string::npos);
 }
+
+TEST_CASE("profreport export pprof --memory is --export pprof --memory" *
+          doctest::skip(kNoMemoryProfiler)) {
+    std::string trace = temp_path("cli-export-mem.trace");
+    REQUIRE(
+        run({PROFRUN, "--mem", "-q", "-f", "-o", trace, "--", PROF_TEST_ALLOC_AMOUNT}).exit_code ==
+        0);
+    std::string command = temp_path("cli-export-command.pb.gz"),
+                flag = temp_path("cli-export-flag.pb.gz");
+    auto c = run({PROFREPORT, "export", "pprof", "--memory", "-o", command, trace});
+    auto f = run({PROFREPORT, "--export", "pprof", "--memory", "-o", flag, trace});
+    REQUIRE_MESSAGE(c.exit_code == 0, c.err);
+    REQUIRE_MESSAGE(f.exit_code == 0, f.err);
+    CHECK(prof::test::slurp(command).size() > 20);
+    CHECK(prof::test::slurp(command) == prof::test::slurp(flag));
+    // The formats that take no --memory refuse it, as --export's do.
+    for (const char* format : {"collapsed", "chrome"}) {
+        auto r = run({PROFREPORT, "export", format, "--memory", trace});
+        CHECK(r.exit_code == 2);
+        CHECK(r.err.find("--memory applies to --flamegraph, diff and --export pprof") !=
+              std::string::npos);
+    }
+    auto threads =
+        run({PROFREPORT, "export", "pprof", "--memory", "--threads", "-o", command, trace});
+    CHECK(threads.exit_code == 2);
+    CHECK(threads.err.find("allocation sites are per process") != std::string::npos);
+}
