@@ -1,7 +1,8 @@
 // profreport's commands: each declares its subcommand (options, refusals, help) and runs it.
 // The default `report` also takes the views' old flags (--lines, --memory, --tree,
-// --flamegraph FILE, --html FILE, --export FORMAT, --info); whichever way a view is asked for,
-// the same values are set and `run` hands over to the same command.
+// --flamegraph FILE, --html FILE, --export FORMAT, --info, --ranks), each declared by its
+// command (add_*_flag); whichever way a view is asked for, the same values are set, the same
+// refusals apply (refuse_*) and Args::command names the same command to run.
 #pragma once
 
 #include "common/cli.hpp"
