@@ -3,6 +3,8 @@
 #include "support/temp_dir.hpp"
 #include "support/trace_builder.hpp"
 
+#include "profreport/export_formats.hpp"
+
 #include <prof/version.h>
 
 #include <doctest/doctest.h>
@@ -19,6 +21,7 @@ constexpr bool kNoMemoryProfiler = false;
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <string>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -600,4 +603,113 @@ TEST_CASE("profreport's commands give what the flags of the default report give"
         CHECK_MESSAGE(r.exit_code == 2, argv[1], " ", argv[2]);
         CHECK_MESSAGE(lines(r.err) == 1, r.err);
     }
+}
+
+// The export formats are one table (tools/profreport/export_formats.cpp): every help that lists
+// them, and the README's list, name each of its formats.
+TEST_CASE("every export format of the table is in each help that lists formats and in the README") {
+    auto help = [](std::vector<std::string> argv) {
+        argv.insert(argv.begin(), PROFREPORT);
+        auto r = run(argv);
+        REQUIRE(r.exit_code == 0);
+        return r.out;
+    };
+    // The line of `text` that holds `from`, and the lines that go on with its description
+    // (indented to the help's second column).
+    auto block = [](const std::string& text, const std::string& from) {
+        size_t at = text.find(from);
+        REQUIRE_MESSAGE(at != std::string::npos, from);
+        at = text.rfind('\n', at + from.size() - 1) + 1;
+        size_t end = at;
+        do {
+            end = text.find('\n', end) + 1;
+        } while (end < text.size() && text.compare(end, 20, std::string(20, ' ')) == 0);
+        return text.substr(at, end - at);
+    };
+    auto names = [](const std::string& text, const std::string& name) {
+        return std::regex_search(text, std::regex("(^|[^a-z])" + name + "([^a-z]|$)"));
+    };
+    const std::string tool = help({"--help"}), report = help({"report", "--help"}),
+                      exp = help({"export", "--help"});
+    const std::string tool_flag = block(tool, "--export FORMAT"),
+                      report_flag = block(report, "--export FORMAT"),
+                      command = block(tool, "\n  export "), exp_title = block(exp, "\n\nWrites ");
+    const std::string readme = prof::test::slurp(PROF_SOURCE_DIR "/README.md");
+    std::set<std::string> in_table;
+    for (const prof::profreport::ExportFormat& f : prof::profreport::export_formats()) {
+        const std::string name(f.name);
+        in_table.insert(name);
+        CHECK_MESSAGE(names(tool_flag, name), name, " in profreport --help:\n", tool_flag);
+        CHECK_MESSAGE(names(report_flag, name), name, " in profreport report --help");
+        CHECK_MESSAGE(names(command, name), name, " in profreport --help's commands:\n", command);
+        CHECK_MESSAGE(names(exp_title, name), name, " in profreport export --help:\n", exp_title);
+        CHECK_MESSAGE(exp.find("\n  " + name + " ") != std::string::npos, name,
+                      " under profreport export --help's FORMAT");
+        CHECK_MESSAGE(readme.find("\nprofreport --export " + name + " ") != std::string::npos, name,
+                      " in the README's list of exports");
+    }
+    // And the README lists no format the table does not have.
+    std::regex listed("\nprofreport --export ([a-z]+) ");
+    size_t count = 0;
+    for (auto it = std::sregex_iterator(readme.begin(), readme.end(), listed);
+         it != std::sregex_iterator(); ++it, ++count)
+        CHECK_MESSAGE(in_table.count((*it)[1]) == 1, (*it)[1], " is listed by the README");
+    CHECK(count == in_table.size());
+    // Each name and alias is taken, anything else refused with the list.
+    for (const prof::profreport::ExportFormat& f : prof::profreport::export_formats())
+        for (std::string_view name : {f.name, f.alias})
+            if (!name.empty()) CHECK(prof::profreport::find_export_format(name) == &f);
+    auto pdf = run({PROFREPORT, "export", "pdf", fib_trace()});
+    CHECK(pdf.exit_code == 2);
+    CHECK(pdf.err.find("unknown export format 'pdf' (expected " +
+                       prof::profreport::export_format_names() + ")") != std::string::npos);
+}
+
+TEST_CASE("profreport ranks refuses a --sort that is no metric of the ranks") {
+    const std::string refusal = "the ranks are sorted by the max of cumtime, tottime or ncalls: "
+                                "--sort name, file, line, nfl and stdname do not apply";
+    for (std::vector<std::string> argv : {
+             std::vector<std::string>{"ranks", "--sort", "name"},
+             {"ranks", "-s", "stdname"},
+             {"--ranks", "--sort", "file"},
+             {"--sort", "nfl", "--ranks"},
+         }) {
+        argv.insert(argv.begin(), PROFREPORT);
+        argv.push_back(fib_trace());
+        auto r = run(argv);
+        CHECK_MESSAGE(r.exit_code == 2, argv[1], " ", argv[2]);
+        CHECK_MESSAGE(lines(r.err) == 1, r.err);
+        CHECK_MESSAGE(r.err.find(refusal) != std::string::npos, r.err);
+    }
+    // A metric is taken: the fib trace is of no MPI rank, which is the error then.
+    auto metric = run({PROFREPORT, "ranks", "--sort", "tottime", fib_trace()});
+    CHECK(metric.exit_code == 1);
+    CHECK(metric.err.find("no trace of an MPI rank") != std::string::npos);
+}
+
+TEST_CASE("profreport export pprof --memory is --export pprof --memory" *
+          doctest::skip(kNoMemoryProfiler)) {
+    std::string trace = temp_path("cli-export-mem.trace");
+    REQUIRE(
+        run({PROFRUN, "--mem", "-q", "-f", "-o", trace, "--", PROF_TEST_ALLOC_AMOUNT}).exit_code ==
+        0);
+    std::string command = temp_path("cli-export-command.pb.gz"),
+                flag = temp_path("cli-export-flag.pb.gz");
+    auto c = run({PROFREPORT, "export", "pprof", "--memory", "-o", command, trace});
+    auto f = run({PROFREPORT, "--export", "pprof", "--memory", "-o", flag, trace});
+    REQUIRE_MESSAGE(c.exit_code == 0, c.err);
+    REQUIRE_MESSAGE(f.exit_code == 0, f.err);
+    CHECK(prof::test::slurp(command).size() > 20);
+    CHECK(prof::test::slurp(command) == prof::test::slurp(flag));
+    // The formats that take no --memory refuse it, as --export's do.
+    for (const char* format : {"collapsed", "chrome"}) {
+        auto r = run({PROFREPORT, "export", format, "--memory", trace});
+        CHECK(r.exit_code == 2);
+        CHECK(r.err.find("--memory applies to --flamegraph, diff and --export pprof") !=
+              std::string::npos);
+    }
+    auto threads =
+        run({PROFREPORT, "export", "pprof", "--memory", "--threads", "-o", command, trace});
+    CHECK(threads.exit_code == 2);
+    CHECK(threads.err.find("allocation sites are per process") != std::string::npos);
 }

@@ -1,5 +1,6 @@
 // profreport: reads libprof traces and prints the cProfile-style table and related views.
-// Each command is declared and run in commands/; this parses the command line and dispatches.
+// Each command is declared and run in commands/; this parses the command line and runs the
+// command it named.
 #include "commands/commands.hpp"
 #include "common/cli.hpp"
 #include "options.hpp"
@@ -10,24 +11,6 @@
 #include <prof/version.h>
 
 #include <fmt/format.h>
-
-namespace prof::profreport {
-
-int run(const Args& a, const tools::ToolLog& log) {
-    const ViewArgs& v = a.view;
-    if (a.processes) return run_processes(a, log);
-    if (a.ranks) return run_ranks(a, log);
-    if (a.info) return run_info(a, log);
-    if (v.diff) return run_diff(a, log);
-    if (!v.exporter.empty()) return run_export(a, log);
-    if (!v.flamegraph.empty()) return run_flamegraph(a, log);
-    if (!v.html.empty()) return run_html(a, log);
-    if (v.tree) return run_tree(a, log);
-    if (a.memory && !a.lines) return run_memory(a, log);
-    return run_report(a, log); // the table, callers/callees, line tables
-}
-
-} // namespace prof::profreport
 
 int main(int argc, char** argv) {
     using namespace prof;
@@ -60,7 +43,7 @@ int main(int argc, char** argv) {
             return cli.usage_error(refused);
         if (std::string refused = profreport::check(a, cli.log()); !refused.empty())
             return cli.usage_error(refused);
-        return profreport::run(a, cli.log());
+        return a.command(a, cli.log());
     } catch (const std::exception& e) {
         cli.log().error(e.what());
         return 1;

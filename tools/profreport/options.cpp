@@ -296,102 +296,15 @@ CLI::Option* declare_diff_options(CLI::App& app, Args& a) {
     return metric;
 }
 
-std::string parse_export_format(const std::string& f) {
-    std::string e = f == "perfetto" ? "chrome" : f;
-    if (e != "chrome" && e != "speedscope" && e != "collapsed" && e != "callgrind" &&
-        e != "pprof" && e != "rows")
-        refuse(fmt::format("unknown export format '{}' (expected chrome, speedscope, "
-                           "collapsed, callgrind, pprof or rows)",
-                           f));
-    return e;
-}
-
 namespace {
 
-// The combinations of views that the declarations cannot tell apart.
-std::string check_views(Args& a) {
+// diff's BASE... --vs NEW...: where the new traces start, once run directories are expanded.
+std::string split_diff(Args& a) {
     ViewArgs& v = a.view;
-    int views = v.diff + v.tree + !v.flamegraph.empty() + !v.html.empty() + !v.exporter.empty();
-    if (views > 1) return "give one of diff, --tree, --flamegraph, --html and --export at a time";
-    // Memory views: the allocation flame graph and the memory diff.
-    const bool memory_view =
-        a.memory && !a.lines && (!v.flamegraph.empty() || v.diff || v.exporter == "pprof");
-    if (views && a.memory && !memory_view)
-        return "--memory applies to --flamegraph, diff and --export pprof (the HTML report "
-               "and --export chrome include allocations when the trace has them)";
-    if (v.weight && !memory_view)
-        return "--weight applies to --flamegraph --memory and diff --memory";
-    if (memory_view && (a.threads || a.thread))
-        return "allocation sites are per process: --threads and --thread do not apply "
-               "to --memory views";
-    if (memory_view && v.diff && v.metric_given)
-        return "diff --memory takes --weight, not --metric";
-    if (views && (a.info || a.lines || (a.memory && !memory_view) || !a.callers.empty() ||
-                  !a.callees.empty()))
-        return "--info, --lines, --memory, --callers and --callees are not views of "
-               "diff, --tree, --flamegraph, --html or --export";
-    if (v.timeline.from_ns > v.timeline.to_ns) return "--from is later than --to";
-    bool timeline = v.exporter == "chrome" || v.exporter == "speedscope";
-    if (!timeline &&
-        (v.timeline.from_ns || v.timeline.to_ns != UINT64_MAX || v.timeline.min_duration_ns))
-        return "--from, --to and --min-duration apply to --export chrome and speedscope";
-    if (!v.tree && (v.tree_opts.max_depth || v.tree_opts.min_percent > 0))
-        return "--depth and --min-percent apply to --tree";
-    if (v.flamegraph.empty() && (v.icicle || v.min_width != 0.1))
-        return "--icicle and --min-width apply to --flamegraph";
-    if (v.flamegraph.empty() && v.html.empty() && !v.title.empty())
-        return "--title applies to --flamegraph and --html";
-    if (v.diff) {
-        size_t split = v.vs == SIZE_MAX ? 1 : v.vs;
-        if ((v.vs == SIZE_MAX && a.traces.size() != 2) || split == 0 || split >= a.traces.size())
-            return "diff compares two traces (BASE NEW), or two sets (BASE... --vs NEW...)";
-        v.vs = split;
-    }
-    if (a.format == "json" && (v.tree || (!v.exporter.empty() && v.exporter != "rows")))
-        return "--format json is not available for --tree and --export (but --export rows)";
-    if (v.exporter == "pprof" && (a.output.empty() || a.output == "-") && isatty(1))
-        return "--export pprof writes a gzipped file: give -o FILE.pb.gz";
-    return {};
-}
-
-// Options that the report given would silently ignore.
-std::string check_report(const Args& a) {
-    const ViewArgs& v = a.view;
-    const bool view = v.active();
-    const bool memory_report = a.memory && !a.lines && !view; // the --memory text/JSON report
-    if (a.ranks && (view || a.lines || a.memory || a.info || !a.callers.empty() ||
-                    !a.callees.empty() || a.threads || a.thread))
-        return "--ranks is a table of its own: no other view, --callers, --callees, "
-               "--threads or --thread with it";
-    if (!a.plot.empty() && !memory_report)
-        return "--plot applies to --memory (not with --lines or a view)";
-    if (a.unit_given && !a.lines) return "--unit applies to --lines";
-    if (!a.line.source_dirs.empty() && !a.lines && v.html.empty())
-        return "--source-dir applies to --lines and --html";
-    if (a.lines && (!a.callers.empty() || !a.callees.empty()))
-        return "--callers and --callees do not apply to --lines";
-    if (memory_report) {
-        if (a.threads || a.thread)
-            return "allocation sites are per process: --threads and --thread do not "
-                   "apply to --memory (they do to --lines --memory)";
-        if (!a.table.filter.empty())
-            return "--match does not apply to --memory (it does to --lines --memory)";
-        if (!a.callers.empty() || !a.callees.empty())
-            return "--callers and --callees do not apply to --memory";
-        if (a.sort_given) return "--sort does not apply to --memory (each section has its order)";
-        if (a.format == "csv") return "--memory prints text or --format json";
-    }
-    if (a.info && (a.format != "text" || a.lines || a.memory || a.threads || a.thread ||
-                   !a.callers.empty() || !a.callees.empty()))
-        return "--info describes the trace as text and takes no other view";
-    if (!view && a.format == "json" && (!a.callers.empty() || !a.callees.empty()))
-        return "--format json is not available for --callers and --callees";
-    if (!view && a.format == "csv" && !a.callers.empty() && !a.callees.empty())
-        return "--format csv takes one of --callers and --callees at a time";
-    if (a.format != "text" &&
-        (!v.flamegraph.empty() || !v.html.empty() || (!v.exporter.empty() && v.exporter != "rows")))
-        return "--format does not apply to --flamegraph, --html and --export (each "
-               "has its own format; --export rows takes --format json or csv)";
+    size_t split = v.vs == SIZE_MAX ? 1 : v.vs;
+    if ((v.vs == SIZE_MAX && a.traces.size() != 2) || split == 0 || split >= a.traces.size())
+        return "diff compares two traces (BASE NEW), or two sets (BASE... --vs NEW...)";
+    v.vs = split;
     return {};
 }
 
@@ -440,8 +353,8 @@ std::string check(Args& a, const tools::ToolLog& log) {
         if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
             log.warn(fmt::format("--source-dir {}: not a directory", dir));
     }
-    if (std::string msg = check_views(a); !msg.empty()) return msg;
-    if (std::string msg = check_report(a); !msg.empty()) return msg;
+    if (a.view.diff)
+        if (std::string msg = split_diff(a); !msg.empty()) return msg;
     if (std::string msg = check_outputs(a); !msg.empty()) return msg;
     for (const std::string* re : {&a.table.filter, &a.callers, &a.callees}) {
         try {

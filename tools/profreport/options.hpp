@@ -19,20 +19,21 @@
 
 namespace prof::profreport {
 
+struct ExportFormat; // export_formats.hpp
+
 // Views and exports.
 struct ViewArgs {
     bool diff = false, tree = false, icicle = false;
     double min_width = 0.1;
     size_t vs = SIZE_MAX; // index of the first new trace of diff's `--vs`
-    std::string flamegraph, html, exporter, title;
+    std::string flamegraph, html, title;
+    const ExportFormat* exporter = nullptr; // --export FORMAT, profreport export FORMAT
     std::optional<analysis::views::MemoryWeight> weight; // --weight (with --memory)
     analysis::views::TreeOptions tree_opts;
     analysis::views::TimelineOptions timeline;
     analysis::views::DiffOptions diff_opts;
     bool metric_given = false;
-    bool active() const {
-        return diff || tree || !flamegraph.empty() || !html.empty() || !exporter.empty();
-    }
+    bool active() const { return diff || tree || !flamegraph.empty() || !html.empty() || exporter; }
 };
 
 struct Args {
@@ -52,7 +53,15 @@ struct Args {
     std::string plot;
     analysis::LineOptions line;
     ViewArgs view;
+    // The command to run, set by the one the command line named (report's by its flags).
+    int (*command)(const Args&, const tools::ToolLog&) = nullptr;
 };
+
+// Rules that two commands declare (flamegraph and diff, flamegraph and report), written once.
+inline constexpr const char* kWeightRule =
+    "--weight applies to --flamegraph --memory and diff --memory";
+inline constexpr const char* kPerProcessRule =
+    "allocation sites are per process: --threads and --thread do not apply to --memory views";
 
 // Every command: TRACE..., --no-compensation, --time, -j/--jobs.
 CLI::Option* declare_traces(tools::Cli& cli, CLI::App& app, Args& a);
@@ -85,9 +94,6 @@ CLI::Option* declare_title(CLI::App& app, Args& a, const std::string& descriptio
 void declare_timeline_options(CLI::App& app, Args& a);
 // diff's: --fail-above, --metric, --min-share (and --vs with the traces).
 CLI::Option* declare_diff_options(CLI::App& app, Args& a);
-// The export formats' names: perfetto is chrome.
-std::string parse_export_format(const std::string& f);
-
 // The checks that depend on the values given, after parsing: the message of the first
 // combination refused, or "" when the command line is good.
 std::string check(Args& a, const tools::ToolLog& log);

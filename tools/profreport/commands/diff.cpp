@@ -40,9 +40,12 @@ CLI::App* add_diff(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     cli.excludes(memory, metric, "diff --memory takes --weight, not --metric");
-    cli.needs(weight, memory, "--weight applies to --flamegraph --memory and diff --memory");
+    cli.needs(weight, memory, kWeightRule);
     sub->footer("Exit status 3 when --fail-above finds a regression.");
-    sub->callback([&a] { a.view.diff = true; });
+    sub->callback([&a] {
+        a.view.diff = true;
+        a.command = run_diff;
+    });
     return sub;
 }
 

@@ -35,12 +35,34 @@ CLI::App* add_flamegraph(tools::Cli& cli, Args& a) {
     auto [threads, thread] = declare_threads(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    cli.needs(weight, memory, "--weight applies to --flamegraph --memory and diff --memory");
-    const char* per_process =
-        "allocation sites are per process: --threads and --thread do not apply to --memory views";
-    cli.excludes(memory, threads, per_process);
-    cli.excludes(memory, thread, per_process);
+    cli.needs(weight, memory, kWeightRule);
+    cli.excludes(memory, threads, kPerProcessRule);
+    cli.excludes(memory, thread, kPerProcessRule);
+    sub->callback([&a] { a.command = run_flamegraph; });
     return sub;
+}
+
+CLI::Option* add_flamegraph_flag(CLI::App& report, Args& a) {
+    CLI::Option* flame =
+        report
+            .add_option_function<std::string>(
+                "--flamegraph",
+                [&a](const std::string& file) {
+                    a.view.flamegraph = file;
+                    a.command = run_flamegraph;
+                },
+                "self-contained interactive SVG (hover, click to zoom, Ctrl-F to\n"
+                "search); widths are exact nanoseconds of each call path; --threads\n"
+                "splits by thread; with --memory, the allocation flame graph of a\n"
+                "`profrun --mem` trace (profreport flamegraph)")
+            ->type_name("FILE");
+    declare_flame_options(report, a);
+    declare_title(report, a, "the title of --flamegraph and --html");
+    declare_weight(report, a,
+                   "--flamegraph --memory: widths are the sites' bytes (default),\n"
+                   "allocations, leaked bytes or peak (bytes live at the peak heap),\n"
+                   "W one of bytes, allocations, leaked, peak");
+    return flame;
 }
 
 int run_flamegraph(const Args& a, const tools::ToolLog& log) {

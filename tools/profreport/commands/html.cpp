@@ -32,7 +32,23 @@ CLI::App* add_html(tools::Cli& cli, Args& a) {
     declare_threads(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
+    sub->callback([&a] { a.command = run_html; });
     return sub;
+}
+
+CLI::Option* add_html_flag(CLI::App& report, Args& a) {
+    return report
+        .add_option_function<std::string>(
+            "--html",
+            [&a](const std::string& file) {
+                a.view.html = file;
+                a.command = run_html;
+            },
+            "one self-contained page (no network): sortable pstats table,\n"
+            "callers/callees on click, icicle of the call tree, line tables;\n"
+            "for a `profrun --mem` trace also the memory summary, heap/RSS\n"
+            "plot and sortable allocation sites with their stacks (profreport html)")
+        ->type_name("FILE");
 }
 
 int run_html(const Args& a, const tools::ToolLog& log) {

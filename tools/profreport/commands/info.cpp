@@ -22,8 +22,22 @@ CLI::App* add_info(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.info = true; });
+    sub->callback([&a] {
+        a.info = true;
+        a.command = run_info;
+    });
     return sub;
+}
+
+CLI::Option* add_info_flag(CLI::App& report, Args& a) {
+    return report.add_flag_callback(
+        "--info",
+        [&a] {
+            a.info = true;
+            a.command = run_info;
+        },
+        "describe the trace (process, threads, modules, clock) and stop\n"
+        "(profreport info)");
 }
 
 int run_info(const Args& a, const tools::ToolLog& log) {

@@ -33,8 +33,22 @@ CLI::App* add_lines(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.lines = true; });
+    sub->callback([&a] {
+        a.lines = true;
+        a.command = run_report; // the table's view of lines
+    });
     return sub;
+}
+
+CLI::Option* add_lines_flag(CLI::App& report, Args& a) {
+    return report.add_flag_callback(
+        "--lines",
+        [&a] {
+            a.lines = true;
+            a.command = run_report; // the table's view of lines
+        },
+        "line_profiler's view: per function with PROF_LINE/PROF_SCOPE/\n"
+        "PROF_FUNCTION sites, hits and time per source line (profreport lines)");
 }
 
 void print_lines(std::FILE* out, const Args& a, const analysis::Profile& p,

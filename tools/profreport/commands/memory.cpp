@@ -10,6 +10,19 @@
 
 namespace prof::profreport {
 
+std::string refuse_memory_report(const Args& a) {
+    if (a.threads || a.thread)
+        return "allocation sites are per process: --threads and --thread do not "
+               "apply to --memory (they do to --lines --memory)";
+    if (!a.table.filter.empty())
+        return "--match does not apply to --memory (it does to --lines --memory)";
+    if (!a.callers.empty() || !a.callees.empty())
+        return "--callers and --callees do not apply to --memory";
+    if (a.sort_given) return "--sort does not apply to --memory (each section has its order)";
+    if (a.format == "csv") return "--memory prints text or --format json";
+    return {};
+}
+
 CLI::App* add_memory(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
         "memory", "[options] TRACE...",
@@ -26,8 +39,32 @@ CLI::App* add_memory(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.memory = a.line.memory = true; });
+    sub->callback([&a] {
+        a.memory = a.line.memory = true;
+        a.command = run_memory;
+        if (std::string refused = refuse_memory_report(a); !refused.empty())
+            throw CLI::ValidationError(refused);
+    });
     return sub;
+}
+
+CLI::Option* add_memory_flag(CLI::App& report, Args& a) {
+    CLI::Option* memory = report.add_flag_callback(
+        "--memory",
+        [&a] {
+            a.memory = a.line.memory = true;
+            if (!a.lines) a.command = run_memory; // with --lines, memory_profiler's table
+        },
+        "the memory report of a `profrun --mem` trace: allocation calls,\n"
+        "peak heap and RSS, leaks, temporaries, top sites with stacks\n"
+        "(--limit sites per section); with --lines, memory_profiler's\n"
+        "view (Mem usage, Increment, Occurrences per line) (profreport memory)");
+    report
+        .add_option("--plot", a.plot,
+                    "with --memory (without --lines): draw heap and RSS over time into\n"
+                    "FILE (SVG)")
+        ->type_name("FILE");
+    return memory;
 }
 
 int run_memory(const Args& a, const tools::ToolLog& log) {

@@ -26,7 +26,10 @@ CLI::App* add_processes(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.processes = true; });
+    sub->callback([&a] {
+        a.processes = true;
+        a.command = run_processes;
+    });
     return sub;
 }
 

@@ -16,6 +16,21 @@
 
 namespace prof::profreport {
 
+std::string refuse_ranks_sort(const Args& a) {
+    switch (a.table.sort) {
+    case analysis::SortKey::kCumtime:
+    case analysis::SortKey::kTottime:
+    case analysis::SortKey::kNcalls:
+    case analysis::SortKey::kPcalls:
+        return {};
+    default:
+        // The table orders by the max over the ranks of the metric whose imbalance it shows.
+        if (!a.sort_given) return {};
+        return "the ranks are sorted by the max of cumtime, tottime or ncalls: --sort name, "
+               "file, line, nfl and stdname do not apply";
+    }
+}
+
 CLI::App* add_ranks(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
         "ranks", "[options] DIR|TRACE...",
@@ -32,8 +47,27 @@ CLI::App* add_ranks(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.ranks = true; });
+    sub->callback([&a] {
+        a.ranks = true;
+        a.command = run_ranks;
+        if (std::string refused = refuse_ranks_sort(a); !refused.empty())
+            throw CLI::ValidationError(refused);
+    });
     return sub;
+}
+
+CLI::Option* add_ranks_flag(CLI::App& report, Args& a) {
+    // Declared after --sort: its value is known when this callback runs.
+    return report.add_flag_callback(
+        "--ranks",
+        [&a] {
+            a.ranks = true;
+            a.command = run_ranks;
+            if (std::string refused = refuse_ranks_sort(a); !refused.empty())
+                throw CLI::ValidationError(refused);
+        },
+        "an MPI run's load imbalance: per function the min, mean and max\n"
+        "over the ranks of ncalls, tottime and cumtime (profreport ranks)");
 }
 
 int run_ranks(const Args& a, const tools::ToolLog& log) {

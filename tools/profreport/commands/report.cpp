@@ -5,6 +5,7 @@
 #include "commands/commands.hpp"
 
 #include "analysis/engine/session.hpp"
+#include "export_formats.hpp"
 #include "output.hpp"
 #include "reader/trace_reader.hpp"
 #include "reading.hpp"
@@ -18,6 +19,62 @@
 
 namespace prof::profreport {
 
+namespace {
+
+// The combinations of report's flags that its declarations cannot refuse (they depend on which
+// view a value names), and the options the report asked for would silently ignore: the
+// refusal, or "". The pairs of views, --info and --lines with a view, and --lines with
+// --callers or --callees are declared (CLI11 refuses them); the memory report's, the ranks',
+// the tree's and the export's own are their commands' (refuse_memory_report, refuse_ranks_sort,
+// refuse_tree, refuse_export).
+std::string refuse_report(const Args& a) {
+    const ViewArgs& v = a.view;
+    const bool view = v.active();
+    // Memory views: the allocation flame graph and an export that takes --memory.
+    const bool memory_view =
+        a.memory && !a.lines &&
+        (!v.flamegraph.empty() || (v.exporter && v.exporter->options & kMemory));
+    // --memory with a view that takes none (with an export, refuse_export says it).
+    if (view && !v.exporter && a.memory && !memory_view) return memory_views_refusal();
+    if (v.weight && !memory_view) return kWeightRule;
+    if (!v.flamegraph.empty() && memory_view && (a.threads || a.thread)) return kPerProcessRule;
+    if (std::string refused = refuse_export(a); !refused.empty()) return refused;
+    if (view && (a.info || a.lines || !a.callers.empty() || !a.callees.empty()))
+        return "--info, --lines, --memory, --callers and --callees are not views of "
+               "diff, --tree, --flamegraph, --html or --export";
+    if (!v.tree && (v.tree_opts.max_depth || v.tree_opts.min_percent > 0))
+        return "--depth and --min-percent apply to --tree";
+    if (v.flamegraph.empty() && (v.icicle || v.min_width != 0.1))
+        return "--icicle and --min-width apply to --flamegraph";
+    if (v.flamegraph.empty() && v.html.empty() && !v.title.empty())
+        return "--title applies to --flamegraph and --html";
+    if (v.tree)
+        if (std::string refused = refuse_tree(a); !refused.empty()) return refused;
+    if (a.ranks && (view || a.lines || a.memory || a.info || !a.callers.empty() ||
+                    !a.callees.empty() || a.threads || a.thread))
+        return "--ranks is a table of its own: no other view, --callers, --callees, "
+               "--threads or --thread with it";
+    const bool memory_report = a.memory && !a.lines && !view; // the --memory text/JSON report
+    if (!a.plot.empty() && !memory_report)
+        return "--plot applies to --memory (not with --lines or a view)";
+    if (a.unit_given && !a.lines) return "--unit applies to --lines";
+    if (!a.line.source_dirs.empty() && !a.lines && v.html.empty())
+        return "--source-dir applies to --lines and --html";
+    if (memory_report)
+        if (std::string refused = refuse_memory_report(a); !refused.empty()) return refused;
+    if (a.info && (a.format != "text" || a.lines || a.memory || a.threads || a.thread ||
+                   !a.callers.empty() || !a.callees.empty()))
+        return "--info describes the trace as text and takes no other view";
+    if (!view && a.format == "json" && (!a.callers.empty() || !a.callees.empty()))
+        return "--format json is not available for --callers and --callees";
+    if (!view && a.format == "csv" && !a.callers.empty() && !a.callees.empty())
+        return "--format csv takes one of --callers and --callees at a time";
+    if (a.format != "text" && (!v.flamegraph.empty() || !v.html.empty())) return format_refusal();
+    return {};
+}
+
+} // namespace
+
 CLI::App* add_report(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
         "report", "[options] TRACE [TRACE...]",
@@ -26,20 +83,11 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
         "Prints the cProfile-style table of one or more libprof traces (several traces are\n"
         "merged, like pstats' Stats.add); the views' flags hand over to their commands.");
     cli.help_name(declare_table(*sub, a).match, "-m, --match REGEX");
-    CLI::Option* lines =
-        sub->add_flag("--lines", a.lines,
-                      "line_profiler's view: per function with PROF_LINE/PROF_SCOPE/\n"
-                      "PROF_FUNCTION sites, hits and time per source line (profreport lines)");
-    CLI::Option* memory = declare_memory_flag(
-        *sub, a,
-        "the memory report of a `profrun --mem` trace: allocation calls,\n"
-        "peak heap and RSS, leaks, temporaries, top sites with stacks\n"
-        "(--limit sites per section); with --lines, memory_profiler's\n"
-        "view (Mem usage, Increment, Occurrences per line) (profreport memory)");
-    sub->add_option("--plot", a.plot,
-                    "with --memory (without --lines): draw heap and RSS over time into\n"
-                    "FILE (SVG)")
-        ->type_name("FILE");
+    // Each command's flag is declared by the command (add_*_flag), in this order: a later
+    // one's callback names the command to run over an earlier one's (--memory over --lines'
+    // table, a view over --memory); the combinations left are refused.
+    CLI::Option* lines = add_lines_flag(*sub, a);
+    CLI::Option* memory = add_memory_flag(*sub, a);
     declare_unit(*sub, a);
     declare_source_dir(*sub, a);
     CLI::Option* callers =
@@ -50,59 +98,20 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
         sub->add_option("--callees", a.callees,
                         "what the matching functions called (pstats print_callees)")
             ->type_name("REGEX");
-    sub->add_flag("--ranks", a.ranks,
-                  "an MPI run's load imbalance: per function the min, mean and max\n"
-                  "over the ranks of ncalls, tottime and cumtime (profreport ranks)");
+    add_ranks_flag(*sub, a);
     declare_threads(*sub, a);
     declare_format(*sub, a, {"text", "json", "csv"});
     CLI::Option* output = declare_output(*sub, a);
     declare_reading(*sub, a);
-    CLI::Option* info =
-        sub->add_flag("--info", a.info,
-                      "describe the trace (process, threads, modules, clock) and stop\n"
-                      "(profreport info)");
+    CLI::Option* info = add_info_flag(*sub, a);
 
     // The views of the earlier command line, each also a command of its own.
     const std::string views = "views and exports (one at a time; --thread, --threads, -o and "
                               "--format csv apply)";
-    CLI::Option* tree =
-        sub->add_flag("--tree", a.view.tree,
-                      "the call tree in the terminal (uftrace graph-like); --format csv\n"
-                      "gives one row per call path (id, parent, calls, total_ns, self_ns)\n"
-                      "(profreport tree)")
-            ->group(views);
-    declare_tree_options(*sub, a);
-    CLI::Option* flame =
-        sub->add_option("--flamegraph", a.view.flamegraph,
-                        "self-contained interactive SVG (hover, click to zoom, Ctrl-F to\n"
-                        "search); widths are exact nanoseconds of each call path; --threads\n"
-                        "splits by thread; with --memory, the allocation flame graph of a\n"
-                        "`profrun --mem` trace (profreport flamegraph)")
-            ->type_name("FILE")
-            ->group(views);
-    declare_flame_options(*sub, a);
-    declare_title(*sub, a, "the title of --flamegraph and --html");
-    declare_weight(*sub, a,
-                   "--flamegraph --memory: widths are the sites' bytes (default),\n"
-                   "allocations, leaked bytes or peak (bytes live at the peak heap),\n"
-                   "W one of bytes, allocations, leaked, peak");
-    CLI::Option* html =
-        sub->add_option("--html", a.view.html,
-                        "one self-contained page (no network): sortable pstats table,\n"
-                        "callers/callees on click, icicle of the call tree, line tables;\n"
-                        "for a `profrun --mem` trace also the memory summary, heap/RSS\n"
-                        "plot and sortable allocation sites with their stacks (profreport html)")
-            ->type_name("FILE")
-            ->group(views);
-    CLI::Option* exporter =
-        sub->add_option_function<std::string>(
-               "--export", [&a](const std::string& f) { a.view.exporter = parse_export_format(f); },
-               "to -o FILE or standard output, FORMAT one of chrome (Chrome Trace\n"
-               "Event JSON), speedscope, collapsed (folded stacks) or callgrind\n"
-               "(profreport export)")
-            ->type_name("FORMAT")
-            ->group(views);
-    declare_timeline_options(*sub, a);
+    CLI::Option* tree = add_tree_flag(*sub, a)->group(views);
+    CLI::Option* flame = add_flamegraph_flag(*sub, a)->group(views);
+    CLI::Option* html = add_html_flag(*sub, a)->group(views);
+    CLI::Option* exporter = add_export_flag(*sub, a)->group(views);
     for (CLI::Option* o : sub->get_options())
         if (o->get_group() == "Options" &&
             (o->check_name("--depth") || o->check_name("--min-percent") ||
@@ -134,6 +143,13 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
     cli.excludes(lines, callees, "--callers and --callees do not apply to --lines");
     cli.excludes(flame, output, "--flamegraph and --html take their file: -o does not apply");
     cli.excludes(html, output, "--flamegraph and --html take their file: -o does not apply");
+    // The views' flags name their commands (the declarations refuse two views at once);
+    // --memory alone is the memory report, and with --lines memory_profiler's view.
+    sub->callback([&a] {
+        if (!a.command) a.command = run_report; // no command's flag: the table
+        if (std::string refused = refuse_report(a); !refused.empty())
+            throw CLI::ValidationError(refused);
+    });
     cli.default_subcommand(sub);
     return sub;
 }

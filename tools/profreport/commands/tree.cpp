@@ -2,11 +2,16 @@
 #include "commands/commands.hpp"
 
 #include "analysis/engine/session.hpp"
+#include "export_formats.hpp"
 #include "output.hpp"
 #include "reading.hpp"
 #include "render/render.hpp"
 
 namespace prof::profreport {
+
+std::string refuse_tree(const Args& a) {
+    return a.format == "json" ? format_json_refusal() : std::string();
+}
 
 CLI::App* add_tree(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
@@ -21,8 +26,27 @@ CLI::App* add_tree(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.view.tree = true; });
+    sub->callback([&a] {
+        a.view.tree = true;
+        a.command = run_tree;
+        if (std::string refused = refuse_tree(a); !refused.empty())
+            throw CLI::ValidationError(refused);
+    });
     return sub;
+}
+
+CLI::Option* add_tree_flag(CLI::App& report, Args& a) {
+    CLI::Option* tree = report.add_flag_callback(
+        "--tree",
+        [&a] {
+            a.view.tree = true;
+            a.command = run_tree;
+        },
+        "the call tree in the terminal (uftrace graph-like); --format csv\n"
+        "gives one row per call path (id, parent, calls, total_ns, self_ns)\n"
+        "(profreport tree)");
+    declare_tree_options(report, a);
+    return tree;
 }
 
 int run_tree(const Args& a, const tools::ToolLog& log) {
