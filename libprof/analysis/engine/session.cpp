@@ -2,11 +2,10 @@
 // times on the thread's clock (session.hpp), and the allocations replayed in time order. The
 // profile, the call tree and the memory report are derived from what it kept.
 #include "analysis/engine/session.hpp"
+#include "analysis/engine/heap_replay.hpp"
 #include "analysis/engine/thread_replay.hpp"
 
-#include "reader/address_map.hpp"
 #include "reader/elf_symbols.hpp"
-#include "reader/time_order.hpp"
 
 #include <fmt/format.h>
 
@@ -24,68 +23,7 @@ namespace prof::analysis {
 using namespace engine;
 namespace {
 
-// An operator new or delete form's std::align_val_t (format 1.4), as log2 + 1: 0 = none.
-uint8_t alignment_code(uint64_t alignment) {
-    return alignment ? uint8_t(std::min(__builtin_ctzll(alignment) + 1, 64)) : 0;
-}
-
-// The operator's name with its alignment argument, as the program wrote it:
-// new(std::align_val_t(64)).
-std::string with_alignment(const char* name, uint8_t code) {
-    if (!code) return name;
-    return fmt::format("{}(std::align_val_t({}))", name, uint64_t(1) << (code - 1));
-}
-
-std::string alloc_name(format::AllocKind k, uint8_t alignment) {
-    switch (k) {
-    case format::AllocKind::kNew:
-        return with_alignment("new", alignment);
-    case format::AllocKind::kNewArray:
-        return with_alignment("new[]", alignment);
-    case format::AllocKind::kAligned:
-        return "aligned_alloc";
-    default:
-        return "malloc";
-    }
-}
-
-std::string free_name(format::FreeKind k, uint8_t alignment) {
-    switch (k) {
-    case format::FreeKind::kDelete:
-        return with_alignment("delete", alignment);
-    case format::FreeKind::kDeleteArray:
-        return with_alignment("delete[]", alignment);
-    default:
-        return "free";
-    }
-}
-
-// A realloc of a live block, in a mismatch key (FreeKind values start at 1).
-constexpr int kReallocRelease = 0;
-
-// Which release function matches an allocation function.
-bool matches(format::AllocKind a, format::FreeKind f) {
-    switch (a) {
-    case format::AllocKind::kNew:
-        return f == format::FreeKind::kDelete;
-    case format::AllocKind::kNewArray:
-        return f == format::FreeKind::kDeleteArray;
-    default:
-        return f == format::FreeKind::kFree;
-    }
-}
-
 } // namespace
-
-struct LiveBlock {
-    uint64_t size;
-    size_t site;
-    format::AllocKind kind;
-    uint8_t alignment; // alignment_code of an operator new form with std::align_val_t
-};
-
-// The blocks live at a point of the replay, by address.
-using LiveBlocks = reader::AddressMap<LiveBlock>;
 
 struct Session::Impl : reader::EventSink {
     SessionOptions options;
@@ -154,6 +92,7 @@ struct Session::Impl : reader::EventSink {
         trace_index = traces.size();
         functions.emplace_back();
         fns = &functions.back();
+        heap.begin_trace(trace_index, *history, *fns);
         current.clear();
         last_stream = UINT32_MAX;
         last_thread = nullptr;
@@ -861,336 +800,30 @@ struct Session::Impl : reader::EventSink {
         close_all(t);
     }
 
-    // ---- memory --------------------------------------------------------------------------
-    // While reading, sites are keyed by (trace, addresses innermost first) in `raw_sites`;
-    // blocks live per trace. The report's sites are those with the same named frames merged:
-    // an object loaded again at another address (a plugin dlopened and dlclosed in a loop)
-    // gives new addresses to the same code.
-    MemoryReport memory;
-    // A site: (trace, return addresses innermost first, the module of each address at the
-    // time when another object was also loaded at that address, else kNoModule).
-    using SiteKey = std::tuple<size_t, std::vector<uint64_t>, std::vector<size_t>>;
-    std::map<SiteKey, size_t> site_index;
-    std::vector<SiteKey> site_keys;
-    std::vector<MemorySite> raw_sites;    // by SiteKey index; stacks stay empty
-    std::vector<Mismatch> raw_mismatches; // `site` indexes raw_sites
-    // What names a frame: function name, file, line, module path.
-    using FrameKey = std::tuple<std::string, std::string, uint32_t, std::string>;
-    std::map<std::vector<FrameKey>, size_t> merged_index; // named stack -> memory.sites index
-    std::vector<size_t> merged_of;                        // raw site -> memory.sites index
-    LiveBlocks live;
-    std::map<std::tuple<size_t, int, int>, size_t> mismatch_index;
-    uint64_t trace_peak_rss = 0;
-    FunctionResolver resolver;
-
-    size_t site_of(ThreadReplay& s, uint32_t stack, uint64_t ticks) {
-        if (stack) {
-            if (auto known = s.memory.unwound_site.find(stack);
-                known != s.memory.unwound_site.end())
-                return known->second;
-            auto it = s.memory.unwound.find(stack);
-            if (it == s.memory.unwound.end()) return site_of_addresses({}, ticks);
-            bool timeless = true;
-            size_t site = site_of_addresses(std::vector<uint64_t>(it->second), ticks, &timeless);
-            if (timeless) s.memory.unwound_site[stack] = site;
-            return site;
-        }
-        std::vector<uint64_t> addresses;
-        if (s.counting) // the path of its position, innermost first
-            for (uint32_t n = s.position; n; n = s.nodes[n].parent)
-                addresses.push_back(fns->address[s.nodes[n].function]);
-        else
-            for (auto f = s.stack.rbegin(); f != s.stack.rend(); ++f)
-                addresses.push_back(fns->address[s.nodes[f->node].function]);
-        return site_of_addresses(std::move(addresses), ticks);
-    }
-    // `timeless` is cleared when an address of the stack belonged to two objects (dlclose,
-    // then another dlopen at that address): the site then depends on the time.
-    size_t site_of_addresses(std::vector<uint64_t> addresses, uint64_t ticks,
-                             bool* timeless = nullptr) {
-        std::vector<size_t> modules;
-        for (size_t i = 0; i < addresses.size(); ++i) {
-            if (!reused(addresses[i])) continue;
-            modules.resize(addresses.size(), reader::kNoModule);
-            modules[i] = history->module_at(addresses[i], ticks);
-            if (timeless) *timeless = false;
-        }
-        SiteKey key{trace_index, std::move(addresses), std::move(modules)};
-        auto [it, fresh] = site_index.try_emplace(key, raw_sites.size());
-        if (fresh) {
-            raw_sites.emplace_back();
-            site_keys.push_back(std::move(key));
-        }
-        return it->second;
-    }
-
-    // Memory events are matched in time order: a block freed by another thread may come
-    // earlier in the file than its allocation. They are buffered until no record older than
-    // them can follow (on_chunk_done), then replayed, so that memory grows with the live
-    // blocks, sites and threads of a trace, not with its length. Temporaries depend on one
-    // thread's order only and are decided as records arrive.
-    struct MemoryEvent {
-        uint64_t ticks;
-        uint64_t seq; // order of arrival: ties in time replay in file order
-        uint64_t ptr;
-        uint64_t size;         // allocations
-        size_t site;           // allocations
-        uint8_t op;            // 0 allocation, 1 free, 2 release by realloc
-        uint8_t kind;          // AllocKind or FreeKind
-        uint8_t alignment = 0; // alignment_code (operator new and delete with std::align_val_t)
-    };
-    reader::TimeOrderedReplay<MemoryEvent> memory_replay;
-
-    // The heap of the trace being read, replayed: the running total, its peak and what each
-    // site held at the peak. `pending` holds each site's change since the latest peak (sites
-    // listed in `touched`), folded into `at_peak` when a new peak is reached: every event is
-    // folded at most once.
-    struct HeapReplay {
-        int64_t current = 0, peak = 0;
-        uint64_t peak_ticks = 0;
-        std::vector<int64_t> at_peak, pending;
-        std::vector<uint8_t> is_touched;
-        std::vector<size_t> touched;
-        // Timeline: one point per `step` events (the interval's maximum); when there are too
-        // many points, neighbours are merged and the step doubles.
-        std::vector<std::pair<uint64_t, int64_t>> points; // (ticks, live bytes)
-        uint64_t step = 1, in_step = 0;
-        int64_t window_max = 0;
-        uint64_t last_ticks = 0;
-    } heap;
-
-    void heap_change(uint64_t ticks, int64_t delta, size_t site) {
-        HeapReplay& h = heap;
-        if (site >= h.pending.size()) {
-            size_t n = std::max(site + 1, raw_sites.size());
-            h.pending.resize(n, 0);
-            h.at_peak.resize(n, 0);
-            h.is_touched.resize(n, 0);
-        }
-        h.current += delta;
-        h.pending[site] += delta;
-        if (!h.is_touched[site]) h.is_touched[site] = 1, h.touched.push_back(site);
-        if (h.current > h.peak) {
-            h.peak = h.current;
-            h.peak_ticks = ticks;
-            for (size_t t : h.touched) {
-                h.at_peak[t] += h.pending[t];
-                h.pending[t] = 0;
-                h.is_touched[t] = 0;
-            }
-            h.touched.clear();
-        }
-        h.window_max = std::max(h.window_max, h.current);
-        h.last_ticks = ticks;
-        if (++h.in_step == h.step) {
-            h.points.emplace_back(ticks, h.window_max);
-            h.window_max = h.current;
-            h.in_step = 0;
-            if (h.points.size() >= 4000) {
-                size_t j = 0;
-                for (size_t i = 0; i + 1 < h.points.size(); i += 2)
-                    h.points[j++] = {h.points[i + 1].first,
-                                     std::max(h.points[i].second, h.points[i + 1].second)};
-                h.points.resize(j);
-                h.step *= 2;
-            }
-        }
-    }
-
-    void note_temporary_on_free(ThreadReplay& s, uint64_t ptr, bool by_free) {
-        if (by_free && s.memory.last_alloc == ptr && ptr) {
-            ++raw_sites[s.memory.last_alloc_site].temporary;
-            ++memory.temporary;
-        }
-        s.memory.last_alloc = 0;
-    }
-
-    void buffer_event(uint32_t stream, MemoryEvent e) {
-        if (e.ticks < memory_replay.replayed_upto()) ++memory.late_events;
-        memory_replay.push(stream, e);
-    }
-
+    // ---- memory: the heap replay (heap_replay.hpp) -------------------------------------
+    HeapReplay heap;
     void on_alloc(uint32_t id, uint64_t ticks, uint64_t ptr, uint64_t size, uint32_t stack,
                   format::AllocKind kind, uint64_t alignment) override {
-        ThreadReplay& s = thread(id);
-        size_t site = site_of(s, stack, ticks);
-        buffer_event(id, MemoryEvent{ticks, 0, ptr, size, site, 0, uint8_t(kind),
-                                     alignment_code(alignment)});
-        s.memory.last_alloc = ptr;
-        s.memory.last_alloc_site = site;
+        heap.on_alloc(thread(id), id, ticks, ptr, size, stack, kind, alignment);
     }
     void on_free(uint32_t id, uint64_t ticks, uint64_t ptr, format::FreeKind kind,
                  uint64_t alignment) override {
-        ThreadReplay& s = thread(id);
-        note_temporary_on_free(s, ptr, true);
-        buffer_event(id,
-                     MemoryEvent{ticks, 0, ptr, 0, 0, 1, uint8_t(kind), alignment_code(alignment)});
+        heap.on_free(thread(id), id, ticks, ptr, kind, alignment);
     }
     void on_realloc(uint32_t id, uint64_t ticks, uint64_t old_ptr, uint64_t ptr, uint64_t size,
                     uint32_t stack) override {
-        ThreadReplay& s = thread(id);
-        // As heaptrack counts it: the moved block was temporary if it was this thread's latest.
-        if (old_ptr) {
-            if (s.memory.last_alloc == old_ptr) {
-                ++raw_sites[s.memory.last_alloc_site].temporary;
-                ++memory.temporary;
-            }
-            buffer_event(id, MemoryEvent{ticks, 0, old_ptr, 0, 0, 2, 0});
-        }
-        size_t site = site_of(s, stack, ticks);
-        buffer_event(
-            id, MemoryEvent{ticks, 0, ptr, size, site, 0, uint8_t(format::AllocKind::kMalloc)});
-        s.memory.last_alloc = ptr;
-        s.memory.last_alloc_site = site;
+        heap.on_realloc(thread(id), id, ticks, old_ptr, ptr, size, stack);
     }
+    void on_stack(uint32_t id, uint32_t stack, const std::vector<uint64_t>& pcs) override {
+        heap.on_stack(thread(id), stack, pcs);
+    }
+    void on_rss(uint32_t, uint64_t ticks, uint64_t bytes) override { heap.on_rss(ticks, bytes); }
     void on_chunk_done(uint64_t sync_ticks) override {
         ++chunks_read;
         definitions = 0;
-        memory_replay.chunk_done(sync_ticks, [&](const MemoryEvent& e) { replay_event(e); });
+        heap.chunk_done(sync_ticks);
     }
-
-    // One allocation or release, replayed in time order against the live blocks.
-    void replay_event(const MemoryEvent& e) {
-        memory.present = true;
-        if (e.op == 0) {
-            ++memory.allocations;
-            memory.bytes_allocated += e.size;
-            MemorySite& ms = raw_sites[e.site];
-            ++ms.allocations;
-            ms.bytes += e.size;
-            live.set(e.ptr, LiveBlock{e.size, e.site, format::AllocKind(e.kind), e.alignment});
-            heap_change(e.ticks, int64_t(e.size), e.site);
-            return;
-        }
-        if (e.op == 1) ++memory.frees;
-        const LiveBlock* found = live.find(e.ptr);
-        if (!found) {
-            if (e.op == 1) ++memory.unknown_frees;
-            return;
-        }
-        const LiveBlock& b = *found;
-        // realloc may only move what malloc and its kin allocated, not a new or new[] block.
-        bool realloc_of_new = e.op == 2 && (b.kind == format::AllocKind::kNew ||
-                                            b.kind == format::AllocKind::kNewArray);
-        // An operator new form with std::align_val_t is released by the delete form with the
-        // same alignment, and only by it (C++17 [new.delete]).
-        bool mismatched_free =
-            e.op == 1 && (!matches(b.kind, format::FreeKind(e.kind)) || b.alignment != e.alignment);
-        if (mismatched_free || realloc_of_new) {
-            int release = e.op == 2 ? kReallocRelease : int(e.kind) | e.alignment << 8;
-            auto key = std::make_tuple(b.site, int(b.kind) | b.alignment << 8, release);
-            auto [mt, fresh] = mismatch_index.try_emplace(key, raw_mismatches.size());
-            if (fresh)
-                raw_mismatches.push_back(Mismatch{
-                    alloc_name(b.kind, b.alignment),
-                    e.op == 2 ? "realloc" : free_name(format::FreeKind(e.kind), e.alignment), 0,
-                    b.site});
-            ++raw_mismatches[mt->second].count;
-        }
-        heap_change(e.ticks, -int64_t(b.size), b.site);
-        live.erase(found);
-    }
-
-    void on_stack(uint32_t id, uint32_t stack, const std::vector<uint64_t>& pcs) override {
-        ThreadReplay& s = thread(id);
-        s.memory.unwound[stack] = pcs;
-        s.memory.unwound_site.erase(stack);
-    }
-    void on_rss(uint32_t, uint64_t ticks, uint64_t bytes) override {
-        memory.present = true;
-        trace_peak_rss = std::max(trace_peak_rss, bytes);
-        rss_ticks.emplace_back(ticks, bytes);
-    }
-    std::vector<std::pair<uint64_t, uint64_t>> rss_ticks;
-
-    // End of one trace: leaks, the peak and its contributors, timelines.
-    void finish_memory(const reader::TraceInfo& info) {
-        memory_replay.replay(UINT64_MAX, [&](const MemoryEvent& e) { replay_event(e); });
-        memory_replay.clear();
-        double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
-        uint64_t t0 = info.header.start_ticks;
-        auto secs = [&](uint64_t t) { return t > t0 ? (t - t0) / tps : 0.0; };
-        live.for_each([&](uint64_t, const LiveBlock& b) {
-            raw_sites[b.site].leaked_bytes += b.size;
-            ++raw_sites[b.site].leaked_blocks;
-            memory.leaked_bytes += b.size;
-            ++memory.leaked_blocks;
-        });
-        live.clear();
-        HeapReplay& h = heap;
-        if (uint64_t(h.peak) > memory.peak_heap) {
-            memory.peak_heap = uint64_t(h.peak);
-            memory.peak_heap_time = secs(h.peak_ticks);
-            for (size_t i = 0; i < raw_sites.size(); ++i) {
-                int64_t v = i < h.at_peak.size() ? h.at_peak[i] : 0;
-                raw_sites[i].peak_bytes = v > 0 ? uint64_t(v) : 0;
-            }
-        }
-        // Timelines: 2000 to 4000 points per trace, each an interval's maximum.
-        for (auto& [t, b] : h.points) memory.heap_timeline.emplace_back(secs(t), double(b));
-        if (h.in_step) memory.heap_timeline.emplace_back(secs(h.last_ticks), double(h.window_max));
-        heap = HeapReplay{};
-        std::sort(rss_ticks.begin(), rss_ticks.end());
-        for (auto& [t, b] : rss_ticks) memory.rss_timeline.emplace_back(secs(t), double(b));
-        rss_ticks.clear();
-        if (info.meta.count("memory_profiler")) memory.present = true; // even with no records
-        if (auto it = info.meta.find("peak_rss"); it != info.meta.end())
-            trace_peak_rss =
-                std::max<uint64_t>(trace_peak_rss, std::strtoull(it->second.c_str(), nullptr, 10));
-        if (memory.present) memory.peak_rss = std::max(memory.peak_rss, trace_peak_rss);
-        trace_peak_rss = 0;
-    }
-
-    // Names the frames of the raw sites not named yet (those of the trace just read) and
-    // rebuilds the report's sites and mismatches: raw sites whose frames all name the same
-    // function, file, line and module are one site, with their counts summed (the bytes of
-    // each at the peak too, so the sum is the merged site's).
-    void merge_sites() {
-        merged_of.resize(raw_sites.size(), SIZE_MAX);
-        for (size_t i = 0; i < raw_sites.size(); ++i) {
-            if (merged_of[i] != SIZE_MAX) continue;
-            auto& [trace, addresses, modules] = site_keys[i];
-            std::vector<MemoryFrame> stack;
-            std::vector<FrameKey> key;
-            for (size_t k = 0; k < addresses.size(); ++k) {
-                size_t module = k < modules.size() ? modules[k] : reader::kNoModule;
-                Function f = resolver.describe(traces[trace], addresses[k], module);
-                key.emplace_back(f.name, f.file, f.line, f.module);
-                stack.push_back(MemoryFrame{f.name, f.file, f.module, f.line});
-            }
-            auto [it, fresh] = merged_index.try_emplace(std::move(key), memory.sites.size());
-            if (fresh) {
-                memory.sites.emplace_back();
-                memory.sites.back().stack = std::move(stack);
-            }
-            merged_of[i] = it->second;
-        }
-        for (MemorySite& m : memory.sites) {
-            std::vector<MemoryFrame> stack = std::move(m.stack);
-            m = MemorySite{};
-            m.stack = std::move(stack);
-        }
-        for (size_t i = 0; i < raw_sites.size(); ++i) {
-            const MemorySite& r = raw_sites[i];
-            MemorySite& m = memory.sites[merged_of[i]];
-            m.allocations += r.allocations;
-            m.bytes += r.bytes;
-            m.temporary += r.temporary;
-            m.peak_bytes += r.peak_bytes;
-            m.leaked_bytes += r.leaked_bytes;
-            m.leaked_blocks += r.leaked_blocks;
-        }
-        memory.mismatches.clear();
-        std::map<std::tuple<size_t, std::string, std::string>, size_t> by_site;
-        for (const Mismatch& r : raw_mismatches) {
-            size_t site = merged_of[r.site];
-            auto [it, fresh] = by_site.try_emplace({site, r.allocated_with, r.freed_with},
-                                                   memory.mismatches.size());
-            if (fresh)
-                memory.mismatches.push_back(Mismatch{r.allocated_with, r.freed_with, 0, site});
-            memory.mismatches[it->second].count += r.count;
-        }
-    }
+    FunctionResolver resolver;
 
     // The end of a trace: frames still open (the thread ended without unwinding: exit() from
     // deep inside, a thread killed with the process) close at its end.
@@ -1205,11 +838,11 @@ struct Session::Impl : reader::EventSink {
         }
         time_trace(first_thread);
         if (options.observer) options.observer->trace_done(trace_index);
-        if (options.memory) finish_memory(info);
+        if (options.memory) heap.finish_memory(info);
         traces.push_back(info);
         if (stack_sampled) add_sampled_lines(traces.back());
         // Name the frames of the memory sites found in this trace, and merge alike stacks.
-        if (options.memory && name_sites) merge_sites();
+        if (options.memory && name_sites) heap.merge_sites(traces, resolver);
     }
 
     // The line tables of a trace sampled from outside, as the line view reads marked lines: a
@@ -1406,40 +1039,8 @@ struct Session::Impl : reader::EventSink {
         }
         events_read += other.events_read;
         if (!options.memory) return;
-        MemoryReport& m = other.memory;
-        size_t offset = raw_sites.size();
-        // The sites' bytes at the peak heap are those of the trace whose peak is the highest.
-        bool higher = m.peak_heap > memory.peak_heap;
-        for (MemorySite& site : higher ? raw_sites : other.raw_sites) site.peak_bytes = 0;
-        if (higher) {
-            memory.peak_heap = m.peak_heap;
-            memory.peak_heap_time = m.peak_heap_time;
-        }
-        for (size_t i = 0; i < other.raw_sites.size(); ++i) {
-            auto& [key_trace, addresses, modules] = other.site_keys[i];
-            SiteKey key{trace, std::move(addresses), std::move(modules)};
-            site_keys.push_back(std::move(key));
-            raw_sites.push_back(other.raw_sites[i]);
-        }
-        for (Mismatch mm : other.raw_mismatches) {
-            mm.site += offset;
-            raw_mismatches.push_back(std::move(mm));
-        }
-        memory.present |= m.present;
-        memory.allocations += m.allocations;
-        memory.frees += m.frees;
-        memory.temporary += m.temporary;
-        memory.bytes_allocated += m.bytes_allocated;
-        memory.peak_rss = std::max(memory.peak_rss, m.peak_rss);
-        memory.leaked_bytes += m.leaked_bytes;
-        memory.leaked_blocks += m.leaked_blocks;
-        memory.unknown_frees += m.unknown_frees;
-        memory.late_events += m.late_events;
-        memory.heap_timeline.insert(memory.heap_timeline.end(), m.heap_timeline.begin(),
-                                    m.heap_timeline.end());
-        memory.rss_timeline.insert(memory.rss_timeline.end(), m.rss_timeline.begin(),
-                                   m.rss_timeline.end());
-        merge_sites();
+        heap.absorb(other.heap, trace);
+        heap.merge_sites(traces, resolver);
     }
 
     // ---- derived models ----------------------------------------------------------------
@@ -1739,7 +1340,7 @@ TimeBasis Session::time_basis(const ThreadFilter& filter) const {
     return impl_->time_basis(filter);
 }
 const MemoryReport& Session::memory() const {
-    return impl_->memory;
+    return impl_->heap.memory;
 }
 
 uint64_t Session::function_address(size_t trace, uint32_t function) const {

@@ -181,4 +181,17 @@ struct TraceFunctions {
     }
 };
 
+// The addresses of thread `s`'s stack now, innermost first: the functions of its open frames,
+// or of a counting thread's position. (The call replay's one input to the heap replay.)
+inline std::vector<uint64_t> stack_addresses(const ThreadReplay& s, const TraceFunctions& fns) {
+    std::vector<uint64_t> addresses;
+    if (s.counting) // the path of its position, innermost first
+        for (uint32_t n = s.position; n; n = s.nodes[n].parent)
+            addresses.push_back(fns.address[s.nodes[n].function]);
+    else
+        for (auto f = s.stack.rbegin(); f != s.stack.rend(); ++f)
+            addresses.push_back(fns.address[s.nodes[f->node].function]);
+    return addresses;
+}
+
 } // namespace prof::analysis::engine
