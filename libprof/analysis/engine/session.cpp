@@ -4,6 +4,7 @@
 #include "analysis/engine/session.hpp"
 #include "analysis/engine/derive.hpp"
 #include "analysis/engine/heap_replay.hpp"
+#include "analysis/engine/sample_time.hpp"
 #include "analysis/engine/thread_replay.hpp"
 
 #include "reader/elf_symbols.hpp"
@@ -22,9 +23,7 @@
 
 namespace prof::analysis {
 using namespace engine;
-namespace {
-
-} // namespace
+namespace {} // namespace
 
 struct Session::Impl : reader::EventSink {
     SessionOptions options;
@@ -57,25 +56,9 @@ struct Session::Impl : reader::EventSink {
     // Intervals longer than this (clock units) are noted for the time off CPU; INT64_MAX
     // until the trace shows samples.
     int64_t long_interval = INT64_MAX;
-    bool untimed_hooks = false; // the trace's hooks read no clock per call (PROF_TIME=sampled)
-    // The trace holds sampled call stacks and no hooks' records (profrun --sample, --pid):
-    // times from the samples, no call counts. Its addresses' functions, by sampled address.
-    bool stack_sampled = false;
+    // A trace sampled without instrumentation: its addresses' functions, by sampled address.
     std::unordered_map<uint64_t, uint32_t> sampled_functions; // address -> define()
     std::unordered_map<uint64_t, uint32_t> inlined_functions; // inlined call's id -> define()
-    // Its line tables: samples and CPU ns per (stream, function, source line), each sample
-    // counted once on every line of its stack (line_profiler's time: the line and its callees).
-    struct SampledLine {
-        uint64_t samples = 0, ns = 0;
-    };
-    std::map<std::tuple<uint32_t, uint32_t, std::string, uint32_t>, SampledLine> sampled_lines;
-    double units_per_ns = 0;   // clock units per nanosecond
-    int64_t sample_period = 0; // clock units between samples the runtime asked for
-    // How each trace read was timed (Profile::time), by trace.
-    std::vector<TimeBasis> time_bases;
-    // The symbol tables of the trace's objects on disk, by path, for place_samples (null: none
-    // usable).
-    std::unordered_map<std::string, std::unique_ptr<reader::ElfSymbols>> module_symbols;
 
     explicit Impl(SessionOptions o) : options(std::move(o)) {}
 
@@ -93,6 +76,9 @@ struct Session::Impl : reader::EventSink {
         trace_index = traces.size();
         functions.emplace_back();
         fns = &functions.back();
+        timing.layout = &layout;
+        timing.fns = fns;
+        timing.source = options.time;
         heap.begin_trace(trace_index, *history, *fns);
         current.clear();
         last_stream = UINT32_MAX;
@@ -108,38 +94,38 @@ struct Session::Impl : reader::EventSink {
         cost_in = scaled(layout.overhead_in);
         cost_out = scaled(layout.overhead_out);
         cost_line = scaled(layout.line_overhead);
-        units_per_ns = tps / 1e9 * (1 << kClockFraction);
+        timing.units_per_ns = tps / 1e9 * (1 << kClockFraction);
         double hz = 0;
         if (auto it = layout.meta.find("sample_hz"); it != layout.meta.end())
             hz = std::strtod(it->second.c_str(), nullptr);
-        sample_period = int64_t((hz > 0 ? 1e9 / hz : 1e6) * units_per_ns);
-        long_interval =
-            hz > 0 && options.time != TimeSource::kTraced ? long_interval_units() : INT64_MAX;
+        timing.sample_period = int64_t((hz > 0 ? 1e9 / hz : 1e6) * timing.units_per_ns);
+        long_interval = hz > 0 && options.time != TimeSource::kTraced ? timing.long_interval_units()
+                                                                      : INT64_MAX;
         // PROF_TIME=sampled: the hooks read the clock only after the thread was off CPU, so
         // the intervals between events are no call's duration and only the samples time it.
         auto time = layout.meta.find("time");
-        untimed_hooks = time != layout.meta.end() && time->second == "sampled";
-        stack_sampled = layout.meta.count("sampler") != 0;
+        timing.untimed_hooks = time != layout.meta.end() && time->second == "sampled";
+        timing.stack_sampled = layout.meta.count("sampler") != 0;
         sampled_functions.clear();
         inlined_functions.clear();
-        sampled_lines.clear();
-        if (stack_sampled && options.time == TimeSource::kTraced)
+        timing.sampled_lines.clear();
+        if (timing.stack_sampled && options.time == TimeSource::kTraced)
             throw reader::TraceError(layout.path,
                                      "sampled without instrumentation (profrun --sample or "
                                      "--pid): it has no traced times (leave out --time traced)");
-        if (stack_sampled && options.observer)
+        if (timing.stack_sampled && options.observer)
             throw reader::TraceError(layout.path,
                                      "sampled without instrumentation (profrun --sample or "
                                      "--pid): a timeline needs the calls' own times (export "
                                      "speedscope without --from, --to or --min-duration: the "
                                      "sampled stacks)");
         // Nor do they give a timeline (an observer) the calls' own times.
-        if (untimed_hooks && options.time == TimeSource::kTraced)
+        if (timing.untimed_hooks && options.time == TimeSource::kTraced)
             throw reader::TraceError(layout.path,
                                      "recorded with PROF_TIME=sampled: its hooks read no clock "
                                      "per call, so it has no traced times (leave out --time "
                                      "traced)");
-        if (untimed_hooks && options.observer)
+        if (timing.untimed_hooks && options.observer)
             throw reader::TraceError(
                 layout.path, "recorded with PROF_TIME=sampled, its hooks read no clock per call: a "
                              "timeline needs them (record with PROF_TIME=traced, or export "
@@ -206,185 +192,17 @@ struct Session::Impl : reader::EventSink {
         t.last = ticks;
     }
 
-    // ---- sampled time --------------------------------------------------------------------
-    // On CPU, a sample stands for the thread's CPU time since the one before it (its clock is
-    // in the record) and goes to the frame open where it was taken. Off CPU (sleeping,
-    // blocked, preempted), the time of a span less its CPU time was spent in the span's long
-    // intervals between events: the CPU time the short ones leave is spread over them as
-    // evenly as their lengths allow, and the rest of each is its time off CPU.
-    int64_t long_interval_units() const { return int64_t(20e3 * units_per_ns); } // 20 us
-    // CPU nanoseconds as clock units, at most kMaxCpuUnits: a damaged trace's CPU clock can
-    // jump by up to 2^64 ns, which no int64_t of units holds.
-    int64_t cpu_units(uint64_t ns) const {
-        double units = double(ns) * units_per_ns;
-        return units < double(kMaxCpuUnits) ? int64_t(units) : kMaxCpuUnits;
-    }
-    // The CPU time from `earlier` to `later` in clock units; 0 when the clock went back.
-    int64_t cpu_units_between(uint64_t later, uint64_t earlier) const {
-        return later > earlier ? cpu_units(later - earlier) : 0;
-    }
-    static uint32_t top(const ThreadReplay& t) { return t.stack.empty() ? 0 : t.stack.back().node; }
-    // The path node of call tree node `node` of a counting thread (0 for one not defined: a
-    // damaged trace's).
-    static uint32_t tree_node(const ThreadReplay& t, uint32_t node) {
-        return node < t.tree.size() ? t.tree[node] : 0;
+    // ---- sampled time: the sample time room (sample_time.hpp) ----------------------------
+    SampleTime timing;
+    void on_sample(uint32_t id, const reader::SampleRecord& r) override {
+        if (options.time == TimeSource::kTraced) return;
+        if (long_interval == INT64_MAX) long_interval = timing.long_interval_units();
+        ThreadReplay& t = thread(id);
+        advance(t, r.ticks, true);
+        timing.sample(t, r);
     }
     void note_long(ThreadReplay& t, int64_t elapsed) {
         t.long_intervals.push_back(LongInterval{top(t), elapsed});
-    }
-    static void count_samples(ThreadReplay& t, uint32_t node, uint64_t n) {
-        if (!n) return;
-        if (t.node_samples.size() <= node) t.node_samples.resize(t.nodes.size(), 0);
-        t.node_samples[node] += n;
-    }
-    static void give(ThreadReplay& t, uint32_t node, int64_t units) {
-        if (units <= 0) return;
-        if (t.self.size() <= node) t.self.resize(t.nodes.size(), 0);
-        t.self[node] += units;
-    }
-    // A sample's CPU time to the node open where it was taken; one that names the instruction
-    // it interrupted waits for the end of the trace (place_samples).
-    static void charge(ThreadReplay& t, uint32_t node, const reader::SampleRecord& r,
-                       int64_t units) {
-        if (!r.ip) {
-            give(t, node, units);
-            count_samples(t, node, r.count);
-            return;
-        }
-        t.placed.push_back(PlacedSample{node, r.ip, units, r.count});
-    }
-    // The function whose code holds `ip` (its entry address), from the symbol table of the
-    // object on disk loaded there; 0 when none is known.
-    uint64_t function_holding(uint64_t ip) {
-        size_t m = layout.module_index_at(ip);
-        if (m == reader::kNoModule) return 0;
-        const reader::Module& mod = layout.modules[m];
-        auto [it, fresh] = module_symbols.try_emplace(mod.path);
-        if (fresh) {
-            auto elf = std::make_unique<reader::ElfSymbols>(mod.path);
-            // Another build at the same path is no help (the names would lie too).
-            if (elf->ok() && (mod.build_id.empty() || elf->build_id() == mod.build_id))
-                it->second = std::move(elf);
-        }
-        if (!it->second) return 0;
-        const reader::ElfSymbols::Entry* e = it->second->find(ip - mod.base);
-        return e ? e->start + mod.base : 0;
-    }
-    // Whether function `f` is that of node `node` or of one of its ancestors.
-    static bool on_path(const ThreadReplay& t, uint32_t node, uint32_t f) {
-        for (; node; node = t.nodes[node].parent)
-            if (t.nodes[node].function == f) return true;
-        return false;
-    }
-    // The samples that named their instruction, to their nodes. A sample taken in an
-    // instrumented function that is not on its node's path is in the prologue or the epilogue
-    // of a function that node called (before the callee's enter hook ran, or after its exit
-    // hook): code of the callee, whose node has it, as an uninstrumented program's profile
-    // would. One in a function on the path stays: the node's own code, or code of a function
-    // inlined into an ancestor whose hooks the compiler kept (GCC), which lies inside the
-    // ancestor's symbol. Code of a function without hooks (the C library, an excluded
-    // function) stays the node's.
-    void place_samples(ThreadReplay& t) {
-        for (const PlacedSample& p : t.placed) {
-            uint32_t node = p.node;
-            uint64_t entry = function_holding(p.ip);
-            auto callee = entry ? fns->index.find({entry, reader::kNoModule}) : fns->index.end();
-            if (callee != fns->index.end() && !on_path(t, node, callee->second))
-                node = t.child(node, callee->second);
-            give(t, node, p.units);
-            count_samples(t, node, p.samples);
-        }
-        std::vector<PlacedSample>().swap(t.placed);
-    }
-    void on_sample(uint32_t id, const reader::SampleRecord& r) override {
-        if (options.time == TimeSource::kTraced) return;
-        if (long_interval == INT64_MAX) long_interval = long_interval_units();
-        ThreadReplay& t = thread(id);
-        advance(t, r.ticks, true);
-        if (r.at_node) return counted_sample(t, r);
-        bool first = !t.sampled;
-        if (first) {
-            t.sampled = true;
-            t.span_ticks = t.first;
-        }
-        t.samples += r.count;
-        t.own_samples += r.own_count;
-        int64_t own = cpu_units(r.own_ns);
-        t.own += own;
-        int64_t cpu = cpu_units_between(r.cpu_ns, t.span_cpu_ns);
-        uint32_t node = top(t);
-        if (untimed_hooks) {
-            count_samples(t, node, r.count); // 1.6: no ip, the node's
-            // PROF_TIME=sampled: a record of count 0 after the first is the clocks the hooks
-            // read after a switch. The span ends there, and its one interval longer than the
-            // hooks' records carry is the one that holds the switch (its time off CPU). A
-            // sample weighs all CPU time since the last sample charged.
-            if (first || r.count) {
-                int64_t weight = cpu_units_between(r.cpu_ns, t.charged_cpu_ns);
-                if (!first) {
-                    t.sampled_cpu += weight;
-                    give(t, node, weight - own - t.own_waiting - t.scope_credit);
-                }
-                t.charged_cpu_ns = r.cpu_ns;
-                t.own_waiting = 0;
-            } else {
-                t.own_waiting += own;
-            }
-            close_span(t, r.ticks, cpu, node);
-            t.span_cpu_ns = r.cpu_ns;
-            return;
-        }
-        // A record of count 0 is the clocks read when sampling began (the thread's first) or
-        // ended: the first span is not sampled; the last one's CPU time goes to the frame open
-        // at the end, or the one closed last.
-        if (r.count) {
-            t.sampled_cpu += cpu;
-            charge(t, node, r, cpu - own - t.scope_credit);
-        } else if (!first && !t.spans_closed) {
-            if (t.stack.empty()) node = t.last_top;
-            t.sampled_cpu += cpu;
-            give(t, node, cpu - own - t.scope_credit);
-            t.spans_closed = true;
-        }
-        close_span(t, r.ticks, cpu, node);
-        t.span_cpu_ns = r.cpu_ns;
-    }
-    // ---- counting threads (1.9): calls in a call tree, times from the samples alone ------
-    // Every Sample record of a counting thread carries its clocks and names the node it was
-    // written in. Between two such records the thread stayed in that node whenever it was off
-    // CPU (the runtime writes one at the first hook after the thread was descheduled, before
-    // that hook changes the node), so the wall time between them less their CPU time is that
-    // node's time off CPU. A sample (count > 0) weighs all CPU time since the last sample
-    // charged, less the profiler's, and gives it to its node, as the sampling estimator does;
-    // a record of count 0 charges nothing, its CPU time waits for the next sample.
-    void counted_sample(ThreadReplay& t, const reader::SampleRecord& r) {
-        uint32_t node = tree_node(t, r.node);
-        t.clock_node = node;
-        if (!t.sampled) { // a trace whose first record of the thread's clocks is this one
-            t.sampled = true;
-            t.span_ticks = r.ticks;
-            t.span_cpu_ns = t.charged_cpu_ns = r.cpu_ns;
-        }
-        t.samples += r.count;
-        t.own_samples += r.own_count;
-        int64_t own = cpu_units(r.own_ns);
-        t.own += own;
-        int64_t wall =
-            r.ticks > t.span_ticks ? int64_t((r.ticks - t.span_ticks) << kClockFraction) : 0;
-        int64_t cpu = cpu_units_between(r.cpu_ns, t.span_cpu_ns);
-        // (A CPU clock going back, in a damaged trace: no time off CPU.)
-        if (r.cpu_ns >= t.span_cpu_ns) give(t, node, wall - cpu);
-        if (r.count) {
-            int64_t weight = cpu_units_between(r.cpu_ns, t.charged_cpu_ns);
-            t.sampled_cpu += weight;
-            charge(t, node, r, weight - own - t.own_waiting);
-            t.charged_cpu_ns = r.cpu_ns;
-            t.own_waiting = 0;
-        } else {
-            t.own_waiting += own;
-        }
-        t.span_ticks = std::max(t.span_ticks, r.ticks);
-        t.span_cpu_ns = std::max(t.span_cpu_ns, r.cpu_ns);
     }
     // The thread begins counting at `ticks`, its CPU clock then `cpu_ns`. The span since its
     // last sample closes here as a traced span (its time off CPU to its long intervals); its CPU
@@ -393,7 +211,7 @@ struct Session::Impl : reader::EventSink {
         ThreadReplay& t = thread(id);
         // PROF_TIME=auto: the thread's calls have their times up to here only (a trace whose
         // threads all count from their start was refused by begin_trace already).
-        if (!untimed_hooks && (options.time == TimeSource::kTraced || options.observer)) {
+        if (!timing.untimed_hooks && (options.time == TimeSource::kTraced || options.observer)) {
             std::string when = fmt::format(
                 "the hooks stopped reading the clock per call at {:.3f} s, once the run had "
                 "samples enough to time it (PROF_TIME=auto)",
@@ -411,17 +229,8 @@ struct Session::Impl : reader::EventSink {
         t.counting = true;
         t.position = t.clock_node = top(t);
         if (options.time == TimeSource::kTraced) return;
-        if (long_interval == INT64_MAX) long_interval = long_interval_units();
-        if (!t.sampled) {
-            t.sampled = true;
-            t.span_ticks = ticks;
-            t.span_cpu_ns = t.charged_cpu_ns = cpu_ns;
-            return;
-        }
-        int64_t cpu = cpu_units_between(cpu_ns, t.span_cpu_ns);
-        t.charged_cpu_ns = t.span_cpu_ns;
-        close_span(t, ticks, cpu, top(t));
-        t.span_cpu_ns = std::max(t.span_cpu_ns, cpu_ns);
+        if (long_interval == INT64_MAX) long_interval = timing.long_interval_units();
+        timing.begin_counting(t, ticks, cpu_ns);
     }
     void on_call_node(uint32_t id, uint32_t node, uint32_t parent, uint32_t fn) override {
         ThreadReplay& t = thread(id);
@@ -455,7 +264,7 @@ struct Session::Impl : reader::EventSink {
         ThreadReplay& t = thread(id);
         int64_t weight = charge_stack(t, id, ticks, stack, cpu_ns, true);
         ++t.samples;
-        count_samples(t, t.charged_node, 1);
+        SampleTime::count_samples(t, t.charged_node, 1);
         t.sampled_cpu += weight;
     }
     // A stretch off CPU of a sampled thread (profrun --idle): like a sample, with the wall time
@@ -506,12 +315,12 @@ struct Session::Impl : reader::EventSink {
             }
         for (const LineAt& at : lines) {
             uint32_t fn = at.fn;
-            SampledLine& l = sampled_lines[{id, fn, *at.file, at.line}];
+            SampleTime::SampledLine& l = timing.sampled_lines[{id, fn, *at.file, at.line}];
             l.samples += hit ? 1 : 0;
             l.ns += ns;
         }
-        int64_t weight = cpu_units(ns);
-        give(t, node, weight);
+        int64_t weight = timing.cpu_units(ns);
+        SampleTime::give(t, node, weight);
         t.charged_node = node;
         tick_progress(ticks);
         return weight;
@@ -536,122 +345,6 @@ struct Session::Impl : reader::EventSink {
         }
         return resolve(t, it->second, ticks);
     }
-    // Ends the span at `ticks`, of which `cpu` was on CPU: its time off CPU goes to its long
-    // intervals, what they cannot hold to node `rest`.
-    void close_span(ThreadReplay& t, uint64_t ticks, int64_t cpu, uint32_t rest) {
-        int64_t wall = ticks > t.span_ticks ? int64_t((ticks - t.span_ticks) << kClockFraction) : 0;
-        int64_t off = wall - cpu;
-        if (off > 0) {
-            std::vector<LongInterval>& l = t.long_intervals;
-            int64_t in_long = 0;
-            for (const LongInterval& i : l) in_long += i.length;
-            // The short intervals ran on CPU; the CPU time left is spread over the long ones
-            // up to a common level.
-            int64_t left = std::clamp<int64_t>(cpu - (wall - in_long), 0, in_long);
-            std::sort(l.begin(), l.end(), [](const LongInterval& a, const LongInterval& b) {
-                return a.length < b.length;
-            });
-            int64_t given = 0;
-            for (size_t i = 0; i < l.size(); ++i) {
-                int64_t level = left / int64_t(l.size() - i);
-                int64_t on = std::min(l[i].length, level);
-                left -= on;
-                give(t, l[i].node, l[i].length - on);
-                given += l[i].length - on;
-            }
-            give(t, rest, off - given);
-        }
-        t.long_intervals.clear();
-        t.scope_credit = 0;
-        t.span_ticks = ticks;
-    }
-    // The last span of a sampled thread, from its last sample to its end: its CPU time is
-    // not measured, at most one sampling period, and goes to the frame open at the end (or
-    // the last one closed).
-    void close_last_span(ThreadReplay& t) {
-        if (!t.sampled || t.spans_closed) return;
-        t.spans_closed = true;
-        if (t.counting) {
-            // The CPU time since the last sample charged, to the node of the last clocks (the
-            // runtime writes them when the thread ends or the process finishes); after them,
-            // a killed thread's last moments are unknown.
-            int64_t waiting = cpu_units_between(t.span_cpu_ns, t.charged_cpu_ns);
-            t.sampled_cpu += waiting;
-            give(t, t.clock_node, waiting - t.own_waiting);
-            t.own_waiting = 0;
-            return;
-        }
-        int64_t wall =
-            t.last > t.span_ticks ? int64_t((t.last - t.span_ticks) << kClockFraction) : 0;
-        int64_t cpu = std::min(wall, sample_period);
-        uint32_t node = t.stack.empty() ? t.last_top : top(t);
-        // PROF_TIME=sampled: and the CPU time since the last sample, up to the last clocks.
-        int64_t waiting = untimed_hooks ? cpu_units_between(t.span_cpu_ns, t.charged_cpu_ns) : 0;
-        t.sampled_cpu += waiting;
-        give(t, node, waiting - t.own_waiting + cpu - t.scope_credit);
-        t.own_waiting = 0;
-        close_span(t, t.last, cpu, node);
-    }
-    // How the traces that `filter` covers were timed.
-    TimeBasis time_basis(const ThreadFilter& filter) const {
-        TimeBasis all;
-        all.chosen = options.time;
-        for (size_t i = 0; i < time_bases.size(); ++i)
-            if (filter.all() || filter.trace == i) all.add(time_bases[i]);
-        return all;
-    }
-    // Whether the trace is timed by its samples, and its node totals from them if so.
-    void time_trace(size_t first_thread) {
-        TimeBasis b;
-        // Samples in the profiler count too: the program's total is then known (the CPU
-        // clock in the records is exact), only its split among functions is estimated.
-        uint64_t samples = 0;
-        for (size_t i = first_thread; i < threads.size(); ++i)
-            samples += threads[i]->samples + threads[i]->own_samples;
-        // A trace whose hooks read no clock has the samples' times only, however few.
-        bool counted = false;
-        for (size_t i = first_thread; i < threads.size(); ++i) counted |= threads[i]->counting;
-        bool use = untimed_hooks || stack_sampled || counted ? true
-                   : options.time == TimeSource::kSampled    ? samples > 0
-                   : options.time == TimeSource::kAuto       ? samples >= kEnoughSamples
-                                                             : false;
-        if (!use) {
-            b.traced_traces = 1;
-            if (samples) b.too_few = samples;
-            time_bases.push_back(b);
-            return;
-        }
-        b.sampled_traces = 1;
-        b.untimed_traces = untimed_hooks || counted ? 1 : 0;
-        b.switched_traces = counted && !untimed_hooks ? 1 : 0;
-        b.uncounted_traces = stack_sampled ? 1 : 0;
-        if (layout.meta.count("sample_idle")) {
-            b.idle_traces = 1;
-            if (auto a = layout.meta.find("off_cpu_approximate_ns"); a != layout.meta.end())
-                b.idle_approximate_seconds = std::strtod(a->second.c_str(), nullptr) / 1e9;
-        }
-        double tps = layout.ticks_per_second > 0 ? layout.ticks_per_second : 1e9;
-        double seconds_per_unit = kClockUnit / tps;
-        for (size_t i = first_thread; i < threads.size(); ++i) {
-            ThreadReplay& t = *threads[i];
-            b.samples += t.samples;
-            b.own_samples += t.own_samples;
-            b.cpu_seconds += double(t.sampled_cpu) * seconds_per_unit;
-            b.own_seconds += double(t.own) * seconds_per_unit;
-            b.off_cpu_seconds += double(t.off_cpu) * seconds_per_unit;
-            b.off_cpu_records += t.off_cpu_records;
-            if (!t.sampled) continue; // too short to be sampled: the hooks' clock
-            // Own times to totals: children come after their parents.
-            t.self.resize(t.nodes.size(), 0);
-            for (size_t n = t.nodes.size(); n-- > 1;) {
-                t.nodes[n].total = t.self[n];
-                t.self[t.nodes[n].parent] += t.self[n];
-            }
-            std::vector<int64_t>().swap(t.self);
-        }
-        time_bases.push_back(b);
-    }
-
     // The trace function that a call of stream function `fn` at `ticks` is.
     uint32_t resolve(ThreadReplay&, uint32_t mapped, uint64_t ticks) {
         if (!(mapped & kReusedBit)) return mapped;
@@ -776,7 +469,7 @@ struct Session::Impl : reader::EventSink {
         // Samples taken during the run landed in the scope's parent (the run's record is
         // written after it): sampled, the run keeps the time it measured.
         if (long_interval != INT64_MAX) {
-            give(t, top(t), run);
+            SampleTime::give(t, top(t), run);
             t.scope_credit += run;
         }
         close(t);
@@ -797,7 +490,7 @@ struct Session::Impl : reader::EventSink {
     void on_thread_end(uint32_t id, uint64_t ticks) override {
         ThreadReplay& t = thread(id);
         advance(t, ticks);
-        close_last_span(t);
+        timing.close_last_span(t);
         close_all(t);
     }
 
@@ -833,45 +526,18 @@ struct Session::Impl : reader::EventSink {
         for (size_t i = first_thread; i < threads.size(); ++i) {
             ThreadReplay& t = *threads[i];
             add_tree_calls(t);
-            place_samples(t);
+            timing.place_samples(t);
             if (!t.stack.empty()) advance(t, std::max(info.end_ticks, t.last));
-            close_last_span(t);
+            timing.close_last_span(t);
             close_all(t);
         }
-        time_trace(first_thread);
+        timing.time_trace(threads, first_thread);
         if (options.observer) options.observer->trace_done(trace_index);
         if (options.memory) heap.finish_memory(info);
         traces.push_back(info);
-        if (stack_sampled) add_sampled_lines(traces.back());
+        if (timing.stack_sampled) timing.add_sampled_lines(traces.back());
         // Name the frames of the memory sites found in this trace, and merge alike stacks.
         if (options.memory && name_sites) heap.merge_sites(traces, resolver);
-    }
-
-    // The line tables of a trace sampled from outside, as the line view reads marked lines: a
-    // site per (function, source line) with the samples as its hits and their CPU time as its
-    // ticks (the clock is in nanoseconds). The sites' addresses are made up, above every
-    // user-space address, so that they name nothing else.
-    void add_sampled_lines(reader::TraceInfo& info) {
-        uint64_t next = uint64_t(0xfffe) << 48;
-        std::map<std::tuple<uint32_t, std::string, uint32_t>, uint64_t> site_of;
-        for (const auto& [key, l] : sampled_lines) {
-            const auto& [stream, fn, file, line] = key;
-            auto [it, fresh] = site_of.try_emplace({fn, file, line}, next);
-            if (fresh) {
-                ++next;
-                reader::Site site;
-                site.kind = format::SiteKind::kLine;
-                site.line = line;
-                site.file = file;
-                const reader::Symbol* sym = info.symbol_at(fns->address[fn & ~kReusedBit]);
-                site.function = sym && !sym->name.empty() ? sym->name : "?";
-                info.sites[it->second] = std::move(site);
-            }
-            reader::LineStats ls;
-            ls.hits = l.samples;
-            ls.ticks = l.ns;
-            info.lines[{stream, it->second}].add(ls);
-        }
     }
 
     // Reads one trace to its end (`process`: its process records, when already read).
@@ -1033,7 +699,8 @@ struct Session::Impl : reader::EventSink {
         traces.push_back(std::move(other.traces.front()));
         functions.push_back(std::move(other.functions.front()));
         // How the trace was timed: without it, the merge reads as if no trace counted calls.
-        time_bases.insert(time_bases.end(), other.time_bases.begin(), other.time_bases.end());
+        timing.time_bases.insert(timing.time_bases.end(), other.timing.time_bases.begin(),
+                                 other.timing.time_bases.end());
         for (auto& t : other.threads) {
             t->trace = trace;
             t->index = threads.size();
@@ -1131,13 +798,13 @@ std::optional<ThreadFilter> Session::find_thread(uint32_t tid) const {
 
 Profile Session::profile(const ThreadFilter& filter) const {
     return build_profile(impl_->replayed(), filter, impl_->options.compensate,
-                         impl_->time_basis(filter));
+                         impl_->timing.time_basis(filter));
 }
 views::CallTree Session::call_tree(const views::CallTreeOptions& o) const {
-    return build_tree(impl_->replayed(), o, impl_->time_basis(o.thread));
+    return build_tree(impl_->replayed(), o, impl_->timing.time_basis(o.thread));
 }
 TimeBasis Session::time_basis(const ThreadFilter& filter) const {
-    return impl_->time_basis(filter);
+    return impl_->timing.time_basis(filter);
 }
 const MemoryReport& Session::memory() const {
     return impl_->heap.memory;

@@ -181,6 +181,16 @@ struct TraceFunctions {
     }
 };
 
+// The node of the frame on top of thread `t`'s stack (0: none open).
+inline uint32_t top(const ThreadReplay& t) {
+    return t.stack.empty() ? 0 : t.stack.back().node;
+}
+// The path node of call tree node `node` of a counting thread (0 for one not defined: a
+// damaged trace's).
+inline uint32_t tree_node(const ThreadReplay& t, uint32_t node) {
+    return node < t.tree.size() ? t.tree[node] : 0;
+}
+
 // The addresses of thread `s`'s stack now, innermost first: the functions of its open frames,
 // or of a counting thread's position. (The call replay's one input to the heap replay.)
 inline std::vector<uint64_t> stack_addresses(const ThreadReplay& s, const TraceFunctions& fns) {
