@@ -2,10 +2,13 @@
 // times on the thread's clock (session.hpp), and the allocations replayed in time order. The
 // profile, the call tree and the memory report are derived from what it kept.
 #include "analysis/engine/session.hpp"
+#include "analysis/engine/derive.hpp"
+#include "analysis/engine/heap_replay.hpp"
+#include "analysis/engine/read_parallel.hpp"
+#include "analysis/engine/sample_time.hpp"
+#include "analysis/engine/thread_replay.hpp"
 
-#include "reader/address_map.hpp"
 #include "reader/elf_symbols.hpp"
-#include "reader/time_order.hpp"
 
 #include <fmt/format.h>
 
@@ -20,238 +23,8 @@
 #include <unordered_map>
 
 namespace prof::analysis {
-namespace {
-
-constexpr uint32_t kNoCaller = UINT32_MAX;
-// In ThreadReplay::fn_map: the function's address was occupied by several objects in turn; the
-// object (and so the function) is chosen by the time of each call.
-constexpr uint32_t kReusedBit = 0x80000000u;
-constexpr uint32_t kUndefined = UINT32_MAX;
-
-// The thread's clock counts ticks in fixed point, with this many fractional bits: the
-// compensated costs are fractions of a tick, and integer sums are exact and fast.
-constexpr int kClockFraction = 8;
-// The most CPU time one step of a thread's samples may stand for, in clock units: 2^58, over
-// five days at 2.5 GHz (a valid trace's steps are periods of milliseconds).
-constexpr int64_t kMaxCpuUnits = int64_t(1) << 58;
-constexpr double kClockUnit = 1.0 / (1 << kClockFraction); // ticks
-
-// Fewer CPU samples than this (the program's and the profiler's) time a trace by the hooks'
-// clock (TimeSource::kAuto): below, a run is shorter than half a second of CPU time at 250 Hz.
-constexpr uint64_t kEnoughSamples = 100;
-
-// A call path: (parent path, function). Node 0 is the thread's root.
-struct PathNode {
-    uint32_t parent;
-    uint32_t function; // index into the trace's functions
-    uint64_t calls = 0;
-    int64_t total = 0; // on the thread's clock, inclusive
-    double ticks() const { return double(total) * kClockUnit; }
-};
-
-// (parent, function) -> node, open addressing: the one lookup of every call.
-class PathIndex {
-  public:
-    PathIndex() { rehash(1024); }
-    // The node of `key`, or `fresh` after recording it as that.
-    uint32_t find_or_add(uint64_t key, uint32_t fresh) {
-        size_t i = slot(key);
-        for (;; i = (i + 1) & mask_) {
-            if (slots_[i].key == key) return slots_[i].value;
-            if (slots_[i].key == kEmpty) break;
-        }
-        slots_[i] = Slot{key, fresh};
-        if (++size_ * 2 > slots_.size()) rehash(slots_.size() * 2);
-        return fresh;
-    }
-
-  private:
-    static constexpr uint64_t kEmpty = UINT64_MAX;
-    struct Slot {
-        uint64_t key = kEmpty;
-        uint32_t value = 0;
-    };
-    size_t slot(uint64_t key) const { return size_t((key * 0x9e3779b97f4a7c15ULL) >> shift_); }
-    void rehash(size_t n) {
-        std::vector<Slot> old(n);
-        old.swap(slots_);
-        mask_ = n - 1;
-        shift_ = 64 - __builtin_ctzll(n);
-        for (const Slot& e : old) {
-            if (e.key == kEmpty) continue;
-            size_t i = slot(e.key);
-            while (slots_[i].key != kEmpty) i = (i + 1) & mask_;
-            slots_[i] = e;
-        }
-    }
-    std::vector<Slot> slots_;
-    size_t mask_ = 0, size_ = 0;
-    int shift_ = 0;
-};
-
-struct Frame {
-    uint32_t node;
-    int64_t start; // the thread's clock when the frame opened
-};
-
-// An interval between two events of a thread long enough to have been spent off CPU, in the
-// span between two samples: the frame on top then, and its length on the thread's clock.
-struct LongInterval {
-    uint32_t node;
-    int64_t length;
-};
-
-// A sample's CPU time, held until the end of its trace: the node open where it was taken, and
-// the instruction it interrupted (format 1.9), which may be another function's.
-struct PlacedSample {
-    uint32_t node;
-    uint64_t ip;
-    int64_t units;
-    uint64_t samples;
-};
-
-// One thread of one trace.
-struct ThreadReplay {
-    size_t trace = 0;
-    uint32_t stream = 0;
-    size_t index = 0;             // in Session order
-    std::vector<uint32_t> fn_map; // the stream's Function index -> trace function (| kReusedBit)
-    std::unordered_map<uint64_t, uint32_t> address_fn; // EnterAddress records
-    std::vector<PathNode> nodes{PathNode{kNoCaller, kUndefined}};
-    uint64_t seen = 0; // Impl::order_key() when the thread's first record was read
-    PathIndex paths;
-    std::vector<Frame> stack;
-    // The clock (session.hpp, "the time model"): ticks since the trace started, less the
-    // profiler's cost; `pending` is that cost in the interval since the last event.
-    bool started = false;
-    uint64_t first = 0, last = 0;
-    int64_t clock = 0, pending = 0;
-    uint64_t unmatched_exits = 0;
-    // Sampled time (session.hpp, "the time model"), in the clock's units: each node's own
-    // time, from the samples that landed in it and the time off CPU located in it. A span is
-    // the time between two samples; `span_*` are its start's clocks.
-    bool sampled = false, spans_closed = false;
-    uint64_t span_ticks = 0, span_cpu_ns = 0;
-    // PROF_TIME=sampled: the CPU clock of the last sample that was charged (clock records of
-    // count 0 end spans but charge nothing: the next sample weighs everything since).
-    uint64_t charged_cpu_ns = 0;
-    int64_t own_waiting = 0;                  // the profiler's CPU time reported since then
-    std::vector<LongInterval> long_intervals; // of this span
-    int64_t scope_credit = 0; // scope runs' time in this span, already given to their nodes
-    uint32_t last_top = 0;    // the last frame closed, once none is open
-    std::vector<int64_t> self;
-    // CPU samples per node, the innermost frame of each (sampled traces; pprof's samples/count).
-    std::vector<uint64_t> node_samples;
-    uint32_t charged_node = 0; // the node charge_stack gave its time to last
-    uint64_t samples = 0, own_samples = 0;
-    int64_t own = 0, sampled_cpu = 0; // the profiler's CPU time, all CPU time sampled
-    int64_t off_cpu = 0;              // time off CPU of a sampled thread (OffCpu records)
-    uint64_t off_cpu_records = 0;
-    // Memory: unwound stacks (Stack records) and the latest allocation for temporaries.
-    std::unordered_map<uint32_t, std::vector<uint64_t>> unwound; // Stack id -> return addresses
-    std::unordered_map<uint32_t, size_t> unwound_site;           // Stack id -> memory site
-    uint64_t last_alloc = 0; // the latest allocation, while nothing else was allocated since
-    size_t last_alloc_site = 0;
-    // 1.9: from its Counting record on, the thread counted its calls in a call tree of its own:
-    // the path node of each of its nodes (0: the root), their calls, and the node its records
-    // are in (Position: the call path of memory records with stack 0).
-    bool counting = false;
-    std::vector<uint32_t> tree{0};
-    std::vector<uint64_t> tree_calls;
-    std::vector<PlacedSample> placed; // Session::Impl::charge
-    uint32_t position = 0;
-    uint32_t clock_node = 0; // the node of its last Sample record (or where it began counting)
-
-    uint32_t child(uint32_t parent, uint32_t function) {
-        uint32_t n = paths.find_or_add(uint64_t(parent) << 32 | function, uint32_t(nodes.size()));
-        if (n == nodes.size()) nodes.push_back(PathNode{parent, function});
-        return n;
-    }
-};
-
-// The functions of one trace: (address, object) pairs, the object given only for addresses
-// that several objects occupied in turn.
-struct TraceFunctions {
-    std::vector<uint64_t> address;
-    std::vector<size_t> module;
-    std::vector<uint64_t> seen; // Impl::order_key() when the function was first called
-    // Met as a function inlined into a sampled frame (a Location record's inlined call).
-    std::vector<bool> inlined;
-    std::map<std::pair<uint64_t, size_t>, uint32_t> index;
-    uint32_t of(uint64_t a, size_t m, uint64_t order) {
-        auto [it, fresh] = index.try_emplace({a, m}, uint32_t(address.size()));
-        if (fresh) {
-            address.push_back(a);
-            module.push_back(m);
-            seen.push_back(order);
-            inlined.push_back(false);
-        }
-        return it->second;
-    }
-};
-
-// An operator new or delete form's std::align_val_t (format 1.4), as log2 + 1: 0 = none.
-uint8_t alignment_code(uint64_t alignment) {
-    return alignment ? uint8_t(std::min(__builtin_ctzll(alignment) + 1, 64)) : 0;
-}
-
-// The operator's name with its alignment argument, as the program wrote it:
-// new(std::align_val_t(64)).
-std::string with_alignment(const char* name, uint8_t code) {
-    if (!code) return name;
-    return fmt::format("{}(std::align_val_t({}))", name, uint64_t(1) << (code - 1));
-}
-
-std::string alloc_name(format::AllocKind k, uint8_t alignment) {
-    switch (k) {
-    case format::AllocKind::kNew:
-        return with_alignment("new", alignment);
-    case format::AllocKind::kNewArray:
-        return with_alignment("new[]", alignment);
-    case format::AllocKind::kAligned:
-        return "aligned_alloc";
-    default:
-        return "malloc";
-    }
-}
-
-std::string free_name(format::FreeKind k, uint8_t alignment) {
-    switch (k) {
-    case format::FreeKind::kDelete:
-        return with_alignment("delete", alignment);
-    case format::FreeKind::kDeleteArray:
-        return with_alignment("delete[]", alignment);
-    default:
-        return "free";
-    }
-}
-
-// A realloc of a live block, in a mismatch key (FreeKind values start at 1).
-constexpr int kReallocRelease = 0;
-
-// Which release function matches an allocation function.
-bool matches(format::AllocKind a, format::FreeKind f) {
-    switch (a) {
-    case format::AllocKind::kNew:
-        return f == format::FreeKind::kDelete;
-    case format::AllocKind::kNewArray:
-        return f == format::FreeKind::kDeleteArray;
-    default:
-        return f == format::FreeKind::kFree;
-    }
-}
-
-} // namespace
-
-struct LiveBlock {
-    uint64_t size;
-    size_t site;
-    format::AllocKind kind;
-    uint8_t alignment; // alignment_code of an operator new form with std::align_val_t
-};
-
-// The blocks live at a point of the replay, by address.
-using LiveBlocks = reader::AddressMap<LiveBlock>;
+using namespace engine;
+namespace {} // namespace
 
 struct Session::Impl : reader::EventSink {
     SessionOptions options;
@@ -284,25 +57,9 @@ struct Session::Impl : reader::EventSink {
     // Intervals longer than this (clock units) are noted for the time off CPU; INT64_MAX
     // until the trace shows samples.
     int64_t long_interval = INT64_MAX;
-    bool untimed_hooks = false; // the trace's hooks read no clock per call (PROF_TIME=sampled)
-    // The trace holds sampled call stacks and no hooks' records (profrun --sample, --pid):
-    // times from the samples, no call counts. Its addresses' functions, by sampled address.
-    bool stack_sampled = false;
+    // A trace sampled without instrumentation: its addresses' functions, by sampled address.
     std::unordered_map<uint64_t, uint32_t> sampled_functions; // address -> define()
     std::unordered_map<uint64_t, uint32_t> inlined_functions; // inlined call's id -> define()
-    // Its line tables: samples and CPU ns per (stream, function, source line), each sample
-    // counted once on every line of its stack (line_profiler's time: the line and its callees).
-    struct SampledLine {
-        uint64_t samples = 0, ns = 0;
-    };
-    std::map<std::tuple<uint32_t, uint32_t, std::string, uint32_t>, SampledLine> sampled_lines;
-    double units_per_ns = 0;   // clock units per nanosecond
-    int64_t sample_period = 0; // clock units between samples the runtime asked for
-    // How each trace read was timed (Profile::time), by trace.
-    std::vector<TimeBasis> time_bases;
-    // The symbol tables of the trace's objects on disk, by path, for place_samples (null: none
-    // usable).
-    std::unordered_map<std::string, std::unique_ptr<reader::ElfSymbols>> module_symbols;
 
     explicit Impl(SessionOptions o) : options(std::move(o)) {}
 
@@ -320,6 +77,10 @@ struct Session::Impl : reader::EventSink {
         trace_index = traces.size();
         functions.emplace_back();
         fns = &functions.back();
+        timing.layout = &layout;
+        timing.fns = fns;
+        timing.source = options.time;
+        heap.begin_trace(trace_index, *history, *fns);
         current.clear();
         last_stream = UINT32_MAX;
         last_thread = nullptr;
@@ -334,38 +95,38 @@ struct Session::Impl : reader::EventSink {
         cost_in = scaled(layout.overhead_in);
         cost_out = scaled(layout.overhead_out);
         cost_line = scaled(layout.line_overhead);
-        units_per_ns = tps / 1e9 * (1 << kClockFraction);
+        timing.units_per_ns = tps / 1e9 * (1 << kClockFraction);
         double hz = 0;
         if (auto it = layout.meta.find("sample_hz"); it != layout.meta.end())
             hz = std::strtod(it->second.c_str(), nullptr);
-        sample_period = int64_t((hz > 0 ? 1e9 / hz : 1e6) * units_per_ns);
-        long_interval =
-            hz > 0 && options.time != TimeSource::kTraced ? long_interval_units() : INT64_MAX;
+        timing.sample_period = int64_t((hz > 0 ? 1e9 / hz : 1e6) * timing.units_per_ns);
+        long_interval = hz > 0 && options.time != TimeSource::kTraced ? timing.long_interval_units()
+                                                                      : INT64_MAX;
         // PROF_TIME=sampled: the hooks read the clock only after the thread was off CPU, so
         // the intervals between events are no call's duration and only the samples time it.
         auto time = layout.meta.find("time");
-        untimed_hooks = time != layout.meta.end() && time->second == "sampled";
-        stack_sampled = layout.meta.count("sampler") != 0;
+        timing.untimed_hooks = time != layout.meta.end() && time->second == "sampled";
+        timing.stack_sampled = layout.meta.count("sampler") != 0;
         sampled_functions.clear();
         inlined_functions.clear();
-        sampled_lines.clear();
-        if (stack_sampled && options.time == TimeSource::kTraced)
+        timing.sampled_lines.clear();
+        if (timing.stack_sampled && options.time == TimeSource::kTraced)
             throw reader::TraceError(layout.path,
                                      "sampled without instrumentation (profrun --sample or "
                                      "--pid): it has no traced times (leave out --time traced)");
-        if (stack_sampled && options.observer)
+        if (timing.stack_sampled && options.observer)
             throw reader::TraceError(layout.path,
                                      "sampled without instrumentation (profrun --sample or "
                                      "--pid): a timeline needs the calls' own times (export "
                                      "speedscope without --from, --to or --min-duration: the "
                                      "sampled stacks)");
         // Nor do they give a timeline (an observer) the calls' own times.
-        if (untimed_hooks && options.time == TimeSource::kTraced)
+        if (timing.untimed_hooks && options.time == TimeSource::kTraced)
             throw reader::TraceError(layout.path,
                                      "recorded with PROF_TIME=sampled: its hooks read no clock "
                                      "per call, so it has no traced times (leave out --time "
                                      "traced)");
-        if (untimed_hooks && options.observer)
+        if (timing.untimed_hooks && options.observer)
             throw reader::TraceError(
                 layout.path, "recorded with PROF_TIME=sampled, its hooks read no clock per call: a "
                              "timeline needs them (record with PROF_TIME=traced, or export "
@@ -432,185 +193,17 @@ struct Session::Impl : reader::EventSink {
         t.last = ticks;
     }
 
-    // ---- sampled time --------------------------------------------------------------------
-    // On CPU, a sample stands for the thread's CPU time since the one before it (its clock is
-    // in the record) and goes to the frame open where it was taken. Off CPU (sleeping,
-    // blocked, preempted), the time of a span less its CPU time was spent in the span's long
-    // intervals between events: the CPU time the short ones leave is spread over them as
-    // evenly as their lengths allow, and the rest of each is its time off CPU.
-    int64_t long_interval_units() const { return int64_t(20e3 * units_per_ns); } // 20 us
-    // CPU nanoseconds as clock units, at most kMaxCpuUnits: a damaged trace's CPU clock can
-    // jump by up to 2^64 ns, which no int64_t of units holds.
-    int64_t cpu_units(uint64_t ns) const {
-        double units = double(ns) * units_per_ns;
-        return units < double(kMaxCpuUnits) ? int64_t(units) : kMaxCpuUnits;
-    }
-    // The CPU time from `earlier` to `later` in clock units; 0 when the clock went back.
-    int64_t cpu_units_between(uint64_t later, uint64_t earlier) const {
-        return later > earlier ? cpu_units(later - earlier) : 0;
-    }
-    static uint32_t top(const ThreadReplay& t) { return t.stack.empty() ? 0 : t.stack.back().node; }
-    // The path node of call tree node `node` of a counting thread (0 for one not defined: a
-    // damaged trace's).
-    static uint32_t tree_node(const ThreadReplay& t, uint32_t node) {
-        return node < t.tree.size() ? t.tree[node] : 0;
+    // ---- sampled time: the sample time room (sample_time.hpp) ----------------------------
+    SampleTime timing;
+    void on_sample(uint32_t id, const reader::SampleRecord& r) override {
+        if (options.time == TimeSource::kTraced) return;
+        if (long_interval == INT64_MAX) long_interval = timing.long_interval_units();
+        ThreadReplay& t = thread(id);
+        advance(t, r.ticks, true);
+        timing.sample(t, r);
     }
     void note_long(ThreadReplay& t, int64_t elapsed) {
         t.long_intervals.push_back(LongInterval{top(t), elapsed});
-    }
-    static void count_samples(ThreadReplay& t, uint32_t node, uint64_t n) {
-        if (!n) return;
-        if (t.node_samples.size() <= node) t.node_samples.resize(t.nodes.size(), 0);
-        t.node_samples[node] += n;
-    }
-    static void give(ThreadReplay& t, uint32_t node, int64_t units) {
-        if (units <= 0) return;
-        if (t.self.size() <= node) t.self.resize(t.nodes.size(), 0);
-        t.self[node] += units;
-    }
-    // A sample's CPU time to the node open where it was taken; one that names the instruction
-    // it interrupted waits for the end of the trace (place_samples).
-    static void charge(ThreadReplay& t, uint32_t node, const reader::SampleRecord& r,
-                       int64_t units) {
-        if (!r.ip) {
-            give(t, node, units);
-            count_samples(t, node, r.count);
-            return;
-        }
-        t.placed.push_back(PlacedSample{node, r.ip, units, r.count});
-    }
-    // The function whose code holds `ip` (its entry address), from the symbol table of the
-    // object on disk loaded there; 0 when none is known.
-    uint64_t function_holding(uint64_t ip) {
-        size_t m = layout.module_index_at(ip);
-        if (m == reader::kNoModule) return 0;
-        const reader::Module& mod = layout.modules[m];
-        auto [it, fresh] = module_symbols.try_emplace(mod.path);
-        if (fresh) {
-            auto elf = std::make_unique<reader::ElfSymbols>(mod.path);
-            // Another build at the same path is no help (the names would lie too).
-            if (elf->ok() && (mod.build_id.empty() || elf->build_id() == mod.build_id))
-                it->second = std::move(elf);
-        }
-        if (!it->second) return 0;
-        const reader::ElfSymbols::Entry* e = it->second->find(ip - mod.base);
-        return e ? e->start + mod.base : 0;
-    }
-    // Whether function `f` is that of node `node` or of one of its ancestors.
-    static bool on_path(const ThreadReplay& t, uint32_t node, uint32_t f) {
-        for (; node; node = t.nodes[node].parent)
-            if (t.nodes[node].function == f) return true;
-        return false;
-    }
-    // The samples that named their instruction, to their nodes. A sample taken in an
-    // instrumented function that is not on its node's path is in the prologue or the epilogue
-    // of a function that node called (before the callee's enter hook ran, or after its exit
-    // hook): code of the callee, whose node has it, as an uninstrumented program's profile
-    // would. One in a function on the path stays: the node's own code, or code of a function
-    // inlined into an ancestor whose hooks the compiler kept (GCC), which lies inside the
-    // ancestor's symbol. Code of a function without hooks (the C library, an excluded
-    // function) stays the node's.
-    void place_samples(ThreadReplay& t) {
-        for (const PlacedSample& p : t.placed) {
-            uint32_t node = p.node;
-            uint64_t entry = function_holding(p.ip);
-            auto callee = entry ? fns->index.find({entry, reader::kNoModule}) : fns->index.end();
-            if (callee != fns->index.end() && !on_path(t, node, callee->second))
-                node = t.child(node, callee->second);
-            give(t, node, p.units);
-            count_samples(t, node, p.samples);
-        }
-        std::vector<PlacedSample>().swap(t.placed);
-    }
-    void on_sample(uint32_t id, const reader::SampleRecord& r) override {
-        if (options.time == TimeSource::kTraced) return;
-        if (long_interval == INT64_MAX) long_interval = long_interval_units();
-        ThreadReplay& t = thread(id);
-        advance(t, r.ticks, true);
-        if (r.at_node) return counted_sample(t, r);
-        bool first = !t.sampled;
-        if (first) {
-            t.sampled = true;
-            t.span_ticks = t.first;
-        }
-        t.samples += r.count;
-        t.own_samples += r.own_count;
-        int64_t own = cpu_units(r.own_ns);
-        t.own += own;
-        int64_t cpu = cpu_units_between(r.cpu_ns, t.span_cpu_ns);
-        uint32_t node = top(t);
-        if (untimed_hooks) {
-            count_samples(t, node, r.count); // 1.6: no ip, the node's
-            // PROF_TIME=sampled: a record of count 0 after the first is the clocks the hooks
-            // read after a switch. The span ends there, and its one interval longer than the
-            // hooks' records carry is the one that holds the switch (its time off CPU). A
-            // sample weighs all CPU time since the last sample charged.
-            if (first || r.count) {
-                int64_t weight = cpu_units_between(r.cpu_ns, t.charged_cpu_ns);
-                if (!first) {
-                    t.sampled_cpu += weight;
-                    give(t, node, weight - own - t.own_waiting - t.scope_credit);
-                }
-                t.charged_cpu_ns = r.cpu_ns;
-                t.own_waiting = 0;
-            } else {
-                t.own_waiting += own;
-            }
-            close_span(t, r.ticks, cpu, node);
-            t.span_cpu_ns = r.cpu_ns;
-            return;
-        }
-        // A record of count 0 is the clocks read when sampling began (the thread's first) or
-        // ended: the first span is not sampled; the last one's CPU time goes to the frame open
-        // at the end, or the one closed last.
-        if (r.count) {
-            t.sampled_cpu += cpu;
-            charge(t, node, r, cpu - own - t.scope_credit);
-        } else if (!first && !t.spans_closed) {
-            if (t.stack.empty()) node = t.last_top;
-            t.sampled_cpu += cpu;
-            give(t, node, cpu - own - t.scope_credit);
-            t.spans_closed = true;
-        }
-        close_span(t, r.ticks, cpu, node);
-        t.span_cpu_ns = r.cpu_ns;
-    }
-    // ---- counting threads (1.9): calls in a call tree, times from the samples alone ------
-    // Every Sample record of a counting thread carries its clocks and names the node it was
-    // written in. Between two such records the thread stayed in that node whenever it was off
-    // CPU (the runtime writes one at the first hook after the thread was descheduled, before
-    // that hook changes the node), so the wall time between them less their CPU time is that
-    // node's time off CPU. A sample (count > 0) weighs all CPU time since the last sample
-    // charged, less the profiler's, and gives it to its node, as the sampling estimator does;
-    // a record of count 0 charges nothing, its CPU time waits for the next sample.
-    void counted_sample(ThreadReplay& t, const reader::SampleRecord& r) {
-        uint32_t node = tree_node(t, r.node);
-        t.clock_node = node;
-        if (!t.sampled) { // a trace whose first record of the thread's clocks is this one
-            t.sampled = true;
-            t.span_ticks = r.ticks;
-            t.span_cpu_ns = t.charged_cpu_ns = r.cpu_ns;
-        }
-        t.samples += r.count;
-        t.own_samples += r.own_count;
-        int64_t own = cpu_units(r.own_ns);
-        t.own += own;
-        int64_t wall =
-            r.ticks > t.span_ticks ? int64_t((r.ticks - t.span_ticks) << kClockFraction) : 0;
-        int64_t cpu = cpu_units_between(r.cpu_ns, t.span_cpu_ns);
-        // (A CPU clock going back, in a damaged trace: no time off CPU.)
-        if (r.cpu_ns >= t.span_cpu_ns) give(t, node, wall - cpu);
-        if (r.count) {
-            int64_t weight = cpu_units_between(r.cpu_ns, t.charged_cpu_ns);
-            t.sampled_cpu += weight;
-            charge(t, node, r, weight - own - t.own_waiting);
-            t.charged_cpu_ns = r.cpu_ns;
-            t.own_waiting = 0;
-        } else {
-            t.own_waiting += own;
-        }
-        t.span_ticks = std::max(t.span_ticks, r.ticks);
-        t.span_cpu_ns = std::max(t.span_cpu_ns, r.cpu_ns);
     }
     // The thread begins counting at `ticks`, its CPU clock then `cpu_ns`. The span since its
     // last sample closes here as a traced span (its time off CPU to its long intervals); its CPU
@@ -619,7 +212,7 @@ struct Session::Impl : reader::EventSink {
         ThreadReplay& t = thread(id);
         // PROF_TIME=auto: the thread's calls have their times up to here only (a trace whose
         // threads all count from their start was refused by begin_trace already).
-        if (!untimed_hooks && (options.time == TimeSource::kTraced || options.observer)) {
+        if (!timing.untimed_hooks && (options.time == TimeSource::kTraced || options.observer)) {
             std::string when = fmt::format(
                 "the hooks stopped reading the clock per call at {:.3f} s, once the run had "
                 "samples enough to time it (PROF_TIME=auto)",
@@ -637,17 +230,8 @@ struct Session::Impl : reader::EventSink {
         t.counting = true;
         t.position = t.clock_node = top(t);
         if (options.time == TimeSource::kTraced) return;
-        if (long_interval == INT64_MAX) long_interval = long_interval_units();
-        if (!t.sampled) {
-            t.sampled = true;
-            t.span_ticks = ticks;
-            t.span_cpu_ns = t.charged_cpu_ns = cpu_ns;
-            return;
-        }
-        int64_t cpu = cpu_units_between(cpu_ns, t.span_cpu_ns);
-        t.charged_cpu_ns = t.span_cpu_ns;
-        close_span(t, ticks, cpu, top(t));
-        t.span_cpu_ns = std::max(t.span_cpu_ns, cpu_ns);
+        if (long_interval == INT64_MAX) long_interval = timing.long_interval_units();
+        timing.begin_counting(t, ticks, cpu_ns);
     }
     void on_call_node(uint32_t id, uint32_t node, uint32_t parent, uint32_t fn) override {
         ThreadReplay& t = thread(id);
@@ -681,7 +265,7 @@ struct Session::Impl : reader::EventSink {
         ThreadReplay& t = thread(id);
         int64_t weight = charge_stack(t, id, ticks, stack, cpu_ns, true);
         ++t.samples;
-        count_samples(t, t.charged_node, 1);
+        SampleTime::count_samples(t, t.charged_node, 1);
         t.sampled_cpu += weight;
     }
     // A stretch off CPU of a sampled thread (profrun --idle): like a sample, with the wall time
@@ -711,7 +295,7 @@ struct Session::Impl : reader::EventSink {
                 if (l.fn == fn && l.line == line && *l.file == file) return;
             lines.push_back(LineAt{fn, &file, line});
         };
-        if (auto it = t.unwound.find(stack); it != t.unwound.end())
+        if (auto it = t.memory.unwound.find(stack); it != t.memory.unwound.end())
             for (size_t i = it->second.size(); i-- > 0;) {
                 uint64_t address = it->second[i];
                 uint32_t fn = sampled_function(t, address, ticks);
@@ -732,12 +316,12 @@ struct Session::Impl : reader::EventSink {
             }
         for (const LineAt& at : lines) {
             uint32_t fn = at.fn;
-            SampledLine& l = sampled_lines[{id, fn, *at.file, at.line}];
+            SampleTime::SampledLine& l = timing.sampled_lines[{id, fn, *at.file, at.line}];
             l.samples += hit ? 1 : 0;
             l.ns += ns;
         }
-        int64_t weight = cpu_units(ns);
-        give(t, node, weight);
+        int64_t weight = timing.cpu_units(ns);
+        SampleTime::give(t, node, weight);
         t.charged_node = node;
         tick_progress(ticks);
         return weight;
@@ -762,122 +346,6 @@ struct Session::Impl : reader::EventSink {
         }
         return resolve(t, it->second, ticks);
     }
-    // Ends the span at `ticks`, of which `cpu` was on CPU: its time off CPU goes to its long
-    // intervals, what they cannot hold to node `rest`.
-    void close_span(ThreadReplay& t, uint64_t ticks, int64_t cpu, uint32_t rest) {
-        int64_t wall = ticks > t.span_ticks ? int64_t((ticks - t.span_ticks) << kClockFraction) : 0;
-        int64_t off = wall - cpu;
-        if (off > 0) {
-            std::vector<LongInterval>& l = t.long_intervals;
-            int64_t in_long = 0;
-            for (const LongInterval& i : l) in_long += i.length;
-            // The short intervals ran on CPU; the CPU time left is spread over the long ones
-            // up to a common level.
-            int64_t left = std::clamp<int64_t>(cpu - (wall - in_long), 0, in_long);
-            std::sort(l.begin(), l.end(), [](const LongInterval& a, const LongInterval& b) {
-                return a.length < b.length;
-            });
-            int64_t given = 0;
-            for (size_t i = 0; i < l.size(); ++i) {
-                int64_t level = left / int64_t(l.size() - i);
-                int64_t on = std::min(l[i].length, level);
-                left -= on;
-                give(t, l[i].node, l[i].length - on);
-                given += l[i].length - on;
-            }
-            give(t, rest, off - given);
-        }
-        t.long_intervals.clear();
-        t.scope_credit = 0;
-        t.span_ticks = ticks;
-    }
-    // The last span of a sampled thread, from its last sample to its end: its CPU time is
-    // not measured, at most one sampling period, and goes to the frame open at the end (or
-    // the last one closed).
-    void close_last_span(ThreadReplay& t) {
-        if (!t.sampled || t.spans_closed) return;
-        t.spans_closed = true;
-        if (t.counting) {
-            // The CPU time since the last sample charged, to the node of the last clocks (the
-            // runtime writes them when the thread ends or the process finishes); after them,
-            // a killed thread's last moments are unknown.
-            int64_t waiting = cpu_units_between(t.span_cpu_ns, t.charged_cpu_ns);
-            t.sampled_cpu += waiting;
-            give(t, t.clock_node, waiting - t.own_waiting);
-            t.own_waiting = 0;
-            return;
-        }
-        int64_t wall =
-            t.last > t.span_ticks ? int64_t((t.last - t.span_ticks) << kClockFraction) : 0;
-        int64_t cpu = std::min(wall, sample_period);
-        uint32_t node = t.stack.empty() ? t.last_top : top(t);
-        // PROF_TIME=sampled: and the CPU time since the last sample, up to the last clocks.
-        int64_t waiting = untimed_hooks ? cpu_units_between(t.span_cpu_ns, t.charged_cpu_ns) : 0;
-        t.sampled_cpu += waiting;
-        give(t, node, waiting - t.own_waiting + cpu - t.scope_credit);
-        t.own_waiting = 0;
-        close_span(t, t.last, cpu, node);
-    }
-    // How the traces that `filter` covers were timed.
-    TimeBasis time_basis(const ThreadFilter& filter) const {
-        TimeBasis all;
-        all.chosen = options.time;
-        for (size_t i = 0; i < time_bases.size(); ++i)
-            if (filter.all() || filter.trace == i) all.add(time_bases[i]);
-        return all;
-    }
-    // Whether the trace is timed by its samples, and its node totals from them if so.
-    void time_trace(size_t first_thread) {
-        TimeBasis b;
-        // Samples in the profiler count too: the program's total is then known (the CPU
-        // clock in the records is exact), only its split among functions is estimated.
-        uint64_t samples = 0;
-        for (size_t i = first_thread; i < threads.size(); ++i)
-            samples += threads[i]->samples + threads[i]->own_samples;
-        // A trace whose hooks read no clock has the samples' times only, however few.
-        bool counted = false;
-        for (size_t i = first_thread; i < threads.size(); ++i) counted |= threads[i]->counting;
-        bool use = untimed_hooks || stack_sampled || counted ? true
-                   : options.time == TimeSource::kSampled    ? samples > 0
-                   : options.time == TimeSource::kAuto       ? samples >= kEnoughSamples
-                                                             : false;
-        if (!use) {
-            b.traced_traces = 1;
-            if (samples) b.too_few = samples;
-            time_bases.push_back(b);
-            return;
-        }
-        b.sampled_traces = 1;
-        b.untimed_traces = untimed_hooks || counted ? 1 : 0;
-        b.switched_traces = counted && !untimed_hooks ? 1 : 0;
-        b.uncounted_traces = stack_sampled ? 1 : 0;
-        if (layout.meta.count("sample_idle")) {
-            b.idle_traces = 1;
-            if (auto a = layout.meta.find("off_cpu_approximate_ns"); a != layout.meta.end())
-                b.idle_approximate_seconds = std::strtod(a->second.c_str(), nullptr) / 1e9;
-        }
-        double tps = layout.ticks_per_second > 0 ? layout.ticks_per_second : 1e9;
-        double seconds_per_unit = kClockUnit / tps;
-        for (size_t i = first_thread; i < threads.size(); ++i) {
-            ThreadReplay& t = *threads[i];
-            b.samples += t.samples;
-            b.own_samples += t.own_samples;
-            b.cpu_seconds += double(t.sampled_cpu) * seconds_per_unit;
-            b.own_seconds += double(t.own) * seconds_per_unit;
-            b.off_cpu_seconds += double(t.off_cpu) * seconds_per_unit;
-            b.off_cpu_records += t.off_cpu_records;
-            if (!t.sampled) continue; // too short to be sampled: the hooks' clock
-            // Own times to totals: children come after their parents.
-            t.self.resize(t.nodes.size(), 0);
-            for (size_t n = t.nodes.size(); n-- > 1;) {
-                t.nodes[n].total = t.self[n];
-                t.self[t.nodes[n].parent] += t.self[n];
-            }
-            std::vector<int64_t>().swap(t.self);
-        }
-        time_bases.push_back(b);
-    }
-
     // The trace function that a call of stream function `fn` at `ticks` is.
     uint32_t resolve(ThreadReplay&, uint32_t mapped, uint64_t ticks) {
         if (!(mapped & kReusedBit)) return mapped;
@@ -1002,7 +470,7 @@ struct Session::Impl : reader::EventSink {
         // Samples taken during the run landed in the scope's parent (the run's record is
         // written after it): sampled, the run keeps the time it measured.
         if (long_interval != INT64_MAX) {
-            give(t, top(t), run);
+            SampleTime::give(t, top(t), run);
             t.scope_credit += run;
         }
         close(t);
@@ -1023,339 +491,35 @@ struct Session::Impl : reader::EventSink {
     void on_thread_end(uint32_t id, uint64_t ticks) override {
         ThreadReplay& t = thread(id);
         advance(t, ticks);
-        close_last_span(t);
+        timing.close_last_span(t);
         close_all(t);
     }
 
-    // ---- memory --------------------------------------------------------------------------
-    // While reading, sites are keyed by (trace, addresses innermost first) in `raw_sites`;
-    // blocks live per trace. The report's sites are those with the same named frames merged:
-    // an object loaded again at another address (a plugin dlopened and dlclosed in a loop)
-    // gives new addresses to the same code.
-    MemoryReport memory;
-    // A site: (trace, return addresses innermost first, the module of each address at the
-    // time when another object was also loaded at that address, else kNoModule).
-    using SiteKey = std::tuple<size_t, std::vector<uint64_t>, std::vector<size_t>>;
-    std::map<SiteKey, size_t> site_index;
-    std::vector<SiteKey> site_keys;
-    std::vector<MemorySite> raw_sites;    // by SiteKey index; stacks stay empty
-    std::vector<Mismatch> raw_mismatches; // `site` indexes raw_sites
-    // What names a frame: function name, file, line, module path.
-    using FrameKey = std::tuple<std::string, std::string, uint32_t, std::string>;
-    std::map<std::vector<FrameKey>, size_t> merged_index; // named stack -> memory.sites index
-    std::vector<size_t> merged_of;                        // raw site -> memory.sites index
-    LiveBlocks live;
-    std::map<std::tuple<size_t, int, int>, size_t> mismatch_index;
-    uint64_t trace_peak_rss = 0;
-    FunctionResolver resolver;
-
-    size_t site_of(ThreadReplay& s, uint32_t stack, uint64_t ticks) {
-        if (stack) {
-            if (auto known = s.unwound_site.find(stack); known != s.unwound_site.end())
-                return known->second;
-            auto it = s.unwound.find(stack);
-            if (it == s.unwound.end()) return site_of_addresses({}, ticks);
-            bool timeless = true;
-            size_t site = site_of_addresses(std::vector<uint64_t>(it->second), ticks, &timeless);
-            if (timeless) s.unwound_site[stack] = site;
-            return site;
-        }
-        std::vector<uint64_t> addresses;
-        if (s.counting) // the path of its position, innermost first
-            for (uint32_t n = s.position; n; n = s.nodes[n].parent)
-                addresses.push_back(fns->address[s.nodes[n].function]);
-        else
-            for (auto f = s.stack.rbegin(); f != s.stack.rend(); ++f)
-                addresses.push_back(fns->address[s.nodes[f->node].function]);
-        return site_of_addresses(std::move(addresses), ticks);
-    }
-    // `timeless` is cleared when an address of the stack belonged to two objects (dlclose,
-    // then another dlopen at that address): the site then depends on the time.
-    size_t site_of_addresses(std::vector<uint64_t> addresses, uint64_t ticks,
-                             bool* timeless = nullptr) {
-        std::vector<size_t> modules;
-        for (size_t i = 0; i < addresses.size(); ++i) {
-            if (!reused(addresses[i])) continue;
-            modules.resize(addresses.size(), reader::kNoModule);
-            modules[i] = history->module_at(addresses[i], ticks);
-            if (timeless) *timeless = false;
-        }
-        SiteKey key{trace_index, std::move(addresses), std::move(modules)};
-        auto [it, fresh] = site_index.try_emplace(key, raw_sites.size());
-        if (fresh) {
-            raw_sites.emplace_back();
-            site_keys.push_back(std::move(key));
-        }
-        return it->second;
-    }
-
-    // Memory events are matched in time order: a block freed by another thread may come
-    // earlier in the file than its allocation. They are buffered until no record older than
-    // them can follow (on_chunk_done), then replayed, so that memory grows with the live
-    // blocks, sites and threads of a trace, not with its length. Temporaries depend on one
-    // thread's order only and are decided as records arrive.
-    struct MemoryEvent {
-        uint64_t ticks;
-        uint64_t seq; // order of arrival: ties in time replay in file order
-        uint64_t ptr;
-        uint64_t size;         // allocations
-        size_t site;           // allocations
-        uint8_t op;            // 0 allocation, 1 free, 2 release by realloc
-        uint8_t kind;          // AllocKind or FreeKind
-        uint8_t alignment = 0; // alignment_code (operator new and delete with std::align_val_t)
-    };
-    reader::TimeOrderedReplay<MemoryEvent> memory_replay;
-
-    // The heap of the trace being read, replayed: the running total, its peak and what each
-    // site held at the peak. `pending` holds each site's change since the latest peak (sites
-    // listed in `touched`), folded into `at_peak` when a new peak is reached: every event is
-    // folded at most once.
-    struct HeapReplay {
-        int64_t current = 0, peak = 0;
-        uint64_t peak_ticks = 0;
-        std::vector<int64_t> at_peak, pending;
-        std::vector<uint8_t> is_touched;
-        std::vector<size_t> touched;
-        // Timeline: one point per `step` events (the interval's maximum); when there are too
-        // many points, neighbours are merged and the step doubles.
-        std::vector<std::pair<uint64_t, int64_t>> points; // (ticks, live bytes)
-        uint64_t step = 1, in_step = 0;
-        int64_t window_max = 0;
-        uint64_t last_ticks = 0;
-    } heap;
-
-    void heap_change(uint64_t ticks, int64_t delta, size_t site) {
-        HeapReplay& h = heap;
-        if (site >= h.pending.size()) {
-            size_t n = std::max(site + 1, raw_sites.size());
-            h.pending.resize(n, 0);
-            h.at_peak.resize(n, 0);
-            h.is_touched.resize(n, 0);
-        }
-        h.current += delta;
-        h.pending[site] += delta;
-        if (!h.is_touched[site]) h.is_touched[site] = 1, h.touched.push_back(site);
-        if (h.current > h.peak) {
-            h.peak = h.current;
-            h.peak_ticks = ticks;
-            for (size_t t : h.touched) {
-                h.at_peak[t] += h.pending[t];
-                h.pending[t] = 0;
-                h.is_touched[t] = 0;
-            }
-            h.touched.clear();
-        }
-        h.window_max = std::max(h.window_max, h.current);
-        h.last_ticks = ticks;
-        if (++h.in_step == h.step) {
-            h.points.emplace_back(ticks, h.window_max);
-            h.window_max = h.current;
-            h.in_step = 0;
-            if (h.points.size() >= 4000) {
-                size_t j = 0;
-                for (size_t i = 0; i + 1 < h.points.size(); i += 2)
-                    h.points[j++] = {h.points[i + 1].first,
-                                     std::max(h.points[i].second, h.points[i + 1].second)};
-                h.points.resize(j);
-                h.step *= 2;
-            }
-        }
-    }
-
-    void note_temporary_on_free(ThreadReplay& s, uint64_t ptr, bool by_free) {
-        if (by_free && s.last_alloc == ptr && ptr) {
-            ++raw_sites[s.last_alloc_site].temporary;
-            ++memory.temporary;
-        }
-        s.last_alloc = 0;
-    }
-
-    void buffer_event(uint32_t stream, MemoryEvent e) {
-        if (e.ticks < memory_replay.replayed_upto()) ++memory.late_events;
-        memory_replay.push(stream, e);
-    }
-
+    // ---- memory: the heap replay (heap_replay.hpp) -------------------------------------
+    HeapReplay heap;
     void on_alloc(uint32_t id, uint64_t ticks, uint64_t ptr, uint64_t size, uint32_t stack,
                   format::AllocKind kind, uint64_t alignment) override {
-        ThreadReplay& s = thread(id);
-        size_t site = site_of(s, stack, ticks);
-        buffer_event(id, MemoryEvent{ticks, 0, ptr, size, site, 0, uint8_t(kind),
-                                     alignment_code(alignment)});
-        s.last_alloc = ptr;
-        s.last_alloc_site = site;
+        heap.on_alloc(thread(id), id, ticks, ptr, size, stack, kind, alignment);
     }
     void on_free(uint32_t id, uint64_t ticks, uint64_t ptr, format::FreeKind kind,
                  uint64_t alignment) override {
-        ThreadReplay& s = thread(id);
-        note_temporary_on_free(s, ptr, true);
-        buffer_event(id,
-                     MemoryEvent{ticks, 0, ptr, 0, 0, 1, uint8_t(kind), alignment_code(alignment)});
+        heap.on_free(thread(id), id, ticks, ptr, kind, alignment);
     }
     void on_realloc(uint32_t id, uint64_t ticks, uint64_t old_ptr, uint64_t ptr, uint64_t size,
                     uint32_t stack) override {
-        ThreadReplay& s = thread(id);
-        // As heaptrack counts it: the moved block was temporary if it was this thread's latest.
-        if (old_ptr) {
-            if (s.last_alloc == old_ptr) {
-                ++raw_sites[s.last_alloc_site].temporary;
-                ++memory.temporary;
-            }
-            buffer_event(id, MemoryEvent{ticks, 0, old_ptr, 0, 0, 2, 0});
-        }
-        size_t site = site_of(s, stack, ticks);
-        buffer_event(
-            id, MemoryEvent{ticks, 0, ptr, size, site, 0, uint8_t(format::AllocKind::kMalloc)});
-        s.last_alloc = ptr;
-        s.last_alloc_site = site;
+        heap.on_realloc(thread(id), id, ticks, old_ptr, ptr, size, stack);
     }
+    void on_stack(uint32_t id, uint32_t stack, const std::vector<uint64_t>& pcs) override {
+        heap.on_stack(thread(id), stack, pcs);
+    }
+    void on_rss(uint32_t, uint64_t ticks, uint64_t bytes) override { heap.on_rss(ticks, bytes); }
     void on_chunk_done(uint64_t sync_ticks) override {
         ++chunks_read;
         definitions = 0;
-        memory_replay.chunk_done(sync_ticks, [&](const MemoryEvent& e) { replay_event(e); });
+        heap.chunk_done(sync_ticks);
     }
-
-    // One allocation or release, replayed in time order against the live blocks.
-    void replay_event(const MemoryEvent& e) {
-        memory.present = true;
-        if (e.op == 0) {
-            ++memory.allocations;
-            memory.bytes_allocated += e.size;
-            MemorySite& ms = raw_sites[e.site];
-            ++ms.allocations;
-            ms.bytes += e.size;
-            live.set(e.ptr, LiveBlock{e.size, e.site, format::AllocKind(e.kind), e.alignment});
-            heap_change(e.ticks, int64_t(e.size), e.site);
-            return;
-        }
-        if (e.op == 1) ++memory.frees;
-        const LiveBlock* found = live.find(e.ptr);
-        if (!found) {
-            if (e.op == 1) ++memory.unknown_frees;
-            return;
-        }
-        const LiveBlock& b = *found;
-        // realloc may only move what malloc and its kin allocated, not a new or new[] block.
-        bool realloc_of_new = e.op == 2 && (b.kind == format::AllocKind::kNew ||
-                                            b.kind == format::AllocKind::kNewArray);
-        // An operator new form with std::align_val_t is released by the delete form with the
-        // same alignment, and only by it (C++17 [new.delete]).
-        bool mismatched_free =
-            e.op == 1 && (!matches(b.kind, format::FreeKind(e.kind)) || b.alignment != e.alignment);
-        if (mismatched_free || realloc_of_new) {
-            int release = e.op == 2 ? kReallocRelease : int(e.kind) | e.alignment << 8;
-            auto key = std::make_tuple(b.site, int(b.kind) | b.alignment << 8, release);
-            auto [mt, fresh] = mismatch_index.try_emplace(key, raw_mismatches.size());
-            if (fresh)
-                raw_mismatches.push_back(Mismatch{
-                    alloc_name(b.kind, b.alignment),
-                    e.op == 2 ? "realloc" : free_name(format::FreeKind(e.kind), e.alignment), 0,
-                    b.site});
-            ++raw_mismatches[mt->second].count;
-        }
-        heap_change(e.ticks, -int64_t(b.size), b.site);
-        live.erase(found);
-    }
-
-    void on_stack(uint32_t id, uint32_t stack, const std::vector<uint64_t>& pcs) override {
-        ThreadReplay& s = thread(id);
-        s.unwound[stack] = pcs;
-        s.unwound_site.erase(stack);
-    }
-    void on_rss(uint32_t, uint64_t ticks, uint64_t bytes) override {
-        memory.present = true;
-        trace_peak_rss = std::max(trace_peak_rss, bytes);
-        rss_ticks.emplace_back(ticks, bytes);
-    }
-    std::vector<std::pair<uint64_t, uint64_t>> rss_ticks;
-
-    // End of one trace: leaks, the peak and its contributors, timelines.
-    void finish_memory(const reader::TraceInfo& info) {
-        memory_replay.replay(UINT64_MAX, [&](const MemoryEvent& e) { replay_event(e); });
-        memory_replay.clear();
-        double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
-        uint64_t t0 = info.header.start_ticks;
-        auto secs = [&](uint64_t t) { return t > t0 ? (t - t0) / tps : 0.0; };
-        live.for_each([&](uint64_t, const LiveBlock& b) {
-            raw_sites[b.site].leaked_bytes += b.size;
-            ++raw_sites[b.site].leaked_blocks;
-            memory.leaked_bytes += b.size;
-            ++memory.leaked_blocks;
-        });
-        live.clear();
-        HeapReplay& h = heap;
-        if (uint64_t(h.peak) > memory.peak_heap) {
-            memory.peak_heap = uint64_t(h.peak);
-            memory.peak_heap_time = secs(h.peak_ticks);
-            for (size_t i = 0; i < raw_sites.size(); ++i) {
-                int64_t v = i < h.at_peak.size() ? h.at_peak[i] : 0;
-                raw_sites[i].peak_bytes = v > 0 ? uint64_t(v) : 0;
-            }
-        }
-        // Timelines: 2000 to 4000 points per trace, each an interval's maximum.
-        for (auto& [t, b] : h.points) memory.heap_timeline.emplace_back(secs(t), double(b));
-        if (h.in_step) memory.heap_timeline.emplace_back(secs(h.last_ticks), double(h.window_max));
-        heap = HeapReplay{};
-        std::sort(rss_ticks.begin(), rss_ticks.end());
-        for (auto& [t, b] : rss_ticks) memory.rss_timeline.emplace_back(secs(t), double(b));
-        rss_ticks.clear();
-        if (info.meta.count("memory_profiler")) memory.present = true; // even with no records
-        if (auto it = info.meta.find("peak_rss"); it != info.meta.end())
-            trace_peak_rss =
-                std::max<uint64_t>(trace_peak_rss, std::strtoull(it->second.c_str(), nullptr, 10));
-        if (memory.present) memory.peak_rss = std::max(memory.peak_rss, trace_peak_rss);
-        trace_peak_rss = 0;
-    }
-
-    // Names the frames of the raw sites not named yet (those of the trace just read) and
-    // rebuilds the report's sites and mismatches: raw sites whose frames all name the same
-    // function, file, line and module are one site, with their counts summed (the bytes of
-    // each at the peak too, so the sum is the merged site's).
-    void merge_sites() {
-        merged_of.resize(raw_sites.size(), SIZE_MAX);
-        for (size_t i = 0; i < raw_sites.size(); ++i) {
-            if (merged_of[i] != SIZE_MAX) continue;
-            auto& [trace, addresses, modules] = site_keys[i];
-            std::vector<MemoryFrame> stack;
-            std::vector<FrameKey> key;
-            for (size_t k = 0; k < addresses.size(); ++k) {
-                size_t module = k < modules.size() ? modules[k] : reader::kNoModule;
-                Function f = resolver.describe(traces[trace], addresses[k], module);
-                key.emplace_back(f.name, f.file, f.line, f.module);
-                stack.push_back(MemoryFrame{f.name, f.file, f.module, f.line});
-            }
-            auto [it, fresh] = merged_index.try_emplace(std::move(key), memory.sites.size());
-            if (fresh) {
-                memory.sites.emplace_back();
-                memory.sites.back().stack = std::move(stack);
-            }
-            merged_of[i] = it->second;
-        }
-        for (MemorySite& m : memory.sites) {
-            std::vector<MemoryFrame> stack = std::move(m.stack);
-            m = MemorySite{};
-            m.stack = std::move(stack);
-        }
-        for (size_t i = 0; i < raw_sites.size(); ++i) {
-            const MemorySite& r = raw_sites[i];
-            MemorySite& m = memory.sites[merged_of[i]];
-            m.allocations += r.allocations;
-            m.bytes += r.bytes;
-            m.temporary += r.temporary;
-            m.peak_bytes += r.peak_bytes;
-            m.leaked_bytes += r.leaked_bytes;
-            m.leaked_blocks += r.leaked_blocks;
-        }
-        memory.mismatches.clear();
-        std::map<std::tuple<size_t, std::string, std::string>, size_t> by_site;
-        for (const Mismatch& r : raw_mismatches) {
-            size_t site = merged_of[r.site];
-            auto [it, fresh] = by_site.try_emplace({site, r.allocated_with, r.freed_with},
-                                                   memory.mismatches.size());
-            if (fresh)
-                memory.mismatches.push_back(Mismatch{r.allocated_with, r.freed_with, 0, site});
-            memory.mismatches[it->second].count += r.count;
-        }
-    }
+    FunctionResolver resolver;
+    Replayed replayed() { return Replayed{traces, functions, threads, resolver}; }
 
     // The end of a trace: frames still open (the thread ended without unwinding: exit() from
     // deep inside, a thread killed with the process) close at its end.
@@ -1363,45 +527,18 @@ struct Session::Impl : reader::EventSink {
         for (size_t i = first_thread; i < threads.size(); ++i) {
             ThreadReplay& t = *threads[i];
             add_tree_calls(t);
-            place_samples(t);
+            timing.place_samples(t);
             if (!t.stack.empty()) advance(t, std::max(info.end_ticks, t.last));
-            close_last_span(t);
+            timing.close_last_span(t);
             close_all(t);
         }
-        time_trace(first_thread);
+        timing.time_trace(threads, first_thread);
         if (options.observer) options.observer->trace_done(trace_index);
-        if (options.memory) finish_memory(info);
+        if (options.memory) heap.finish_memory(info);
         traces.push_back(info);
-        if (stack_sampled) add_sampled_lines(traces.back());
+        if (timing.stack_sampled) timing.add_sampled_lines(traces.back());
         // Name the frames of the memory sites found in this trace, and merge alike stacks.
-        if (options.memory && name_sites) merge_sites();
-    }
-
-    // The line tables of a trace sampled from outside, as the line view reads marked lines: a
-    // site per (function, source line) with the samples as its hits and their CPU time as its
-    // ticks (the clock is in nanoseconds). The sites' addresses are made up, above every
-    // user-space address, so that they name nothing else.
-    void add_sampled_lines(reader::TraceInfo& info) {
-        uint64_t next = uint64_t(0xfffe) << 48;
-        std::map<std::tuple<uint32_t, std::string, uint32_t>, uint64_t> site_of;
-        for (const auto& [key, l] : sampled_lines) {
-            const auto& [stream, fn, file, line] = key;
-            auto [it, fresh] = site_of.try_emplace({fn, file, line}, next);
-            if (fresh) {
-                ++next;
-                reader::Site site;
-                site.kind = format::SiteKind::kLine;
-                site.line = line;
-                site.file = file;
-                const reader::Symbol* sym = info.symbol_at(fns->address[fn & ~kReusedBit]);
-                site.function = sym && !sym->name.empty() ? sym->name : "?";
-                info.sites[it->second] = std::move(site);
-            }
-            reader::LineStats ls;
-            ls.hits = l.samples;
-            ls.ticks = l.ns;
-            info.lines[{stream, it->second}].add(ls);
-        }
+        if (options.memory && name_sites) heap.merge_sites(traces, resolver);
     }
 
     // Reads one trace to its end (`process`: its process records, when already read).
@@ -1433,17 +570,7 @@ struct Session::Impl : reader::EventSink {
         bool sampled_stacks = process.meta.count("sampler") != 0;
         if (jobs <= 1 || options.observer || memory_trace || sampled_stacks)
             return read_trace(path, true, &process);
-        // The largest streams first, each to the core with the fewest bytes so far.
-        std::vector<reader::StreamExtent> by_size = streams;
-        std::stable_sort(by_size.begin(), by_size.end(),
-                         [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
-        std::vector<uint64_t> load(jobs, 0);
-        std::unordered_map<uint32_t, unsigned> core_of;
-        for (const reader::StreamExtent& e : by_size) {
-            unsigned c = unsigned(std::min_element(load.begin(), load.end()) - load.begin());
-            core_of[e.stream] = c;
-            load[c] += e.bytes;
-        }
+        std::unordered_map<uint32_t, unsigned> core_of = assign_streams(streams, jobs);
         SessionOptions one = options;
         one.memory = false;
         std::mutex progress_lock;
@@ -1488,73 +615,13 @@ struct Session::Impl : reader::EventSink {
                 if (i.memory_records) return read_trace(path, true, &process);
         begin_trace(process);
         size_t first = threads.size();
-        // Functions in the order of their first call in the file, then each part's call
-        // paths renumbered to them.
-        std::vector<std::tuple<uint64_t, unsigned, uint32_t>> defined; // (seen, part, index)
-        for (unsigned c = 0; c < jobs; ++c) {
-            const TraceFunctions& f = parts[c]->functions.front();
-            for (uint32_t i = 0; i < f.address.size(); ++i) defined.emplace_back(f.seen[i], c, i);
-        }
-        std::sort(defined.begin(), defined.end());
-        std::vector<std::vector<uint32_t>> renumber(jobs);
+        std::vector<StreamPart> read;
         for (unsigned c = 0; c < jobs; ++c)
-            renumber[c].resize(parts[c]->functions.front().address.size());
-        for (const auto& [seen, c, i] : defined) {
-            const TraceFunctions& f = parts[c]->functions.front();
-            renumber[c][i] = fns->of(f.address[i], f.module[i], seen);
-            if (f.inlined[i]) fns->inlined[renumber[c][i]] = true;
-        }
-        std::vector<std::pair<unsigned, std::unique_ptr<ThreadReplay>>> merged;
-        for (unsigned c = 0; c < jobs; ++c)
-            for (auto& t : parts[c]->threads) {
-                for (size_t n = 1; n < t->nodes.size(); ++n)
-                    t->nodes[n].function = renumber[c][t->nodes[n].function];
-                // `paths` stays keyed by the part's numbers: the trace is read, no call
-                // path is added to it again.
-                t->fn_map.clear();
-                t->address_fn.clear();
-                merged.emplace_back(c, std::move(t));
-            }
-        std::stable_sort(merged.begin(), merged.end(), [](const auto& a, const auto& b) {
-            return a.second->seen < b.second->seen;
-        });
-        for (auto& [c, t] : merged) {
-            t->trace = trace_index;
-            t->index = threads.size();
-            threads.push_back(std::move(t));
-        }
-        // The process records are the same in every part; what the thread streams add to the
-        // trace's summary is each part's own.
-        reader::TraceInfo info = std::move(infos[0]);
-        for (unsigned c = 1; c < jobs; ++c) {
-            reader::TraceInfo& i = infos[c];
-            info.threads.insert(i.threads.begin(), i.threads.end());
-            info.lines.insert(i.lines.begin(), i.lines.end());
-            info.sites.insert(i.sites.begin(), i.sites.end());
-            info.minor_unknown_records += i.minor_unknown_records - process.minor_unknown_records;
-            info.memory_records += i.memory_records;
-            if (!info.finished) info.end_ticks = std::max(info.end_ticks, i.end_ticks);
-        }
+            read.push_back(StreamPart{parts[c]->functions.front(), parts[c]->threads});
+        merge_streams(read, *fns, trace_index, threads);
+        reader::TraceInfo info = merge_infos(infos, process);
         for (unsigned c = 0; c < jobs; ++c) events_read += parts[c]->events_read;
         end_trace(info, first);
-    }
-
-    // Of errors met reading parts of one trace, the earliest in the file: the one a single
-    // reader would have stopped at.
-    static void rethrow_first(const std::vector<std::exception_ptr>& errors) {
-        std::exception_ptr first;
-        uint64_t first_offset = UINT64_MAX;
-        for (const std::exception_ptr& e : errors) {
-            if (!e) continue;
-            try {
-                std::rethrow_exception(e);
-            } catch (const reader::TraceError& t) {
-                if (t.offset() < first_offset) first = e, first_offset = t.offset();
-            } catch (...) {
-                if (!first) first = e;
-            }
-        }
-        if (first) std::rethrow_exception(first);
     }
 
     // Takes over what `other` read of its one trace, as if this had read it next.
@@ -1563,7 +630,8 @@ struct Session::Impl : reader::EventSink {
         traces.push_back(std::move(other.traces.front()));
         functions.push_back(std::move(other.functions.front()));
         // How the trace was timed: without it, the merge reads as if no trace counted calls.
-        time_bases.insert(time_bases.end(), other.time_bases.begin(), other.time_bases.end());
+        timing.time_bases.insert(timing.time_bases.end(), other.timing.time_bases.begin(),
+                                 other.timing.time_bases.end());
         for (auto& t : other.threads) {
             t->trace = trace;
             t->index = threads.size();
@@ -1571,243 +639,8 @@ struct Session::Impl : reader::EventSink {
         }
         events_read += other.events_read;
         if (!options.memory) return;
-        MemoryReport& m = other.memory;
-        size_t offset = raw_sites.size();
-        // The sites' bytes at the peak heap are those of the trace whose peak is the highest.
-        bool higher = m.peak_heap > memory.peak_heap;
-        for (MemorySite& site : higher ? raw_sites : other.raw_sites) site.peak_bytes = 0;
-        if (higher) {
-            memory.peak_heap = m.peak_heap;
-            memory.peak_heap_time = m.peak_heap_time;
-        }
-        for (size_t i = 0; i < other.raw_sites.size(); ++i) {
-            auto& [key_trace, addresses, modules] = other.site_keys[i];
-            SiteKey key{trace, std::move(addresses), std::move(modules)};
-            site_keys.push_back(std::move(key));
-            raw_sites.push_back(other.raw_sites[i]);
-        }
-        for (Mismatch mm : other.raw_mismatches) {
-            mm.site += offset;
-            raw_mismatches.push_back(std::move(mm));
-        }
-        memory.present |= m.present;
-        memory.allocations += m.allocations;
-        memory.frees += m.frees;
-        memory.temporary += m.temporary;
-        memory.bytes_allocated += m.bytes_allocated;
-        memory.peak_rss = std::max(memory.peak_rss, m.peak_rss);
-        memory.leaked_bytes += m.leaked_bytes;
-        memory.leaked_blocks += m.leaked_blocks;
-        memory.unknown_frees += m.unknown_frees;
-        memory.late_events += m.late_events;
-        memory.heap_timeline.insert(memory.heap_timeline.end(), m.heap_timeline.begin(),
-                                    m.heap_timeline.end());
-        memory.rss_timeline.insert(memory.rss_timeline.end(), m.rss_timeline.begin(),
-                                   m.rss_timeline.end());
-        merge_sites();
-    }
-
-    // ---- derived models ----------------------------------------------------------------
-    // Functions merge across threads by (trace, function) and across traces by what names
-    // them (module, symbol, file, line); distinct symbols stay distinct even when they
-    // demangle alike (a deleting and a complete destructor).
-    struct Naming {
-        Impl& impl;
-        std::vector<Function>& out;
-        std::map<std::tuple<std::string, std::string, std::string, uint32_t>, size_t> by_label;
-        std::vector<std::vector<size_t>> by_function; // [trace][function] -> index in `out`
-        size_t operator()(size_t trace, uint32_t function) {
-            if (by_function.size() <= trace) by_function.resize(trace + 1);
-            std::vector<size_t>& v = by_function[trace];
-            if (v.size() <= function) v.resize(impl.functions[trace].address.size(), SIZE_MAX);
-            if (v[function] != SIZE_MAX) return v[function];
-            const TraceFunctions& tf = impl.functions[trace];
-            Function f = impl.resolver.describe(impl.traces[trace], tf.address[function],
-                                                tf.module[function]);
-            auto key =
-                std::make_tuple(f.module, f.symbol.empty() ? f.name : f.symbol, f.file, f.line);
-            auto [it, fresh] = by_label.try_emplace(key, out.size());
-            if (fresh) out.push_back(std::move(f));
-            return v[function] = it->second;
-        }
-    };
-
-    // Children of every node, in creation order (parents precede their children).
-    static void children_of(const ThreadReplay& t, std::vector<uint32_t>& first,
-                            std::vector<uint32_t>& list) {
-        size_t n = t.nodes.size();
-        first.assign(n + 1, 0);
-        for (size_t i = 1; i < n; ++i) ++first[t.nodes[i].parent + 1];
-        for (size_t i = 0; i < n; ++i) first[i + 1] += first[i];
-        list.resize(n ? n - 1 : 0);
-        std::vector<uint32_t> fill(first.begin(), first.end() - 1);
-        for (size_t i = 1; i < n; ++i) list[fill[t.nodes[i].parent]++] = uint32_t(i);
-    }
-
-    Profile build_profile(const ThreadFilter& filter) {
-        Profile p;
-        p.traces = traces;
-        p.compensated = options.compensate;
-        p.time = time_basis(filter);
-        Naming name{*this, p.functions, {}, {}};
-        std::map<std::pair<size_t, size_t>, size_t> edge_at;
-        std::vector<uint32_t> first, list;
-        for (const auto& tp : threads) {
-            const ThreadReplay& t = *tp;
-            if (!filter.all() && (t.trace != filter.trace || t.stream != filter.stream)) continue;
-            const reader::TraceInfo& info = traces[t.trace];
-            double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
-            size_t nf = functions[t.trace].address.size();
-            // Per trace function and per (caller, callee) pair of this thread, in ticks.
-            struct Sums {
-                uint64_t ncalls = 0, pcalls = 0;
-                double tot = 0, cum = 0;
-                bool present = false; // on a call path of the thread (sampled stacks count none)
-            };
-            std::vector<Sums> fsum(nf);
-            std::vector<uint32_t> active(nf, 0);
-            std::map<std::pair<uint32_t, uint32_t>, uint32_t> edge_ids;
-            std::vector<Sums> esum;
-            std::vector<uint32_t> eactive;
-            std::vector<uint32_t> edge_of(t.nodes.size(), 0);
-            children_of(t, first, list);
-            // Depth first: a node is a primitive call of its function when no ancestor is the
-            // same function, and its time counts in cumtime only then (cProfile's rule, which
-            // counts recursion once); the same for caller -> callee pairs.
-            std::vector<std::pair<uint32_t, uint32_t>> dfs; // (node, next child position)
-            dfs.emplace_back(0, first[0]);
-            while (!dfs.empty()) {
-                auto& [node, next] = dfs.back();
-                if (next < first[node + 1]) {
-                    uint32_t c = list[next++];
-                    const PathNode& n = t.nodes[c];
-                    uint32_t caller = node == 0 ? kNoCaller : t.nodes[node].function;
-                    auto [et, efresh] =
-                        edge_ids.try_emplace({caller, n.function}, uint32_t(esum.size()));
-                    if (efresh) {
-                        esum.emplace_back();
-                        eactive.push_back(0);
-                    }
-                    uint32_t e = et->second;
-                    edge_of[c] = e;
-                    int64_t children = 0;
-                    for (uint32_t k = first[c]; k < first[c + 1]; ++k)
-                        children += t.nodes[list[k]].total;
-                    double self = double(std::max<int64_t>(0, n.total - children)) * kClockUnit;
-                    Sums& fs = fsum[n.function];
-                    Sums& es = esum[e];
-                    fs.ncalls += n.calls;
-                    fs.present = true;
-                    fs.tot += self;
-                    es.ncalls += n.calls;
-                    es.tot += self;
-                    if (active[n.function]++ == 0) {
-                        fs.pcalls += n.calls;
-                        fs.cum += n.ticks();
-                    }
-                    if (eactive[e]++ == 0) {
-                        es.pcalls += n.calls;
-                        es.cum += n.ticks();
-                    }
-                    dfs.emplace_back(c, first[c]);
-                } else {
-                    if (node != 0) {
-                        --active[t.nodes[node].function];
-                        --eactive[edge_of[node]];
-                    }
-                    dfs.pop_back();
-                }
-            }
-            std::vector<size_t> global(nf, SIZE_MAX);
-            for (size_t i = 0; i < nf; ++i) {
-                if (!fsum[i].present) continue;
-                global[i] = name(t.trace, uint32_t(i));
-                p.functions[global[i]].stats.add(
-                    Stats{fsum[i].ncalls, fsum[i].pcalls, fsum[i].tot / tps, fsum[i].cum / tps});
-            }
-            for (const auto& [key, e] : edge_ids) {
-                size_t caller = key.first == kNoCaller ? kRoot : global[key.first];
-                size_t callee = global[key.second];
-                auto [it, fresh] = edge_at.try_emplace({caller, callee}, p.edges.size());
-                if (fresh) p.edges.push_back(Edge{caller, callee, {}});
-                const Sums& s = esum[e];
-                p.edges[it->second].stats.add(Stats{s.ncalls, s.pcalls, s.tot / tps, s.cum / tps});
-            }
-            ThreadSummary ts = summarize_thread(info, t.trace, t.stream);
-            ts.unmatched_exits = t.unmatched_exits;
-            p.threads.push_back(ts);
-        }
-        p.recount();
-        return p;
-    }
-
-    views::CallTree build_tree(const views::CallTreeOptions& o) {
-        using views::CallTreeNode;
-        using views::kNoFunction;
-        views::CallTree tree;
-        tree.nodes.push_back(CallTreeNode{});
-        tree.nodes[0].label = "all";
-        tree.traces = traces;
-        tree.time = time_basis(o.thread);
-        Naming name{*this, tree.functions, {}, {}};
-        std::map<std::pair<size_t, size_t>, size_t> child_of; // (parent, function) -> node
-        auto child = [&](size_t parent, size_t function, const std::string& label) {
-            auto key = std::make_pair(
-                parent, function == kNoFunction ? SIZE_MAX - 1 - tree.nodes.size() : function);
-            auto [it, fresh] = child_of.try_emplace(key, tree.nodes.size());
-            if (fresh) {
-                CallTreeNode n;
-                n.parent = parent;
-                n.function = function;
-                n.label = label;
-                n.depth = tree.nodes[parent].depth + 1;
-                tree.nodes.push_back(std::move(n));
-                tree.nodes[parent].children.push_back(it->second);
-            }
-            return it->second;
-        };
-        for (const auto& tp : threads) {
-            const ThreadReplay& t = *tp;
-            if (!o.thread.all() && (t.trace != o.thread.trace || t.stream != o.thread.stream))
-                continue;
-            const reader::TraceInfo& info = traces[t.trace];
-            double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
-            ThreadSummary ts = summarize_thread(info, t.trace, t.stream);
-            ts.unmatched_exits = t.unmatched_exits;
-            tree.threads.push_back(ts);
-            if (t.nodes.size() <= 1) continue;
-            std::vector<size_t> global(t.nodes.size(), 0);
-            global[0] =
-                o.split_threads
-                    ? child(0, kNoFunction,
-                            fmt::format("thread {}{}{}{}", ts.tid, ts.name.empty() ? "" : " (",
-                                        ts.name, ts.name.empty() ? "" : ")"))
-                    : 0;
-            // Parents precede their children in `nodes`.
-            for (size_t i = 1; i < t.nodes.size(); ++i) {
-                const PathNode& n = t.nodes[i];
-                size_t g = child(global[n.parent], name(t.trace, n.function), {});
-                global[i] = g;
-                tree.nodes[g].calls += n.calls;
-                tree.nodes[g].total_ns += uint64_t(std::llround(n.ticks() * 1e9 / tps));
-                if (i < t.node_samples.size()) tree.nodes[g].samples += t.node_samples[i];
-                const std::vector<bool>& inlined = functions[t.trace].inlined;
-                if (n.function < inlined.size() && inlined[n.function])
-                    tree.nodes[g].inlined = true;
-            }
-        }
-        // Totals of the root and thread nodes, then self times, children before parents. Each
-        // node's total is rounded on its own, so its children's can add up to a few ns more
-        // (a parent whose samples all fell in its children): the parent then takes their sum,
-        // so that no child is wider than its parent in the flame graph.
-        for (size_t i = tree.nodes.size(); i-- > 0;) {
-            CallTreeNode& n = tree.nodes[i];
-            uint64_t children = 0;
-            for (size_t c : n.children) children += tree.nodes[c].total_ns;
-            if (n.function == kNoFunction || children > n.total_ns) n.total_ns = children;
-            n.self_ns = n.total_ns - children;
-        }
-        return tree;
+        heap.absorb(other.heap, trace);
+        heap.merge_sites(traces, resolver);
     }
 };
 
@@ -1895,16 +728,17 @@ std::optional<ThreadFilter> Session::find_thread(uint32_t tid) const {
 }
 
 Profile Session::profile(const ThreadFilter& filter) const {
-    return impl_->build_profile(filter);
+    return build_profile(impl_->replayed(), filter, impl_->options.compensate,
+                         impl_->timing.time_basis(filter));
 }
 views::CallTree Session::call_tree(const views::CallTreeOptions& o) const {
-    return impl_->build_tree(o);
+    return build_tree(impl_->replayed(), o, impl_->timing.time_basis(o.thread));
 }
 TimeBasis Session::time_basis(const ThreadFilter& filter) const {
-    return impl_->time_basis(filter);
+    return impl_->timing.time_basis(filter);
 }
 const MemoryReport& Session::memory() const {
-    return impl_->memory;
+    return impl_->heap.memory;
 }
 
 uint64_t Session::function_address(size_t trace, uint32_t function) const {

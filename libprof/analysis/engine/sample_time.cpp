@@ -1,0 +1,304 @@
+// The sample time room (sample_time.hpp): samples, counting threads' charges, spans off CPU
+// and how each trace is timed.
+#include "analysis/engine/sample_time.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace prof::analysis::engine {
+
+// A sample's CPU time to the node open where it was taken; one that names the instruction
+// it interrupted waits for the end of the trace (place_samples).
+void SampleTime::charge(ThreadReplay& t, uint32_t node, const reader::SampleRecord& r,
+                        int64_t units) {
+    if (!r.ip) {
+        give(t, node, units);
+        count_samples(t, node, r.count);
+        return;
+    }
+    t.placed.push_back(PlacedSample{node, r.ip, units, r.count});
+}
+// The function whose code holds `ip` (its entry address), from the symbol table of the
+// object on disk loaded there; 0 when none is known.
+uint64_t SampleTime::function_holding(uint64_t ip) {
+    size_t m = layout->module_index_at(ip);
+    if (m == reader::kNoModule) return 0;
+    const reader::Module& mod = layout->modules[m];
+    auto [it, fresh] = module_symbols.try_emplace(mod.path);
+    if (fresh) {
+        auto elf = std::make_unique<reader::ElfSymbols>(mod.path);
+        // Another build at the same path is no help (the names would lie too).
+        if (elf->ok() && (mod.build_id.empty() || elf->build_id() == mod.build_id))
+            it->second = std::move(elf);
+    }
+    if (!it->second) return 0;
+    const reader::ElfSymbols::Entry* e = it->second->find(ip - mod.base);
+    return e ? e->start + mod.base : 0;
+}
+// Whether function `f` is that of node `node` or of one of its ancestors.
+bool SampleTime::on_path(const ThreadReplay& t, uint32_t node, uint32_t f) {
+    for (; node; node = t.nodes[node].parent)
+        if (t.nodes[node].function == f) return true;
+    return false;
+}
+// The samples that named their instruction, to their nodes. A sample taken in an
+// instrumented function that is not on its node's path is in the prologue or the epilogue
+// of a function that node called (before the callee's enter hook ran, or after its exit
+// hook): code of the callee, whose node has it, as an uninstrumented program's profile
+// would. One in a function on the path stays: the node's own code, or code of a function
+// inlined into an ancestor whose hooks the compiler kept (GCC), which lies inside the
+// ancestor's symbol. Code of a function without hooks (the C library, an excluded
+// function) stays the node's.
+void SampleTime::place_samples(ThreadReplay& t) {
+    for (const PlacedSample& p : t.placed) {
+        uint32_t node = p.node;
+        uint64_t entry = function_holding(p.ip);
+        auto callee = entry ? fns->index.find({entry, reader::kNoModule}) : fns->index.end();
+        if (callee != fns->index.end() && !on_path(t, node, callee->second))
+            node = t.child(node, callee->second);
+        give(t, node, p.units);
+        count_samples(t, node, p.samples);
+    }
+    std::vector<PlacedSample>().swap(t.placed);
+}
+void SampleTime::sample(ThreadReplay& t, const reader::SampleRecord& r) {
+    if (r.at_node) return counted_sample(t, r);
+    bool first = !t.sampled;
+    if (first) {
+        t.sampled = true;
+        t.span_ticks = t.first;
+    }
+    t.samples += r.count;
+    t.own_samples += r.own_count;
+    int64_t own = cpu_units(r.own_ns);
+    t.own += own;
+    int64_t cpu = cpu_units_between(r.cpu_ns, t.span_cpu_ns);
+    uint32_t node = top(t);
+    if (untimed_hooks) {
+        count_samples(t, node, r.count); // 1.6: no ip, the node's
+        // PROF_TIME=sampled: a record of count 0 after the first is the clocks the hooks
+        // read after a switch. The span ends there, and its one interval longer than the
+        // hooks' records carry is the one that holds the switch (its time off CPU). A
+        // sample weighs all CPU time since the last sample charged.
+        if (first || r.count) {
+            int64_t weight = cpu_units_between(r.cpu_ns, t.charged_cpu_ns);
+            if (!first) {
+                t.sampled_cpu += weight;
+                give(t, node, weight - own - t.own_waiting - t.scope_credit);
+            }
+            t.charged_cpu_ns = r.cpu_ns;
+            t.own_waiting = 0;
+        } else {
+            t.own_waiting += own;
+        }
+        close_span(t, r.ticks, cpu, node);
+        t.span_cpu_ns = r.cpu_ns;
+        return;
+    }
+    // A record of count 0 is the clocks read when sampling began (the thread's first) or
+    // ended: the first span is not sampled; the last one's CPU time goes to the frame open
+    // at the end, or the one closed last.
+    if (r.count) {
+        t.sampled_cpu += cpu;
+        charge(t, node, r, cpu - own - t.scope_credit);
+    } else if (!first && !t.spans_closed) {
+        if (t.stack.empty()) node = t.last_top;
+        t.sampled_cpu += cpu;
+        give(t, node, cpu - own - t.scope_credit);
+        t.spans_closed = true;
+    }
+    close_span(t, r.ticks, cpu, node);
+    t.span_cpu_ns = r.cpu_ns;
+}
+// ---- counting threads (1.9): calls in a call tree, times from the samples alone ------
+// Every Sample record of a counting thread carries its clocks and names the node it was
+// written in. Between two such records the thread stayed in that node whenever it was off
+// CPU (the runtime writes one at the first hook after the thread was descheduled, before
+// that hook changes the node), so the wall time between them less their CPU time is that
+// node's time off CPU. A sample (count > 0) weighs all CPU time since the last sample
+// charged, less the profiler's, and gives it to its node, as the sampling estimator does;
+// a record of count 0 charges nothing, its CPU time waits for the next sample.
+void SampleTime::counted_sample(ThreadReplay& t, const reader::SampleRecord& r) {
+    uint32_t node = tree_node(t, r.node);
+    t.clock_node = node;
+    if (!t.sampled) { // a trace whose first record of the thread's clocks is this one
+        t.sampled = true;
+        t.span_ticks = r.ticks;
+        t.span_cpu_ns = t.charged_cpu_ns = r.cpu_ns;
+    }
+    t.samples += r.count;
+    t.own_samples += r.own_count;
+    int64_t own = cpu_units(r.own_ns);
+    t.own += own;
+    int64_t wall = r.ticks > t.span_ticks ? int64_t((r.ticks - t.span_ticks) << kClockFraction) : 0;
+    int64_t cpu = cpu_units_between(r.cpu_ns, t.span_cpu_ns);
+    // (A CPU clock going back, in a damaged trace: no time off CPU.)
+    if (r.cpu_ns >= t.span_cpu_ns) give(t, node, wall - cpu);
+    if (r.count) {
+        int64_t weight = cpu_units_between(r.cpu_ns, t.charged_cpu_ns);
+        t.sampled_cpu += weight;
+        charge(t, node, r, weight - own - t.own_waiting);
+        t.charged_cpu_ns = r.cpu_ns;
+        t.own_waiting = 0;
+    } else {
+        t.own_waiting += own;
+    }
+    t.span_ticks = std::max(t.span_ticks, r.ticks);
+    t.span_cpu_ns = std::max(t.span_cpu_ns, r.cpu_ns);
+}
+// Ends the span at `ticks`, of which `cpu` was on CPU: its time off CPU goes to its long
+// intervals, what they cannot hold to node `rest`.
+void SampleTime::close_span(ThreadReplay& t, uint64_t ticks, int64_t cpu, uint32_t rest) {
+    int64_t wall = ticks > t.span_ticks ? int64_t((ticks - t.span_ticks) << kClockFraction) : 0;
+    int64_t off = wall - cpu;
+    if (off > 0) {
+        std::vector<LongInterval>& l = t.long_intervals;
+        int64_t in_long = 0;
+        for (const LongInterval& i : l) in_long += i.length;
+        // The short intervals ran on CPU; the CPU time left is spread over the long ones
+        // up to a common level.
+        int64_t left = std::clamp<int64_t>(cpu - (wall - in_long), 0, in_long);
+        std::sort(l.begin(), l.end(),
+                  [](const LongInterval& a, const LongInterval& b) { return a.length < b.length; });
+        int64_t given = 0;
+        for (size_t i = 0; i < l.size(); ++i) {
+            int64_t level = left / int64_t(l.size() - i);
+            int64_t on = std::min(l[i].length, level);
+            left -= on;
+            give(t, l[i].node, l[i].length - on);
+            given += l[i].length - on;
+        }
+        give(t, rest, off - given);
+    }
+    t.long_intervals.clear();
+    t.scope_credit = 0;
+    t.span_ticks = ticks;
+}
+// The last span of a sampled thread, from its last sample to its end: its CPU time is
+// not measured, at most one sampling period, and goes to the frame open at the end (or
+// the last one closed).
+void SampleTime::close_last_span(ThreadReplay& t) {
+    if (!t.sampled || t.spans_closed) return;
+    t.spans_closed = true;
+    if (t.counting) {
+        // The CPU time since the last sample charged, to the node of the last clocks (the
+        // runtime writes them when the thread ends or the process finishes); after them,
+        // a killed thread's last moments are unknown.
+        int64_t waiting = cpu_units_between(t.span_cpu_ns, t.charged_cpu_ns);
+        t.sampled_cpu += waiting;
+        give(t, t.clock_node, waiting - t.own_waiting);
+        t.own_waiting = 0;
+        return;
+    }
+    int64_t wall = t.last > t.span_ticks ? int64_t((t.last - t.span_ticks) << kClockFraction) : 0;
+    int64_t cpu = std::min(wall, sample_period);
+    uint32_t node = t.stack.empty() ? t.last_top : top(t);
+    // PROF_TIME=sampled: and the CPU time since the last sample, up to the last clocks.
+    int64_t waiting = untimed_hooks ? cpu_units_between(t.span_cpu_ns, t.charged_cpu_ns) : 0;
+    t.sampled_cpu += waiting;
+    give(t, node, waiting - t.own_waiting + cpu - t.scope_credit);
+    t.own_waiting = 0;
+    close_span(t, t.last, cpu, node);
+}
+// How the traces that `filter` covers were timed.
+TimeBasis SampleTime::time_basis(const ThreadFilter& filter) const {
+    TimeBasis all;
+    all.chosen = source;
+    for (size_t i = 0; i < time_bases.size(); ++i)
+        if (filter.all() || filter.trace == i) all.add(time_bases[i]);
+    return all;
+}
+// Whether the trace is timed by its samples, and its node totals from them if so.
+void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& threads,
+                            size_t first_thread) {
+    TimeBasis b;
+    // Samples in the profiler count too: the program's total is then known (the CPU
+    // clock in the records is exact), only its split among functions is estimated.
+    uint64_t samples = 0;
+    for (size_t i = first_thread; i < threads.size(); ++i)
+        samples += threads[i]->samples + threads[i]->own_samples;
+    // A trace whose hooks read no clock has the samples' times only, however few.
+    bool counted = false;
+    for (size_t i = first_thread; i < threads.size(); ++i) counted |= threads[i]->counting;
+    bool use = untimed_hooks || stack_sampled || counted ? true
+               : source == TimeSource::kSampled          ? samples > 0
+               : source == TimeSource::kAuto             ? samples >= kEnoughSamples
+                                                         : false;
+    if (!use) {
+        b.traced_traces = 1;
+        if (samples) b.too_few = samples;
+        time_bases.push_back(b);
+        return;
+    }
+    b.sampled_traces = 1;
+    b.untimed_traces = untimed_hooks || counted ? 1 : 0;
+    b.switched_traces = counted && !untimed_hooks ? 1 : 0;
+    b.uncounted_traces = stack_sampled ? 1 : 0;
+    if (layout->meta.count("sample_idle")) {
+        b.idle_traces = 1;
+        if (auto a = layout->meta.find("off_cpu_approximate_ns"); a != layout->meta.end())
+            b.idle_approximate_seconds = std::strtod(a->second.c_str(), nullptr) / 1e9;
+    }
+    double tps = layout->ticks_per_second > 0 ? layout->ticks_per_second : 1e9;
+    double seconds_per_unit = kClockUnit / tps;
+    for (size_t i = first_thread; i < threads.size(); ++i) {
+        ThreadReplay& t = *threads[i];
+        b.samples += t.samples;
+        b.own_samples += t.own_samples;
+        b.cpu_seconds += double(t.sampled_cpu) * seconds_per_unit;
+        b.own_seconds += double(t.own) * seconds_per_unit;
+        b.off_cpu_seconds += double(t.off_cpu) * seconds_per_unit;
+        b.off_cpu_records += t.off_cpu_records;
+        if (!t.sampled) continue; // too short to be sampled: the hooks' clock
+        // Own times to totals: children come after their parents.
+        t.self.resize(t.nodes.size(), 0);
+        for (size_t n = t.nodes.size(); n-- > 1;) {
+            t.nodes[n].total = t.self[n];
+            t.self[t.nodes[n].parent] += t.self[n];
+        }
+        std::vector<int64_t>().swap(t.self);
+    }
+    time_bases.push_back(b);
+}
+// The thread begins counting at `ticks`, its CPU clock then `cpu_ns` (after its clock
+// moved there): the span since its last sample closes.
+void SampleTime::begin_counting(ThreadReplay& t, uint64_t ticks, uint64_t cpu_ns) {
+    if (!t.sampled) {
+        t.sampled = true;
+        t.span_ticks = ticks;
+        t.span_cpu_ns = t.charged_cpu_ns = cpu_ns;
+        return;
+    }
+    int64_t cpu = cpu_units_between(cpu_ns, t.span_cpu_ns);
+    t.charged_cpu_ns = t.span_cpu_ns;
+    close_span(t, ticks, cpu, top(t));
+    t.span_cpu_ns = std::max(t.span_cpu_ns, cpu_ns);
+}
+// The line tables of a trace sampled from outside, as the line view reads marked lines: a
+// site per (function, source line) with the samples as its hits and their CPU time as its
+// ticks (the clock is in nanoseconds). The sites' addresses are made up, above every
+// user-space address, so that they name nothing else.
+void SampleTime::add_sampled_lines(reader::TraceInfo& info) {
+    uint64_t next = uint64_t(0xfffe) << 48;
+    std::map<std::tuple<uint32_t, std::string, uint32_t>, uint64_t> site_of;
+    for (const auto& [key, l] : sampled_lines) {
+        const auto& [stream, fn, file, line] = key;
+        auto [it, fresh] = site_of.try_emplace({fn, file, line}, next);
+        if (fresh) {
+            ++next;
+            reader::Site site;
+            site.kind = format::SiteKind::kLine;
+            site.line = line;
+            site.file = file;
+            const reader::Symbol* sym = info.symbol_at(fns->address[fn & ~kReusedBit]);
+            site.function = sym && !sym->name.empty() ? sym->name : "?";
+            info.sites[it->second] = std::move(site);
+        }
+        reader::LineStats ls;
+        ls.hits = l.samples;
+        ls.ticks = l.ns;
+        info.lines[{stream, it->second}].add(ls);
+    }
+}
+
+} // namespace prof::analysis::engine

@@ -1,0 +1,97 @@
+// The sample time room of the engine: a thread's time from its samples (sampled, counting and
+// stack-sampled traces), the time off CPU located in long intervals between events, and how
+// each trace was timed (session.hpp, "the time model").
+#pragma once
+
+#include "analysis/engine/session.hpp"
+#include "analysis/engine/thread_replay.hpp"
+#include "reader/elf_symbols.hpp"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace prof::analysis::engine {
+
+class SampleTime {
+  public:
+    // The trace being read (set by the session when a trace begins).
+    const reader::TraceInfo* layout = nullptr;
+    TraceFunctions* fns = nullptr;
+    TimeSource source = TimeSource::kAuto;
+    double units_per_ns = 0;    // clock units per nanosecond
+    int64_t sample_period = 0;  // clock units between samples the runtime asked for
+    bool untimed_hooks = false; // the trace's hooks read no clock per call (PROF_TIME=sampled)
+    // The trace holds sampled call stacks and no hooks' records (profrun --sample, --pid):
+    // times from the samples, no call counts.
+    bool stack_sampled = false;
+    // Its line tables: samples and CPU ns per (stream, function, source line), each sample
+    // counted once on every line of its stack (line_profiler's time: the line and its callees).
+    struct SampledLine {
+        uint64_t samples = 0, ns = 0;
+    };
+    std::map<std::tuple<uint32_t, uint32_t, std::string, uint32_t>, SampledLine> sampled_lines;
+    // How each trace read was timed (Profile::time), by trace.
+    std::vector<TimeBasis> time_bases;
+
+    // On CPU, a sample stands for the thread's CPU time since the one before it (its clock is
+    // in the record) and goes to the frame open where it was taken. Off CPU (sleeping,
+    // blocked, preempted), the time of a span less its CPU time was spent in the span's long
+    // intervals between events: the CPU time the short ones leave is spread over them as
+    // evenly as their lengths allow, and the rest of each is its time off CPU.
+    int64_t long_interval_units() const { return int64_t(20e3 * units_per_ns); } // 20 us
+    // CPU nanoseconds as clock units, at most kMaxCpuUnits: a damaged trace's CPU clock can
+    // jump by up to 2^64 ns, which no int64_t of units holds.
+    int64_t cpu_units(uint64_t ns) const {
+        double units = double(ns) * units_per_ns;
+        return units < double(kMaxCpuUnits) ? int64_t(units) : kMaxCpuUnits;
+    }
+    // The CPU time from `earlier` to `later` in clock units; 0 when the clock went back.
+    int64_t cpu_units_between(uint64_t later, uint64_t earlier) const {
+        return later > earlier ? cpu_units(later - earlier) : 0;
+    }
+    static void count_samples(ThreadReplay& t, uint32_t node, uint64_t n) {
+        if (!n) return;
+        if (t.node_samples.size() <= node) t.node_samples.resize(t.nodes.size(), 0);
+        t.node_samples[node] += n;
+    }
+    static void give(ThreadReplay& t, uint32_t node, int64_t units) {
+        if (units <= 0) return;
+        if (t.self.size() <= node) t.self.resize(t.nodes.size(), 0);
+        t.self[node] += units;
+    }
+    // A Sample record of thread `t`, whose clock the session moved to it.
+    void sample(ThreadReplay& t, const reader::SampleRecord& r);
+    // A counting thread's Sample record (format 1.9).
+    void counted_sample(ThreadReplay& t, const reader::SampleRecord& r);
+    // Thread `t` begins counting at `ticks`, its CPU clock then `cpu_ns`.
+    void begin_counting(ThreadReplay& t, uint64_t ticks, uint64_t cpu_ns);
+    // A sample's CPU time to the node open where it was taken (or later, by place_samples).
+    void charge(ThreadReplay& t, uint32_t node, const reader::SampleRecord& r, int64_t units);
+    // The samples that named their instruction, to their nodes (at the end of the trace).
+    void place_samples(ThreadReplay& t);
+    // Ends the span at `ticks`, of which `cpu` was on CPU: its time off CPU goes to its long
+    // intervals, what they cannot hold to node `rest`.
+    void close_span(ThreadReplay& t, uint64_t ticks, int64_t cpu, uint32_t rest);
+    // The last span of a sampled thread, from its last sample to its end.
+    void close_last_span(ThreadReplay& t);
+    // How the traces that `filter` covers were timed.
+    TimeBasis time_basis(const ThreadFilter& filter) const;
+    // Whether the trace is timed by its samples, and its node totals from them if so.
+    void time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& threads, size_t first_thread);
+    // The line tables of a trace sampled from outside, as sites of `info`.
+    void add_sampled_lines(reader::TraceInfo& info);
+
+  private:
+    uint64_t function_holding(uint64_t ip);
+    static bool on_path(const ThreadReplay& t, uint32_t node, uint32_t f);
+    // The symbol tables of the trace's objects on disk, by path, for place_samples (null: none
+    // usable).
+    std::unordered_map<std::string, std::unique_ptr<reader::ElfSymbols>> module_symbols;
+};
+
+} // namespace prof::analysis::engine
