@@ -3,6 +3,7 @@
 // been edited or written by another tool), strict about what it accepts.
 #include "run_manifest.hpp"
 
+#include "text/text.hpp"
 #include "trace_reader.hpp"
 
 #include <fmt/format.h>
@@ -41,30 +42,9 @@ std::string meta_or(const TraceInfo& info, const char* key) {
 
 // ---- writing ----------------------------------------------------------------------------------
 
-std::string quoted(const std::string& s) {
-    std::string out = "\"";
-    for (unsigned char c : s) {
-        switch (c) {
-        case '"':
-            out += "\\\"";
-            break;
-        case '\\':
-            out += "\\\\";
-            break;
-        case '\n':
-            out += "\\n";
-            break;
-        case '\t':
-            out += "\\t";
-            break;
-        default:
-            if (c < 0x20)
-                out += fmt::format("\\u{:04x}", c);
-            else
-                out += char(c);
-        }
-    }
-    return out + "\"";
+// run.json's strings in the form it has always had (\r as \u000d, DEL as it is).
+std::string quoted(std::string_view s) {
+    return text::json_quoted(s, text::JsonForm::kManifest);
 }
 
 std::string utc(uint64_t ns) {

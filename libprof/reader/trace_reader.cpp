@@ -1152,14 +1152,4 @@ std::string demangle(std::string_view symbol) {
     return status == 0 && out ? std::string(out.get()) : s;
 }
 
-std::string printable(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (unsigned char c : s) {
-        if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
-        else out += char(c);
-    }
-    return out;
-}
-
 } // namespace prof::reader

@@ -355,8 +355,4 @@ private:
 // Demangles an Itanium C++ ABI symbol; returns the input when it is not one.
 std::string demangle(std::string_view symbol);
 
-// Escapes control characters (and, for terminal output, everything outside printable ASCII
-// that is not valid UTF-8) so that names from a trace cannot drive the terminal.
-std::string printable(std::string_view s);
-
 } // namespace prof::reader

@@ -1,9 +1,10 @@
 // diff's renderings: the per-function and per-site tables as text, CSV and JSON.
 #include "render/diff.hpp"
 
+#include "reader/trace_reader.hpp"
 #include "render/memory_report.hpp"
 #include "render/report.hpp"
-#include "reader/trace_reader.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -46,7 +47,7 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
                 return std::isinf(v) ? std::string("") : fmt::format("{:.3f}", v);
             };
             fmt::print(out, "{},{},{},{},{},{},{:.9f},{:.9f},{},{:.9f},{:.9f},{},{}\n",
-                       csv_escape(r.name), csv_escape(r.file), r.line,
+                       text::csv_escape(r.name), text::csv_escape(r.file), r.line,
                        !r.in_base  ? "new"
                        : !r.in_new ? "gone"
                                    : "both",
@@ -78,7 +79,7 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
                 "{}\n    {{\"name\": \"{}\", \"file\": \"{}\", \"line\": {}, \"in_base\": {}, "
                 "\"in_new\": {}, \"ncalls\": [{}, {}], \"tottime\": [{:.9f}, {:.9f}], "
                 "\"cumtime\": [{:.9f}, {:.9f}], \"change_percent\": {}, \"regression\": {}}}",
-                i ? "," : "", json_escape(r.name), json_escape(r.file), r.line,
+                i ? "," : "", text::json_escape(r.name), text::json_escape(r.file), r.line,
                 r.in_base ? "true" : "false", r.in_new ? "true" : "false", r.base.ncalls,
                 r.next.ncalls, r.base.tottime, r.next.tottime, r.base.cumtime, r.next.cumtime,
                 num(r.percent), r.regression ? "true" : "false");
@@ -106,7 +107,7 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
             w, p, pct_text(row_percent(r, r.base.tottime, r.next.tottime), r.in_new),
             r.base.cumtime, w, p, r.next.cumtime, w, p,
             pct_text(row_percent(r, r.base.cumtime, r.next.cumtime), r.in_new),
-            reader::printable(fmt::format("{}:{}({})", r.file, r.line, r.name)));
+            text::printable(fmt::format("{}:{}({})", r.file, r.line, r.name)));
     }
     fmt::print(out, "\n");
 }
@@ -124,7 +125,7 @@ void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDi
         for (const MemoryDiffRow& r : d.rows) {
             std::string stack;
             for (size_t i = 0; i < r.stack.size(); ++i) stack += (i ? ";" : "") + r.stack[i];
-            fmt::print(out, "{},{}", csv_escape(stack),
+            fmt::print(out, "{},{}", text::csv_escape(stack),
                        !r.in_base  ? "new"
                        : !r.in_new ? "gone"
                                    : "both");
@@ -169,7 +170,7 @@ void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDi
             const MemoryDiffRow& r = d.rows[i];
             std::string stack;
             for (size_t k = 0; k < r.stack.size(); ++k)
-                stack += fmt::format("{}\"{}\"", k ? ", " : "", json_escape(r.stack[k]));
+                stack += fmt::format("{}\"{}\"", k ? ", " : "", text::json_escape(r.stack[k]));
             fmt::print(out,
                        "{}\n    {{\"stack\": [{}], \"in_base\": {}, \"in_new\": {}, {}, "
                        "\"regressed\": {}}}",
@@ -188,10 +189,10 @@ void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDi
         return fmt::format("{} allocations{}, {} allocated{}, peak heap {}{}, leaked {}{}, "
                            "peak RSS {}{}",
                            amount(v.allocations), pc(base ? base->allocations : 0, v.allocations),
-                           format_bytes(v.bytes), pc(base ? base->bytes : 0, v.bytes),
-                           format_bytes(v.peak), pc(base ? base->peak : 0, v.peak),
-                           format_bytes(v.leaked), pc(base ? base->leaked : 0, v.leaked),
-                           rss ? format_bytes(rss) : std::string("n/a"), pc(base_rss, rss));
+                           text::format_bytes(v.bytes), pc(base ? base->bytes : 0, v.bytes),
+                           text::format_bytes(v.peak), pc(base ? base->peak : 0, v.peak),
+                           text::format_bytes(v.leaked), pc(base ? base->leaked : 0, v.leaked),
+                           rss ? text::format_bytes(rss) : std::string("n/a"), pc(base_rss, rss));
     };
     fmt::print(out, "   base: {} run{}: {} per run\n", d.base_runs, d.base_runs == 1 ? "" : "s",
                summary(d.base_total, d.base_rss, nullptr, 0));
@@ -213,7 +214,7 @@ void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDi
             fmt::print(out, " {:>11} {:>11} {:>8}", r.in_base ? amount(b) : "-",
                        r.in_new ? amount(n) : "-", pct_text(site_percent(r, w), r.in_new));
         }
-        fmt::print(out, "  {}\n", reader::printable(site_text(r.stack, 6)));
+        fmt::print(out, "  {}\n", text::printable(site_text(r.stack, 6)));
     }
     fmt::print(out, "\n");
 }

@@ -7,6 +7,7 @@
 #include "render/render.hpp"
 
 #include "reader/trace_reader.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -101,7 +102,7 @@ void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) 
         title = !o.graph_name.empty() ? o.graph_name : o.icicle ? "Icicle Graph" : "Flame Graph";
         if (!t.traces.empty())
             if (auto exe = t.traces.front().meta.find("exe"); exe != t.traces.front().meta.end())
-                title += ": " + reader::printable(exe->second.substr(exe->second.rfind('/') + 1));
+                title += ": " + text::printable(exe->second.substr(exe->second.rfind('/') + 1));
     }
     fmt::print(out,
                "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
@@ -125,16 +126,16 @@ void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) 
                "<text id=\"details\" x=\"{7}\" y=\"{9}\"> </text>\n"
                "<text id=\"matched\" x=\"{8}\" y=\"{9}\"> </text>\n<g id=\"frames\">\n",
                o.width, height, o.icicle ? 1 : 0, o.min_width, assets::flamegraph_js, o.width / 2,
-               xml_escape(title), kPad, o.width - kPad - 100, height - 12, xml_escape(o.unit),
-               xml_escape(o.count_label),
-               memory ? "sums of " + xml_escape(o.unit) + " over the allocation sites"
+               text::xml_escape(title), kPad, o.width - kPad - 100, height - 12,
+               text::xml_escape(o.unit), text::xml_escape(o.count_label),
+               memory ? "sums of " + text::xml_escape(o.unit) + " over the allocation sites"
                       : std::string("nanoseconds"));
     for (const Placed& p : placed) {
         const CallTreeNode& n = t.nodes[p.node];
         double x = kPad + p.offset * scale, w = n.total_ns * scale;
         int y = o.icicle ? kTop + int(n.depth) * kFrameHeight
                          : height - kBottom - int(n.depth + 1) * kFrameHeight;
-        std::string name = reader::printable(t.name(n));
+        std::string name = text::printable(t.name(n));
         double percent = root.total_ns ? 100.0 * n.total_ns / root.total_ns : 0;
         fmt::print(out,
                    "<g class=\"f\" data-o=\"{}\" data-n=\"{}\" data-d=\"{}\" data-c=\"{}\">"
@@ -142,10 +143,10 @@ void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) 
                    "<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" "
                    "rx=\"2\" ry=\"2\"/>"
                    "<text x=\"{:.2f}\" y=\"{}\">{}</text></g>\n",
-                   p.offset, n.total_ns, n.depth, n.calls, xml_escape(name), n.total_ns,
-                   xml_escape(o.unit), percent, n.calls, xml_escape(o.count_label), x, y, w,
-                   kFrameHeight - 1, color(t, n, memory), x + 3, y + 11,
-                   xml_escape(fit(name, w)));
+                   p.offset, n.total_ns, n.depth, n.calls, text::xml_escape(name), n.total_ns,
+                   text::xml_escape(o.unit), percent, n.calls, text::xml_escape(o.count_label), x,
+                   y, w, kFrameHeight - 1, color(t, n, memory), x + 3, y + 11,
+                   text::xml_escape(fit(name, w)));
     }
     fmt::print(out, "</g>\n</svg>\n");
 }

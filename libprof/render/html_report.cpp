@@ -9,6 +9,7 @@
 #include "render/render.hpp"
 
 #include "reader/trace_reader.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -22,7 +23,7 @@ namespace prof::analysis::views {
 namespace {
 
 std::string js(std::string_view s) {
-    return "\"" + json_escape(reader::printable(s)) + "\"";
+    return "\"" + text::json_escape(text::printable(s)) + "\"";
 }
 
 std::string base_name(const std::string& path) {
@@ -145,7 +146,7 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
         "script-src 'unsafe-inline'; style-src 'unsafe-inline'\">\n"
         "<title>libprof: {}</title>\n<style>\n{}</style>\n</head>\n<body>\n"
         "<header><h1>libprof report: {}</h1><div class=\"sub\" id=\"summary\"></div></header>\n",
-        xml_escape(title), assets::report_css, xml_escape(title));
+        text::xml_escape(title), assets::report_css, text::xml_escape(title));
     // Memory first when it is all the trace has (an unmodified program under profrun --mem).
     const bool memory_first = memory && p.total_calls == 0 && p.time.calls_counted();
     if (memory_first) write_memory_section(out, *memory);

@@ -2,6 +2,7 @@
 #include "render/info.hpp"
 
 #include "reader/trace_reader.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -11,9 +12,9 @@ void print_info(std::FILE* out, const Profile& p) {
     for (const reader::TraceInfo& t : p.traces) {
         auto meta = [&](const char* k) {
             auto it = t.meta.find(k);
-            return it == t.meta.end() ? std::string("?") : reader::printable(it->second);
+            return it == t.meta.end() ? std::string("?") : text::printable(it->second);
         };
-        fmt::print(out, "trace:     {}\n", reader::printable(t.path));
+        fmt::print(out, "trace:     {}\n", text::printable(t.path));
         if (t.header.flags & format::kFilePacked)
             fmt::print(out,
                        "format:    {}.{} packed ({} bytes, {} chunks of up to {} KiB; memory "
@@ -55,7 +56,7 @@ void print_info(std::FILE* out, const Profile& p) {
         fmt::print(out, "symbols:   {}   modules: {}\n", t.symbols.size(), t.modules.size());
         for (const auto& [stream, th] : t.threads)
             fmt::print(out, "thread:    {} tid {} '{}' {}{}{}\n", stream, th.tid,
-                       reader::printable(th.name),
+                       text::printable(th.name),
                        // A thread sampled from outside has samples and no events.
                        th.events || (!th.samples && !t.meta.count("sampler"))
                            ? fmt::format("{} events{}{}", th.events,
@@ -66,7 +67,7 @@ void print_info(std::FILE* out, const Profile& p) {
                        th.abandoned ? fmt::format(", {} frames abandoned", th.abandoned) : "");
         for (const reader::Module& m : t.modules)
             fmt::print(out, "module:    {:#x}-{:#x} {} {}{}\n", m.start, m.end,
-                       reader::printable(m.path), m.build_id,
+                       text::printable(m.path), m.build_id,
                        m.unload_ticks == UINT64_MAX
                            ? ""
                            : fmt::format("  unloaded at {:.6f} s",
@@ -89,11 +90,11 @@ std::string no_lines_text(const Profile& p) {
             return fmt::format(
                 "No line counts in this trace: they are written when each thread ends, and {} "
                 "is incomplete ({}).",
-                reader::printable(t.path), t.incomplete_reason);
+                text::printable(t.path), t.incomplete_reason);
         return fmt::format("No marked lines in this trace. {} is incomplete ({}): the counts of "
                            "lines that sample the resident set size (PROF_LINE_RSS=1, the "
                            "memory profiler) are written when each thread ends.",
-                           reader::printable(t.path), t.incomplete_reason);
+                           text::printable(t.path), t.incomplete_reason);
     }
     return "No marked lines in this trace: mark code with PROF_LINE, PROF_SCOPE or "
            "PROF_FUNCTION (see <prof/prof.hpp>).";

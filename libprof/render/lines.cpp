@@ -3,6 +3,7 @@
 #include "render/lines.hpp"
 
 #include "render/report.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -127,18 +128,18 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
         auto [start, end] = function_span(src, t);
         std::map<uint32_t, const LineRow*> by_line;
         for (const LineRow& r : t.rows) by_line[r.line] = &r;
-        std::string file = reader::printable(t.file);
+        std::string file = text::printable(t.file);
         bool heap = t.heap || std::any_of(t.rows.begin(), t.rows.end(),
                                           [](const LineRow& r) { return r.heap_increment != 0; });
         if (o.memory) {
-            fmt::print(out, "Filename: {}\nFunction: {}\n\n", file, reader::printable(t.function));
+            fmt::print(out, "Filename: {}\nFunction: {}\n\n", file, text::printable(t.function));
             std::string header = fmt::format(
                 "{:>6} {:>12} {:>12}  {}{:>11}   {}", "Line #", "Mem usage", "Increment",
                 heap ? fmt::format("{:>12}  ", "Heap incr.") : "", "Occurrences", "Line Contents");
             fmt::print(out, "{}\n{}\n", header, std::string(header.size(), '='));
         } else {
             fmt::print(out, "Total time: {:g} s\nFile: {}\nFunction: {} at line {}\n\n",
-                       t.total_time, file, reader::printable(t.function), start);
+                       t.total_time, file, text::printable(t.function), start);
             std::string header = fmt::format("{:>6} {:>9} {:>12} {:>8} {:>8}  {}", "Line #", "Hits",
                                              "Time", "Per Hit", "% Time", "Line Contents");
             fmt::print(out, "{}\n{}\n", header, std::string(header.size(), '='));
@@ -158,9 +159,9 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
             auto it = by_line.find(uint32_t(l));
             {
                 std::string text =
-                    have_source && l <= src.size() ? reader::printable(src[size_t(l - 1)]) : "";
+                    have_source && l <= src.size() ? text::printable(src[size_t(l - 1)]) : "";
                 const LineRow* r = it == by_line.end() ? nullptr : it->second;
-                if (!have_source && r) text = reader::printable(r->mark); // as the trace has it
+                if (!have_source && r) text = text::printable(r->mark); // as the trace has it
                 if (o.memory) {
                     std::string heap_col;
                     if (heap)
@@ -195,8 +196,8 @@ void print_line_json(std::FILE* out, const std::vector<LineTable>& tables) {
             fmt::print(out,
                        "{}\n    {{\"file\": \"{}\", \"line\": {}, \"function\": \"{}\", "
                        "\"kind\": \"{}\", \"hits\": {}, \"time\": {:.9f}",
-                       first ? "" : ",", json_escape(t.file), r.line, json_escape(t.function),
-                       r.kind, r.hits, r.time);
+                       first ? "" : ",", text::json_escape(t.file), r.line,
+                       text::json_escape(t.function), r.kind, r.hits, r.time);
             if (r.rss_samples)
                 fmt::print(
                     out,

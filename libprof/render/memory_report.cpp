@@ -1,8 +1,8 @@
 // Renderings of a MemoryReport.
 #include "render/memory_report.hpp"
 
-#include "render/markup.hpp"
 #include "render/report.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -12,15 +12,6 @@
 #include <string_view>
 
 namespace prof::analysis {
-
-std::string format_bytes(double b) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    double v = b < 0 ? -b : b;
-    while (v >= 1024 && u < 4) v /= 1024, ++u;
-    return u == 0 ? fmt::format("{}{} B", b < 0 ? "-" : "", uint64_t(v))
-                  : fmt::format("{}{:.2f} {}", b < 0 ? "-" : "", v, units[u]);
-}
 
 namespace {
 
@@ -37,7 +28,7 @@ std::string frame_text(const MemoryFrame& f, bool full_paths) {
         std::string mod = f.module.substr(f.module.rfind('/') == std::string::npos ? 0 : f.module.rfind('/') + 1);
         where = fmt::format(" (in {})", mod);
     }
-    return reader::printable(f.name + where);
+    return text::printable(f.name + where);
 }
 
 void print_stack(std::FILE* out, const MemorySite& s, const MemoryOptions& o) {
@@ -82,11 +73,12 @@ void print_memory(std::FILE* out, const MemoryReport& m, const MemoryOptions& o)
                    ? fmt::format(" ({} of {} allocated before tracing)", m.unknown_frees,
                                  m.unknown_frees == 1 ? "a block" : "blocks")
                    : "");
-    fmt::print(out, "bytes allocated: {}\n", format_bytes(double(m.bytes_allocated)));
+    fmt::print(out, "bytes allocated: {}\n", text::format_bytes(double(m.bytes_allocated)));
     fmt::print(out, "peak heap: {} at {:.3f} s   peak RSS: {}   leaked: {} in {}\n",
-               format_bytes(double(m.peak_heap)), m.peak_heap_time,
-               m.peak_rss ? format_bytes(double(m.peak_rss)) : std::string("n/a"),
-               format_bytes(double(m.leaked_bytes)), count(m.leaked_blocks, "block", "blocks"));
+               text::format_bytes(double(m.peak_heap)), m.peak_heap_time,
+               m.peak_rss ? text::format_bytes(double(m.peak_rss)) : std::string("n/a"),
+               text::format_bytes(double(m.leaked_bytes)),
+               count(m.leaked_blocks, "block", "blocks"));
     if (m.late_events)
         fmt::print(out, "note: {} records were older than records replayed before them (a writer "
                         "that did not keep the format's order); peak and timeline may be off by "
@@ -105,18 +97,18 @@ void print_memory(std::FILE* out, const MemoryReport& m, const MemoryOptions& o)
         [](const MemorySite& s) { return s.allocations; },
         [](const MemorySite& s) {
             return fmt::format("{}, {} allocated", count(s.allocations, "call", "calls"),
-                               format_bytes(double(s.bytes)));
+                               text::format_bytes(double(s.bytes)));
         });
     section(
         out, m, o, "PEAK MEMORY CONSUMERS", [](const MemorySite& s) { return s.peak_bytes; },
         [](const MemorySite& s) {
-            return fmt::format("{} live at the peak ({})", format_bytes(double(s.peak_bytes)),
+            return fmt::format("{} live at the peak ({})", text::format_bytes(double(s.peak_bytes)),
                                count(s.allocations, "call", "calls"));
         });
     section(
         out, m, o, "MEMORY LEAKED", [](const MemorySite& s) { return s.leaked_bytes; },
         [](const MemorySite& s) {
-            return fmt::format("{} leaked in {}", format_bytes(double(s.leaked_bytes)),
+            return fmt::format("{} leaked in {}", text::format_bytes(double(s.leaked_bytes)),
                                count(s.leaked_blocks, "block", "blocks"));
         });
     section(
@@ -144,7 +136,8 @@ void print_memory_json(std::FILE* out, const MemoryReport& m, const MemoryOption
         fmt::print(out, "{}\n    {{\"stack\": [", i ? "," : "");
         for (size_t k = 0; k < s.stack.size() && k < std::max<size_t>(o.depth, 64); ++k)
             fmt::print(out, "{}{{\"name\": \"{}\", \"file\": \"{}\", \"line\": {}}}", k ? ", " : "",
-                       json_escape(s.stack[k].name), json_escape(s.stack[k].file), s.stack[k].line);
+                       text::json_escape(s.stack[k].name), text::json_escape(s.stack[k].file),
+                       s.stack[k].line);
         fmt::print(out, "], \"allocations\": {}, \"bytes\": {}, \"peak_bytes\": {}, \"leaked_bytes\": {}, "
                         "\"leaked_blocks\": {}, \"temporary_allocations\": {}}}",
                    s.allocations, s.bytes, s.peak_bytes, s.leaked_bytes, s.leaked_blocks, s.temporary);
@@ -195,7 +188,7 @@ void write_memory_plot(std::FILE* out, const MemoryReport& m, const std::string&
                w, h, w, h);
     fmt::print(out, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
     fmt::print(out, "<text x=\"{}\" y=\"22\" font-size=\"15\">{}</text>\n", left,
-               xml_escape(title));
+               text::xml_escape(title));
     fmt::print(out, "<g stroke=\"#444\"><line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\"/>"
                     "<line x1=\"{0}\" y1=\"{3}\" x2=\"{0}\" y2=\"{1}\"/></g>\n",
                left, h - bottom, w - right, top);

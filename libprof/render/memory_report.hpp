@@ -16,7 +16,6 @@ struct MemoryOptions {
 
 void print_memory(std::FILE* out, const MemoryReport& m, const MemoryOptions& o);
 void print_memory_json(std::FILE* out, const MemoryReport& m, const MemoryOptions& o);
-std::string format_bytes(double bytes); // "9.81 MiB"
 // Heap and RSS over time (mprof plot's picture), a self-contained SVG.
 void write_memory_plot(std::FILE* out, const MemoryReport& m, const std::string& title);
 

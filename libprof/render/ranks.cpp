@@ -1,6 +1,7 @@
 #include "render/ranks.hpp"
 
 #include "reader/trace_reader.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -71,7 +72,7 @@ void print_text(std::FILE* out, const RankComparison& c, const TableOptions& o, 
         for (uint32_t pid : r.pids) pids += (pids.empty() ? "" : ",") + std::to_string(pid);
         fmt::print(out, "{:>6} {:>12} {:>12.{}f} {:>10}  {}\n", r.rank,
                    count_text(double(r.profile.total_calls), c.calls_counted), r.profile.total_time,
-                   o.precision, pids, reader::printable(r.host));
+                   o.precision, pids, text::printable(r.host));
     }
     std::vector<size_t> rows = selected(c, o, m);
     fmt::print(out, "\n   Ordered by: max {}; imbal% = ({} max / mean - 1) * 100\n", metric_name(m),
@@ -112,7 +113,7 @@ void print_text(std::FILE* out, const RankComparison& c, const TableOptions& o, 
         };
         fmt::print(out, "{}  {}  {}  {:>7.1f}  {}\n", calls, times(f.tottime), times(f.cumtime),
                    spread_of(f, m).imbalance_percent(),
-                   reader::printable(label(f.function, o.full_paths)));
+                   text::printable(label(f.function, o.full_paths)));
     }
 }
 
@@ -126,7 +127,7 @@ void print_json(std::FILE* out, const RankComparison& c, const TableOptions& o, 
         fmt::print(out,
                    "{}\n    {{\"rank\": {}, \"pids\": [{}], \"host\": \"{}\", \"traces\": {}, "
                    "\"total_calls\": {}, \"total_time\": {:.9f}}}",
-                   i ? "," : "", r.rank, pids, json_escape(r.host), r.profile.traces.size(),
+                   i ? "," : "", r.rank, pids, text::json_escape(r.host), r.profile.traces.size(),
                    count(double(r.profile.total_calls)), r.profile.total_time);
     }
     fmt::print(out, "\n  ],\n  \"sort\": \"max {}\",\n  \"functions\": [", metric_name(m));
@@ -144,9 +145,10 @@ void print_json(std::FILE* out, const RankComparison& c, const TableOptions& o, 
                    "{}\n    {{\"name\": \"{}\", \"symbol\": \"{}\", \"module\": \"{}\", "
                    "\"file\": \"{}\", \"line\": {}, \"kind\": \"{}\", \"ranks\": {}, "
                    "\"ncalls\": {}, \"tottime\": {}, \"cumtime\": {}}}",
-                   first ? "" : ",", json_escape(fn.name), json_escape(fn.symbol),
-                   json_escape(fn.module), json_escape(fn.file), fn.line, fn.kind, f.ranks,
-                   spread(f.ncalls, true), spread(f.tottime, false), spread(f.cumtime, false));
+                   first ? "" : ",", text::json_escape(fn.name), text::json_escape(fn.symbol),
+                   text::json_escape(fn.module), text::json_escape(fn.file), fn.line, fn.kind,
+                   f.ranks, spread(f.ncalls, true), spread(f.tottime, false),
+                   spread(f.cumtime, false));
         first = false;
     }
     fmt::print(out, "\n  ]\n}}\n");
@@ -159,8 +161,8 @@ void print_csv(std::FILE* out, const RankComparison& c, const TableOptions& o, M
     fmt::print(out, "\n");
     for (size_t i : selected(c, o, m)) {
         const RankedFunction& f = c.functions[i];
-        fmt::print(out, "{},{},{},{}", csv_escape(f.function.name), csv_escape(f.function.file),
-                   f.function.line, f.ranks);
+        fmt::print(out, "{},{},{},{}", text::csv_escape(f.function.name),
+                   text::csv_escape(f.function.file), f.function.line, f.ranks);
         if (c.calls_counted)
             fmt::print(out, ",{:.0f},{:.6g},{:.0f},{},{:.3f}", f.ncalls.min, f.ncalls.mean,
                        f.ncalls.max, f.ncalls.max_rank, f.ncalls.imbalance_percent());

@@ -3,11 +3,10 @@
 // the format it lands in.
 #pragma once
 
-#include "analysis/model/lines.hpp"
-#include "render/markup.hpp"
-#include "analysis/model/profile.hpp"
 #include "analysis/model/call_tree.hpp"
+#include "analysis/model/lines.hpp"
 #include "analysis/model/memory.hpp"
+#include "analysis/model/profile.hpp"
 
 #include <cstdio>
 #include <optional>

@@ -1,5 +1,6 @@
 // Renderings of a Profile. The text table reproduces pstats' layout column for column.
 #include "render/report.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -104,7 +105,7 @@ struct Widths {
 
 // Names in a trace come from the traced program: never let them reach the terminal raw.
 std::string shown_label(const Function& f, bool full_paths) {
-    return reader::printable(label(f, full_paths));
+    return text::printable(label(f, full_paths));
 }
 
 } // namespace
@@ -175,7 +176,7 @@ std::string time_basis_text(const TimeBasis& t) {
 }
 
 void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
-    if (!o.title.empty()) fmt::print(out, "{}\n", reader::printable(o.title));
+    if (!o.title.empty()) fmt::print(out, "{}\n", text::printable(o.title));
     const bool counted = p.time.calls_counted();
     if (!counted)
         fmt::print(out, "         ? function calls (not counted: sampled without instrumentation)");
@@ -216,8 +217,8 @@ void print_callers(std::FILE* out, const Profile& p, const TableOptions& o, bool
     std::vector<size_t> rows = selected(p, o);
     fmt::print(out, "   Ordered by: {}\n", sort_description(o.sort));
     if (!o.filter.empty())
-        fmt::print(out, "   List reduced from {} to {} due to restriction <'{}'>\n", p.functions.size(),
-                   rows.size(), reader::printable(o.filter));
+        fmt::print(out, "   List reduced from {} to {} due to restriction <'{}'>\n",
+                   p.functions.size(), rows.size(), text::printable(o.filter));
     fmt::print(out, "\n");
     size_t width = 0;
     for (size_t i : rows) width = std::max(width, shown_label(p.functions[i], o.full_paths).size());
@@ -259,35 +260,6 @@ void print_callers(std::FILE* out, const Profile& p, const TableOptions& o, bool
     fmt::print(out, "\n");
 }
 
-std::string json_escape(std::string_view s) {
-    std::string out;
-    out.reserve(s.size() + 2);
-    for (unsigned char c : s) {
-        switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\t': out += "\\t"; break;
-        case '\r': out += "\\r"; break;
-        default:
-            // '<', '>' and '&' too, so that JSON embedded in HTML cannot close a script tag.
-            if (c < 0x20 || c == 0x7f || c == '<' || c == '>' || c == '&')
-                out += fmt::format("\\u{:04x}", c);
-            else out += char(c);
-        }
-    }
-    return out;
-}
-
-std::string csv_escape(std::string_view s) {
-    bool quote = s.find_first_of(",\"\n\r") != std::string_view::npos;
-    std::string out = reader::printable(s);
-    if (!quote) return out;
-    std::string q = "\"";
-    for (char c : out) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-}
-
 void print_csv(std::FILE* out, const Profile& p, const TableOptions& o) {
     fmt::print(out, "ncalls,primitive_calls,tottime,tottime_percall,cumtime,cumtime_percall,"
                     "name,file,line,module,symbol\n");
@@ -302,8 +274,8 @@ void print_csv(std::FILE* out, const Profile& p, const TableOptions& o) {
         const Stats& s = f.stats;
         fmt::print(out, "{},{},{:.9f},{},{:.9f},{},{},{},{},{},{}\n", count(s.ncalls),
                    count(s.pcalls), s.tottime, per(s.tottime, s.ncalls), s.cumtime,
-                   per(s.cumtime, s.pcalls), csv_escape(f.name), csv_escape(f.file), f.line,
-                   csv_escape(f.module), csv_escape(f.symbol));
+                   per(s.cumtime, s.pcalls), text::csv_escape(f.name), text::csv_escape(f.file),
+                   f.line, text::csv_escape(f.module), text::csv_escape(f.symbol));
     }
 }
 
@@ -315,13 +287,14 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
             auto it = ti.meta.find(k);
             return it == ti.meta.end() ? std::string() : it->second;
         };
-        fmt::print(out, "{}\n    {{\"path\": \"{}\", \"pid\": {}, \"ppid\": {}, \"exe\": \"{}\", "
-                        "\"cmdline\": \"{}\", \"format_version\": \"{}.{}\", \"finished\": {}, "
-                        "\"incomplete\": {}}}",
-                   t ? "," : "", json_escape(ti.path), ti.header.pid, ti.header.ppid,
-                   json_escape(meta("exe")), json_escape(meta("cmdline")), ti.header.major,
-                   ti.header.minor, ti.finished ? "true" : "false",
-                   ti.incomplete ? "\"" + json_escape(ti.incomplete_reason) + "\"" : "null");
+        fmt::print(out,
+                   "{}\n    {{\"path\": \"{}\", \"pid\": {}, \"ppid\": {}, \"exe\": \"{}\", "
+                   "\"cmdline\": \"{}\", \"format_version\": \"{}.{}\", \"finished\": {}, "
+                   "\"incomplete\": {}}}",
+                   t ? "," : "", text::json_escape(ti.path), ti.header.pid, ti.header.ppid,
+                   text::json_escape(meta("exe")), text::json_escape(meta("cmdline")),
+                   ti.header.major, ti.header.minor, ti.finished ? "true" : "false",
+                   ti.incomplete ? "\"" + text::json_escape(ti.incomplete_reason) + "\"" : "null");
     }
     // Calls not counted (sampled without instrumentation): null, never 0.
     const bool counted = p.time.calls_counted();
@@ -334,21 +307,25 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
     for (size_t i : selected(p, o)) {
         const Function& f = p.functions[i];
         const Stats& s = f.stats;
-        fmt::print(out, "{}\n    {{\"name\": \"{}\", \"symbol\": \"{}\", \"module\": \"{}\", "
-                        "\"file\": \"{}\", \"line\": {}, \"address\": \"0x{:x}\", \"kind\": \"{}\", "
-                        "\"ncalls\": {}, \"primitive_calls\": {}, \"tottime\": {:.9f}, \"cumtime\": {:.9f}}}",
-                   first ? "" : ",", json_escape(f.name), json_escape(f.symbol),
-                   json_escape(f.module), json_escape(f.file), f.line, f.address, f.kind,
-                   count(s.ncalls), count(s.pcalls), s.tottime, s.cumtime);
+        fmt::print(
+            out,
+            "{}\n    {{\"name\": \"{}\", \"symbol\": \"{}\", \"module\": \"{}\", "
+            "\"file\": \"{}\", \"line\": {}, \"address\": \"0x{:x}\", \"kind\": \"{}\", "
+            "\"ncalls\": {}, \"primitive_calls\": {}, \"tottime\": {:.9f}, \"cumtime\": {:.9f}}}",
+            first ? "" : ",", text::json_escape(f.name), text::json_escape(f.symbol),
+            text::json_escape(f.module), text::json_escape(f.file), f.line, f.address, f.kind,
+            count(s.ncalls), count(s.pcalls), s.tottime, s.cumtime);
         first = false;
     }
     fmt::print(out, "\n  ],\n  \"threads\": [");
     for (size_t t = 0; t < p.threads.size(); ++t) {
         const ThreadSummary& th = p.threads[t];
-        fmt::print(out, "{}\n    {{\"trace\": {}, \"stream\": {}, \"tid\": {}, \"name\": \"{}\", "
-                        "\"events\": {}, \"dropped\": {}, \"abandoned_frames\": {}, \"seconds\": {:.9f}}}",
-                   t ? "," : "", th.trace, th.stream, th.tid, json_escape(th.name), th.events,
-                   th.dropped, th.abandoned, th.seconds);
+        fmt::print(
+            out,
+            "{}\n    {{\"trace\": {}, \"stream\": {}, \"tid\": {}, \"name\": \"{}\", "
+            "\"events\": {}, \"dropped\": {}, \"abandoned_frames\": {}, \"seconds\": {:.9f}}}",
+            t ? "," : "", th.trace, th.stream, th.tid, text::json_escape(th.name), th.events,
+            th.dropped, th.abandoned, th.seconds);
     }
     fmt::print(out, "\n  ]\n}}\n");
 }
@@ -385,10 +362,11 @@ void print_thread_documents(std::FILE* out, const std::vector<ThreadDocument>& d
                    : body.substr(open + 1, close - open - 1);
         while (!body.empty() && (body.back() == '\n' || body.back() == ' ')) body.remove_suffix(1);
         bool fields = body.find_first_not_of(" \n") != std::string_view::npos;
-        fmt::print(
-            out, "{}\n  {{\"tid\": {}, \"stream\": {}, \"trace\": {}, \"name\": \"{}\"{}{}\n  }}",
-            i ? "," : "", d.thread.tid, d.thread.stream, d.thread.trace, json_escape(d.thread.name),
-            fields ? "," : "", fields ? body : std::string_view());
+        fmt::print(out,
+                   "{}\n  {{\"tid\": {}, \"stream\": {}, \"trace\": {}, \"name\": \"{}\"{}{}\n  }}",
+                   i ? "," : "", d.thread.tid, d.thread.stream, d.thread.trace,
+                   text::json_escape(d.thread.name), fields ? "," : "",
+                   fields ? body : std::string_view());
     }
     fmt::print(out, "\n  ]\n}}\n");
 }
@@ -397,11 +375,11 @@ std::vector<std::string> data_warnings(const Profile& p) {
     std::vector<std::string> out;
     for (const reader::TraceInfo& t : p.traces) {
         if (t.incomplete)
-            out.push_back(fmt::format("{}: incomplete trace: {}", reader::printable(t.path),
+            out.push_back(fmt::format("{}: incomplete trace: {}", text::printable(t.path),
                                       t.incomplete_reason));
         if (t.minor_unknown_records)
             out.push_back(fmt::format("{}: skipped {} records of a newer format version {}.{}",
-                                      reader::printable(t.path), t.minor_unknown_records,
+                                      text::printable(t.path), t.minor_unknown_records,
                                       t.header.major, t.header.minor));
     }
     uint64_t dropped = 0;

@@ -51,7 +51,4 @@ void print_thread_documents(std::FILE* out, const std::vector<ThreadDocument>& d
 // Notes about the data (incomplete trace, dropped events, ...), one line each, for stderr.
 std::vector<std::string> data_warnings(const Profile& p);
 
-std::string json_escape(std::string_view s);
-std::string csv_escape(std::string_view s);
-
 } // namespace prof::analysis

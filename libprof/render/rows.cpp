@@ -1,6 +1,7 @@
 #include "render/rows.hpp"
 
 #include "render/report.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -77,7 +78,7 @@ class RowWriter {
             for (size_t i = 0; i < row.size(); ++i) {
                 if (i) std::fputc(',', out_);
                 if (row[i].kind == Cell::kText)
-                    std::fputs(csv_escape(row[i].value).c_str(), out_);
+                    std::fputs(text::csv_escape(row[i].value).c_str(), out_);
                 else if (row[i].kind == Cell::kNumber)
                     std::fputs(row[i].value.c_str(), out_);
             }
@@ -86,7 +87,7 @@ class RowWriter {
             for (size_t i = 0; i < row.size(); ++i) {
                 fmt::print(out_, "{}\"{}\": ", i ? ", " : "", names[i]);
                 if (row[i].kind == Cell::kText)
-                    fmt::print(out_, "\"{}\"", json_escape(row[i].value));
+                    fmt::print(out_, "\"{}\"", text::json_escape(row[i].value));
                 else if (row[i].kind == Cell::kNumber)
                     std::fputs(row[i].value.c_str(), out_);
                 else

@@ -9,9 +9,10 @@
 // events balanced. Each thread's events go to a temporary file, joined at the end.
 #include "render/timeline.hpp"
 
+#include "analysis/engine/session.hpp"
 #include "analysis/model/profile.hpp"
 #include "render/report.hpp"
-#include "analysis/engine/session.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -89,8 +90,8 @@ class TimelineBase : public ActivationObserver {
             v[function] = uint32_t(frames.size());
             Function f = resolver_.describe(current(), session_->function_address(trace, function),
                                             session_->function_module(trace, function));
-            frames.push_back(FrameInfo{json_escape(reader::printable(f.name)), json_escape(f.file),
-                                       f.line, f.kind});
+            frames.push_back(FrameInfo{text::json_escape(text::printable(f.name)),
+                                       text::json_escape(f.file), f.line, f.kind});
         }
         return v[function];
     }
@@ -311,7 +312,7 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
                 exe == info.meta.end() ? std::string("process") : base_name(exe->second);
             w.write(fmt::format("{}\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,"
                                 "\"args\":{{\"name\":\"{}\"}}}}",
-                                w.first ? "" : ",", pid, json_escape(reader::printable(name))));
+                                w.first ? "" : ",", pid, text::json_escape(text::printable(name))));
             w.first = false;
         }
         std::string tname;
@@ -321,7 +322,7 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
         if (tname.empty()) tname = tid == pid ? "main" : fmt::format("thread {}", tid);
         w.write(fmt::format(",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
                             "\"args\":{{\"name\":\"{}\"}}}}",
-                            pid, tid, json_escape(reader::printable(tname))));
+                            pid, tid, text::json_escape(text::printable(tname))));
     }
     w.result.sampled_time = session.time_basis().sampled_traces > 0;
     // Processes with counters but no complete events (a program run under profrun --mem alone).
@@ -333,7 +334,7 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
         w.write(fmt::format("{}\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,"
                             "\"args\":{{\"name\":\"{}\"}}}}",
                             w.first ? "" : ",", info.header.pid,
-                            json_escape(reader::printable(name))));
+                            text::json_escape(text::printable(name))));
         w.first = false;
     }
     w.write(fmt::format(
@@ -393,11 +394,11 @@ uint64_t write_sampled_profiles(const Session& session, uint32_t tid,
                 if (fn == kNoFunction) continue;
                 if (frame[fn] == SIZE_MAX) {
                     const Function& f = tree.functions[fn];
-                    std::string json =
-                        fmt::format("{{\"name\":\"{}\"", json_escape(reader::printable(f.name)));
+                    std::string json = fmt::format("{{\"name\":\"{}\"",
+                                                   text::json_escape(text::printable(f.name)));
                     if (!f.file.empty())
                         json += fmt::format(",\"file\":\"{}\",\"line\":{}",
-                                            json_escape(reader::printable(f.file)), f.line);
+                                            text::json_escape(text::printable(f.file)), f.line);
                     json += "}";
                     auto [it, fresh] = frame_of.emplace(std::move(json), frames.size());
                     if (fresh) frames.push_back(&it->first);
@@ -414,8 +415,8 @@ uint64_t write_sampled_profiles(const Session& session, uint32_t tid,
         write(fmt::format("{}\n{{\"type\":\"sampled\",\"name\":\"{}\",\"unit\":\"nanoseconds\","
                           "\"startValue\":0,\"endValue\":{},\"samples\":[{}],\"weights\":[{}]}}",
                           written ? "," : "",
-                          json_escape(reader::printable(profile_name(infos, t, thread_tid))), total,
-                          samples, weights));
+                          text::json_escape(text::printable(profile_name(infos, t, thread_tid))),
+                          total, samples, weights));
         ++written;
     }
     write("\n],\"shared\":{\"frames\":[");
@@ -439,7 +440,7 @@ std::string speedscope_head(const std::vector<reader::TraceInfo>& infos) {
         "{{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
         "\"exporter\":\"libprof profreport\",\"name\":\"{}\",\"activeProfileIndex\":0,"
         "\"profiles\":[",
-        json_escape(reader::printable(title)));
+        text::json_escape(text::printable(title)));
 }
 
 TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& traces,
@@ -501,7 +502,7 @@ TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& tr
         std::string name = profile_name(infos, *tp, to.tid ? to.tid : tp->stream);
         write(fmt::format("{}\n{{\"type\":\"evented\",\"name\":\"{}\",\"unit\":\"nanoseconds\","
                           "\"startValue\":{},\"endValue\":{},\"events\":[",
-                          first ? "" : ",", json_escape(reader::printable(name)), to.first,
+                          first ? "" : ",", text::json_escape(text::printable(name)), to.first,
                           to.last));
         first = false;
         std::rewind(to.tmp);

@@ -4,6 +4,7 @@
 #include "render/durations.hpp"
 
 #include "reader/trace_reader.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -15,14 +16,14 @@ namespace {
 
 // A frame of a folded stack: printable, and without the separators of the format.
 std::string folded_frame(const std::string& name) {
-    std::string s = reader::printable(name);
+    std::string s = text::printable(name);
     std::replace(s.begin(), s.end(), ';', ':');
     return s;
 }
 
 // One line of a callgrind file: names run to the end of the line.
 std::string callgrind_name(std::string_view s) {
-    return reader::printable(s);
+    return text::printable(s);
 }
 
 } // namespace
@@ -174,8 +175,9 @@ void print_tree(std::FILE* out, const CallTree& t, const TreeOptions& o) {
         if (o.csv) {
             const Function* f = n.function == kNoFunction ? nullptr : &t.functions[n.function];
             fmt::print(out, "{},{},{},{},{},{},{:.4f},{},{},{}\n", item.node, n.parent, n.depth,
-                       counted ? std::to_string(n.calls) : std::string(), n.total_ns, n.self_ns, percent, csv_escape(t.name(n)),
-                       csv_escape(f ? f->file : std::string()), f ? f->line : 0);
+                       counted ? std::to_string(n.calls) : std::string(), n.total_ns, n.self_ns,
+                       percent, text::csv_escape(t.name(n)),
+                       text::csv_escape(f ? f->file : std::string()), f ? f->line : 0);
         } else {
             std::string branch = n.depth == 1 ? "" : "+-";
             fmt::print(out, "{:>13} {:>12} {:>11}  {}{}{}\n", human_ns(n.total_ns),
@@ -183,7 +185,7 @@ void print_tree(std::FILE* out, const CallTree& t, const TreeOptions& o) {
                        n.function == kNoFunction ? std::string()
                        : counted                 ? fmt::format("{}", n.calls)
                                                  : std::string("?"),
-                       item.prefix, branch, reader::printable(t.name(n)));
+                       item.prefix, branch, text::printable(t.name(n)));
         }
         std::vector<size_t> kids = by_total(n.children);
         std::string child_prefix = n.depth == 1 ? "" : item.prefix + (item.last ? "  " : "| ");
@@ -206,11 +208,11 @@ void print_callers_csv(std::FILE* out, const Profile& p, const std::string& filt
             if ((callees ? e.caller : e.callee) != i) continue;
             size_t other = callees ? e.callee : e.caller;
             const Function* g = other == kRoot ? nullptr : &p.functions[other];
-            fmt::print(out, "{},{},{},{},{},{},{},{},{:.9f},{:.9f}\n", csv_escape(f.name),
-                       csv_escape(f.file), f.line,
-                       csv_escape(g ? g->name : std::string("<thread start>")),
-                       csv_escape(g ? g->file : std::string()), g ? g->line : 0, e.stats.ncalls,
-                       e.stats.pcalls, e.stats.tottime, e.stats.cumtime);
+            fmt::print(out, "{},{},{},{},{},{},{},{},{:.9f},{:.9f}\n", text::csv_escape(f.name),
+                       text::csv_escape(f.file), f.line,
+                       text::csv_escape(g ? g->name : std::string("<thread start>")),
+                       text::csv_escape(g ? g->file : std::string()), g ? g->line : 0,
+                       e.stats.ncalls, e.stats.pcalls, e.stats.tottime, e.stats.cumtime);
         }
     }
 }
@@ -220,9 +222,10 @@ void print_lines_csv(std::FILE* out, const std::vector<LineTable>& tables) {
                     "heap_increment\n");
     for (const LineTable& t : tables)
         for (const LineRow& r : t.rows)
-            fmt::print(out, "{},{},{},{},{},{:.9f},{},{:.0f},{:.0f},{:.0f}\n", csv_escape(t.file),
-                       csv_escape(t.function), r.line, r.kind, r.hits, r.time, r.rss_samples,
-                       r.rss_increment, r.rss_last, r.heap_increment);
+            fmt::print(out, "{},{},{},{},{},{:.9f},{},{:.0f},{:.0f},{:.0f}\n",
+                       text::csv_escape(t.file), text::csv_escape(t.function), r.line, r.kind,
+                       r.hits, r.time, r.rss_samples, r.rss_increment, r.rss_last,
+                       r.heap_increment);
 }
 
 } // namespace prof::analysis::views

@@ -2,8 +2,8 @@
 // for people, or one JSON object per line with --log-format json or PROF_LOG_FORMAT=json.
 #pragma once
 
-#include "common/text.hpp"
 #include "reader/trace_reader.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -25,10 +25,10 @@ struct ToolLog {
     }
 
     void write(std::string_view level, std::string_view msg) const {
-        std::string text = reader::printable(msg);
+        std::string text = text::printable(msg);
         if (json)
             fmt::print(stderr, "{{\"tool\":\"{}\",\"level\":\"{}\",\"msg\":\"{}\"}}\n", tool, level,
-                       json_escape(msg));
+                       text::json_escape(msg, text::JsonForm::kPlain));
         else {
             std::string quoted;
             for (char c : text) quoted += c == '"' ? std::string("\\\"") : std::string(1, c);

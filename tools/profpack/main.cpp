@@ -1,10 +1,10 @@
 // profpack: rewrites finished traces in the packed form (format 2.2), which profreport reads
 // like any other.
 #include "common/cli.hpp"
-#include "common/text.hpp"
 #include "common/tool_log.hpp"
 #include "pack/trace_packer.hpp"
 #include "reader/trace_reader.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -76,7 +76,7 @@ bool same_file(const std::string& a, const std::string& b) {
 }
 
 std::string summary(const std::string& out, const prof::pack::PackResult& r) {
-    using prof::tools::format_bytes;
+    using prof::text::format_bytes;
     std::string memory =
         r.memory_records
             ? fmt::format(", {} memory records ({} releases of another thread's block), "

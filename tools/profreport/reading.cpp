@@ -2,6 +2,7 @@
 #include "reading.hpp"
 
 #include "reader/trace_reader.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -25,10 +26,10 @@ analysis::ProgressFn ProgressLine::callback() {
     return [this](const analysis::Progress& p) {
         if (p.fraction < 0)
             std::fprintf(stderr, "\rprofreport: reading %s: %llu M events",
-                         reader::printable(*p.path).c_str(), (unsigned long long)(p.events >> 20));
+                         text::printable(*p.path).c_str(), (unsigned long long)(p.events >> 20));
         else
             std::fprintf(stderr, "\rprofreport: reading %s: %3.0f%%",
-                         reader::printable(*p.path).c_str(), 100 * p.fraction);
+                         text::printable(*p.path).c_str(), 100 * p.fraction);
         shown_ = true;
     };
 }

@@ -1,12 +1,12 @@
 // profrun: runs a program with libprof's environment set and passes its exit status through.
 #include "common/cli.hpp"
-#include "common/text.hpp"
 #include "common/tool_log.hpp"
 #include "pack/trace_packer.hpp"
 #include "profrun/passed_signals.hpp"
 #include "profrun/run_dir.hpp"
 #include "profrun/sampled.hpp"
 #include "reader/run_manifest.hpp"
+#include "text/text.hpp"
 
 #include <prof/trace_format.hpp>
 
@@ -486,7 +486,7 @@ bool run_command(const std::vector<std::string>& command, const ToolLog& log, in
 // refuses it). Ctrl-C stops the packing again, and removes what it wrote; the traces stay as
 // written.
 void pack_traces(const RunOptions& o, const std::vector<std::string>& others, const ToolLog& log) {
-    using prof::tools::format_bytes;
+    using prof::text::format_bytes;
     prof::pack::remove_partial_pack_on_signals();
     std::vector<std::string> all = others;
     if (!o.output.empty() && exists(o.output)) all.insert(all.begin(), o.output);

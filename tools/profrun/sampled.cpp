@@ -4,7 +4,6 @@
 
 #include "profrun/passed_signals.hpp"
 
-#include "common/text.hpp"
 #include "sampling/perf_sampler.hpp"
 #include "sampling/ptrace_sampler.hpp"
 #include "sampling/sampled_run.hpp"

@@ -3,6 +3,7 @@
 #include "analysis/model/diff.hpp"
 
 #include "reader/trace_reader.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -289,7 +290,7 @@ std::vector<std::string> memory_diff_failures(const MemoryDiffResult& d,
                                             measure_label(w, false), site_text(r.stack), p,
                                             o.fail_above));
         }
-    for (std::string& s : out) s = reader::printable(s);
+    for (std::string& s : out) s = text::printable(s);
     return out;
 }
 

@@ -7,6 +7,7 @@
 #include "render/info.hpp"
 #include "render/lines.hpp"
 #include "render/report.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -53,7 +54,7 @@ CLI::Option* add_lines_flag(CLI::App& report, Args& a) {
 
 void print_lines(std::FILE* out, const Args& a, const analysis::Profile& p,
                  const std::string& title) {
-    if (!title.empty() && a.format == "text") fmt::print(out, "{}\n", reader::printable(title));
+    if (!title.empty() && a.format == "text") fmt::print(out, "{}\n", text::printable(title));
     analysis::LineOptions lo = a.line;
     lo.source_dirs = analysis::source_dirs(p, a.line.source_dirs);
     auto tables = analysis::line_tables(p, a.table.filter);

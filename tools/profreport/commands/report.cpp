@@ -11,6 +11,7 @@
 #include "reading.hpp"
 #include "render/render.hpp"
 #include "render/report.hpp"
+#include "text/text.hpp"
 
 #include <fmt/format.h>
 
@@ -179,7 +180,7 @@ void print_view(std::FILE* out, const Args& a, const analysis::Profile& p,
     analysis::TableOptions o = a.table;
     o.title = title;
     if (!a.callers.empty() || !a.callees.empty()) {
-        if (!title.empty() && a.format != "csv") fmt::print(out, "{}\n", reader::printable(title));
+        if (!title.empty() && a.format != "csv") fmt::print(out, "{}\n", text::printable(title));
         for (bool callees : {false, true}) {
             const std::string& filter = callees ? a.callees : a.callers;
             if (filter.empty()) continue;

@@ -1,0 +1,116 @@
+// render/report: the pstats table, callers and callees, CSV and JSON of a trace whose every
+// time is known (render_support.hpp), names escaped for each format.
+#include "unit/render/render_support.hpp"
+
+#include "render/report.hpp"
+
+using namespace prof;
+using namespace prof::test;
+
+TEST_CASE("pstats table: the header's totals and one row per function by cumulative time") {
+    analysis::Profile p = render_profile();
+    std::string out = capture([&](std::FILE* f) { analysis::print_table(f, p, {}); });
+    CHECK(out == "         8 function calls in 0.150 seconds\n"
+                 "\n"
+                 "   Ordered by: cumulative time\n"
+                 "\n"
+                 "   ncalls  tottime  percall  cumtime  percall filename:lineno(function)\n"
+                 "        2    0.060    0.030    0.150    0.075 app.cpp:10(main)\n"
+                 "        2    0.040    0.020    0.050    0.025 app.cpp:20(a)\n"
+                 "        1    0.020    0.020    0.040    0.040 app.cpp:30(b<int>(x, y))\n"
+                 "        3    0.030    0.010    0.030    0.010 app.cpp:40(c;\"q\")\n"
+                 "\n");
+}
+
+TEST_CASE("pstats callers and callees: one line per edge, times of the edge") {
+    analysis::Profile p = render_profile();
+    std::string callers = capture([&](std::FILE* f) { analysis::print_callers(f, p, {}, false); });
+    std::vector<std::string> l = lines_of(callers);
+    REQUIRE(l.size() == 10);
+    CHECK(l[4] == "app.cpp:10(main)         <-          2    0.060    0.150  <thread start>");
+    CHECK(l[7] == "app.cpp:40(c;\"q\")        <-          2    0.020    0.020  "
+                  "app.cpp:30(b<int>(x, y))");
+    CHECK(l[8] == "                                     1    0.010    0.010  app.cpp:20(a)");
+    std::string callees = capture([&](std::FILE* f) { analysis::print_callers(f, p, {}, true); });
+    l = lines_of(callees);
+    REQUIRE(l.size() == 10);
+    CHECK(l[4] == "app.cpp:10(main)         ->          2    0.040    0.050  app.cpp:20(a)");
+    CHECK(l[5] == "                                     1    0.020    0.040  "
+                  "app.cpp:30(b<int>(x, y))");
+    CHECK(l[8] == "app.cpp:40(c;\"q\")        ->");
+}
+
+TEST_CASE("pstats CSV: exact times in seconds, names quoted as RFC 4180 wants") {
+    analysis::Profile p = render_profile();
+    std::string out = capture([&](std::FILE* f) { analysis::print_csv(f, p, {}); });
+    CHECK(
+        out ==
+        "ncalls,primitive_calls,tottime,tottime_percall,cumtime,cumtime_percall,name,file,line,"
+        "module,symbol\n"
+        "2,2,0.060000000,0.030000000,0.150000000,0.075000000,main,/src/app.cpp,10,,\n"
+        "2,2,0.040000000,0.020000000,0.050000000,0.025000000,a,/src/app.cpp,20,,\n"
+        "1,1,0.020000000,0.020000000,0.040000000,0.040000000,\"b<int>(x, y)\",/src/app.cpp,30,,\n"
+        "3,3,0.030000000,0.010000000,0.030000000,0.010000000,\"c;\"\"q\"\"\",/src/app.cpp,40,,\n");
+}
+
+TEST_CASE("pstats JSON parses and holds the totals, every function and thread") {
+    analysis::Profile p = render_profile();
+    std::string out = capture([&](std::FILE* f) { analysis::print_json(f, p, {}); });
+    // Markup characters never appear raw in a string, so the document can sit in HTML.
+    CHECK(out.find("b\\u003cint\\u003e(x, y)") != std::string::npos);
+    Json j = parse_json(out);
+    CHECK(j["total_calls"].integer() == 8);
+    CHECK(j["primitive_calls"].integer() == 8);
+    CHECK(j["total_time"].text == "0.150000000");
+    CHECK(j["sort"].text == "cumulative time");
+    REQUIRE(j["traces"].size() == 1);
+    CHECK(j["traces"][0]["path"].text == render_trace());
+    CHECK(j["traces"][0]["exe"].text == "/bin/app");
+    CHECK(j["traces"][0]["cmdline"].text == "app --run");
+    CHECK(j["traces"][0]["pid"].integer() == 42);
+    CHECK(j["traces"][0]["finished"].boolean);
+    CHECK(j["traces"][0]["incomplete"].kind == Json::kNull);
+    const Json& fns = j["functions"];
+    REQUIRE(fns.size() == 4);
+    const char* names[] = {"main", "a", kB.c_str(), kC.c_str()};
+    const unsigned long long ncalls[] = {2, 2, 1, 3};
+    const char* tottime[] = {"0.060000000", "0.040000000", "0.020000000", "0.030000000"};
+    const char* cumtime[] = {"0.150000000", "0.050000000", "0.040000000", "0.030000000"};
+    double own = 0;
+    for (size_t i = 0; i < 4; ++i) {
+        CAPTURE(i);
+        CHECK(fns[i]["name"].text == names[i]);
+        CHECK(fns[i]["ncalls"].integer() == ncalls[i]);
+        CHECK(fns[i]["primitive_calls"].integer() == ncalls[i]);
+        CHECK(fns[i]["tottime"].text == tottime[i]);
+        CHECK(fns[i]["cumtime"].text == cumtime[i]);
+        CHECK(fns[i]["line"].integer() == 10 * (i + 1));
+        CHECK(fns[i]["address"].text == "0x" + std::to_string(i + 1) + "000");
+        own += fns[i]["tottime"].number;
+    }
+    CHECK(own == doctest::Approx(0.150));
+    const Json& threads = j["threads"];
+    REQUIRE(threads.size() == 2);
+    CHECK(threads[0]["tid"].integer() == 1001);
+    CHECK(threads[0]["events"].integer() == 12);
+    CHECK(threads[1]["tid"].integer() == 1002);
+    CHECK(threads[1]["events"].integer() == 4);
+}
+
+TEST_CASE("per-thread documents: JSON wraps each thread's fields, CSV adds a tid column") {
+    analysis::ThreadSummary t1, t2;
+    t1.tid = 7, t1.stream = 1, t1.name = "w<1>";
+    t2.tid = 8, t2.stream = 2;
+    std::vector<analysis::ThreadDocument> docs = {{t1, "{\n  \"x\": 1\n}\n"}, {t2, "{\n}\n"}};
+    Json j = parse_json(
+        capture([&](std::FILE* f) { analysis::print_thread_documents(f, docs, "json"); }));
+    REQUIRE(j["threads"].size() == 2);
+    CHECK(j["threads"][0]["tid"].integer() == 7);
+    CHECK(j["threads"][0]["name"].text == "w<1>");
+    CHECK(j["threads"][0]["x"].integer() == 1);
+    CHECK(j["threads"][1]["tid"].integer() == 8);
+    CHECK(j["threads"][1].size() == 4); // tid, stream, trace, name: no fields of its own
+    docs = {{t1, "h1,h2\n1,2\n"}, {t2, "h1,h2\n3,4\n"}};
+    CHECK(capture([&](std::FILE* f) { analysis::print_thread_documents(f, docs, "csv"); }) ==
+          "tid,h1,h2\n7,1,2\n8,3,4\n");
+}
