@@ -29,46 +29,36 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
-CXX = os.environ.get("CXX", "g++")
-
+from libprofbench.build import COMMON_FLAGS, CXX, FI_FLAGS, REPO, WORKLOADS, bench_dir, built
+from libprofbench.runner import RunError, run
 
 def check(cmd, **kw):
     subprocess.run(cmd, check=True, **kw)
 
 
 def build(build_dir: Path, work: Path):
+    """fib instrumented as bench.py builds it, against the build's libprof.so; sample_cost and
+    sample_stats as the build made them (PROF_BUILD_BENCH=ON)."""
     lib = build_dir / "libprof"
-    inc = ["-I", str(REPO / "libprof/include"), "-I", str(build_dir / "include")]
-    rpath = ["-L", str(lib), "-lprof", f"-Wl,-rpath,{lib}"]
     fib = work / "fib"
-    check([CXX, "-std=c++20", "-O2", "-g", "-fno-omit-frame-pointer",
-           "-fno-optimize-sibling-calls", "-finstrument-functions",
-           "-finstrument-functions-exclude-file-list=/usr/include",
-           str(HERE / "workloads/fib.cpp"), "-o", str(fib)] + rpath)
-    cost = work / "sample_cost"
-    check([CXX, "-std=c++17", "-O2", str(HERE / "sample_cost.cpp"), "-o", str(cost)] + inc + rpath)
-    stats = work / "sample_stats"
-    check([CXX, "-std=c++20", "-O2", "-I", str(REPO / "libprof"), "-I", str(REPO / "libprof/format"),
-           str(HERE / "sample_stats.cpp"), str(lib / "libprof_reader.a"), "-lfmt", "-lzstd",
-           "-o", str(stats)])
+    check([CXX, *COMMON_FLAGS, *FI_FLAGS, str(WORKLOADS / "fib.cpp"), "-o", str(fib),
+           "-L", str(lib), "-lprof", f"-Wl,-rpath,{lib}"])
+    cost, stats = built(build_dir, "sample_cost"), built(build_dir, "sample_stats")
+    if cost is None or stats is None:
+        sys.exit(f"sampling: {bench_dir(build_dir)}/sample_cost and sample_stats not found "
+                 f"(configure with -DPROF_BUILD_BENCH=ON, then ninja -C {build_dir} sample_cost sample_stats)")
     return fib, cost, stats
 
 
 def timed(cmd, env):
     """Runs cmd; returns (wall seconds, CPU seconds, stdout)."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = p.stdout.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    if status != 0:
-        sys.exit(f"{cmd} failed: status {status}")
-    return wall, ru.ru_utime + ru.ru_stime, out.decode()
+    try:
+        r = run(cmd, env=env, capture=True)
+    except RunError as e:
+        sys.exit(f"{cmd} failed: {e}")
+    return r.wall, r.cpu, r.out
 
 
 def env_with(trace: Path, hz, timer):
