@@ -78,11 +78,15 @@ def benchmarks(args, work):
         "idle_cost": (lambda: ["--build", build, "--work", work / "idle_cost", "--reps", "1",
                                "--naps", "2", "--round-trips", "200"],
                       [r"^## naps: naps 2, alone ", r"^\| sample \| ", r"^\| idle \| ",
-                       r"^## pingpong: pingpong 200, alone "], lambda: None),
+                       r"^## pingpong: pingpong 200, alone "],
+                      lambda: None if (Path(build) / "tests/programs/test_spinners").exists() else
+                      f"{build}/tests/programs/test_spinners not built"),
         "run_scale": (lambda: ["--build", build, "--processes", "4", "--fib", "12", "--reps", "1",
                                "--jobs", "2"],
                       [r"^run: 4 processes of fib\(12\)", r"^reading +seconds +peak RSS MiB",
-                       r"^run -j 1 ", r"^one trace -j 1 ", r"^speedup -j 2 over -j 1: "], lambda: None),
+                       r"^run -j 1 ", r"^one trace -j 1 ", r"^speedup -j 2 over -j 1: "],
+                      lambda: None if (Path(build) / "samples/fib").exists() else
+                      f"{build}/samples/fib not built (PROF_BUILD_SAMPLES=ON)"),
         "sampling": (lambda: ["--build", build, "--reps", "1", "--fib", "20", "--cost-seconds", "0.05"],
                      [r"^\| fib 20 \| wall s \| CPU s \|", r"^\| sample_cost, 0.05 CPU s \|",
                       r"^cost per sample, at 125 Hz"],
