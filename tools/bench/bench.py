@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Overhead benchmark for libprof's call profiler and line/scope macros against minimal baselines.
 
-Builds libprof and the workloads under a scratch directory, runs every configuration interleaved
+Builds libprof with the hook libraries of hooks/ (-DPROF_BUILD_BENCH=ON; or takes --build DIR)
+and the workloads under a scratch directory, runs every configuration interleaved
 (one warm-up pass, then N reps, each running all configurations once in shuffled order) and
 prints per-workload tables. The call workloads (fib, mix, threads) compare libprof's
 -finstrument-functions tracer with a minimal tracer, empty hooks, gprof and uftrace:

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """What the CPU-time sampler (PROF_SAMPLE_HZ, trace format 1.5 Sample records) costs.
 
-Against an existing build of libprof (--build, the CMake build directory), builds under a
-scratch directory the bench's fib workload (workloads/fib.cpp, instrumented as bench.py builds
-it), sample_cost.cpp (a cycle-counter loop that notes its interruptions) and sample_stats.cpp
-(the Sample records of a trace, through the build's reader library). Then, in every rep, runs in
-shuffled order:
+Against an existing build of libprof (--build, the CMake build directory, configured with
+-DPROF_BUILD_BENCH=ON), builds under a scratch directory the bench's fib workload
+(workloads/fib.cpp, instrumented as bench.py builds it) and takes from the build sample_cost
+(sample_cost.cpp: a cycle-counter loop that notes its interruptions) and sample_stats
+(sample_stats.cpp: the Sample records of a trace, through the reader library). Then, in every
+rep, runs in shuffled order:
 
   fib N        with PROF_SAMPLE_HZ=0, and at the default rate signalled by each timer
                (PROF_SAMPLE_TIMER=posix, the default, and perf): wall time, CPU time (user + sys
@@ -18,7 +19,7 @@ shuffled order:
                sample against the median one without, in the same run (the same load)
 
 and prints medians over the reps (with min-max), and the per-sample figures derived from them.
-Standard library only; needs g++ and the build's libprof.so, libprof_reader.a, fmt and zstd.
+Standard library only; needs g++, and the build's libprof.so, sample_cost and sample_stats.
 """
 
 import argparse
