@@ -48,8 +48,8 @@ install_missing() {
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-build_all() {
-    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPROF_BUILD_TESTS=ON >/dev/null
+build_all() { # [CMAKE_OPTIONS...]
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPROF_BUILD_TESTS=ON "$@" >/dev/null
     cmake --build "$build" -j "$(nproc)"
 }
 
@@ -85,7 +85,7 @@ demo)
     "$build/tools/profreport" --sort cumtime --limit 10 "$out/vectorize.trace"
     ;;
 test)
-    build_all
+    build_all -DPROF_BUILD_BENCH=ON  # the benchmarks' programs, and their smoke test runs too
     install_duckdb "$build"
     ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
     ;;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Overhead benchmark for libprof's call profiler and line/scope macros against minimal baselines.
 
-Builds libprof and the workloads under a scratch directory, runs every configuration interleaved
+Builds libprof with the hook libraries of hooks/ (-DPROF_BUILD_BENCH=ON; or takes --build DIR)
+and the workloads under a scratch directory, runs every configuration interleaved
 (one warm-up pass, then N reps, each running all configurations once in shuffled order) and
 prints per-workload tables. The call workloads (fib, mix, threads) compare libprof's
 -finstrument-functions tracer with a minimal tracer, empty hooks, gprof and uftrace:
@@ -36,117 +37,26 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import random
-import re
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from libprofbench.build import CXX
+from libprofbench.calls import (ALLOC, ALLOC_CONFIGS, CONFIGS, FIXED_COST_PAIRS,
+                                LINE_CONFIGS, LINE_TARGET, LINES, MEM_TARGET_BYTES,
+                                MEM_TARGET_DWARF_X, MEM_TARGET_FP_X, MEM_TARGET_SHADOW_NS,
+                                UFTRACE_RECORD, UFTRACE_RECORD_SIZE, WORKLOADS, Build, Runner,
+                                fib_calls, fixed_cost, per_rep_ratio, summarize)
+from libprofbench.host import first_line, git_revision, loadavg, machine_line
+from libprofbench.runner import base_env, path_bytes, pinned, remove, run
+from libprofbench.table import fmt_int, med, render_md, render_text
+
 
 HERE = Path(__file__).resolve().parent
 
-CXX = os.environ.get("CXX", "g++")
-COMMON_FLAGS = ["-std=c++20", "-O2", "-g", "-fno-omit-frame-pointer",
-                "-fno-optimize-sibling-calls", "-pthread"]
-# What prof::instrument uses with GCC: without the exclude list every inlined standard-library
-# helper gets its own hooks.
-FI_FLAGS = ["-finstrument-functions", "-finstrument-functions-exclude-file-list=/usr/include"]
-
-# name -> (source, arguments for a full run, for --quick, for a near-empty run, description)
-WORKLOADS = {
-    "fib": ("fib.cpp", ["32"], ["27"], ["1"], "recursive fib(N)"),
-    "mix": ("mix.cpp", ["1.0"], ["0.2"], ["0.0001"], "sort / std::map / hash / short strings (scale S)"),
-    "threads": ("threads.cpp", ["800000"], ["150000"], ["1"], "4 threads x N iterations of 3 calls"),
-}
-
-# Binary variants of each workload: name -> (extra compile flags, hook library linked or None).
-# "prof" is the libprof.so built from the repository; the others are built from hooks/.
-VARIANTS = {
-    "base": ([], None),
-    "fi": (FI_FLAGS, "prof"),
-    "floor": (FI_FLAGS, "floor"),
-    "floor_noclock": (FI_FLAGS, "floor_noclock"),
-    "empty": (FI_FLAGS, "empty"),
-    "count": (FI_FLAGS, "count"),
-    "noop": (FI_FLAGS, None),  # glibc's own no-op __cyg_profile_func_* (for uftrace)
-    "pg": (["-pg"], None),
-}
-
-# Configurations in table order: name -> (label, binary variant).
-CONFIGS = {
-    "base": ("base (no instrumentation)", "base"),
-    "fi": ("fi: libprof full call trace", "fi"),
-    "counts": ("fi: libprof, PROF_TIME=sampled (no clock per call)", "fi"),
-    "floor": ("floor: rdtsc + 16 B record -> file", "floor"),
-    "floor_noclock": ("floor without rdtsc: 16 B record -> file", "floor_noclock"),
-    "empty": ("empty hooks (.so, via PLT)", "empty"),
-    "pg": ("gprof (-pg)", "pg"),
-    "uftrace": ("uftrace record (fi binary, no-op hooks)", "noop"),
-}
-TRACED = ("fi", "counts", "floor", "floor_noclock", "uftrace")  # configs whose trace size is measured
-
-# ---- the line/scope layer: workloads/lines.cpp ----
-# One binary per marking (-DVARIANT=...), each linked against libprof without
-# -finstrument-functions; every one, the bare one included, loads the runtime and writes a trace.
-LINES = "lines"
-LINES_SOURCE = "lines.cpp"
-LINE_VARIANTS = {"bare": "V_BARE", "floor": "V_FLOOR", "line": "V_LINE", "scope": "V_SCOPE"}
-# Hits per run, (most configs, the PROF_LINE_RSS pair), for a full run and for --quick. The
-# PROF_LINE_RSS pair runs fewer hits (two system calls each) and has its own bare baseline.
-LINE_HITS = {"full": (20_000_000, 200_000), "quick": (4_000_000, 40_000)}
-# Configurations in table order: name -> (label, binary variant, extra environment, size, base).
-LINE_CONFIGS = {
-    "bare": ("bare statement", "bare", {}, 0, "bare"),
-    "floor": ("floor: 2x __rdtsc() + TLS add", "floor", {}, 0, "bare"),
-    "line": ("PROF_LINE(statement)", "line", {}, 0, "bare"),
-    "scope": ("{ PROF_SCOPE(\"step\"); statement }", "scope", {}, 0, "bare"),
-    "scope_records": ("the same with PROF_SCOPE_RUNS=0", "scope", {"PROF_SCOPE_RUNS": "0"}, 0, "bare"),
-    "bare_rss": ("bare statement (RSS-run size)", "bare", {}, 1, "bare_rss"),
-    "line_rss": ("PROF_LINE with PROF_LINE_RSS=1", "line", {"PROF_LINE_RSS": "1"}, 1, "bare_rss"),
-}
-LINE_TARGET = 1.3  # the issue's target: PROF_LINE and PROF_SCOPE at most 1.3x the floor
-
-# ---- the memory profiler: workloads/alloc.cpp ----
-# 2 threads of mixed-size malloc/free and new[]/delete[] through a live window plus realloc growth
-# (the research note's alloc.cpp); it prints its own allocator-call and allocation counts.
-ALLOC = "alloc"
-ALLOC_SOURCE = "alloc.cpp"
-ALLOC_ARGS = {"full": "2000000", "quick": "400000"}  # alloc+free pairs per thread
-# Binary variants: name -> (compile flags replacing -fno-omit-frame-pointer, link libprof).
-ALLOC_VARIANTS = {
-    "base": (["-fno-omit-frame-pointer"], False),
-    "nofp": (["-fomit-frame-pointer"], False),  # for the DWARF unwinder: no frame chain at all
-    "fi": (["-fno-omit-frame-pointer", *FI_FLAGS], True),  # call profiler: shadow-stack stacks
-}
-# Memory floor preloads built from hooks/memfloor.cpp: variant -> -DMODE_...
-MEMFLOOR_MODES = {"count": "MODE_COUNT", "event": "MODE_EVENT", "stack": "MODE_STACK"}
-# Configurations in table order: name -> (label, binary variant, what runs, baseline config).
-# What runs: None (the binary alone), "calls" (libprof call trace only), "mem" (libprofmem.so
-# preloaded), "dwarf" (the same with PROF_MEM_UNWIND=dwarf), "floor:<mode>", "heaptrack".
-ALLOC_CONFIGS = {
-    "base": ("base (-fno-omit-frame-pointer)", "base", None, "base"),
-    "base_nofp": ("base built -fomit-frame-pointer", "nofp", None, "base_nofp"),
-    "mem_fp": ("libprofmem, frame-pointer stacks", "base", "mem", "base"),
-    "mem_dwarf": ("libprofmem, PROF_MEM_UNWIND=dwarf, -fomit-frame-pointer build", "nofp", "dwarf",
-                  "base_nofp"),
-    "calls": ("fi build + libprof: call trace only", "fi", "calls", "base"),
-    "mem_shadow": ("fi build + libprofmem: shadow-stack stacks (net of the call trace)", "fi", "mem",
-                   "calls"),
-    "floor_count": ("floor preload: TLS counters", "base", "floor:count", "base"),
-    "floor_event": ("floor preload: + 24 B event -> file", "base", "floor:event", "base"),
-    "floor_stack": ("floor preload: + 24 B event + frame-pointer stack -> file", "base",
-                    "floor:stack", "base"),
-    "heaptrack": ("heaptrack record", "base", "heaptrack", "base"),
-}
-# The memory issue's targets.
-MEM_TARGET_SHADOW_NS = 60      # <= ns per allocation with shadow-stack stacks
-MEM_TARGET_FP_X = 20           # >= x cheaper than heaptrack with frame-pointer stacks
-MEM_TARGET_DWARF_X = 5         # >= x cheaper than heaptrack with DWARF stacks, same depth
-MEM_TARGET_BYTES = 2.2         # <= bytes per allocator call on disk
 
 # ---- report speed at scale: profreport and uftrace report on fib(N) traces ----
 REPORT = "report"
@@ -155,320 +65,9 @@ REPORT_TARGET_EPS = 50e6       # profreport >= 50 M events/s on one core
 REPORT_TARGET_X = 4            # and >= 4x uftrace report
 COMPENSATION_TARGET = 0.15     # compensated sum of tottime within 15 % of the base wall time
 
-UFTRACE_RECORD = ["uftrace", "record", "--no-libcall", "--no-event"]
-UFTRACE_RECORD_SIZE = 16  # bytes per entry or exit record (no arguments recorded)
-
 
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
-
-
-def event_logger(tool):
-    """log(event, key=value, ...): one `TOOL: event=... key=value ...` line on standard error,
-    values quoted where they hold spaces, quotes or '='."""
-    def text(v):
-        if isinstance(v, float):
-            v = f"{v:.3f}"
-        v = str(v)
-        return json.dumps(v) if not v or re.search(r'[\s"=]', v) else v
-
-    def log_event(event, **fields):
-        parts = [f"event={event}"] + [f"{k}={text(v)}" for k, v in fields.items()]
-        print(f"{tool}: " + " ".join(parts), file=sys.stderr, flush=True)
-    return log_event
-
-
-def check(cmd, **kw):
-    """Runs a build step; on failure shows its output and stops."""
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
-    if r.returncode != 0:
-        sys.exit(f"bench: command failed ({r.returncode}): {shlex.join(map(str, cmd))}\n{r.stdout}")
-    return r.stdout
-
-
-def stale(out, inputs):
-    return not out.exists() or any(out.stat().st_mtime < Path(i).stat().st_mtime for i in inputs)
-
-
-# ---- build -----------------------------------------------------------------------------------
-
-class Build:
-    """Paths of everything the benchmark builds under the work directory."""
-
-    def __init__(self, work, repo):
-        self.work = work
-        self.repo = repo
-        self.libprof_dir = work / "libprof"
-        self.libprof_lib = self.libprof_dir / "libprof"
-        self.profreport = self.libprof_dir / "tools" / "profreport"
-        self.profpack = self.libprof_dir / "tools" / "profpack"
-        self.profmem = self.libprof_lib / "libprofmem.so"
-        self.hooks = work / "hooks"
-        self.bin = work / "bin"
-
-    def binary(self, workload, variant):
-        return self.bin / f"{workload}_{variant}"
-
-    def all(self, workloads):
-        log(f"bench: building libprof in {self.libprof_dir}")
-        check(["cmake", "-S", self.repo, "-B", self.libprof_dir, "-G", "Ninja",
-               "-DCMAKE_BUILD_TYPE=Release", "-DPROF_BUILD_TESTS=OFF", "-DPROF_BUILD_SAMPLES=OFF"])
-        check(["ninja", "-C", self.libprof_dir, "prof", "profmem", "profreport", "profpack"])
-        self.hooks.mkdir(parents=True, exist_ok=True)
-        self.bin.mkdir(parents=True, exist_ok=True)
-        for name in ("floor", "empty", "count"):
-            src, out = HERE / "hooks" / f"{name}.cpp", self.hooks / f"lib{name}.so"
-            if stale(out, [src]):
-                check([CXX, "-std=c++20", "-O2", "-g", "-fPIC", "-shared", src, "-o", out])
-        # The floor of hooks that read no clock (the counting mode's): the same, without rdtsc.
-        src, out = HERE / "hooks" / "floor.cpp", self.hooks / "libfloor_noclock.so"
-        if stale(out, [src]):
-            check([CXX, "-std=c++20", "-O2", "-g", "-fPIC", "-shared", "-DFLOOR_NO_CLOCK", src,
-                   "-o", out])
-        log("bench: building workloads")
-        if LINES in workloads:
-            self.lines()
-        if ALLOC in workloads:
-            self.alloc()
-        for w in workloads:
-            if w in WORKLOADS:
-                self.workload(w)
-
-    def workload(self, w, variants=tuple(VARIANTS)):
-        """The binaries of one call workload, one per variant; "fi" links libprof.so of
-        libprof_lib (true_time.py points it at another build), the hook variants need the
-        hook libraries that all() builds first."""
-        self.bin.mkdir(parents=True, exist_ok=True)
-        src = HERE / "workloads" / WORKLOADS[w][0]
-        for variant in variants:
-            flags, lib = VARIANTS[variant]
-            libdir = self.libprof_lib if lib == "prof" else self.hooks
-            link = ["-L", libdir, f"-l{lib}", f"-Wl,-rpath,{libdir}"] if lib else []
-            out = self.binary(w, variant)
-            if stale(out, [src] + ([libdir / f"lib{lib}.so"] if lib else [])):
-                check([CXX, *COMMON_FLAGS, *flags, src, "-o", out, *link])
-
-    def memfloor(self, mode):
-        return self.hooks / f"libmemfloor_{mode}.so"
-
-    def alloc(self):
-        """The allocation workload in its three builds, and the floor preloads."""
-        src = HERE / "workloads" / ALLOC_SOURCE
-        flags = [f for f in COMMON_FLAGS if f != "-fno-omit-frame-pointer"]
-        for variant, (extra, prof) in ALLOC_VARIANTS.items():
-            out = self.binary(ALLOC, variant)
-            link = ["-L", self.libprof_lib, "-lprof", f"-Wl,-rpath,{self.libprof_lib}"] if prof else []
-            if stale(out, [src] + ([self.libprof_lib / "libprof.so"] if prof else [])):
-                check([CXX, *flags, *extra, src, "-o", out, *link])
-        msrc = HERE / "hooks" / "memfloor.cpp"
-        for mode, define in MEMFLOOR_MODES.items():
-            out = self.memfloor(mode)
-            if stale(out, [msrc]):
-                check([CXX, "-std=c++20", "-O2", "-g", "-fPIC", "-shared", "-fno-omit-frame-pointer",
-                       f"-D{define}", msrc, "-o", out, "-ldl", "-pthread"])
-
-    def lines(self):
-        """The line/scope workload, one binary per marking, against prof::prof only (the public
-        headers and libprof.so: what a program using the macros compiles and links with)."""
-        src = HERE / "workloads" / LINES_SOURCE
-        include = self.repo / "libprof" / "include"
-        lib = self.libprof_lib / "libprof.so"
-        deps = [src, lib, include / "prof" / "prof.hpp", include / "prof" / "prof.h"]
-        for variant, define in LINE_VARIANTS.items():
-            out = self.binary(LINES, variant)
-            if stale(out, deps):
-                check([CXX, *COMMON_FLAGS, f"-DVARIANT={define}", "-I", include, src, "-o", out,
-                       "-L", self.libprof_lib, "-lprof", f"-Wl,-rpath,{self.libprof_lib}"])
-
-
-# ---- running ---------------------------------------------------------------------------------
-
-class Result:
-    def __init__(self, wall, cpu, maxrss_kib):
-        self.wall, self.cpu, self.maxrss_kib = wall, cpu, maxrss_kib
-
-
-def run(cmd, env=None, cwd=None, stdout=os.devnull, err_log=None):
-    """fork/exec/wait4 with wall time and rusage; raises if the command fails."""
-    env = dict(env if env is not None else os.environ)
-    cmd = [str(c) for c in cmd]
-    err_path = err_log or os.devnull
-    out_fd = os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    err_fd = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    t0 = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:  # child
-        try:
-            if cwd:
-                os.chdir(cwd)
-            os.dup2(out_fd, 1)
-            os.dup2(err_fd, 2)
-            os.execvpe(cmd[0], cmd, env)
-        finally:
-            os._exit(127)
-    _, status, ru = os.wait4(pid, 0)
-    wall = time.perf_counter() - t0
-    os.close(out_fd)
-    os.close(err_fd)
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        tail = Path(err_path).read_text(errors="replace")[-2000:] if err_log else ""
-        raise RuntimeError(f"exit {code}: {shlex.join(cmd)}\n{tail}")
-    return Result(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss)
-
-
-def base_env():
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith("PROF_")
-            and k not in ("FLOOR_OUT", "COUNT_OUT", "MEMFLOOR_OUT", "LD_PRELOAD")}
-
-
-def remove(path):
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
-
-
-def path_bytes(path):
-    if path.is_dir():
-        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-    return path.stat().st_size if path.exists() else 0
-
-
-class Runner:
-    """Runs one configuration of one workload and cleans up its outputs."""
-
-    def __init__(self, build, quick):
-        self.b = build
-        self.quick = quick
-        self.rundir = build.work / "run"
-        self.rundir.mkdir(parents=True, exist_ok=True)
-        self.err_log = str(build.work / "last-stderr.txt")
-
-    def args(self, w, tiny=False):
-        if w == ALLOC:
-            return ["1" if tiny else ALLOC_ARGS["quick" if self.quick else "full"]]
-        return WORKLOADS[w][3 if tiny else 2 if self.quick else 1]
-
-    def line_hits(self, cfg):
-        """Hits (loop iterations) of one run of a `lines` configuration."""
-        return LINE_HITS["quick" if self.quick else "full"][LINE_CONFIGS[cfg][3]]
-
-    def output(self, w, cfg):
-        """The trace (file or directory) a configuration writes, or None."""
-        if w == LINES:
-            return self.rundir / f"{w}_{cfg}.trace"
-        if w == ALLOC:
-            what = ALLOC_CONFIGS[cfg][2]
-            if what in ("calls", "mem", "dwarf"):
-                return self.rundir / f"{w}_{cfg}.trace"
-            if what in ("floor:event", "floor:stack"):
-                return self.rundir / f"{w}_{cfg}.bin"
-            if what == "heaptrack":  # heaptrack -o NAME writes NAME.zst
-                return self.rundir / f"{w}_{cfg}.zst"
-            return None
-        return {"fi": self.rundir / f"{w}.trace", "counts": self.rundir / f"{w}.counts.trace",
-                "floor": self.rundir / f"{w}.floor",
-                "floor_noclock": self.rundir / f"{w}.floor-noclock",
-                "uftrace": self.rundir / f"{w}.uftrace", "pg": self.rundir / "gmon.out"}.get(cfg)
-
-    @staticmethod
-    def traced(w, cfg):
-        """Whether the size of the configuration's trace is measured."""
-        return w in (LINES, ALLOC) or cfg in TRACED
-
-    def command(self, w, cfg, tiny=False):
-        """(argv, environment) of one run."""
-        if w == LINES:  # every lines binary runs libprof: always give it its trace path
-            _, variant, extra_env, _, _ = LINE_CONFIGS[cfg]
-            env = base_env()
-            env["PROF_OUT"] = str(self.output(w, cfg))
-            env.update(extra_env)
-            return [self.b.binary(w, variant), str(self.line_hits(cfg))], env
-        if w == ALLOC:
-            return self.alloc_command(cfg, tiny)
-        binary = self.b.binary(w, CONFIGS[cfg][1])
-        env = base_env()
-        argv = [binary, *self.args(w, tiny)]
-        if cfg == "fi":
-            env["PROF_OUT"] = str(self.output(w, cfg))
-        elif cfg == "counts":
-            env["PROF_OUT"] = str(self.output(w, cfg))
-            env["PROF_TIME"] = "sampled"
-        elif cfg in ("floor", "floor_noclock"):
-            env["FLOOR_OUT"] = str(self.output(w, cfg))
-        elif cfg == "uftrace":
-            argv = [*UFTRACE_RECORD, "-d", self.output(w, cfg), *argv]
-        return argv, env
-
-    def alloc_command(self, cfg, tiny=False):
-        _, variant, what, _ = ALLOC_CONFIGS[cfg]
-        env = base_env()
-        argv = [self.b.binary(ALLOC, variant), *self.args(ALLOC, tiny)]
-        out = self.output(ALLOC, cfg)
-        if what in ("calls", "mem", "dwarf"):
-            env["PROF_OUT"] = str(out)
-        if what in ("mem", "dwarf"):
-            env["LD_PRELOAD"] = str(self.b.profmem)
-        if what == "dwarf":
-            env["PROF_MEM_UNWIND"] = "dwarf"
-        if what and what.startswith("floor:"):
-            env["LD_PRELOAD"] = str(self.b.memfloor(what.split(":")[1]))
-            env["MEMFLOOR_OUT"] = str(out) if out else "/dev/null"
-        if what == "heaptrack":
-            argv = ["heaptrack", "-o", str(out.with_suffix("")), *argv]
-        return argv, env
-
-    def once(self, w, cfg, keep=False, tiny=False):
-        """Runs one configuration; returns (Result, trace bytes or None)."""
-        out = self.output(w, cfg)
-        if out:
-            remove(out)
-        argv, env = self.command(w, cfg, tiny)
-        r = run(argv, env=env, cwd=self.rundir, err_log=self.err_log)
-        size = path_bytes(out) if out and self.traced(w, cfg) else None
-        if out and not keep:
-            remove(out)
-        return r, size
-
-    def count_calls(self, w):
-        """Exact enter-hook count from the counting-hooks build."""
-        count_file = self.rundir / f"{w}.count"
-        env = base_env()
-        env["COUNT_OUT"] = str(count_file)
-        run([self.b.binary(w, "count"), *self.args(w)], env=env, cwd=self.rundir,
-            err_log=self.err_log)
-        enters, exits = map(int, count_file.read_text().split())
-        count_file.unlink()
-        if enters != exits:
-            log(f"bench: warning: {w}: {enters} enters but {exits} exits")
-        return enters
-
-    def profreport_json(self, trace, *options):
-        text = check([self.b.profreport, trace, "--format", "json", *options])
-        return json.loads(text)
-
-    def check_lines(self):
-        """Runs the marked `lines` configurations once and compares what profreport --lines
-        reads back with the hits they ran. Returns (description, {cfg: trace seconds per hit})."""
-        parts, recorded = [], {}
-        for cfg in ("line", "scope", "scope_records", "line_rss"):
-            self.once(LINES, cfg, keep=True)
-            trace = self.output(LINES, cfg)
-            rows = self.profreport_json(trace, "--lines")["lines"]
-            remove(trace)
-            n = self.line_hits(cfg)
-            hits = sum(r["hits"] for r in rows)
-            ok = len(rows) == 1 and hits == n
-            text = f"{cfg} {fmt_int(hits)} hits"
-            if cfg == "line_rss":
-                samples = sum(r.get("occurrences", 0) for r in rows)
-                ok = ok and samples == n
-                text += f" with {fmt_int(samples)} RSS samples"
-            parts.append(text + ("" if ok else f" (expected {fmt_int(n)} - DIFFERS)"))
-            recorded[cfg] = sum(r["time"] for r in rows) / hits if hits else float("nan")
-        return "lines: profreport --lines reads back " + "; ".join(parts), recorded
 
 
 # ---- the alloc group -------------------------------------------------------------------------
@@ -740,54 +339,6 @@ def alloc_notes(stats, calls, allocations, depth, fixed, packed):
 
 # ---- statistics and tables -------------------------------------------------------------------
 
-def med(xs):
-    return statistics.median(xs) if xs else float("nan")
-
-
-def summarize(runs, calls):
-    """Per-config statistics from runs[cfg] = list of (Result, bytes), rep-aligned with base."""
-    base = runs["base"]
-    stats = {}
-    for cfg, rs in runs.items():
-        pairs = list(zip(rs, base))
-        wall_ratio = [r.wall / b.wall for (r, _), (b, _) in pairs]
-        cpu_ratio = [r.cpu / b.cpu if b.cpu > 0 else float("nan") for (r, _), (b, _) in pairs]
-        stats[cfg] = {
-            "reps": len(rs),
-            "wall": med([r.wall for r, _ in rs]),
-            "cpu": med([r.cpu for r, _ in rs]),
-            "wall_ratio": med(wall_ratio), "wall_ratio_min": min(wall_ratio),
-            "wall_ratio_max": max(wall_ratio),
-            "cpu_ratio": med(cpu_ratio),
-            "wall_ns": [(r.wall - b.wall) / calls * 1e9 for (r, _), (b, _) in pairs],
-            "cpu_ns": [(r.cpu - b.cpu) / calls * 1e9 for (r, _), (b, _) in pairs],
-            "bytes": med([s for _, s in rs]) if cfg in TRACED else None,
-        }
-    return stats
-
-
-FIXED_COST_PAIRS = 9
-
-
-def fixed_cost(runner, w, reps=FIXED_COST_PAIRS):
-    """libprof's per-process cost apart from the events: fi minus base on a near-empty input
-    (startup, first chunk, and the symbol table written at exit). Median over interleaved pairs."""
-    diffs = []
-    for _ in range(reps):
-        base, _ = runner.once(w, "base", tiny=True)
-        fi, _ = runner.once(w, "fi", tiny=True)
-        diffs.append(fi.wall - base.wall)
-    return med(diffs)
-
-
-def per_rep_ratio(a, b):
-    """Median over reps of a[i] / b[i] (extra-ns lists of two configs from the same reps)."""
-    return med([x / y for x, y in zip(a, b) if y > 0])
-
-
-def fmt_int(n):
-    return f"{int(round(n)):,}"
-
 
 TABLE_HEAD = ["config", "reps", "median wall s", "wall ratio (min-max)", "extra ns/call",
               "CPU ratio", "extra CPU ns/call", "trace bytes", "bytes/event"]
@@ -929,21 +480,9 @@ def lines_notes(stats, recorded):
     return out
 
 
-def render_text(head, rows):
-    widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
-    line = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
-
-
-def render_md(head, rows):
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
-
-
 # ---- report speed ----------------------------------------------------------------------------
 
-def report_speed(runner, w, reps=3):
+def report_speed(runner, w, reps=3, uftrace=True):
     """profreport on a fresh libprof trace of `w`, and uftrace report on a fresh uftrace record."""
     b = runner.b
     runner.once(w, "fi", keep=True)
@@ -954,13 +493,14 @@ def report_speed(runner, w, reps=3):
     trace_bytes = path_bytes(trace)
     remove(trace)
 
-    runner.once(w, "uftrace", keep=True)
-    udir = runner.output(w, "uftrace")
-    records = sum(f.stat().st_size for f in udir.glob("*.dat")) // UFTRACE_RECORD_SIZE
-    ut = [run(["uftrace", "report", "-d", udir], cwd=runner.rundir, err_log=runner.err_log)
-          for _ in range(reps)]
-    ut_bytes = path_bytes(udir)
-    remove(udir)
+    if uftrace:
+        runner.once(w, "uftrace", keep=True)
+        udir = runner.output(w, "uftrace")
+        records = sum(f.stat().st_size for f in udir.glob("*.dat")) // UFTRACE_RECORD_SIZE
+        ut = [run(["uftrace", "report", "-d", udir], cwd=runner.rundir, err_log=runner.err_log)
+              for _ in range(reps)]
+        ut_bytes = path_bytes(udir)
+        remove(udir)
 
     def row(tool, n, unit, size, rs):
         t = med([r.wall for r in rs])
@@ -969,22 +509,11 @@ def report_speed(runner, w, reps=3):
                 f"{rss:.1f}"]
 
     head = ["reader", "trace bytes", "input", f"median wall s ({reps} runs)", "speed", "peak RSS MiB"]
-    rows = [row(f"profreport ({w} trace)", events, "events", trace_bytes, prof),
-            row(f"uftrace report ({w} trace)", records, "records", ut_bytes, ut)]
+    rows = [row(f"profreport ({w} trace)", events, "events", trace_bytes, prof)]
+    if uftrace:
+        rows.append(row(f"uftrace report ({w} trace)", records, "records", ut_bytes, ut))
     return head, rows
 
-
-def fib_calls(n):
-    """Calls fib(n) makes: 2 * F(n+1) - 1."""
-    a, b = 0, 1
-    for _ in range(n + 1):
-        a, b = b, a + b
-    return 2 * a - 1
-
-
-def pinned(argv):
-    """argv run on CPU 0 only (taskset), so a reader's speed is its speed on one core."""
-    return ["taskset", "-c", "0", *argv] if shutil.which("taskset") else argv
 
 
 def peak_rss_split(argv, cwd):
@@ -993,20 +522,8 @@ def peak_rss_split(argv, cwd):
     counts the forked Python harness before exec, about 16 MiB).
     File-backed resident pages (a mapped trace) are page cache the kernel can drop; anonymous
     pages (heap) are the reader's own memory."""
-    with open(os.devnull, "w") as null:
-        proc = subprocess.Popen([str(a) for a in argv], cwd=cwd, stdout=null, stderr=null)
-        peak = {"VmHWM": 0, "RssAnon": 0, "RssFile": 0}
-        while proc.poll() is None:
-            try:
-                with open(f"/proc/{proc.pid}/status") as f:
-                    for line in f:
-                        key = line.split(":", 1)[0]
-                        if key in peak:
-                            peak[key] = max(peak[key], int(line.split()[1]))
-            except (OSError, ValueError, IndexError):
-                pass
-            time.sleep(0.002)
-    return peak["VmHWM"] / 1024, peak["RssAnon"] / 1024, peak["RssFile"] / 1024
+    r = run(argv, cwd=cwd, sample=Path(str(argv[0])).name)
+    return r.hwm, r.anon, r.filed
 
 
 def report_scale(runner, reps=3):
@@ -1181,37 +698,9 @@ ALLOC_FOOTNOTES = [
 ]
 
 
-def machine_line():
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), Linux {platform.release()}"
-
-
 def tool_versions(repo):
-    def first_line(cmd):
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0]
-        except (OSError, IndexError):
-            return "not found"
-    rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True).stdout.strip() or "unknown"
-    dirty = subprocess.run(["git", "--no-optional-locks", "-C", str(repo), "status", "--porcelain",
-                            "--", "libprof", "tools"], capture_output=True, text=True).stdout.strip()
-    rev += " with uncommitted changes under libprof/ or tools/" if dirty else ""
+    rev = git_revision(repo, ["libprof", "tools"], "libprof/ or tools/")
     return f"{first_line([CXX, '--version'])}; {first_line(['uftrace', '--version'])}; libprof at {rev}"
-
-
-def loadavg():
-    try:
-        return Path("/proc/loadavg").read_text().split()[0]
-    except OSError:
-        return "?"
 
 
 def main():
@@ -1225,6 +714,12 @@ def main():
     ap.add_argument("--repo", type=Path, default=HERE.parent.parent,
                     help="libprof source tree to build (default: the one holding this script)")
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer reps (smoke test)")
+    ap.add_argument("--build", type=Path,
+                    help="an existing libprof build directory configured with -DPROF_BUILD_BENCH=ON "
+                         "(default: build one, Release, under --work)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="--quick with 1 rep by default, leaving out (with a printed reason) the "
+                         "configurations whose tool (uftrace, heaptrack) is missing")
     ap.add_argument("--markdown", type=Path, help="also write the tables as Markdown to this file")
     args = ap.parse_args()
     workloads = [w for w in args.workloads.split(",") if w]
@@ -1232,25 +727,38 @@ def main():
         if w not in groups:
             ap.error(f"unknown workload {w!r} (choose from {', '.join(groups)})")
     call_workloads = [w for w in workloads if w in WORKLOADS]
-    reps = args.reps if args.reps is not None else (2 if args.quick else 7)
+    args.quick = args.quick or args.smoke
+    reps = args.reps if args.reps is not None else (1 if args.smoke else 2 if args.quick else 7)
     if reps < 1:
         ap.error("--reps must be at least 1")
-    if (call_workloads or REPORT in workloads) and shutil.which("uftrace") is None:
-        sys.exit("bench: uftrace not found (apt-get install uftrace)")
+    skipped = []  # what --smoke leaves out, with the reason, printed in the report
+    have_uftrace = shutil.which("uftrace") is not None
+    if (call_workloads or REPORT in workloads) and not have_uftrace:
+        if not args.smoke:
+            sys.exit("bench: uftrace not found (apt-get install uftrace)")
+        skipped.append("uftrace not found: the uftrace configurations and readers are left out")
+        if REPORT in workloads:
+            workloads.remove(REPORT)
+            skipped.append("uftrace not found: the report group is left out")
     if ALLOC in workloads and shutil.which("heaptrack") is None:
-        sys.exit("bench: heaptrack not found (apt-get install heaptrack)")
+        if not args.smoke:
+            sys.exit("bench: heaptrack not found (apt-get install heaptrack)")
+        workloads.remove(ALLOC)
+        skipped.append("heaptrack not found: the alloc group is left out")
     command = shlex.join([os.path.basename(sys.executable), *sys.argv])
     started = datetime.datetime.now().astimezone()
     load_start = loadavg()
 
     work = args.work.resolve()
-    build = Build(work, args.repo.resolve())
+    build = Build(work, args.repo.resolve(), args.build)
     # The report group and the compensation check run the fib binaries.
     build.all(workloads + (["fib"] if REPORT in workloads and "fib" not in workloads else []))
     runner = Runner(build, args.quick)
     timed = [w for w in workloads if w != REPORT]  # the groups run interleaved
     configs = {w: list(LINE_CONFIGS if w == LINES else ALLOC_CONFIGS if w == ALLOC else CONFIGS)
                for w in timed}
+    if not have_uftrace:
+        configs = {w: [c for c in cs if c != "uftrace"] for w, cs in configs.items()}
 
     calls, check_lines, line_recorded = {}, [], {}
     alloc_depth = {}
@@ -1352,7 +860,7 @@ def main():
     elif call_workloads:
         biggest = max(call_workloads, key=lambda w: med([s for _, s in runs[w]["fi"]]))
         log(f"bench: timing profreport and uftrace report on the {biggest} traces")
-        head, rows = report_speed(runner, biggest)
+        head, rows = report_speed(runner, biggest, uftrace=have_uftrace)
         raw["readers"] = [dict(zip(head, r)) for r in rows]
         sections.append((f"trace readers on the {biggest} traces (events = sum of threads[].events "
                          f"in profreport's JSON; uftrace records = .dat bytes / "
@@ -1366,6 +874,7 @@ def main():
     if ALLOC in workloads:
         footnotes += ALLOC_FOOTNOTES
     footnotes += [*check_lines, f"raw per-run times: {work / 'results.json'}"]
+    footnotes += [f"smoke: skipped: {reason}" for reason in skipped]
     ended = datetime.datetime.now().astimezone()
     took = int((ended - started).total_seconds())
     header = [("machine", machine_line()),

@@ -39,8 +39,9 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from libprofbench import runner
 
 HERE = Path(__file__).resolve().parent
 
@@ -48,12 +49,11 @@ HERE = Path(__file__).resolve().parent
 def run(cmd, cwd, user=False):
     if user:
         cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + cmd
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    wall = time.monotonic() - t0
-    if p.returncode != 0:
-        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
-    return wall, p.stdout, p.stderr
+    try:
+        r = runner.run(cmd, cwd=cwd, capture=True)
+    except runner.RunError as e:
+        sys.exit(f"failed: {e}")
+    return r.wall, r.out, r.err
 
 
 def figures(out):

@@ -28,35 +28,25 @@ libprof.so (`ninja -C build prof profreport`).
 
 import argparse
 import datetime
-import hashlib
 import json
 import os
-import platform
 import random
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench import fmt_int, loadavg, machine_line, med, render_md, render_text  # noqa: E402
+from libprofbench import sqlite
+from libprofbench.build import REPO
+from libprofbench.host import loadavg, machine_line
+from libprofbench.runner import clean_env, pinned, run
+from libprofbench.sqlite import (CFLAGS, FI_FLAGS, SQLITE_PACKAGE, build_program, check, fetch_sqlite,
+                                 sqlite_version, tools_line)
+from libprofbench.table import fmt_int, med, render_md, render_text
 
-# The package whose tarball carries the SQLite amalgamation (deps/sqlite3/sqlite3.c). Pinned, so
-# that two runs build the same SQLite; --sqlite-package takes another.
-SQLITE_PACKAGE = "better-sqlite3@12.11.1"
-DRIVER = HERE / "workloads" / "sqlite_mix.c"
-# What prof::instrument adds for each compiler (libprof/CMakeLists.txt), on a -O2 -g build.
-CFLAGS = ["-O2", "-g"]
-FI_FLAGS = {
-    "gcc": ["-finstrument-functions", "-finstrument-functions-exclude-file-list=/usr/include"],
-    "clang": ["-finstrument-functions-after-inlining"],
-}
-LIBS = ["-lpthread", "-ldl", "-lm"]
 
 # 256,000 rows give about 560 M events; --quick's trace is the full run's 1/8 trace (cached).
 ROWS = {"full": 256_000, "quick": 32_000}
@@ -88,188 +78,8 @@ def log(msg):
     print(f"report_speed: {msg}", file=sys.stderr, flush=True)
 
 
-def check(cmd, cwd=None, env=None):
-    """Runs a build step; on failure shows its output and stops."""
-    r = subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, cwd=cwd, env=env)
-    if r.returncode != 0:
-        sys.exit(f"report_speed: command failed ({r.returncode}): "
-                 f"{shlex.join(map(str, cmd))}\n{r.stdout[-4000:]}")
-    return r.stdout
+sqlite.log = log  # fetching and building report through the same lines
 
-
-def stale(out, inputs):
-    return not out.exists() or any(out.stat().st_mtime < Path(i).stat().st_mtime for i in inputs)
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-# ---- running and measuring -------------------------------------------------------------------
-
-class Result:
-    def __init__(self, wall, cpu, hwm=0.0, anon=0.0, filed=0.0):
-        self.wall, self.cpu = wall, cpu
-        self.hwm, self.anon, self.filed = hwm, anon, filed  # peaks in MiB (sampled runs only)
-
-    def as_dict(self):
-        return {"wall": self.wall, "cpu": self.cpu, "vmhwm_mib": self.hwm,
-                "rss_anon_mib": self.anon, "rss_file_mib": self.filed}
-
-
-def run(argv, stdout=os.devnull, cwd=None, env=None, err_log=os.devnull, sample=None):
-    """fork/exec/wait4: wall time and user + sys CPU time of the child (all its threads).
-    With sample=NAME, /proc/PID/status is read every 2 ms once the child runs NAME (after
-    taskset's exec) for the peaks of VmHWM, RssAnon and RssFile; VmHWM is the process's own
-    high-water mark, which ru_maxrss is not (it also counts the forked Python before exec)."""
-    argv = [str(a) for a in argv]
-    out_fd = os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    err_fd = os.open(err_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    t0 = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:  # child
-        try:
-            if cwd:
-                os.chdir(cwd)
-            os.dup2(out_fd, 1)
-            os.dup2(err_fd, 2)
-            os.execvpe(argv[0], argv, env if env is not None else os.environ)
-        finally:
-            os._exit(127)
-    os.close(out_fd)
-    os.close(err_fd)
-    peak = {"VmHWM": 0, "RssAnon": 0, "RssFile": 0}
-    if sample is None:
-        _, status, ru = os.wait4(pid, 0)
-    else:
-        name = sample[:15]  # the kernel keeps 15 characters of a command's name
-        while True:
-            wpid, status, ru = os.wait4(pid, os.WNOHANG)
-            if wpid:
-                break
-            try:
-                with open(f"/proc/{pid}/status") as f:
-                    fields = dict(line.split(":", 1) for line in f if ":" in line)
-                if fields.get("Name", "").strip() == name:
-                    for key in peak:
-                        if key in fields:
-                            peak[key] = max(peak[key], int(fields[key].split()[0]))
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.002)
-    wall = time.perf_counter() - t0
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        tail = Path(err_log).read_text(errors="replace")[-2000:] if err_log != os.devnull else ""
-        raise RuntimeError(f"exit {code}: {shlex.join(argv)}\n{tail}")
-    return Result(wall, ru.ru_utime + ru.ru_stime,
-                  peak["VmHWM"] / 1024, peak["RssAnon"] / 1024, peak["RssFile"] / 1024)
-
-
-def pinned(argv, cpus="0"):
-    return ["taskset", "-c", cpus, *argv]
-
-
-def clean_env():
-    """The environment without the profiler's own variables (a PROF_OUT of the caller's)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("PROF_") and k != "LD_PRELOAD"}
-
-
-# ---- SQLite: fetch, build --------------------------------------------------------------------
-
-def fetch_sqlite(work, package, src):
-    """The directory holding sqlite3.c and sqlite3.h: --sqlite-src, or the amalgamation from
-    the package's tarball, downloaded once (npm pack) and extracted once."""
-    if src:
-        src = src.resolve()
-        for f in ("sqlite3.c", "sqlite3.h"):
-            if not (src / f).is_file():
-                sys.exit(f"report_speed: {src / f} not found (--sqlite-src wants the amalgamation)")
-        return src
-    dest = work / "download" / re.sub(r"[^A-Za-z0-9._-]", "_", package)
-    if (dest / "sqlite3.c").is_file() and (dest / "sqlite3.h").is_file():
-        return dest
-    dest.mkdir(parents=True, exist_ok=True)
-    tgz = next(iter(sorted(dest.glob("*.tgz"))), None)
-    if tgz is None:
-        if shutil.which("npm") is None:
-            sys.exit("report_speed: npm not found (apt-get install npm), or give --sqlite-src DIR")
-        log(f"downloading {package} (npm pack) into {dest}")
-        out = check(["npm", "pack", "--json", package], cwd=dest)
-        tgz = dest / json.loads(out[out.index("["):])[0]["filename"]
-    log(f"extracting the SQLite amalgamation from {tgz.name}")
-    with tarfile.open(tgz) as tar:
-        found = {}
-        for m in tar.getmembers():
-            base = m.name.rsplit("/", 1)[-1]
-            if m.isfile() and "/deps/" in m.name and base in ("sqlite3.c", "sqlite3.h"):
-                found[base] = m
-        if len(found) == 2:
-            for base, m in found.items():
-                (dest / base).write_bytes(tar.extractfile(m).read())
-        else:  # older releases kept the amalgamation as a tarball inside deps/
-            inner = [m for m in tar.getmembers() if m.isfile() and "/deps/" in m.name
-                     and re.search(r"\.tar(\.gz|\.xz|\.bz2)?$", m.name)]
-            if not inner:
-                sys.exit(f"report_speed: no deps/sqlite3.c (nor a tarball of it) in {tgz}")
-            with tarfile.open(fileobj=tar.extractfile(inner[0])) as sub:
-                for m in sub.getmembers():
-                    base = m.name.rsplit("/", 1)[-1]
-                    if m.isfile() and base in ("sqlite3.c", "sqlite3.h"):
-                        (dest / base).write_bytes(sub.extractfile(m).read())
-    if not (dest / "sqlite3.c").is_file():
-        sys.exit(f"report_speed: no sqlite3.c in {tgz}")
-    return dest
-
-
-def sqlite_version(src):
-    m = re.search(r'#define SQLITE_VERSION\s+"([^"]+)"', (src / "sqlite3.h").read_text(errors="replace"))
-    return m.group(1) if m else "unknown"
-
-
-def build_program(work, src, cc, build, instrument=True):
-    """sqlite3.c and the driver compiled with -finstrument-functions, linked with libprof.so of
-    the build directory (found at run time through the rpath). Rebuilt when an input or the
-    flags change; sqlite3.o (a minute or more of compiling) is kept otherwise. With
-    instrument=False: the same sources and CFLAGS without the instrumentation flags and without
-    libprof, in plain-CC/ (the uninstrumented build true_time.py samples with perf)."""
-    out = work / (f"build-{cc}" if instrument else f"plain-{cc}")
-    out.mkdir(parents=True, exist_ok=True)
-    libdir = build / "libprof"
-    if instrument and not any(libdir.glob("libprof.so*")):
-        sys.exit(f"report_speed: {libdir}/libprof.so not found (ninja -C {build} prof profreport)")
-    fi_flags = FI_FLAGS[cc] if instrument else []
-    flags = [*CFLAGS, *fi_flags, "-I", str(src)]
-    stamp = out / "flags.txt"
-    changed = not stamp.exists() or stamp.read_text() != shlex.join(flags)
-    objs = []
-    for source, obj in ((src / "sqlite3.c", out / "sqlite3.o"), (DRIVER, out / "sqlite_mix.o")):
-        if changed or stale(obj, [source]):
-            log(f"compiling {source.name} with {cc} {shlex.join(fi_flags) or '(uninstrumented)'}")
-            t0 = time.monotonic()
-            check([cc, *flags, "-c", source, "-o", obj])
-            log(f"compiled {source.name} in {time.monotonic() - t0:.0f} s")
-        objs.append(obj)
-    stamp.write_text(shlex.join(flags))
-    binary = out / "sqlite_mix"
-    # Linked again when the link line changes too: another --build means another rpath.
-    prof = [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lprof"] if instrument else []
-    link = [cc, "-o", binary, *objs, *prof, *LIBS]
-    link_stamp, link_line = out / "link.txt", shlex.join(map(str, link))
-    if stale(binary, objs) or not link_stamp.exists() or link_stamp.read_text() != link_line:
-        check(link)
-        link_stamp.write_text(link_line)
-    # What the traces are recorded from: the sources, the compiler and its flags (not the
-    # binary's bytes, which change with the checkout's path in the debugging information).
-    h = hashlib.sha256(shlex.join([cc, *CFLAGS, *fi_flags]).encode())
-    for source in (src / "sqlite3.c", DRIVER):
-        h.update(sha256(source).encode())
-    return binary, h.hexdigest()
 
 
 # ---- traces ----------------------------------------------------------------------------------
@@ -368,34 +178,13 @@ def per_rep_ratio(xs, ys):
     return med([x / y for x, y in zip(xs, ys) if y > 0])
 
 
-def tools_line(repo, build, cc):
-    def first_line(cmd):
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0]
-        except (OSError, IndexError):
-            return "not found"
-    rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True).stdout.strip() or "unknown"
-    dirty = subprocess.run(["git", "--no-optional-locks", "-C", str(repo), "status", "--porcelain",
-                            "--", "libprof", "tools/profreport"], capture_output=True,
-                           text=True).stdout.strip()
-    rev += " with uncommitted changes under libprof/ or tools/profreport/" if dirty else ""
-    build_type = "?"
-    cache = build / "CMakeCache.txt"
-    if cache.exists():
-        m = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", cache.read_text(errors="replace"), re.M)
-        build_type = m.group(1) if m and m.group(1) else "none"
-    return (f"{first_line([cc, '--version'])}; profreport and libprof at {rev} "
-            f"({build_type} build in {build})")
-
-
 def main():
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
         epilog="Example: python3 tools/bench/report_speed.py --build build --work /tmp/report-speed "
                "--markdown /tmp/report-speed.md",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", type=Path, default=HERE.parent.parent / "build",
+    ap.add_argument("--build", type=Path, default=REPO / "build",
                     help="build directory holding tools/profreport and libprof/libprof.so "
                          "(default: build/ of this source tree)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/libprof-report-speed"),
@@ -440,7 +229,7 @@ def main():
     build = args.build.resolve()
     if not (build / "tools" / "profreport").exists():
         sys.exit(f"report_speed: {build}/tools/profreport not found (ninja -C {build} prof profreport)")
-    repo = HERE.parent.parent
+    repo = REPO
     work = args.work.resolve()
     if work == repo or repo in work.parents and not str(work).startswith(str(build)):
         sys.exit("report_speed: --work must be outside the source tree (or under the build directory)")

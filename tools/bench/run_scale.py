@@ -26,22 +26,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from libprofbench.runner import RunError, run
 
 
 def timed(cmd):
     """Wall seconds and peak RSS (MiB) of cmd; its standard output."""
-    start = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out = p.stdout.read()
-    err = p.stderr.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    seconds = time.perf_counter() - start
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        sys.exit(f"run_scale: {' '.join(cmd)} failed: {err.decode(errors='replace')}")
-    return seconds, usage.ru_maxrss / 1024.0, out.decode(errors="replace")
+    try:
+        r = run(cmd, capture=True)
+    except RunError as e:
+        sys.exit(f"run_scale: {' '.join(cmd)} failed: {e}")
+    return r.wall, r.maxrss_kib / 1024.0, r.out
 
 
 def calls_of(report):

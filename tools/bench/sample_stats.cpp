@@ -1,6 +1,6 @@
 // The Sample records of a trace (format 1.5), for tools/bench/sampling.py: one JSON line with
 // the samples, those that landed in the profiler, the records and their bytes, and the CPU time
-// they account for. Built by sampling.py against a build's reader library.
+// they account for. Built by CMake (PROF_BUILD_BENCH=ON) against the reader library.
 #include "reader/trace_reader.hpp"
 
 #include <prof/record_codec.hpp>

@@ -72,13 +72,15 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 sys.dont_write_bytecode = True  # nothing written into the source tree, not even __pycache__
-import report_speed  # noqa: E402
-import bench  # noqa: E402
-from bench import fmt_int, loadavg, machine_line, med, render_text  # noqa: E402
-from report_speed import DRIVER, LIBS, check, clean_env, fetch_sqlite, sqlite_version  # noqa: E402
+
+from libprofbench import perf, sqlite  # noqa: E402
+from libprofbench.build import REPO, stale
+from libprofbench.host import first_line, loadavg, machine_line
+from libprofbench.perf import END_OF_CHAIN, is_kernel
+from libprofbench.runner import clean_env, event_logger, run
+from libprofbench.sqlite import DRIVER, check, fetch_sqlite, link_libs, sqlite_version
+from libprofbench.table import fmt_int, med, render_text
 
 RATE = 999
 CC = "gcc"
@@ -98,32 +100,21 @@ TARGET_CUM = 3.0     # points, on the build without frame pointers
 TARGET_ATTACH = 3.5  # points
 TARGET_WALL = 1.10   # profrun --sample within 10% of the program's wall time alone
 
-PERF_SCRIPT_FIELDS = "comm,pid,tid,period,ip,sym,dso"
-END_OF_CHAIN = 0xFFFFFFFFFFFFFFFF
-KERNEL_START = 0xFFFF800000000000
 
 CLONE = re.compile(r"(?:\.(?:isra|part|constprop|cold|lto_priv|llvm|specialized|localalias)"
                    r"(?:\.\d+)*)+$")
 VERSION = re.compile(r"@@?[A-Z][A-Za-z0-9_.]*$")   # pthread_mutex_lock@@GLIBC_2.2.5
 ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
-FRAME = re.compile(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)$")
 
 
-log = bench.event_logger("sample_vs_perf")  # one `sample_vs_perf: event=... key=value ...` line
+log = event_logger("sample_vs_perf")  # one `sample_vs_perf: event=... key=value ...` line
 
 
-report_speed.log = lambda msg: log("step", msg=msg)
+sqlite.log = lambda msg: log("step", msg=msg)
 
 
 def verdict(ok):
     return "met" if ok else "MISSED"
-
-
-def first_line(cmd):
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0]
-    except (OSError, IndexError):
-        return "not found"
 
 
 # ---- names -----------------------------------------------------------------------------------
@@ -210,42 +201,6 @@ class Names:
 
 
 # ---- perf ------------------------------------------------------------------------------------
-
-def read_perf_script(path, pid=None):
-    """Samples of `perf script -F comm,pid,tid,period,ip,sym,dso`: a header line per sample,
-    then its frames from the leaf (`ip sym (dso)`), then a blank line. Returns a list of frame
-    lists [(ip, sym, dso)] (of process `pid` only, if given)."""
-    out, head, frames = [], None, []
-
-    def finish():
-        if head is None:
-            return
-        if pid is not None:
-            m = re.search(r"\s(\d+)/\d+\s", " " + head + " ")
-            if not m or int(m.group(1)) != pid:
-                return
-        out.append(frames)
-
-    with open(path, errors="replace") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line.strip():
-                finish()
-                head, frames = None, []
-            elif line[0] not in " \t":
-                finish()
-                head, frames = line, []
-            else:
-                m = FRAME.match(line)
-                if m:
-                    frames.append((int(m.group(1), 16), m.group(2), m.group(3)))
-    finish()
-    return out
-
-
-def is_kernel(frame):
-    return frame[0] >= KERNEL_START and frame[0] != END_OF_CHAIN
-
 
 VIEWS = {
     "all": "every frame as perf gives it, the kernel's included",
@@ -355,7 +310,7 @@ def build_sqlite(work, src, variant):
     changed = not stamp.exists() or stamp.read_text() != shlex.join(flags)
     objs = []
     for source, obj in ((src / "sqlite3.c", out / "sqlite3.o"), (DRIVER, out / "sqlite_mix.o")):
-        if changed or report_speed.stale(obj, [source]):
+        if changed or stale(obj, [source]):
             log("compile", source=source.name, flags=shlex.join(flags[:-2]))
             t0 = time.monotonic()
             check([CC, *flags, "-c", source, "-o", obj])
@@ -363,8 +318,8 @@ def build_sqlite(work, src, variant):
         objs.append(obj)
     stamp.write_text(shlex.join(flags))
     binary = out / "sqlite_mix"
-    if report_speed.stale(binary, objs):
-        check([CC, "-o", binary, *objs, *LIBS])
+    if stale(binary, objs):
+        check([CC, "-o", binary, *objs, *link_libs(src)])
     return binary
 
 
@@ -441,12 +396,12 @@ class Bench:
         self.env["TMPDIR"] = str(work / "tmp")
 
     def timed(self, program, argv, tag):
-        """One run: (report_speed.Result or None, its stderr)."""
+        """One run: (Result or None, its stderr)."""
         err = self.rundir / f"{program.key}.{tag}.stderr"
         out = self.rundir / f"{program.key}.{tag}.stdout"
         try:
-            r = report_speed.run(argv, stdout=str(out) if program.checksum else os.devnull,
-                                 cwd=self.rundir, env=self.env, err_log=str(err))
+            r = run(argv, stdout=str(out) if program.checksum else os.devnull,
+                    cwd=self.rundir, env=self.env, err_log=str(err))
         except RuntimeError as e:
             self.failures.append((f"{program.key} {tag}", shlex.join(map(str, argv)), str(e)))
             log("FAILED", program=program.key, run=tag, error=str(e).splitlines()[0])
@@ -508,14 +463,12 @@ class Bench:
     def perf_read(self, tag, data, pid=None):
         script = self.rundir / f"{tag}.script.txt"
         t0 = time.monotonic()
-        with open(script, "w") as out:
-            p = subprocess.run(["perf", "script", "-i", str(data), "--no-inline", "-F",
-                                PERF_SCRIPT_FIELDS], stdout=out, stderr=subprocess.PIPE, text=True)
+        p = perf.script(data, script, "--no-inline")
         took = time.monotonic() - t0
         if p.returncode != 0:
             raise SystemExit(f"sample_vs_perf: perf script failed ({p.returncode}) on {data}: "
                              f"{p.stderr[-2000:]}")
-        samples = read_perf_script(script, pid)
+        samples = [x.frames for x in perf.read(script, pid)]
         script.unlink()
         rec = {"script_s": took,
                "script_notes": [l.strip() for l in p.stderr.splitlines()
@@ -874,7 +827,7 @@ def main():
         description=__doc__.split("\n")[0],
         epilog="Example: python3 tools/bench/sample_vs_perf.py --reps 3",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", type=Path, default=HERE.parent.parent / "build",
+    ap.add_argument("--build", type=Path, default=REPO / "build",
                     help="build directory holding tools/profrun and tools/profreport "
                          "(default: build/ of this source tree)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/sample_vs_perf"),
@@ -891,7 +844,7 @@ def main():
     ap.add_argument("--attach-seconds", type=float, default=ATTACH_SECONDS,
                     help=f"the attach window D (default {ATTACH_SECONDS:g} s)")
     ap.add_argument("--no-attach", action="store_true", help="skip the attach comparison")
-    ap.add_argument("--sqlite-package", default=report_speed.SQLITE_PACKAGE,
+    ap.add_argument("--sqlite-package", default=sqlite.SQLITE_PACKAGE,
                     help="npm package whose tarball holds deps/sqlite3/sqlite3.c")
     ap.add_argument("--sqlite-src", type=Path, help="a directory holding sqlite3.c and sqlite3.h")
     args = ap.parse_args()
@@ -906,7 +859,7 @@ def main():
     for f in ("tools/profrun", "tools/profreport"):
         if not (build / f).exists():
             sys.exit(f"sample_vs_perf: {build / f} not found (ninja -C {build} profrun profreport)")
-    repo = HERE.parent.parent
+    repo = REPO
     work = args.work.resolve()
     if work == repo or repo in work.parents:
         sys.exit("sample_vs_perf: --work must be outside the source tree")

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """What the CPU-time sampler (PROF_SAMPLE_HZ, trace format 1.5 Sample records) costs.
 
-Against an existing build of libprof (--build, the CMake build directory), builds under a
-scratch directory the bench's fib workload (workloads/fib.cpp, instrumented as bench.py builds
-it), sample_cost.cpp (a cycle-counter loop that notes its interruptions) and sample_stats.cpp
-(the Sample records of a trace, through the build's reader library). Then, in every rep, runs in
-shuffled order:
+Against an existing build of libprof (--build, the CMake build directory, configured with
+-DPROF_BUILD_BENCH=ON), builds under a scratch directory the bench's fib workload
+(workloads/fib.cpp, instrumented as bench.py builds it) and takes from the build sample_cost
+(sample_cost.cpp: a cycle-counter loop that notes its interruptions) and sample_stats
+(sample_stats.cpp: the Sample records of a trace, through the reader library). Then, in every
+rep, runs in shuffled order:
 
   fib N        with PROF_SAMPLE_HZ=0, and at the default rate signalled by each timer
                (PROF_SAMPLE_TIMER=posix, the default, and perf): wall time, CPU time (user + sys
@@ -18,7 +19,7 @@ shuffled order:
                sample against the median one without, in the same run (the same load)
 
 and prints medians over the reps (with min-max), and the per-sample figures derived from them.
-Standard library only; needs g++ and the build's libprof.so, libprof_reader.a, fmt and zstd.
+Standard library only; needs g++, and the build's libprof.so, sample_cost and sample_stats.
 """
 
 import argparse
@@ -29,46 +30,36 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
-CXX = os.environ.get("CXX", "g++")
-
+from libprofbench.build import COMMON_FLAGS, CXX, FI_FLAGS, REPO, WORKLOADS, bench_dir, built
+from libprofbench.runner import RunError, run
 
 def check(cmd, **kw):
     subprocess.run(cmd, check=True, **kw)
 
 
 def build(build_dir: Path, work: Path):
+    """fib instrumented as bench.py builds it, against the build's libprof.so; sample_cost and
+    sample_stats as the build made them (PROF_BUILD_BENCH=ON)."""
     lib = build_dir / "libprof"
-    inc = ["-I", str(REPO / "libprof/include"), "-I", str(build_dir / "include")]
-    rpath = ["-L", str(lib), "-lprof", f"-Wl,-rpath,{lib}"]
     fib = work / "fib"
-    check([CXX, "-std=c++20", "-O2", "-g", "-fno-omit-frame-pointer",
-           "-fno-optimize-sibling-calls", "-finstrument-functions",
-           "-finstrument-functions-exclude-file-list=/usr/include",
-           str(HERE / "workloads/fib.cpp"), "-o", str(fib)] + rpath)
-    cost = work / "sample_cost"
-    check([CXX, "-std=c++17", "-O2", str(HERE / "sample_cost.cpp"), "-o", str(cost)] + inc + rpath)
-    stats = work / "sample_stats"
-    check([CXX, "-std=c++20", "-O2", "-I", str(REPO / "libprof"), "-I", str(REPO / "libprof/format"),
-           str(HERE / "sample_stats.cpp"), str(lib / "libprof_reader.a"), "-lfmt", "-lzstd",
-           "-o", str(stats)])
+    check([CXX, *COMMON_FLAGS, *FI_FLAGS, str(WORKLOADS / "fib.cpp"), "-o", str(fib),
+           "-L", str(lib), "-lprof", f"-Wl,-rpath,{lib}"])
+    cost, stats = built(build_dir, "sample_cost"), built(build_dir, "sample_stats")
+    if cost is None or stats is None:
+        sys.exit(f"sampling: {bench_dir(build_dir)}/sample_cost and sample_stats not found "
+                 f"(configure with -DPROF_BUILD_BENCH=ON, then ninja -C {build_dir} sample_cost sample_stats)")
     return fib, cost, stats
 
 
 def timed(cmd, env):
     """Runs cmd; returns (wall seconds, CPU seconds, stdout)."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = p.stdout.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    if status != 0:
-        sys.exit(f"{cmd} failed: status {status}")
-    return wall, ru.ru_utime + ru.ru_stime, out.decode()
+    try:
+        r = run(cmd, env=env, capture=True)
+    except RunError as e:
+        sys.exit(f"{cmd} failed: {e}")
+    return r.wall, r.cpu, r.out
 
 
 def env_with(trace: Path, hz, timer):

@@ -59,13 +59,14 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import bench  # noqa: E402
-import report_speed  # noqa: E402
-from bench import fmt_int, loadavg, machine_line, med, render_md, render_text  # noqa: E402
-from report_speed import (CFLAGS, FI_FLAGS, SQLITE_PACKAGE, build_program, clean_env,  # noqa: E402
-                          fetch_sqlite, sqlite_version)
+from libprofbench import perf, sqlite
+from libprofbench.build import COMMON_FLAGS, REPO
+from libprofbench.calls import FIXED_COST_PAIRS, Build, Runner, fib_calls, fixed_cost, per_rep_ratio, summarize
+from libprofbench.host import first_line, loadavg, machine_line
+from libprofbench.runner import clean_env, event_logger, path_bytes, remove, run
+from libprofbench.sqlite import (CFLAGS, FI_FLAGS, SQLITE_PACKAGE, build_program, fetch_sqlite,
+                                 sqlite_version)
+from libprofbench.table import fmt_int, med, render_md, render_text
 
 # Rows of sqlite_mix: the uninstrumented run takes 2-3 s here (about 2.3 CPU s, half of it
 # system time writing the database file); --quick runs an eighth.
@@ -92,11 +93,11 @@ CLONE = re.compile(r"(?:\.(?:isra|part|constprop|cold|lto_priv|llvm|specialized|
                    r"(?:\.\d+)*)+$")
 
 
-log = bench.event_logger("true_time")  # one `true_time: event=... key=value ...` line
+log = event_logger("true_time")  # one `true_time: event=... key=value ...` line
 
 
-# report_speed's fetch and build steps log through its log(): in the same format here.
-report_speed.log = lambda msg: log("step", msg=msg)
+# The fetch and build steps log in the same format here.
+sqlite.log = lambda msg: log("step", msg=msg)
 
 
 def origin(name):
@@ -131,41 +132,6 @@ class Samples:
         return {"self": pct(self.self), "cum": pct(self.cum), "clones": pct(self.clones),
                 "outside": 100 * self.outside / all_w, "to_main": 100 * self.to_main / self.program,
                 "sampled_cpu": all_w / 1e9, "misaligned": self.misaligned}
-
-
-FRAME = re.compile(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)$")
-
-
-def read_perf_script(lines):
-    """Samples of `perf script -F comm,pid,tid,period,ip,sym,dso`: a header line per sample,
-    then its frames one a line from the leaf (`ip sym (dso)`, or `(inlined)` for an inlined
-    function's entry), then a blank line. Returns [(comm, period, [(ip, sym, dso)])]."""
-    out, head, frames = [], None, []
-
-    def finish():
-        if head is None:
-            return
-        words = head.split()
-        try:
-            period = float(words[-1])
-        except (IndexError, ValueError):
-            period = 1.0
-        out.append((words[0] if words else "", period, frames))
-
-    for line in lines:
-        line = line.rstrip("\n")
-        if not line.strip():
-            finish()
-            head, frames = None, []
-        elif line[0] not in " \t":
-            finish()
-            head, frames = line, []
-        else:
-            m = FRAME.match(line)
-            if m:
-                frames.append(m.groups())
-    finish()
-    return out
 
 
 def charge(samples, binary, inlined=None):
@@ -295,7 +261,7 @@ class Bench:
         return [self.programs[cc, instrumented], self.rows, 1, self.rundir]
 
     def timed(self, argv, env=None):
-        r = report_speed.run(argv, stdout=str(self.stdout), cwd=self.rundir,
+        r = run(argv, stdout=str(self.stdout), cwd=self.rundir,
                              env=env if env is not None else clean_env(), err_log=self.err_log)
         line = self.stdout.read_text(errors="replace").strip().splitlines()
         self.checksums[line[-1] if line else ""] += 1
@@ -314,14 +280,10 @@ class Bench:
         read = {}
         for view, extra in (("physical", ["--no-inline"]), ("inlined", ["--inline"])):
             script = self.perfdir / f"{cc}.{view}.txt"
-            with open(script, "w") as out:
-                p = subprocess.run(["perf", "script", "-i", str(data), *extra,
-                                    "-F", "comm,pid,tid,period,ip,sym,dso"],
-                                   stdout=out, stderr=subprocess.PIPE, text=True)
+            p = perf.script(data, script, *extra)
             if p.returncode != 0:
                 sys.exit(f"true_time: perf script failed ({p.returncode}): {p.stderr[-2000:]}")
-            with open(script) as f:
-                read[view] = read_perf_script(f)
+            read[view] = [(x.comm, x.period, x.frames) for x in perf.read(script)]
             script.unlink()
         binary = self.programs[cc, False]
         rec = {"wall": r.wall, "cpu": r.cpu}
@@ -382,7 +344,7 @@ class Bench:
 
 # ---- fib: the per-call cost ------------------------------------------------------------------
 
-class FibRunner(bench.Runner):
+class FibRunner(Runner):
     """bench.py's runner of the fib workload, on fib(n) and with the libprof of --build."""
 
     def __init__(self, build, n):
@@ -408,11 +370,11 @@ def fib_once(runner, cfg):
         env["PROF_TIME"] = "sampled"
     out = runner.output("fib", "fi" if cfg == "sampled" else cfg)
     if out:
-        bench.remove(out)
-    r = bench.run(argv, env=env, cwd=runner.rundir, err_log=runner.err_log)
-    size = bench.path_bytes(out) if out else None
+        remove(out)
+    r = run(argv, env=env, cwd=runner.rundir, err_log=runner.err_log)
+    size = path_bytes(out) if out else None
     if out:
-        bench.remove(out)
+        remove(out)
     return r, size
 
 
@@ -420,20 +382,17 @@ def fib_bench(work, repo, build, n, reps):
     """fib(n) in bench.py's builds (base, -finstrument-functions linked with the libprof of
     --build, the same without libprof for uftrace), interleaved. Returns (title, head, rows,
     notes, raw)."""
-    b = bench.Build(work / "fib", repo)
-    b.libprof_dir = build
-    b.libprof_lib = build / "libprof"
-    b.profreport = build / "tools" / "profreport"
+    b = Build(work / "fib", repo, build)
     # One binary directory per build directory: a binary linked to another build's libprof.so
     # (its rpath) is never taken for this one's.
     b.bin = work / "fib" / ("bin-" + hashlib.sha256(str(build).encode()).hexdigest()[:10])
     b.workload("fib", ("base", "fi", "noop"))
     runner = FibRunner(b, n)
-    calls = bench.fib_calls(n) + 1  # fib's calls and main's
+    calls = fib_calls(n) + 1  # fib's calls and main's
     # The count cross-checked against what libprof records.
     runner.once("fib", "fi", keep=True)
     doc = runner.profreport_json(runner.output("fib", "fi"))
-    bench.remove(runner.output("fib", "fi"))
+    remove(runner.output("fib", "fi"))
     ncalls = sum(f["ncalls"] for f in doc["functions"])
     runs = {c: [] for c in FIB_CONFIGS}
     order = random.Random()
@@ -444,8 +403,8 @@ def fib_bench(work, repo, build, n, reps):
             r, size = fib_once(runner, cfg)
             if rep >= 0:
                 runs[cfg].append((r, size))
-    stats = bench.summarize(runs, calls)
-    fixed = bench.fixed_cost(runner, "fib")
+    stats = summarize(runs, calls)
+    fixed = fixed_cost(runner, "fib")
     ut = stats["uftrace"]
     head = ["config", "median wall ms", "wall ratio", "extra wall ns/call", "extra CPU ns/call",
             "extra wall / uftrace's", "extra CPU / uftrace's", "trace bytes"]
@@ -457,17 +416,17 @@ def fib_bench(work, repo, build, n, reps):
         rows.append([label, f"{s['wall'] * 1e3:.1f}", f"{s['wall_ratio']:.2f}x",
                      "-" if base else f"{med(s['wall_ns']):.1f}",
                      "-" if base else f"{med(s['cpu_ns']):.1f}",
-                     "-" if base else f"{bench.per_rep_ratio(s['wall_ns'], ut['wall_ns']):.2f}x",
-                     "-" if base else f"{bench.per_rep_ratio(s['cpu_ns'], ut['cpu_ns']):.2f}x",
+                     "-" if base else f"{per_rep_ratio(s['wall_ns'], ut['wall_ns']):.2f}x",
+                     "-" if base else f"{per_rep_ratio(s['cpu_ns'], ut['cpu_ns']):.2f}x",
                      "-" if not size else fmt_int(size)])
     notes = [f"calls: {fmt_int(calls)} (2 F({n + 1}) - 1 calls of fib and main's); libprof's table "
              f"counts {fmt_int(ncalls)}: " + ("the same" if ncalls == calls else "DIFFERENT"),
              f"libprof's fixed cost per process (fib(1), instrumented - uninstrumented, median of "
-             f"{bench.FIXED_COST_PAIRS} pairs): {fixed * 1e3:.1f} ms = {fixed / calls * 1e9:.1f} ns "
+             f"{FIXED_COST_PAIRS} pairs): {fixed * 1e3:.1f} ms = {fixed / calls * 1e9:.1f} ns "
              f"per call of fib({n}); without it the default costs "
              f"{med([x - fixed / calls * 1e9 for x in stats['fi']['wall_ns']]):.1f} wall ns/call"]
     title = (f"per-call cost: fib({n}), {fmt_int(calls)} calls, bench.py's builds (g++ "
-             f"{' '.join(bench.COMMON_FLAGS)}), {reps} interleaved reps")
+             f"{' '.join(COMMON_FLAGS)}), {reps} interleaved reps")
     raw = {"n": n, "calls": calls, "libprof_ncalls": ncalls, "fixed_cost_s": fixed,
            "runs": {c: [{"wall": r.wall, "cpu": r.cpu, "bytes": sz} for r, sz in rs]
                     for c, rs in runs.items()}}
@@ -662,12 +621,7 @@ def summarize_build(cc, runs, basis, view):
 
 
 def tools_line(repo, build):
-    def first_line(cmd):
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0]
-        except (OSError, IndexError):
-            return "not found"
-    base = report_speed.tools_line(repo, build, "clang")
+    base = sqlite.tools_line(repo, build, "clang")
     return (f"{base}; {first_line(['gcc', '--version'])}; {first_line(['perf', '--version'])}; "
             f"{first_line(['uftrace', '--version'])}")
 
@@ -698,7 +652,7 @@ def main():
         description=__doc__.split("\n")[0],
         epilog="Example: python3 tools/bench/true_time.py --build build --markdown /tmp/true-time.md",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", type=Path, default=HERE.parent.parent / "build",
+    ap.add_argument("--build", type=Path, default=REPO / "build",
                     help="build directory holding libprof/libprof.so, tools/profrun and "
                          "tools/profreport (default: build/ of this source tree)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/libprof-true-time"),
@@ -747,7 +701,7 @@ def main():
     for f in ("libprof/libprof.so", "tools/profrun", "tools/profreport"):
         if not (build / f).exists():
             sys.exit(f"true_time: {build / f} not found (ninja -C {build} prof profrun profreport)")
-    repo = HERE.parent.parent
+    repo = REPO
     work = args.work.resolve()
     if work == repo or repo in work.parents and not str(work).startswith(str(build)):
         sys.exit("true_time: --work must be outside the source tree (or under the build directory)")

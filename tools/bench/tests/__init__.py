@@ -1,0 +1,1 @@
+"""Unit tests of libprofbench (run by ctest: bench: unit)."""
