@@ -28,6 +28,9 @@ packages+=(valgrind perl chromium fonts-dejavu-core)
 [[ $mode == test ]] && packages+=(openmpi-bin libopenmpi-dev)
 # The pprof export tests: go tool pprof. zlib: pprof files are gzipped.
 [[ $mode == test || $mode == sanitize ]] && packages+=(golang-go)
+# The benchmarks' smoke runs (tools/bench/smoke.py) run every benchmark beside its peers: perf,
+# uftrace and heaptrack (a peer that is missing makes its benchmark's smoke test report skipped).
+[[ $mode == test ]] && packages+=(linux-perf uftrace heaptrack)
 packages+=(zlib1g-dev)
 # The fuzzer: Debian's clang and its runtimes (libFuzzer, ASan, UBSan).
 [[ $mode == fuzz ]] && packages+=(clang libclang-rt-14-dev)
