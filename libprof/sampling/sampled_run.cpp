@@ -9,6 +9,7 @@
 
 #include <prof/record_codec.hpp>
 #include <prof/trace_format.hpp>
+#include <prof/trace_framing.hpp>
 #include <prof/version.h>
 
 #include <fmt/format.h>
@@ -148,14 +149,7 @@ class TraceFile {
             error = fmt::format("cannot write {}: {}", path_, std::strerror(errno));
             return false;
         }
-        std::memcpy(header_.magic, fmt_::kMagic, sizeof fmt_::kMagic);
-        header_.major = fmt_::kMajor;
-        header_.minor = fmt_::kMinor;
-        header_.header_size = fmt_::kHeaderSize;
-        header_.chunk_size = kChunkSize;
-        header_.clock_kind = uint32_t(fmt_::ClockKind::kMonotonic);
-        header_.pid = pid;
-        header_.ppid = ppid;
+        fmt_::start_file_header(header_, kChunkSize, fmt_::ClockKind::kMonotonic, pid, ppid);
         header_.ticks_per_second = 1000000000ull;
         header_.start_ticks = header_.start_mono_ns = start_ns;
         header_.start_real_ns = now_ns(CLOCK_REALTIME) - (now_ns(CLOCK_MONOTONIC) - start_ns);
@@ -207,17 +201,12 @@ class TraceFile {
     // Writes the stream's current chunk at its place, as it is now.
     void flush(Stream& s) {
         if (s.place < 0 || fd_ < 0 || s.chunk.empty()) return;
-        fmt_::ChunkHeader h{};
+        fmt_::ChunkHeader h;
+        fmt_::fill_chunk_header(h, s.id ? fmt_::StreamKind::kThread : fmt_::StreamKind::kProcess,
+                                s.id, s.seq, s.used, s.tid, s.base, s.sync, s.sync);
         h.magic = fmt_::kChunkMagic;
-        h.kind = uint16_t(s.id ? fmt_::StreamKind::kThread : fmt_::StreamKind::kProcess);
-        h.stream = s.id;
-        h.seq = s.seq;
-        h.used = s.used;
-        h.tid = s.tid;
-        h.base_ticks = s.base;
-        h.sync_ticks = h.sync_mono_ns = s.sync;
         std::memcpy(s.chunk.data(), &h, sizeof h);
-        off_t at = off_t(fmt_::kHeaderSize) + off_t(s.place) * kChunkSize;
+        off_t at = off_t(fmt_::chunk_offset(kChunkSize, uint64_t(s.place)));
         if (pwrite(fd_, s.chunk.data(), sizeof h + s.used, at) < 0) failed_ = errno;
     }
     void flush_all() {
@@ -228,11 +217,9 @@ class TraceFile {
         uint8_t rec[64];
         put(process_, rec, fmt_::put_end(rec, end_ns, end_ns, 1000000000ull, thread_count_, 0));
         flush_all();
-        header_.flags = fmt_::kFileFinished;
-        header_.end_ticks = header_.end_mono_ns = end_ns;
-        header_.chunk_count = uint32_t(next_place_);
+        fmt_::finish_file_header(header_, end_ns, end_ns, uint32_t(next_place_));
         // The file's size covers every chunk, also the last one's unused tail.
-        if (ftruncate(fd_, off_t(fmt_::kHeaderSize) + off_t(next_place_) * kChunkSize) != 0)
+        if (ftruncate(fd_, off_t(fmt_::chunk_offset(kChunkSize, uint64_t(next_place_)))) != 0)
             failed_ = errno;
         write_header();
     }
