@@ -2,7 +2,8 @@
 #include "sampling/stack_unwinder.hpp"
 
 #include "reader/elf_file.hpp"
-#include "runtime/cfi_rules.hpp"
+
+#include <prof/cfi_rules.hpp>
 
 #include <cstring>
 #include <elf.h>
