@@ -13,6 +13,7 @@
 #include "reader/trace_reader.hpp"
 
 #include <prof/record_codec.hpp>
+#include <prof/trace_framing.hpp>
 
 #include <fmt/format.h>
 
@@ -603,20 +604,14 @@ PackResult pack_trace(const std::string& in, const std::string& out, const PackO
             }
         } while (left);
         size_t n = dst.pos;
-        ch.magic = format::kPackedChunkMagic;
-        ch.used = uint32_t(records.b.size());
-        ch.packed_size = uint32_t(n);
+        format::pack_chunk_header(ch, uint32_t(records.b.size()), uint32_t(n));
         file.write(&ch, sizeof ch);
         file.write(frame.data(), n);
         ++chunks;
         madvise(const_cast<uint8_t*>(map.data) + off, std::min<uint64_t>(cs, map.size - off),
                 MADV_DONTNEED);
     }
-    h.major = format::kPackedMajor;
-    h.minor = format::kPackedMinor;
-    h.flags |= format::kFilePacked;
-    h.memory_time_shift = shift;
-    h.chunk_count = chunks;
+    format::pack_file_header(h, shift, chunks);
     file.rewrite_header(h);
 
     PackResult r = packer.result;

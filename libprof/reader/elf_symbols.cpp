@@ -1,57 +1,61 @@
 // ELF symbol table reader for profreport's fallback symbolization.
 #include "reader/elf_symbols.hpp"
 
+#include "reader/elf_file.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 #include <elf.h>
-#include <fstream>
 #include <iterator>
-#include <sys/stat.h>
+#include <optional>
 #include <unordered_map>
 
 namespace prof::reader {
 
 ElfSymbols::ElfSymbols(const std::string& path) {
-    // Paths come from the trace: only regular files of a sane size (never a device or a FIFO,
-    // which could hang or exhaust memory).
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t(4) << 30)) {
+    // Only regular files of a sane size (never a device or a FIFO, which could hang or exhaust
+    // memory); the file is mapped, not read.
+    ElfFile file(path, uint64_t(4) << 30);
+    switch (file.status()) {
+    case ElfFile::Status::kNotRegular:
         error_ = "not a regular file";
         return;
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
+    case ElfFile::Status::kCannotOpen:
         error_ = "cannot open";
         return;
+    case ElfFile::Status::kNotElf64:
+        error_ = "not a 64-bit little-endian ELF file";
+        return;
+    case ElfFile::Status::kOk:
+        break;
     }
-    std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto in_bounds = [&](uint64_t off, uint64_t n) { return off <= data.size() && n <= data.size() - off; };
-    if (!in_bounds(0, sizeof(Elf64_Ehdr)) || std::memcmp(data.data(), ELFMAG, SELFMAG) != 0 ||
-        data[EI_CLASS] != ELFCLASS64 || data[EI_DATA] != ELFDATA2LSB) {
+    const Elf64_Ehdr& eh = file.header();
+    if (eh.e_ident[EI_DATA] != ELFDATA2LSB) {
         error_ = "not a 64-bit little-endian ELF file";
         return;
     }
-    Elf64_Ehdr eh;
-    std::memcpy(&eh, data.data(), sizeof eh);
-    if (eh.e_shentsize != sizeof(Elf64_Shdr) || !in_bounds(eh.e_shoff, uint64_t(eh.e_shnum) * sizeof(Elf64_Shdr))) {
+    std::optional<std::vector<Elf64_Shdr>> sections = file.sections();
+    if (!sections) {
         error_ = "bad section header table";
         return;
     }
-    std::vector<Elf64_Shdr> sh(eh.e_shnum);
-    std::memcpy(sh.data(), data.data() + eh.e_shoff, sh.size() * sizeof(Elf64_Shdr));
+    const std::vector<Elf64_Shdr>& sh = *sections;
+    const char* data = reinterpret_cast<const char*>(file.data());
     auto load = [&](uint32_t type) {
         for (const Elf64_Shdr& s : sh) {
             if (s.sh_type != type || s.sh_entsize != sizeof(Elf64_Sym) || s.sh_link >= sh.size()) continue;
             const Elf64_Shdr& strtab = sh[s.sh_link];
-            if (!in_bounds(s.sh_offset, s.sh_size) || !in_bounds(strtab.sh_offset, strtab.sh_size)) continue;
+            if (!file.in_bounds(s.sh_offset, s.sh_size) ||
+                !file.in_bounds(strtab.sh_offset, strtab.sh_size))
+                continue;
             for (uint64_t off = 0; off + sizeof(Elf64_Sym) <= s.sh_size; off += sizeof(Elf64_Sym)) {
                 Elf64_Sym sym;
-                std::memcpy(&sym, data.data() + s.sh_offset + off, sizeof sym);
+                std::memcpy(&sym, data + s.sh_offset + off, sizeof sym);
                 if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value || sym.st_name >= strtab.sh_size)
                     continue;
-                const char* name = data.data() + strtab.sh_offset + sym.st_name;
+                const char* name = data + strtab.sh_offset + sym.st_name;
                 size_t len = strnlen(name, strtab.sh_size - sym.st_name);
                 entries_.push_back({sym.st_value, sym.st_size, std::string(name, len)});
             }
@@ -61,23 +65,9 @@ ElfSymbols::ElfSymbols(const std::string& path) {
     if (entries_.empty()) load(SHT_DYNSYM);
     std::sort(entries_.begin(), entries_.end(), by_start);
     if (eh.e_machine == EM_X86_64 && eh.e_shstrndx < sh.size())
-        add_plt_stubs(data, sh, sh[eh.e_shstrndx]);
-    for (const Elf64_Shdr& s : sh) {
-        if (s.sh_type != SHT_NOTE || !in_bounds(s.sh_offset, s.sh_size)) continue;
-        uint64_t p = s.sh_offset, end = s.sh_offset + s.sh_size;
-        while (p + sizeof(Elf64_Nhdr) <= end) {
-            Elf64_Nhdr n;
-            std::memcpy(&n, data.data() + p, sizeof n);
-            uint64_t name = p + sizeof n, desc = name + ((uint64_t(n.n_namesz) + 3) & ~3ull);
-            if (desc + n.n_descsz > end) break;
-            if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 && !std::memcmp(data.data() + name, "GNU", 4)) {
-                for (uint32_t i = 0; i < n.n_descsz; ++i)
-                    build_id_ += fmt::format("{:02x}", uint8_t(data[desc + i]));
-                break;
-            }
-            p = desc + ((uint64_t(n.n_descsz) + 3) & ~3ull);
-        }
-    }
+        add_plt_stubs(file, sh, sh[eh.e_shstrndx]);
+    for (const std::string& id : file.build_ids_in_sections())
+        for (char c : id) build_id_ += fmt::format("{:02x}", uint8_t(c));
 }
 
 // PLT stubs have no symbol: binutils and perf name each after the function whose GOT slot it
@@ -87,15 +77,14 @@ ElfSymbols::ElfSymbols(const std::string& path) {
 // endbr64 and a bnd prefix; its slot is the r_offset of a JUMP_SLOT or GLOB_DAT relocation,
 // whose symbol names the stub. The lazy-binding stub at the head of .plt jumps through a slot
 // no relocation names, and stays unnamed.
-void ElfSymbols::add_plt_stubs(const std::vector<char>& data, const std::vector<Elf64_Shdr>& sh,
+void ElfSymbols::add_plt_stubs(const ElfFile& file, const std::vector<Elf64_Shdr>& sh,
                                const Elf64_Shdr& shstrtab) {
-    auto in_bounds = [&](uint64_t off, uint64_t n) {
-        return off <= data.size() && n <= data.size() - off;
-    };
+    auto in_bounds = [&](uint64_t off, uint64_t n) { return file.in_bounds(off, n); };
+    const char* data = reinterpret_cast<const char*>(file.data());
     auto section_name = [&](const Elf64_Shdr& s) -> std::string {
         if (s.sh_name >= shstrtab.sh_size || !in_bounds(shstrtab.sh_offset, shstrtab.sh_size))
             return {};
-        const char* n = data.data() + shstrtab.sh_offset + s.sh_name;
+        const char* n = data + shstrtab.sh_offset + s.sh_name;
         return std::string(n, strnlen(n, shstrtab.sh_size - s.sh_name));
     };
     std::unordered_map<uint64_t, std::string> slot_symbol; // GOT slot address -> symbol
@@ -111,16 +100,16 @@ void ElfSymbols::add_plt_stubs(const std::vector<char>& data, const std::vector<
         if (!in_bounds(strtab.sh_offset, strtab.sh_size)) continue;
         for (uint64_t off = 0; off + sizeof(Elf64_Rela) <= r.sh_size; off += sizeof(Elf64_Rela)) {
             Elf64_Rela rel;
-            std::memcpy(&rel, data.data() + r.sh_offset + off, sizeof rel);
+            std::memcpy(&rel, data + r.sh_offset + off, sizeof rel);
             uint32_t type = ELF64_R_TYPE(rel.r_info);
             uint64_t index = ELF64_R_SYM(rel.r_info);
             if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) || !index ||
                 (index + 1) * sizeof(Elf64_Sym) > symtab.sh_size)
                 continue;
             Elf64_Sym sym;
-            std::memcpy(&sym, data.data() + symtab.sh_offset + index * sizeof sym, sizeof sym);
+            std::memcpy(&sym, data + symtab.sh_offset + index * sizeof sym, sizeof sym);
             if (!sym.st_name || sym.st_name >= strtab.sh_size) continue;
-            const char* name = data.data() + strtab.sh_offset + sym.st_name;
+            const char* name = data + strtab.sh_offset + sym.st_name;
             slot_symbol.emplace(rel.r_offset,
                                 std::string(name, strnlen(name, strtab.sh_size - sym.st_name)));
         }
@@ -135,7 +124,7 @@ void ElfSymbols::add_plt_stubs(const std::vector<char>& data, const std::vector<
             continue;
         uint64_t step =
             s.sh_entsize >= 8 && s.sh_entsize <= 32 ? s.sh_entsize : (name == ".plt.got" ? 8 : 16);
-        const auto* code = reinterpret_cast<const uint8_t*>(data.data() + s.sh_offset);
+        const auto* code = reinterpret_cast<const uint8_t*>(data + s.sh_offset);
         for (uint64_t at = 0; at + step <= s.sh_size; at += step)
             for (uint64_t j = 0; j + 6 <= step; ++j) {
                 if (code[at + j] != 0xff || code[at + j + 1] != 0x25) continue;

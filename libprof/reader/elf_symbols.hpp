@@ -10,6 +10,8 @@
 
 namespace prof::reader {
 
+class ElfFile;
+
 class ElfSymbols {
 public:
     // Loads the function symbols of `path`. ok() is false when the file is missing or not a
@@ -32,13 +34,13 @@ public:
     const std::vector<Entry>& entries() const { return entries_; }
 
 private:
-    void add_plt_stubs(const std::vector<char>& data, const std::vector<Elf64_Shdr>& sh,
-                       const Elf64_Shdr& shstrtab);
-    static bool by_start(const Entry& a, const Entry& b);
+  void add_plt_stubs(const ElfFile& file, const std::vector<Elf64_Shdr>& sh,
+                     const Elf64_Shdr& shstrtab);
+  static bool by_start(const Entry& a, const Entry& b);
 
-    std::vector<Entry> entries_; // sorted by start
-    std::string build_id_;
-    std::string error_;
+  std::vector<Entry> entries_; // sorted by start
+  std::string build_id_;
+  std::string error_;
 };
 
 } // namespace prof::reader

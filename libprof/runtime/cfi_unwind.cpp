@@ -33,10 +33,9 @@
 // read with dl_iterate_phdr, about 20 ns) with the last one seen, and on a change starts a new
 // generation and walks again. Stacks entirely in the program's startup objects pay nothing.
 #include "cfi_unwind.hpp"
-
-#include "cfi_rules.hpp"
-
 #include "runtime.hpp"
+
+#include <prof/cfi_rules.hpp>
 
 #include <atomic>
 #include <cstring>

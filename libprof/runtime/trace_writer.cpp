@@ -7,6 +7,7 @@
 // SIGBUS in the middle of the application.
 #include "thread_state.hpp"
 
+#include <prof/trace_framing.hpp>
 #include <prof/version.h>
 
 #include <algorithm>
@@ -142,7 +143,7 @@ PROF_NOINSTR bool open_chunk_locked(ChunkWriter& w, uint64_t now) {
         }
         return false;
     }
-    uint64_t off = format::kHeaderSize + uint64_t(g.next_chunk) * g.chunk_size;
+    uint64_t off = format::chunk_offset(g.chunk_size, g.next_chunk);
     if (!reserve_file(off + g.chunk_size)) return false;
     void* m = mmap(nullptr, g.chunk_size, PROT_READ | PROT_WRITE, MAP_SHARED, g.fd, off_t(off));
     // Fault the chunk in writable now, in one call: otherwise every page of a shared file
@@ -164,14 +165,9 @@ PROF_NOINSTR bool open_chunk_locked(ChunkWriter& w, uint64_t now) {
     }
     ++g.next_chunk;
     auto* h = static_cast<ChunkHeader*>(m);
-    h->kind = w.kind;
-    h->stream = w.stream;
-    h->seq = w.seq++;
-    h->used = 0;
-    h->tid = w.tid;
-    h->base_ticks = w.last_ticks ? w.last_ticks : now;
-    h->sync_ticks = now_ticks();
-    h->sync_mono_ns = monotonic_ns();
+    uint64_t sync_ticks = now_ticks();
+    format::fill_chunk_header(*h, format::StreamKind(w.kind), w.stream, w.seq++, 0, w.tid,
+                              w.last_ticks ? w.last_ticks : now, sync_ticks, monotonic_ns());
     // The magic goes last: a chunk with a magic has a complete header.
     __atomic_store_n(&h->magic, format::kChunkMagic, __ATOMIC_RELEASE);
     w.base = static_cast<uint8_t*>(m);
@@ -184,25 +180,17 @@ PROF_NOINSTR bool open_chunk_locked(ChunkWriter& w, uint64_t now) {
 
 PROF_NOINSTR void write_file_header(uint32_t flags, uint64_t end_ticks = 0, uint64_t end_mono = 0) {
     FileHeader h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, format::kMagic, sizeof h.magic);
-    h.major = format::kMajor;
-    h.minor = format::kMinor;
-    h.header_size = format::kHeaderSize;
-    h.chunk_size = g.chunk_size;
-    h.flags = flags;
-    h.clock_kind = uint32_t(g_use_tsc ? format::ClockKind::kTsc : format::ClockKind::kMonotonic);
-    h.pid = uint32_t(getpid());
-    h.ppid = g.ppid; // at start: a reparented process keeps its real parent
+    // ppid: the one at start (a reparented process keeps its real parent).
+    format::start_file_header(h, g.chunk_size,
+                              g_use_tsc ? format::ClockKind::kTsc : format::ClockKind::kMonotonic,
+                              uint32_t(getpid()), g.ppid);
     h.start_ticks = g.start_ticks;
     h.start_mono_ns = g.start_mono;
     h.start_real_ns = g.start_real;
     // The clock rate: calibrated at start, refined over the whole run at finish.
     h.ticks_per_second = g.start_ticks_per_second;
     if (flags & format::kFileFinished) {
-        h.end_ticks = end_ticks;
-        h.end_mono_ns = end_mono;
-        h.chunk_count = g.next_chunk;
+        format::finish_file_header(h, end_ticks, end_mono, g.next_chunk);
         if (g_use_tsc) {
             uint64_t dt = end_ticks - g.start_ticks, dns = end_mono - g.start_mono;
             if (dns > 10000000) h.ticks_per_second = uint64_t(double(dt) * 1e9 / double(dns));
@@ -739,7 +727,7 @@ PROF_NOINSTR void runtime_finish() {
     g.active = false;
     // Trimmed before the header says finished: a reader maps a finished trace, and pages of a
     // mapping past a later end would raise SIGBUS in it (it copies an unfinished one).
-    uint64_t size = format::kHeaderSize + uint64_t(g.next_chunk) * g.chunk_size;
+    uint64_t size = format::chunk_offset(g.chunk_size, g.next_chunk);
     char shown[256];
     log_safe(g.path, shown, sizeof shown);
     if (ftruncate(g.fd, off_t(size)) != 0)

@@ -332,9 +332,17 @@ void PerfSampler::drain(RecordSink& sink) {
 void PerfSampler::read_buffer(Buffer& b, RecordSink& sink) {
     perf_event_mmap_page* meta = b.page();
     uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-    uint64_t tail = meta->data_tail;
-    const uint8_t* data = b.data();
-    size_t size = b.data_size();
+    RingStats stats{sample_bytes_, samples_};
+    uint64_t tail = parse_ring(b.data(), b.data_size(), meta->data_tail, head,
+                               RingLayout{stack_bytes_ != 0, idle_}, scratch_, stats, sink);
+    sample_bytes_ = stats.sample_bytes;
+    samples_ = stats.samples;
+    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+uint64_t parse_ring(const uint8_t* data, size_t size, uint64_t tail, uint64_t head,
+                    const RingLayout& layout, std::vector<uint8_t>& scratch, RingStats& stats,
+                    RecordSink& sink) {
     while (tail + sizeof(perf_event_header) <= head) {
         perf_event_header h;
         size_t at = size_t(tail % size);
@@ -351,9 +359,9 @@ void PerfSampler::read_buffer(Buffer& b, RecordSink& sink) {
         if (at + h.size <= size) {
             rec = data + at;
         } else {
-            scratch_.resize(h.size);
-            copy(scratch_.data(), 0, h.size);
-            rec = scratch_.data();
+            scratch.resize(h.size);
+            copy(scratch.data(), 0, h.size);
+            rec = scratch.data();
         }
         const uint8_t* p = rec + sizeof h;
         const uint8_t* end = rec + h.size;
@@ -395,7 +403,7 @@ void PerfSampler::read_buffer(Buffer& b, RecordSink& sink) {
             }
             s.chain = user.data();
             s.chain_size = uint32_t(user.size());
-            if (stack_bytes_) {
+            if (layout.stack) {
                 uint64_t abi = 0;
                 if (u64(abi) && abi != 0) {
                     s.regs = u64(s.bp) && u64(s.sp) && u64(s.ip);
@@ -410,10 +418,10 @@ void PerfSampler::read_buffer(Buffer& b, RecordSink& sink) {
                     s.stack_size = std::min(dyn, size);
                 }
             }
-            s.switch_out = idle_ && s.period_ns == 1;
+            s.switch_out = layout.idle && s.period_ns == 1;
             if (!s.switch_out) {
-                sample_bytes_ += h.size;
-                ++samples_;
+                stats.sample_bytes += h.size;
+                ++stats.samples;
             }
             sink.on_sample(s);
             break;
@@ -475,7 +483,7 @@ void PerfSampler::read_buffer(Buffer& b, RecordSink& sink) {
         }
         tail += h.size;
     }
-    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+    return tail;
 }
 
 } // namespace prof::sampling

@@ -170,6 +170,27 @@ class PerfSampler : public Sampler {
     std::vector<uint8_t> scratch_; // a record that wraps around the buffer's end
 };
 
+// How the sample records of a ring are laid out: what its events were opened with.
+struct RingLayout {
+    bool stack = false; // user registers (bp, sp, ip) and a stack copy follow the call chain
+    bool idle = false;  // --idle: samples of period 1 are switches out
+};
+
+// Counts of the cpu-clock samples a ring delivered (switch-out samples are not counted).
+struct RingStats {
+    uint64_t sample_bytes = 0;
+    uint64_t samples = 0;
+};
+
+// Decodes the whole records of a perf ring buffer between `tail` and `head` (positions that
+// only grow; the ring's `size` data bytes at `data` hold them modulo `size`) and delivers them
+// to `sink`; returns the new tail. A record that wraps around the end is copied to `scratch`;
+// a torn record (its header's size beyond `head`) stops the walk before it. What
+// PerfSampler::drain does over each mapped buffer, separate so that it runs on bytes.
+uint64_t parse_ring(const uint8_t* data, size_t size, uint64_t tail, uint64_t head,
+                    const RingLayout& layout, std::vector<uint8_t>& scratch, RingStats& stats,
+                    RecordSink& sink);
+
 // The thread ids of process `pid` now (/proc/PID/task), sorted.
 std::vector<pid_t> threads_of(pid_t pid);
 // The executable mappings of process `pid` now (/proc/PID/maps; time_ns left 0).

@@ -2,12 +2,14 @@
 #include "sampling/sampled_run.hpp"
 
 #include "reader/dwarf_lines.hpp"
+#include "reader/elf_file.hpp"
 #include "reader/elf_symbols.hpp"
 #include "reader/trace_reader.hpp"
 #include "sampling/stack_unwinder.hpp"
 
 #include <prof/record_codec.hpp>
 #include <prof/trace_format.hpp>
+#include <prof/trace_framing.hpp>
 #include <prof/version.h>
 
 #include <fmt/format.h>
@@ -19,7 +21,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
-#include <elf.h>
 #include <fcntl.h>
 #include <fstream>
 #include <iterator>
@@ -68,69 +69,18 @@ std::string basename_of(const std::string& p) {
     return s == std::string::npos ? p : p.substr(s + 1);
 }
 
-// Where a file's mapping puts its addresses: load base = runtime address - address in the
-// file, from the PT_LOAD segment that holds the mapped file offset.
+// Where a file's mapping puts its addresses (runtime address - address in the file).
 bool load_base_of(const std::string& path, uint64_t start, uint64_t offset, uint64_t& base) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    Elf64_Ehdr eh;
-    bool ok = pread(fd, &eh, sizeof eh, 0) == ssize_t(sizeof eh) &&
-              std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
-              eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256;
-    bool found = false;
-    if (ok) {
-        std::vector<Elf64_Phdr> ph(eh.e_phnum);
-        ssize_t n = ssize_t(ph.size() * sizeof(Elf64_Phdr));
-        if (pread(fd, ph.data(), size_t(n), off_t(eh.e_phoff)) == n) {
-            for (const Elf64_Phdr& p : ph) {
-                if (p.p_type != PT_LOAD) continue;
-                uint64_t page_offset = p.p_offset & ~uint64_t(0xfff);
-                if (offset < page_offset || offset >= p.p_offset + std::max(p.p_filesz, uint64_t(1)))
-                    continue;
-                base = start - (p.p_vaddr - p.p_offset + offset);
-                found = true;
-                break;
-            }
-        }
-    }
-    close(fd);
-    return found;
+    std::optional<uint64_t> b = reader::ElfFile(path).load_base(start, offset);
+    if (b) base = *b;
+    return b.has_value();
 }
 
 // The GNU build-id note of an ELF file (raw bytes; empty when none), from its PT_NOTE
-// segments: a few small reads, while the program runs (the symbol tables wait for the end).
+// segments: the file is mapped and only its headers and notes are touched, while the program
+// runs (the symbol tables wait for the end).
 std::string build_id_of(const std::string& path) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return {};
-    std::string id;
-    Elf64_Ehdr eh;
-    if (pread(fd, &eh, sizeof eh, 0) == ssize_t(sizeof eh) &&
-        std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
-        eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256) {
-        std::vector<Elf64_Phdr> ph(eh.e_phnum);
-        ssize_t n = ssize_t(ph.size() * sizeof(Elf64_Phdr));
-        if (pread(fd, ph.data(), size_t(n), off_t(eh.e_phoff)) == n)
-            for (const Elf64_Phdr& p : ph) {
-                if (p.p_type != PT_NOTE || p.p_filesz > (1u << 16) || !id.empty()) continue;
-                std::vector<uint8_t> notes(p.p_filesz);
-                if (pread(fd, notes.data(), notes.size(), off_t(p.p_offset)) != ssize_t(notes.size()))
-                    continue;
-                for (size_t at = 0; at + sizeof(Elf64_Nhdr) <= notes.size();) {
-                    Elf64_Nhdr nh;
-                    std::memcpy(&nh, notes.data() + at, sizeof nh);
-                    size_t name = at + sizeof nh, desc = name + ((size_t(nh.n_namesz) + 3) & ~size_t(3));
-                    if (desc + nh.n_descsz > notes.size()) break;
-                    if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-                        std::memcmp(notes.data() + name, "GNU", 4) == 0) {
-                        id.assign(reinterpret_cast<const char*>(notes.data() + desc), nh.n_descsz);
-                        break;
-                    }
-                    at = desc + ((size_t(nh.n_descsz) + 3) & ~size_t(3));
-                }
-            }
-    }
-    close(fd);
-    return id;
+    return reader::ElfFile(path).build_id_in_segments();
 }
 
 // The user stack pointer and instruction pointer of a thread blocked in the kernel, from
@@ -199,14 +149,7 @@ class TraceFile {
             error = fmt::format("cannot write {}: {}", path_, std::strerror(errno));
             return false;
         }
-        std::memcpy(header_.magic, fmt_::kMagic, sizeof fmt_::kMagic);
-        header_.major = fmt_::kMajor;
-        header_.minor = fmt_::kMinor;
-        header_.header_size = fmt_::kHeaderSize;
-        header_.chunk_size = kChunkSize;
-        header_.clock_kind = uint32_t(fmt_::ClockKind::kMonotonic);
-        header_.pid = pid;
-        header_.ppid = ppid;
+        fmt_::start_file_header(header_, kChunkSize, fmt_::ClockKind::kMonotonic, pid, ppid);
         header_.ticks_per_second = 1000000000ull;
         header_.start_ticks = header_.start_mono_ns = start_ns;
         header_.start_real_ns = now_ns(CLOCK_REALTIME) - (now_ns(CLOCK_MONOTONIC) - start_ns);
@@ -258,17 +201,12 @@ class TraceFile {
     // Writes the stream's current chunk at its place, as it is now.
     void flush(Stream& s) {
         if (s.place < 0 || fd_ < 0 || s.chunk.empty()) return;
-        fmt_::ChunkHeader h{};
+        fmt_::ChunkHeader h;
+        fmt_::fill_chunk_header(h, s.id ? fmt_::StreamKind::kThread : fmt_::StreamKind::kProcess,
+                                s.id, s.seq, s.used, s.tid, s.base, s.sync, s.sync);
         h.magic = fmt_::kChunkMagic;
-        h.kind = uint16_t(s.id ? fmt_::StreamKind::kThread : fmt_::StreamKind::kProcess);
-        h.stream = s.id;
-        h.seq = s.seq;
-        h.used = s.used;
-        h.tid = s.tid;
-        h.base_ticks = s.base;
-        h.sync_ticks = h.sync_mono_ns = s.sync;
         std::memcpy(s.chunk.data(), &h, sizeof h);
-        off_t at = off_t(fmt_::kHeaderSize) + off_t(s.place) * kChunkSize;
+        off_t at = off_t(fmt_::chunk_offset(kChunkSize, uint64_t(s.place)));
         if (pwrite(fd_, s.chunk.data(), sizeof h + s.used, at) < 0) failed_ = errno;
     }
     void flush_all() {
@@ -279,11 +217,9 @@ class TraceFile {
         uint8_t rec[64];
         put(process_, rec, fmt_::put_end(rec, end_ns, end_ns, 1000000000ull, thread_count_, 0));
         flush_all();
-        header_.flags = fmt_::kFileFinished;
-        header_.end_ticks = header_.end_mono_ns = end_ns;
-        header_.chunk_count = uint32_t(next_place_);
+        fmt_::finish_file_header(header_, end_ns, end_ns, uint32_t(next_place_));
         // The file's size covers every chunk, also the last one's unused tail.
-        if (ftruncate(fd_, off_t(fmt_::kHeaderSize) + off_t(next_place_) * kChunkSize) != 0)
+        if (ftruncate(fd_, off_t(fmt_::chunk_offset(kChunkSize, uint64_t(next_place_)))) != 0)
             failed_ = errno;
         write_header();
     }

@@ -1,28 +1,23 @@
 // Unwinding stack copies with the binaries' .eh_frame: see stack_unwinder.hpp.
 #include "sampling/stack_unwinder.hpp"
 
-#include "runtime/cfi_rules.hpp"
+#include "reader/elf_file.hpp"
+
+#include <prof/cfi_rules.hpp>
 
 #include <cstring>
 #include <elf.h>
-#include <fcntl.h>
 #include <sys/auxv.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace prof::sampling {
 
 // A binary mapped read-only, whole, and where its .eh_frame_hdr is.
 struct StackUnwinder::File {
-    void* data = nullptr;
-    size_t size = 0;
+    explicit File(const std::string& path) : elf(path) {}
+    reader::ElfFile elf;
     const uint8_t* hdr = nullptr;
     size_t hdr_size = 0;
     uint64_t hdr_vaddr = 0;
-    ~File() {
-        if (data) munmap(data, size);
-    }
 };
 
 StackUnwinder::StackUnwinder() = default;
@@ -34,31 +29,13 @@ const UnwindModule* StackUnwinder::module(const std::string& path, uint64_t base
     auto& slot = modules_[key];
     auto& file = files_[path];
     if (!file) {
-        file = std::make_unique<File>();
-        int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        struct stat st;
-        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            size_t(st.st_size) >= sizeof(Elf64_Ehdr)) {
-            void* m = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-            if (m != MAP_FAILED) {
-                file->data = m;
-                file->size = size_t(st.st_size);
-            }
-        }
-        if (fd >= 0) close(fd);
-        auto* bytes = static_cast<const uint8_t*>(file->data);
-        Elf64_Ehdr eh;
-        if (bytes && (std::memcpy(&eh, bytes, sizeof eh), std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0) &&
-            eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) &&
-            eh.e_phoff + uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr) <= file->size) {
-            for (unsigned i = 0; i < eh.e_phnum; ++i) {
-                Elf64_Phdr ph;
-                std::memcpy(&ph, bytes + eh.e_phoff + i * sizeof ph, sizeof ph);
-                if (ph.p_type != PT_GNU_EH_FRAME || ph.p_offset + ph.p_filesz > file->size) continue;
-                file->hdr = bytes + ph.p_offset;
-                file->hdr_size = ph.p_filesz;
-                file->hdr_vaddr = ph.p_vaddr;
-            }
+        file = std::make_unique<File>(path);
+        for (const Elf64_Phdr& ph : file->elf.segments()) {
+            if (ph.p_type != PT_GNU_EH_FRAME || !file->elf.in_bounds(ph.p_offset, ph.p_filesz))
+                continue;
+            file->hdr = file->elf.data() + ph.p_offset;
+            file->hdr_size = ph.p_filesz;
+            file->hdr_vaddr = ph.p_vaddr;
         }
     }
     if (!file->hdr) return nullptr;
@@ -76,17 +53,9 @@ const UnwindModule* StackUnwinder::vdso(uint64_t base) {
     if (auto it = vdso_modules_.find(base); it != vdso_modules_.end()) return it->second.get();
     auto& slot = vdso_modules_[base];
     const auto* image = reinterpret_cast<const uint8_t*>(getauxval(AT_SYSINFO_EHDR));
-    if (!image) return nullptr;
-    Elf64_Ehdr eh;
-    std::memcpy(&eh, image, sizeof eh);
-    if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh.e_phentsize != sizeof(Elf64_Phdr))
-        return nullptr;
     // Addresses in the image: its first PT_LOAD's vaddr is at the image's start.
     uint64_t load_vaddr = UINT64_MAX, hdr_vaddr = 0, hdr_size = 0;
-    for (unsigned i = 0; i < eh.e_phnum; ++i) {
-        Elf64_Phdr ph;
-        std::memcpy(&ph, image + eh.e_phoff + i * sizeof ph, sizeof ph);
+    for (const Elf64_Phdr& ph : reader::ElfFile::image(image).segments()) {
         if (ph.p_type == PT_LOAD && load_vaddr == UINT64_MAX) load_vaddr = ph.p_vaddr;
         if (ph.p_type == PT_GNU_EH_FRAME) {
             hdr_vaddr = ph.p_vaddr;

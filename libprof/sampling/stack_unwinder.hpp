@@ -2,7 +2,7 @@
 // PERF_SAMPLE_STACK_USER), unwound after the fact with the .eh_frame call frame information of
 // the binaries on disk: the stacks of code built without frame pointers (Debian's libc, most -O2
 // code), which the kernel's frame-pointer walk gets wrong. The rules are the runtime's
-// (runtime/cfi_rules.hpp): a frame that they cannot describe, or whose slots lie beyond the
+// (unwind/prof/cfi_rules.hpp): a frame that they cannot describe, or whose slots lie beyond the
 // copy, ends the walk, and the caller completes the stack from the frame-pointer chain.
 #pragma once
 

@@ -205,7 +205,7 @@ PROF_CFI_INLINE int64_t scaled(int64_t v, int64_t align) {
 // execute_cfa_program does (it stops once the location passes the return address - 1).
 // False for anything the cached rule cannot express or libgcc would reject.
 PROF_CFI_INLINE bool run_program(Cursor c, const Cie& cie, const EhBases& b, uintptr_t& loc,
-                              uintptr_t target, Row& row, Row* remembered, uint32_t& depth) {
+                                 uintptr_t target, Row& row, Row* remembered, uint32_t& depth) {
     while (c.p < c.end && loc <= target) {
         uint8_t op = c.u8();
         uint8_t low = op & 0x3f;
@@ -335,7 +335,7 @@ PROF_CFI_INLINE uint32_t read_u32(const uint8_t* p) {
 // before `at`; 0 when that FDE does not cover `at` (then no FDE does). Otherwise it came from
 // _Unwind_Find_FDE, which checked the range and gave the function's start in `b.func`.
 PROF_CFI_INLINE uint64_t rule_from_fde(const uint8_t* fde, EhBases b, uintptr_t at,
-                                    bool check_range = false) {
+                                       bool check_range = false) {
     // Lengths too short for the fields that follow, a CIE pointer of 0 (this is a CIE) or to
     // something that is no CIE: a malformed table, left to libgcc (which then reports it).
     uint32_t length = read_u32(fde);
