@@ -28,6 +28,15 @@ Recorded g_recorded;
 uintptr_t g_top = 0; // where the copy ends: the frame of the chain's caller
 uint64_t g_return_level1 = 0, g_return_level2 = 0;
 
+// A sampler's stack copy reads whole frames, padding included, as the kernel does: ASan's stack
+// redzones are part of what it copies, so the copy is not instrumented.
+__attribute__((no_sanitize_address, noinline)) void copy_stack(uintptr_t from, uintptr_t to,
+                                                                std::vector<uint8_t>& out) {
+    out.resize(to - from);
+    const volatile uint8_t* src = reinterpret_cast<const volatile uint8_t*>(from);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = src[i];
+}
+
 // The innermost frame: registers and stack copy at one instruction, as a sampling interrupt
 // would see them. Its own return address closes the list.
 __attribute__((noinline)) void record_here() {
@@ -39,8 +48,7 @@ __attribute__((noinline)) void record_here() {
     g_recorded.ip = ip;
     g_recorded.sp = sp;
     g_recorded.bp = bp;
-    g_recorded.stack.assign(reinterpret_cast<const uint8_t*>(sp),
-                            reinterpret_cast<const uint8_t*>(g_top));
+    copy_stack(sp, g_top, g_recorded.stack);
     g_recorded.returns = {uint64_t(reinterpret_cast<uintptr_t>(__builtin_return_address(0))),
                           g_return_level2, g_return_level1};
     asm volatile("" ::: "memory");
