@@ -5,6 +5,7 @@
 
 #include "profreport/export_formats.hpp"
 
+#include <prof/trace_format.hpp>
 #include <prof/version.h>
 
 #include <doctest/doctest.h>
@@ -176,7 +177,7 @@ TEST_CASE("profrun passes the exit status through and writes the trace") {
     // -f replaces the file up front: a program that writes no trace is not reported with
     // the previous run's.
     auto replaced = run({PROFRUN, "-f", "-o", out, "--", "/bin/true"});
-    CHECK(replaced.exit_code == 0);
+    CHECK(replaced.exit_code == 125);
     CHECK(replaced.err.find("wrote no trace") != std::string::npos);
     CHECK_FALSE(std::filesystem::exists(out));
 
@@ -187,6 +188,69 @@ TEST_CASE("profrun passes the exit status through and writes the trace") {
     auto nocmd = run({PROFRUN});
     CHECK(nocmd.exit_code == 2);
     CHECK(nocmd.err.find("no command given") != std::string::npos);
+}
+
+// The README's table of profrun's exit statuses, row by row: COMMAND's own status, or 125 when
+// COMMAND succeeded and the trace it should have written is missing or unreadable (said in one
+// line, -q or not), 2 for bad usage, 127 for a command not found.
+TEST_CASE("profrun's exit statuses: a lost trace is never a success") {
+    struct Case {
+        std::vector<std::string> argv;
+        int status;
+        std::string message; // the line of profrun's own that says why, or "" for none
+    };
+    std::string dir = temp_path("exit-status-run");
+    std::string garbage = temp_path("exit-status-garbage.trace");
+    for (const Case& c : std::vector<Case>{
+             {{PROFRUN, "-q", "-o", temp_path("exit-fib.trace"), "--", PROF_SAMPLE_FIB, "10"}, 0, ""},
+             {{PROFRUN, "-q", "-o", temp_path("exit-7.trace"), "--", "/bin/sh", "-c", "exit 7"},
+              7, ""},
+             {{PROFRUN, "-o", temp_path("exit-true.trace"), "--", "/bin/true"},
+              125, "true wrote no trace: build it with -finstrument-functions"},
+             {{PROFRUN, "-q", "-o", temp_path("exit-true.trace"), "--", "/bin/true"},
+              125, "true wrote no trace: build it with -finstrument-functions"},
+             {{PROFRUN, "-q", "-o", "/proc/exit-fib.trace", "--", PROF_SAMPLE_FIB, "10"},
+              125, "wrote no trace at /proc/exit-fib.trace although it loads libprof"},
+             {{PROFRUN, "-q", "--mem", "-o", "/proc/exit-mem.trace", "--", PROF_SAMPLE_FIB, "10"},
+              125, "wrote no trace at /proc/exit-mem.trace although it loads libprof"},
+             {{PROFRUN, "-q", "-d", dir, "--", "/bin/true"},
+              125, "true wrote no trace into " + dir},
+             {{PROFRUN, "-q", "-f", "-o", garbage, "--", "/bin/sh", "-c", "echo x > \"$0\"", garbage},
+              125, "is not a readable trace (it does not start with a trace header)"},
+             {{PROFRUN, "-q", "-o", temp_path("exit-killed.trace"), "--", "/bin/sh", "-c", "kill -9 $$"},
+              128 + 9, ""},
+             {{PROFRUN, "-q", "-o", temp_path("exit-none.trace"), "--", "/nonexistent/program"},
+              127, ""},
+             {{PROFRUN, "-o", "/etc/passwd/x.trace", "--", PROF_SAMPLE_FIB, "10"},
+              2, "cannot write the trace to /etc/passwd/x.trace: /etc/passwd is not a directory"},
+             {{PROFRUN, "--pid", "0"}, 2, "--pid: 0 is not a process ID"},
+             {{PROFRUN, "--pid", "abc"}, 2, "--pid: abc is not a process ID"},
+             {{PROFRUN, "--pid", "1", "--duration", "0"}, 2, "--duration: 0 is not a number above 0"},
+             {{PROFRUN, "--sample", "--rate", "0", "--", "/bin/true"},
+              2, "--rate: 0 is not a number from 1 to 20000"},
+             {{PROFPACK, "--bogus"}, 2, "unknown option '--bogus' (see profpack --help)"},
+             {{PROFREPORT, "--bogus"}, 2, "unknown option '--bogus'"},
+             {{PROFREPORT, "tree"}, 2, "no trace given (see profreport tree --help)"},
+         }) {
+        auto r = run(c.argv);
+        std::string said = c.argv[1] + " " + c.argv[2];
+        CHECK_MESSAGE(r.exit_code == c.status, said, ": ", r.err);
+        if (!c.message.empty()) {
+            CHECK_MESSAGE(r.err.find(c.message) != std::string::npos, r.err);
+            // One line of profrun's own (the runtime may add its own line before it).
+            std::string tool = std::filesystem::path(c.argv[0]).filename().string() + ": ";
+            size_t own = 0;
+            for (size_t at = 0; (at = r.err.find(tool, at)) != std::string::npos; ++at) ++own;
+            CHECK_MESSAGE(own == 1, r.err);
+        }
+    }
+    // A program killed by a signal without a trace: no "its trace holds" for a trace that
+    // does not exist, and its status is 128+N (it did not succeed: its own status stands).
+    auto killed = run({PROFRUN, "-o", temp_path("exit-killed2.trace"), "--", "/bin/sh", "-c",
+                       "kill -SEGV $$"});
+    CHECK(killed.exit_code == 128 + SIGSEGV);
+    CHECK(killed.err.find("its trace holds") == std::string::npos);
+    CHECK(killed.err.find("wrote no trace") != std::string::npos);
 }
 
 TEST_CASE("an unwritable PROF_OUT: one line on stderr, the program runs on untouched") {
@@ -295,10 +359,11 @@ TEST_CASE("profrun: the command's arguments reach it untouched, with or without 
     std::string trace = temp_path("cli-echo.trace");
     auto dashed = run({PROFRUN, "-q", "--output=" + trace, "--", "/bin/echo", "--help", "-o", "x",
                        "--", "-q", "--mem"});
-    CHECK(dashed.exit_code == 0);
+    // echo has no hooks, so it writes no trace (125); its arguments reach it all the same.
+    CHECK(dashed.exit_code == 125);
     CHECK(dashed.out == "--help -o x -- -q --mem\n");
     auto bare = run({PROFRUN, "-q", "-o", trace, "/bin/echo", "-V", "--frobnicate"});
-    CHECK(bare.exit_code == 0);
+    CHECK(bare.exit_code == 125);
     CHECK(bare.out == "-V --frobnicate\n");
     // An option given twice: the last one counts.
     std::string first = temp_path("cli-first.trace"), last = temp_path("cli-last.trace");
@@ -712,4 +777,19 @@ TEST_CASE("profreport export pprof --memory is --export pprof --memory" *
         run({PROFREPORT, "export", "pprof", "--memory", "--threads", "-o", command, trace});
     CHECK(threads.exit_code == 2);
     CHECK(threads.err.find("allocation sites are per process") != std::string::npos);
+}
+
+// A format version is shown in three places, all from the format header's constants.
+TEST_CASE("the trace format's versions: profreport -V, profpack --help and the README agree") {
+    std::string plain = std::to_string(prof::format::kMajor) + "." +
+                        std::to_string(prof::format::kMinor);
+    std::string packed = std::to_string(prof::format::kPackedMajor) + "." +
+                         std::to_string(prof::format::kPackedMinor);
+    auto v = run({PROFREPORT, "-V"});
+    CHECK(v.out == "profreport " PROF_VERSION_STRING " (reads trace formats up to " + plain +
+                       ", packed " + packed + ")\n");
+    CHECK(run({PROFPACK, "--help"}).out.find("packed form (trace format " + packed + ")") !=
+          std::string::npos);
+    const std::string readme = prof::test::slurp(PROF_SOURCE_DIR "/README.md");
+    CHECK(readme.find("in the packed form (format " + packed + ",") != std::string::npos);
 }

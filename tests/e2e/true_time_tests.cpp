@@ -32,7 +32,10 @@ const analysis::Stats& stats_of(const analysis::Profile& p, const std::string& n
 void check_against_truth(const analysis::Profile& p, const std::map<std::string, double>& truth,
                          double tiny_true_ns) {
     REQUIRE(p.time.sampled_traces == 1);
-    CHECK(p.time.samples > 300);
+    // 2 s of CPU at 250 Hz is ~500 samples; a loaded machine delivers fewer (275 seen with four
+    // builds beside it). The tolerances below widen with fewer samples; under 200 they would
+    // say little.
+    CHECK(p.time.samples > 200);
 
     // Shares of the three burners, by cumtime, against the CPU time each measured.
     double measured = truth.at("share_60") + truth.at("share_30") + truth.at("share_10");

@@ -6,6 +6,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <optional>
 #include <utility>
 
 namespace prof::tools {
@@ -77,6 +83,64 @@ void Cli::needs(CLI::Option* a, CLI::Option* b, std::string message) {
     a->needs(b);
     if (message.empty()) message = a->get_name() + " needs " + b->get_name();
     needs_.push_back({a, b, std::move(message)});
+}
+
+namespace {
+
+std::string number_text(double v) { return fmt::format("{:g}", v); }
+
+// The whole string as a number, or nothing ("1.5x", "", "abc", "inf" and "nan" are not).
+std::optional<double> parse_number(const std::string& s) {
+    if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    double v = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) return std::nullopt;
+    return v;
+}
+
+} // namespace
+
+CLI::Validator whole_number(long long min, long long max, std::string what) {
+    return CLI::Validator(
+        [min, max, what](std::string& s) -> std::string {
+            std::string range = max == std::numeric_limits<long long>::max()
+                                    ? fmt::format("a whole number from {}", min)
+                                    : fmt::format("a whole number from {} to {}", min, max);
+            if (min == 1 && max == std::numeric_limits<long long>::max())
+                range = "a whole number above 0";
+            char* end = nullptr;
+            errno = 0;
+            long long v = s.empty() || std::isspace(static_cast<unsigned char>(s[0]))
+                              ? 0
+                              : std::strtoll(s.c_str(), &end, 10);
+            if (!end || end != s.c_str() + s.size() || errno == ERANGE || v < min || v > max)
+                return fmt::format("{} is not {}", s, what.empty() ? range : what);
+            return {};
+        },
+        ""); // no description: --help shows the type name alone
+}
+
+CLI::Validator number_above(double min) {
+    return CLI::Validator(
+        [min](std::string& s) -> std::string {
+            std::optional<double> v = parse_number(s);
+            if (!v || *v <= min) return fmt::format("{} is not a number above {}", s, number_text(min));
+            return {};
+        },
+        "");
+}
+
+CLI::Validator number_between(double min, double max) {
+    return CLI::Validator(
+        [min, max](std::string& s) -> std::string {
+            std::optional<double> v = parse_number(s);
+            if (!v || *v < min || *v > max)
+                return fmt::format("{} is not a number from {} to {}", s, number_text(min),
+                                   number_text(max));
+            return {};
+        },
+        "");
 }
 
 void Cli::required(CLI::Option* a, std::string message) {
@@ -183,9 +247,15 @@ std::string Cli::message_for(const CLI::ParseError& e) const {
     if (is<CLI::RequiresError>(e))
         for (const Pair& p : needs_)
             if (given(p.a) && !given(p.b)) return p.message;
+    // An unknown option is the first thing wrong: "--bogus" alone is not "no trace given".
     if (is<CLI::RequiredError>(e))
-        for (const auto& [opt, message] : required_)
-            if (!given(opt)) return message;
+        for (const std::string& extra : app_.remaining(true))
+            if (extra != "--" && extra.size() > 1 && extra[0] == '-') return unknown_option(extra);
+    // The selected command's own: another command's positional is missing too.
+    if (is<CLI::RequiredError>(e))
+        for (const CLI::Option* opt : selected(&app_)->get_options())
+            if (auto it = required_.find(opt); it != required_.end() && !given(opt))
+                return it->second;
     // A value missing can only be at the end of the command line (an option takes the next
     // argument whatever it looks like).
     if (is<CLI::ArgumentMismatch>(e) && !args_.empty() && args_.back().size() > 1 &&

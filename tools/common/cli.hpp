@@ -31,6 +31,15 @@
 
 namespace prof::tools {
 
+// Checks of a number given on the command line, for `->check(...)`. Their message is one
+// sentence naming the value ("--pid: 0 is not a whole number above 0"), and the help shows the
+// option's type name alone: CLI11's own checks add ":POSITIVE" or ":FLOAT in [1 - 20000]" to
+// it, and print DBL_MAX in full when a value is refused.
+// `what` names the value in the message ("a process ID"); by default, the range.
+CLI::Validator whole_number(long long min, long long max, std::string what = {});
+CLI::Validator number_above(double min); // strictly above
+CLI::Validator number_between(double min, double max);
+
 class Cli {
   public:
     // `usage` follows "usage: TOOL " on the first line of the help ("[options] TRACE...");

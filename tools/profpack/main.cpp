@@ -1,10 +1,12 @@
-// profpack: rewrites finished traces in the packed form (format 2.2), which profreport reads
+// profpack: rewrites finished traces in the packed form (format 2.x), which profreport reads
 // like any other.
 #include "common/cli.hpp"
 #include "common/tool_log.hpp"
 #include "pack/trace_packer.hpp"
 #include "reader/trace_reader.hpp"
 #include "text/text.hpp"
+
+#include <prof/trace_format.hpp>
 
 #include <fmt/format.h>
 
@@ -18,8 +20,10 @@
 
 namespace {
 
+// The first words of the help name the packed format's version from the format header, the
+// one source of every version shown.
 constexpr const char* kDescription =
-    R"(Rewrites each finished trace in the packed form (trace format 2.2): its chunks compressed
+    R"(Rewrites each finished trace in the packed form (trace format {}.{}): its chunks compressed
 with zstd, and the memory profiler's records as references to blocks (no pointers), their
 times kept to the largest power of two of clock ticks not above 4 us. Calls, scopes and lines
 keep their exact times, and profreport reads from the packed file what it read from the
@@ -115,7 +119,9 @@ void pack_one(const std::string& trace, const Options& o, const prof::tools::Too
 } // namespace
 
 int main(int argc, char** argv) {
-    prof::tools::Cli cli("profpack", "[options] TRACE...", kDescription);
+    prof::tools::Cli cli("profpack", "[options] TRACE...",
+                         fmt::format(kDescription, prof::format::kPackedMajor,
+                                     prof::format::kPackedMinor));
     Options o;
     declare(cli, o);
     if (auto status = cli.parse(argc, argv)) return *status;

@@ -22,8 +22,9 @@ int main(int argc, char** argv) {
                    "are merged, like pstats' Stats.add), or another view of them (each command\n"
                    "has its --help; the views' options of `report` name them too).");
     cli.help_column(24);
-    cli.version(fmt::format("profreport {} (trace format {}.{})", PROF_VERSION_STRING,
-                            format::kMajor, format::kMinor));
+    cli.version(fmt::format("profreport {} (reads trace formats up to {}.{}, packed {}.{})",
+                            PROF_VERSION_STRING, format::kMajor, format::kMinor,
+                            format::kPackedMajor, format::kPackedMinor));
     profreport::Args a;
     profreport::add_report(cli, a);
     for (auto add : {profreport::add_lines, profreport::add_memory, profreport::add_tree,

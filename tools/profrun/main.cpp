@@ -22,6 +22,7 @@
 #include <cstring>
 #include <ctime>
 #include <dirent.h>
+#include <limits>
 #include <optional>
 #include <string>
 #include <sys/stat.h>
@@ -30,6 +31,11 @@
 #include <vector>
 
 namespace {
+
+// profrun's exit status when COMMAND succeeded but the trace it should have written is missing
+// or unreadable (125: the tool's own failure, as timeout(1) and env(1) use it; COMMAND's own
+// statuses pass through otherwise).
+constexpr int kNoTrace = 125;
 
 using prof::tools::ToolLog;
 
@@ -162,23 +168,23 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
                                   "sample the running process PID (all its threads) instead\n"
                                   "of a COMMAND; it is never stopped or changed")
                        ->type_name("PID")
-                       ->check(CLI::PositiveNumber);
+                       ->check(prof::tools::whole_number(1, std::numeric_limits<pid_t>::max(), "a process ID"));
     o.duration_option = app.add_option("--duration", o.duration,
                                        "with --pid: stop after SECONDS (default: at Ctrl-C or\n"
                                        "when the process exits)")
                             ->type_name("SECONDS")
-                            ->check(CLI::PositiveNumber);
+                            ->check(prof::tools::number_above(0));
     o.rate_option = app.add_option("--rate", o.rate,
                                    "with --sample or --pid: samples per second of each thread's\n"
                                    "CPU time (default 999)")
                         ->type_name("HZ")
-                        ->check(CLI::Range(1.0, 20000.0));
+                        ->check(prof::tools::number_between(1, 20000));
     o.stack_option = app.add_option("--stack-bytes", o.stack_bytes,
                                     "with --sample or --pid: user stack copied per sample for\n"
                                     "unwinding code without frame pointers (default 8192; 0:\n"
                                     "frame pointers only)")
                          ->type_name("BYTES")
-                         ->check(CLI::Range(0, 65528));
+                         ->check(prof::tools::whole_number(0, 65528));
     o.subprocess_flag = app.add_flag("--subprocesses", o.subprocesses,
                                      "with --sample: also sample the processes COMMAND starts,\n"
                                      "each into FILE.PID");
@@ -394,6 +400,11 @@ std::optional<int> prepare_output(const RunOptions& o, const ToolLog& log) {
         return 2;
     }
     std::string out_dir = dirname_of(output);
+    if (stat(out_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+        log.error(fmt::format("cannot write the trace to {}: {} is not a directory", output,
+                              out_dir));
+        return 2;
+    }
     if (access(out_dir.c_str(), W_OK | X_OK) != 0) {
         log.error(fmt::format("cannot write the trace to {}: {}: {}", output, out_dir,
                               std::strerror(errno)));
@@ -508,31 +519,65 @@ void pack_traces(const RunOptions& o, const std::vector<std::string>& others, co
 }
 
 // Why `command` wrote no trace at all, as far as its program file tells.
-void explain_no_trace(const RunOptions& o, const std::string& program, bool setuid_program,
-                      const ToolLog& log) {
+std::string why_no_trace(const RunOptions& o, const std::string& program, bool setuid_program) {
     const std::string& command = o.command[0];
     ProgramFacts facts = inspect_program(program);
-    if (setuid_program)
-        log.warn(fmt::format("{} wrote no trace: it is setuid/setgid (see above)", command));
-    else if (facts.elf && !facts.dynamic && (o.mem || o.preload))
-        log.warn(fmt::format("{} wrote no trace: it is statically linked, and the loader can only "
-                             "add libraries to dynamically linked programs",
-                             command));
-    else if (facts.uses_libprof || o.mem || o.preload)
-        log.warn(fmt::format("{} wrote no trace although it loads libprof: see its messages "
-                             "above (PROF_LOG=info shows more)",
-                             command));
-    else
-        log.warn(fmt::format("{} wrote no trace: build it with -finstrument-functions and "
-                             "link libprof (CMake: prof::instrument), or run it with "
-                             "profrun --preload or --mem",
-                             command));
+    if (setuid_program) return fmt::format("{} wrote no trace: it is setuid/setgid (see above)", command);
+    if (facts.elf && !facts.dynamic && (o.mem || o.preload))
+        return fmt::format("{} wrote no trace: it is statically linked, and the loader can only "
+                           "add libraries to dynamically linked programs",
+                           command);
+    if (facts.uses_libprof || o.mem || o.preload)
+        return fmt::format("{} wrote no trace at {} although it loads libprof: see its messages "
+                           "above (PROF_LOG=info shows more)",
+                           command, o.output);
+    return fmt::format("{} wrote no trace: build it with -finstrument-functions and "
+                       "link libprof (CMake: prof::instrument), or run it with "
+                       "profrun --preload or --mem",
+                       command);
 }
 
-// The messages after the run: where the traces are, or why there is none.
-void report_traces(const RunOptions& o, int status, const std::vector<std::string>& others,
-                   const std::string& program, bool setuid_program, const ToolLog& log) {
+// A file that starts with a trace header (finished or not, packed or not): what profreport can
+// open. A file cut inside its header, or overwritten, is not.
+bool trace_header_readable(const std::string& path) {
+    prof::format::FileHeader h{};
+    FILE* in = std::fopen(path.c_str(), "rb");
+    bool read = in && std::fread(&h, 1, sizeof h, in) == sizeof h;
+    if (in) std::fclose(in);
+    return read && prof::format::header_magic_ok(h);
+}
+
+// The messages after the run: where the traces are, or why there is none. The exit status:
+// COMMAND's `code`, or kNoTrace when COMMAND succeeded and its trace is missing or unreadable
+// (said in one line even with -q: a script must not take an untraced run for a traced one).
+int report_traces(const RunOptions& o, int status, int code, const std::vector<std::string>& others,
+                  const std::string& program, bool setuid_program, const ToolLog& log) {
     const std::string& command = o.command[0];
+    if (exists(o.output) && !trace_header_readable(o.output)) {
+        std::string msg = fmt::format("{} is not a readable trace (it does not start with a trace "
+                                      "header): the run's trace is lost",
+                                      o.output);
+        if (code == 0) {
+            log.error(msg);
+            return kNoTrace;
+        }
+        if (!o.quiet) log.warn(msg);
+        return code;
+    }
+    if (!exists(o.output) && others.empty()) {
+        std::string msg = why_no_trace(o, program, setuid_program);
+        if (code == 0) {
+            log.error(msg);
+            return kNoTrace;
+        }
+        if (!o.quiet) log.warn(msg);
+        return code;
+    }
+    if (o.quiet) return code;
+    if (WIFSIGNALED(status))
+        log.warn(fmt::format("{} was killed by signal {} ({}); its trace holds what it recorded "
+                             "until then",
+                             command, WTERMSIG(status), strsignal(WTERMSIG(status))));
     if (exists(o.output)) {
         if (!WIFSIGNALED(status) && !finished_trace(o.output))
             log.warn(fmt::format("{} is not finished: {} ended without its exit handlers (_exit, "
@@ -544,12 +589,11 @@ void report_traces(const RunOptions& o, int status, const std::vector<std::strin
         if (!others.empty())
             log.info(fmt::format("{} more from other processes of the run (fork or exec): {}",
                                  others.size(), list_some(others)));
-    } else if (!others.empty()) {
+    } else {
         log.info(fmt::format("{} wrote no trace at {}; its processes wrote {}", command, o.output,
                              list_some(others)));
-    } else {
-        explain_no_trace(o, program, setuid_program, log);
     }
+    return code;
 }
 
 // The dynamic loader ignores LD_PRELOAD for setuid/setgid programs.
@@ -594,8 +638,8 @@ int run_in_directory(RunOptions& o, const std::string& log_format, const std::st
         if (!run_command(o.command, log, status, &child)) return 1;
         code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (WIFSIGNALED(status) && !o.quiet)
-            log.warn(fmt::format("{} was killed by signal {} ({}); its trace holds what it "
-                                 "recorded until then",
+            log.warn(fmt::format("{} was killed by signal {} ({}); the run holds what its "
+                                 "processes recorded until then",
                                  o.command[0], WTERMSIG(status), strsignal(WTERMSIG(status))));
     }
     size_t processes = prof::tools::update_manifest(o.run_dir, run, child, o.command, status, log);
@@ -607,15 +651,21 @@ int run_in_directory(RunOptions& o, const std::string& log_format, const std::st
         pack_traces(o, traces, log);
     }
     // Under an MPI launcher, one message for the job: rank 0's (each rank has a profrun).
-    if (!o.quiet && prof::tools::launcher_rank().value_or(0) == 0) {
-        if (processes)
-            log.info(fmt::format("run written to {}: {} trace{}; read it with: profreport {}",
-                                 o.run_dir, processes, processes == 1 ? "" : "s", o.run_dir));
-        else
-            log.warn(fmt::format("{} wrote no trace into {}: build it with -finstrument-functions "
-                                 "and link libprof, or use --preload, --mem or --sample",
-                                 o.command[0], o.run_dir));
+    if (!processes) {
+        std::string msg = fmt::format("{} wrote no trace into {}: build it with "
+                                      "-finstrument-functions and link libprof, or use --preload, "
+                                      "--mem or --sample",
+                                      o.command[0], o.run_dir);
+        if (code == 0) {
+            log.error(msg);
+            return kNoTrace;
+        }
+        if (!o.quiet) log.warn(msg);
+        return code;
     }
+    if (!o.quiet && prof::tools::launcher_rank().value_or(0) == 0)
+        log.info(fmt::format("run written to {}: {} trace{}; read it with: profreport {}",
+                             o.run_dir, processes, processes == 1 ? "" : "s", o.run_dir));
     return code;
 }
 
@@ -671,13 +721,8 @@ int main(int argc, char** argv) {
     int status = 0;
     if (!run_command(o.command, log, status)) return 1;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (WIFSIGNALED(status) && !o.quiet)
-        log.warn(fmt::format("{} was killed by signal {} ({}); its trace holds what it recorded "
-                             "until then",
-                             o.command[0], WTERMSIG(status), strsignal(WTERMSIG(status))));
     if (code == 127 && !exists(o.output)) return code;
     std::vector<std::string> others = other_traces(o.output, started);
     if (o.packs()) pack_traces(o, others, log);
-    if (!o.quiet) report_traces(o, status, others, program, setuid_program, log);
-    return code;
+    return report_traces(o, status, code, others, program, setuid_program, log);
 }
