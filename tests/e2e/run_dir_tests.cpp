@@ -277,7 +277,8 @@ TEST_CASE("a run with a broken manifest, a missing, a foreign and a doubly claim
     CHECK(lines_with(bare.err, "has no run.json") == 1);
     CHECK(header_calls(bare.out) == without_last);
 
-    // An empty directory: no run, for every command that reads one (exit 2, an error line).
+    // An empty directory: no run, for every command that reads one: one error line, and exit 1
+    // (nothing could be read), as the README says.
     std::string empty = temp_path("run-empty");
     std::filesystem::create_directories(empty);
     for (std::vector<std::string> argv : {std::vector<std::string>{PROFREPORT, empty},
@@ -285,9 +286,12 @@ TEST_CASE("a run with a broken manifest, a missing, a foreign and a doubly claim
                                           {PROFREPORT, "--ranks", empty}}) {
         CAPTURE(argv[1]);
         auto none = run(argv);
-        CHECK(none.exit_code == 2);
+        CHECK(none.exit_code == 1);
         CHECK(none.out.empty());
-        CHECK(lines_with(none.err, "level=error msg=\"" + empty + " holds no readable trace") == 1);
+        CHECK(std::count(none.err.begin(), none.err.end(), '\n') == 1);
+        CHECK(lines_with(none.err, "level=error msg=\"" + empty +
+                                       " holds no trace (and no run.json: not a run directory "
+                                       "of profrun -d)\"") == 1);
     }
 }
 

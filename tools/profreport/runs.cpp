@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 namespace prof::profreport {
 
@@ -18,6 +19,7 @@ RunListing read_run(const std::string& dir, const tools::ToolLog& log) {
     std::string manifest_path = dir + "/" + reader::kManifestName;
     std::optional<reader::RunManifest> manifest;
     if (std::ifstream in(manifest_path); in) {
+        run.manifest = true;
         std::stringstream text;
         text << in.rdbuf();
         try {
@@ -26,10 +28,6 @@ RunListing read_run(const std::string& dir, const tools::ToolLog& log) {
             log.warn(fmt::format("{}: {}; reading the directory's traces without it", manifest_path,
                                  e.what()));
         }
-    } else {
-        log.warn(fmt::format("{} has no {} (not written by profrun -d, or the run is still going "
-                             "on): reading its traces",
-                             dir, reader::kManifestName));
     }
     std::map<std::string, const reader::RunProcess*> listed;
     if (manifest) {
@@ -42,7 +40,14 @@ RunListing read_run(const std::string& dir, const tools::ToolLog& log) {
         }
     }
     std::set<std::string> present;
-    for (const std::string& name : reader::run_traces(dir)) {
+    std::vector<std::string> names = reader::run_traces(dir);
+    // Said only when there are traces to read: a directory without any is one error, the
+    // caller's.
+    if (!run.manifest && !names.empty())
+        log.warn(fmt::format("{} has no {} (not written by profrun -d, or the run is still going "
+                             "on): reading its traces",
+                             dir, reader::kManifestName));
+    for (const std::string& name : names) {
         present.insert(name);
         try {
             reader::TraceReader r(dir + "/" + name);
@@ -71,6 +76,13 @@ RunListing read_run(const std::string& dir, const tools::ToolLog& log) {
                          return x.start_utc_ns < y.start_utc_ns;
                      });
     return run;
+}
+
+std::string nothing_to_read(const RunListing& run) {
+    if (run.processes.empty() && !run.manifest)
+        return fmt::format("{} holds no trace (and no {}: not a run directory of profrun -d)",
+                           run.dir, reader::kManifestName);
+    return fmt::format("{} holds no readable trace", run.dir);
 }
 
 namespace {
@@ -103,10 +115,11 @@ std::string expand_runs(Args& a, const tools::ToolLog& log) {
         for (const reader::RunProcess& p : run.processes)
             if (!p.trace.empty() && (a.process.empty() || matches(p, a.process)))
                 traces.push_back(path + "/" + p.trace);
+        // Nothing to read is a trace that cannot be read (status 1), not bad usage.
+        if (traces.size() == before && a.process.empty())
+            throw std::runtime_error(nothing_to_read(run));
         if (traces.size() == before)
-            return a.process.empty()
-                       ? fmt::format("{} holds no readable trace", path)
-                       : fmt::format("no process '{}' in the run {} (profreport processes {} "
+            return fmt::format("no process '{}' in the run {} (profreport processes {} "
                                      "lists them)",
                                      a.process, path, path);
     }

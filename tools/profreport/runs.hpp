@@ -16,7 +16,12 @@ namespace prof::profreport {
 struct RunListing {
     std::string dir;
     std::vector<reader::RunProcess> processes;
+    bool manifest = false; // the directory has a run.json
 };
+
+// The error for a run with nothing to read: a directory that is no run at all, or whose
+// traces cannot be read. Every command that reads runs says it, and exits 1.
+std::string nothing_to_read(const RunListing& run);
 
 // Reads the run in `dir`; each problem (no manifest, one that does not parse, a listed trace
 // that is missing, two processes claiming one file, a trace that cannot be read) is one

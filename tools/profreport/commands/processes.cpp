@@ -78,8 +78,8 @@ int run_processes(const Args& a, const tools::ToolLog& log) {
         // As `profreport DIR` says of it: a directory with no process is no run to list.
         for (const RunListing& run : runs)
             if (run.processes.empty()) {
-                log.error(fmt::format("{} holds no readable trace", run.dir));
-                return 2;
+                log.error(nothing_to_read(run));
+                return 1;
             }
         if (!out.open(log)) return 1;
         std::FILE* f = out.file();
