@@ -387,11 +387,17 @@ TEST_CASE("profreport --memory --plot: heap and RSS over time as a well-formed S
     REQUIRE(run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_ALLOC_PATTERN}).exit_code == 0);
     auto r = run({PROFREPORT, "--memory", "--plot", svg, trace});
     CHECK(r.exit_code == 0);
+    CHECK(r.out.empty()); // the picture only, as --flamegraph
     std::string text = test::slurp(svg);
     CHECK(text.rfind("<?xml", 0) == 0);
     CHECK(text.find("heap (live blocks)") != std::string::npos);
     CHECK(text.find("<polyline") != std::string::npos);
     CHECK(text.find("</svg>") != std::string::npos);
+    // With -o, the report goes there as well.
+    std::string report = temp_path("plot-report.txt");
+    auto both = run({PROFREPORT, "--memory", "--plot", svg, "-o", report, trace});
+    CHECK(both.exit_code == 0);
+    CHECK(test::slurp(report).find("peak heap:") != std::string::npos);
     auto bad = run({PROFREPORT, "--memory", "--plot", "/nonexistent-dir/p.svg", trace});
     CHECK(bad.exit_code == 1);
     CHECK(bad.err.find("cannot write /nonexistent-dir/p.svg") != std::string::npos);

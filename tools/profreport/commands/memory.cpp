@@ -33,7 +33,9 @@ CLI::App* add_memory(tools::Cli& cli, Args& a) {
         "memory_profiler's view per line, profreport lines --memory).");
     declare_limit(*sub, a)->description("print at most N sites per section (0: no limit)");
     declare_full_paths(*sub, a);
-    sub->add_option("--plot", a.plot, "draw heap and RSS over time into FILE (SVG)")
+    sub->add_option("--plot", a.plot,
+                    "draw heap and RSS over time into FILE (SVG); the report is then\n"
+                    "printed only with -o FILE")
         ->type_name("FILE");
     declare_format(*sub, a, {"text", "json"});
     declare_output(*sub, a);
@@ -80,7 +82,8 @@ int run_memory(const Args& a, const tools::ToolLog& log) {
         analysis::write_memory_plot(plot.file(), session.memory(), "memory: " + a.traces.front());
         return plot.close(log) ? 0 : 1;
     });
-    if (status) return status;
+    // A picture writes only its file, as --flamegraph does; the report too when -o names one.
+    if (status || (!a.plot.empty() && a.output.empty())) return status;
     return guarded(out, log, [&] {
         if (!out.open(log)) return 1;
         analysis::MemoryOptions mo;
