@@ -22,8 +22,8 @@ esac
 packages=(g++ cmake ninja-build pkg-config python3 libfmt-dev doctest-dev
           libboost-stacktrace-dev libdw-dev libmimalloc-dev libzstd-dev libcli11-dev)
 # The view tests check callgrind exports with callgrind_annotate (valgrind, a Perl script) and
-# the HTML report in headless Chromium (with a font for its screenshot).
-packages+=(valgrind perl chromium fonts-dejavu-core)
+# the HTML report in headless Chromium (with a font for its screenshot); the demo needs neither.
+[[ $mode == test || $mode == sanitize ]] && packages+=(valgrind perl chromium fonts-dejavu-core)
 # The MPI run tests: Debian's Open MPI (mpirun, and mpicxx to build the test's ranks).
 [[ $mode == test ]] && packages+=(openmpi-bin libopenmpi-dev)
 # The pprof export tests: go tool pprof. zlib: pprof files are gzipped.
@@ -49,6 +49,13 @@ install_missing() {
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# The demo builds what it runs: the runtime, profrun, profreport and the sample (not the test
+# suite's hundreds of targets).
+build_demo() {
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$build" -j "$(nproc)" --target profrun profreport vectorize
 }
 
 build_all() { # [CMAKE_OPTIONS...]
@@ -79,7 +86,7 @@ install_duckdb() { # DIR
 install_missing
 case $mode in
 demo)
-    build_all
+    build_demo
     # The C++ counterpart of "Python loop vs NumPy": a call per element vs a vectorized kernel.
     out=$build/demo
     mkdir -p "$out"
