@@ -1,11 +1,13 @@
-// Time from samples (analysis/engine/sample_time.hpp): sampled, counting and placed samples, on
-// traces built record by record (1 ns clock).
+// Time from samples (analysis/engine/sample_time.hpp): sampled, counting and placed samples on
+// traces built record by record (1 ns clock), and the room's arithmetic on threads built by hand.
 #include "unit/analysis/analysis_support.hpp"
 
+#include "analysis/engine/sample_time.hpp"
 #include "reader/elf_symbols.hpp"
 
 #include <cmath>
 #include <link.h>
+#include <memory>
 #include <unistd.h>
 
 using namespace prof;
@@ -244,4 +246,189 @@ TEST_CASE("samples in a callee's code outside its hooks go to the callee (1.9 ip
     CHECK(near(fn(callee).tottime, 2e-3));
     CHECK(near(fn(caller).tottime, 2e-3));
     CHECK(near(fn(caller).cumtime, 4e-3));
+}
+
+namespace {
+
+using analysis::engine::kClockFraction;
+using analysis::engine::SampleTime;
+using analysis::engine::ThreadReplay;
+
+// Ticks on a thread's clock, in its fixed-point units.
+constexpr int64_t units(int64_t ticks) {
+    return ticks << kClockFraction;
+}
+
+// A thread of call paths main (node 1) > a (node 2) and main > b (node 3).
+struct SampledThread {
+    ThreadReplay t;
+    uint32_t main = t.child(0, 0), a = t.child(main, 1), b = t.child(main, 2);
+};
+
+} // namespace
+
+TEST_CASE("sample time: CPU nanoseconds as clock units, capped, never negative") {
+    SampleTime st;
+    st.units_per_ns = double(1 << kClockFraction); // 1 tick per ns
+    CHECK(st.long_interval_units() == units(20000));
+    CHECK(st.cpu_units(1000) == units(1000));
+    CHECK(st.cpu_units((uint64_t(1) << 50) - 1) == units((int64_t(1) << 50) - 1));
+    CHECK(st.cpu_units(uint64_t(1) << 50) == analysis::engine::kMaxCpuUnits);
+    CHECK(st.cpu_units(UINT64_MAX) == analysis::engine::kMaxCpuUnits);
+    CHECK(st.cpu_units_between(1500, 1000) == units(500));
+    CHECK(st.cpu_units_between(1000, 1500) == 0); // the clock went back
+    CHECK(st.cpu_units_between(1000, 1000) == 0);
+    st.units_per_ns = 2.5 * (1 << kClockFraction); // 2.5 GHz
+    CHECK(st.long_interval_units() == units(50000));
+    CHECK(st.cpu_units(1000) == units(2500));
+
+    SampledThread s;
+    SampleTime::give(s.t, s.a, units(7));
+    SampleTime::give(s.t, s.a, units(3));
+    SampleTime::give(s.t, s.b, -units(5)); // nothing to give
+    SampleTime::give(s.t, s.b, 0);
+    CHECK(s.t.self == std::vector<int64_t>{0, 0, units(10), 0});
+    SampleTime::count_samples(s.t, s.b, 2);
+    SampleTime::count_samples(s.t, s.b, 0);
+    SampleTime::count_samples(s.t, s.main, 1);
+    CHECK(s.t.node_samples == std::vector<uint64_t>{0, 1, 0, 2});
+}
+
+TEST_CASE("sample time: a span's time off CPU goes to its long intervals, up to a level") {
+    SampleTime st;
+    SUBCASE("the short intervals ran; the CPU time left is spread evenly over the long ones") {
+        // A span of 1000 ticks, 400 on CPU; long intervals of 300 (in a) and 500 (in b): the
+        // short ones (200) ran, 200 are left, 100 to each; off CPU: a 200, b 400.
+        SampledThread s;
+        s.t.long_intervals = {{s.b, units(500)}, {s.a, units(300)}};
+        st.close_span(s.t, 1000, units(400), s.main);
+        CHECK(s.t.self == std::vector<int64_t>{0, 0, units(200), units(400)});
+    }
+    SUBCASE("a long interval shorter than the level runs all the time, the rest share the left") {
+        // Long intervals of 50 (in a) and 500 (in b), 300 ticks of CPU left after the short
+        // ones (450): a's 50 ran, b ran 250 of its 500.
+        SampledThread s;
+        s.t.long_intervals = {{s.a, units(50)}, {s.b, units(500)}};
+        st.close_span(s.t, 1000, units(450 + 300), s.main);
+        CHECK(s.t.self == std::vector<int64_t>{0, 0, 0, units(250)});
+    }
+    SUBCASE("less CPU than the short intervals: the long ones were off CPU, the rest to `rest`") {
+        SampledThread s;
+        s.t.long_intervals = {{s.a, units(300)}, {s.b, units(500)}};
+        st.close_span(s.t, 1000, units(100), s.main);
+        CHECK(s.t.self == std::vector<int64_t>{0, units(100), units(300), units(500)});
+    }
+    SUBCASE("no long interval: the time off CPU is the rest's") {
+        SampledThread s;
+        s.t.span_ticks = 400;
+        st.close_span(s.t, 1000, units(250), s.b);
+        CHECK(s.t.self == std::vector<int64_t>{0, 0, 0, units(350)});
+    }
+    SUBCASE("all on CPU: nothing off CPU") {
+        SampledThread s;
+        s.t.long_intervals = {{s.a, units(300)}};
+        st.close_span(s.t, 1000, units(1000), s.main);
+        CHECK(s.t.self.empty());
+    }
+    SUBCASE("the next span starts at its end, with none of its intervals") {
+        SampledThread s;
+        s.t.long_intervals = {{s.a, units(300)}};
+        s.t.scope_credit = units(20);
+        st.close_span(s.t, 1000, units(100), s.main);
+        CHECK(s.t.span_ticks == 1000);
+        CHECK(s.t.long_intervals.empty());
+        CHECK(s.t.scope_credit == 0);
+    }
+}
+
+TEST_CASE("sample time: which clock times a trace, by its samples and the source asked for") {
+    reader::TraceInfo layout;
+    layout.ticks_per_second = 1e9;
+    auto basis = [&](analysis::TimeSource source, uint64_t samples, uint64_t own_samples) {
+        SampleTime st;
+        st.layout = &layout;
+        st.source = source;
+        std::vector<std::unique_ptr<ThreadReplay>> threads;
+        threads.push_back(std::make_unique<ThreadReplay>()); // of an earlier trace
+        threads[0]->samples = 1000;
+        threads.push_back(std::make_unique<ThreadReplay>());
+        threads[1]->samples = samples;
+        threads[1]->own_samples = own_samples;
+        st.time_trace(threads, 1);
+        REQUIRE(st.time_bases.size() == 1);
+        return st.time_bases[0];
+    };
+    using analysis::TimeSource;
+    analysis::TimeBasis few = basis(TimeSource::kAuto, 98, 1); // 99: one too few
+    CHECK(few.traced_traces == 1);
+    CHECK(few.sampled_traces == 0);
+    CHECK(few.too_few == 99);
+    analysis::TimeBasis enough = basis(TimeSource::kAuto, 99, 1);
+    CHECK(enough.sampled_traces == 1);
+    CHECK(enough.traced_traces == 0);
+    CHECK(enough.samples == 99);
+    CHECK(enough.own_samples == 1);
+    CHECK(enough.too_few == 0);
+    CHECK(basis(TimeSource::kSampled, 1, 0).sampled_traces == 1);
+    CHECK(basis(TimeSource::kSampled, 0, 0).traced_traces == 1);
+    CHECK(basis(TimeSource::kSampled, 0, 0).too_few == 0);
+    analysis::TimeBasis traced = basis(TimeSource::kTraced, 5000, 0);
+    CHECK(traced.traced_traces == 1);
+    CHECK(traced.too_few == 5000);
+}
+
+TEST_CASE("sample time: a sampled thread's node totals are its own times summed upwards") {
+    reader::TraceInfo layout;
+    layout.ticks_per_second = 1e9;
+    layout.meta["sample_idle"] = "1";
+    layout.meta["off_cpu_approximate_ns"] = "2500";
+    SampleTime st;
+    st.layout = &layout;
+    st.untimed_hooks = true; // PROF_TIME=sampled: the samples' times, however few
+    std::vector<std::unique_ptr<ThreadReplay>> threads;
+    threads.push_back(std::make_unique<ThreadReplay>());
+    ThreadReplay& t = *threads[0];
+    uint32_t main = t.child(0, 0), a = t.child(main, 1), b = t.child(main, 2);
+    uint32_t c = t.child(a, 2);
+    t.sampled = true;
+    t.samples = 3;
+    t.own_samples = 1;
+    t.sampled_cpu = units(4000);
+    t.own = units(500);
+    t.off_cpu = units(700);
+    t.off_cpu_records = 2;
+    t.self = {0, units(10), units(20), units(40)}; // c's own time not given: none
+    st.time_trace(threads, 0);
+    CHECK(t.nodes[c].total == 0);
+    CHECK(t.nodes[b].total == units(40));
+    CHECK(t.nodes[a].total == units(20));
+    CHECK(t.nodes[main].total == units(70));
+    CHECK(t.self.empty());
+    REQUIRE(st.time_bases.size() == 1);
+    const analysis::TimeBasis& tb = st.time_bases[0];
+    CHECK(tb.sampled_traces == 1);
+    CHECK(tb.untimed_traces == 1);
+    CHECK(tb.switched_traces == 0);
+    CHECK(tb.uncounted_traces == 0);
+    CHECK(tb.samples == 3);
+    CHECK(tb.own_samples == 1);
+    CHECK(same_time(tb.cpu_seconds, 4000));
+    CHECK(same_time(tb.own_seconds, 500));
+    CHECK(same_time(tb.off_cpu_seconds, 700));
+    CHECK(tb.off_cpu_records == 2);
+    CHECK(tb.idle_traces == 1);
+    CHECK(same_time(tb.idle_approximate_seconds, 2500));
+
+    // A second trace, traced: how each was timed, by trace and together.
+    threads.push_back(std::make_unique<ThreadReplay>());
+    st.untimed_hooks = false;
+    st.source = analysis::TimeSource::kTraced;
+    st.time_trace(threads, 1);
+    CHECK(st.time_basis({}).sampled_traces == 1);
+    CHECK(st.time_basis({}).traced_traces == 1);
+    CHECK(st.time_basis({}).samples == 3);
+    CHECK(st.time_basis({}).chosen == analysis::TimeSource::kTraced);
+    CHECK(st.time_basis(analysis::ThreadFilter{1, 0}).sampled_traces == 0);
+    CHECK(st.time_basis(analysis::ThreadFilter{1, 0}).traced_traces == 1);
+    CHECK(st.time_basis(analysis::ThreadFilter{0, 0}).samples == 3);
 }
