@@ -235,3 +235,34 @@ TEST_CASE("heap replay: resident set size from the records and the trace's peak_
     CHECK(profiled.finish().present);
     CHECK(profiled.heap.memory.peak_rss == 6000);
 }
+
+TEST_CASE("heap replay: a trace read apart taken over, the higher peak kept") {
+    Heap first; // trace 0, read here
+    first.alloc(1000, 0x10000, 100, 1);
+    first.finish();
+    Heap second; // trace 1, read by a session of its own (its sites not named there)
+    second.alloc(2000, 0x10000, 300, 2);
+    second.free(3000, 0x10000);
+    second.alloc(4000, 0x20000, 50, 1);
+    second.heap.finish_memory(second.info);
+
+    first.heap.absorb(second.heap, 1);
+    analysis::FunctionResolver resolver;
+    first.heap.merge_sites({first.info, second.info}, resolver);
+    const analysis::MemoryReport& m = first.heap.memory;
+    CHECK(m.allocations == 3);
+    CHECK(m.frees == 1);
+    CHECK(m.temporary == 1);
+    CHECK(m.bytes_allocated == 450);
+    CHECK(m.leaked_bytes == 150);
+    CHECK(m.leaked_blocks == 2);
+    // The second trace's peak is the higher: the sites' bytes at the peak are its own.
+    CHECK(m.peak_heap == 300);
+    CHECK(m.peak_heap_time == 2000e-9);
+    REQUIRE(m.sites.size() == 2);
+    check_site(site(m, {"work", "main"}), 2, 150, 0, 0, 150, 2);
+    check_site(site(m, {"main"}), 1, 300, 1, 300, 0, 0);
+    std::vector<std::pair<double, double>> timeline = {
+        {1000e-9, 100}, {2000e-9, 300}, {3000e-9, 300}, {4000e-9, 50}};
+    CHECK(m.heap_timeline == timeline);
+}
