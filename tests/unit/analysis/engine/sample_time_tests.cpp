@@ -1,0 +1,434 @@
+// Time from samples (analysis/engine/sample_time.hpp): sampled, counting and placed samples on
+// traces built record by record (1 ns clock), and the room's arithmetic on threads built by hand.
+#include "unit/analysis/analysis_support.hpp"
+
+#include "analysis/engine/sample_time.hpp"
+#include "reader/elf_symbols.hpp"
+
+#include <cmath>
+#include <link.h>
+#include <memory>
+#include <unistd.h>
+
+using namespace prof;
+using namespace prof::test;
+
+namespace {
+
+// main 0..10 ms calls a 1..4 ms and b 4..10 ms; b is off CPU for 4 ms. Samples (CPU clock in
+// the record): armed at 0; at 2 ms (CPU 2 ms, in a); at 3.5 ms (CPU 3.5 ms, in a, 0.5 ms of it
+// in the profiler); at 9 ms (CPU 5 ms, in b). 1 tick = 1 ns.
+std::string sampled_trace() {
+    TraceBuilder b;
+    b.chunk(0);
+    b.meta("sample_hz", "1000");
+    b.chunk(1, 0);
+    define_functions(b, 3);
+    b.enter(0, 0).sample(0, 0, 0, 0, 0);
+    b.enter(1, 1000000).sample(1000000, 2000000, 0, 0, 1);
+    b.sample(1500000, 3500000, 500000, 1, 1);
+    b.exit(500000).enter(2, 0);
+    b.sample(5000000, 5000000, 0, 0, 1);
+    b.exit(1000000).exit(0);
+    b.chunk(0);
+    name_functions(b, {"main", "a", "b"}).end_record(10000000);
+    return save_trace(b, "sampled.trace");
+}
+
+analysis::Profile timed(const std::string& path, analysis::TimeSource time) {
+    analysis::SessionOptions o;
+    o.time = time;
+    analysis::Session s(o);
+    s.add_trace(path);
+    return s.profile();
+}
+
+} // namespace
+
+// A damaged trace (the fuzzer's find): a Sample record's CPU clock jumps by 2^63 ns, then its
+// profiler time by 2^64 - 1 ns, more than any int64_t of clock units holds. A step of the
+// samples stands for at most 2^58 units (2^50 ns at 1 tick per ns), and nothing overflows
+// (the unchecked conversion was undefined, and gave `a` no time at all here).
+TEST_CASE("sampled time: a CPU clock that jumps past what clock units hold is capped") {
+    TraceBuilder b;
+    b.chunk(0);
+    b.meta("sample_hz", "1000");
+    b.chunk(1, 0);
+    define_functions(b, 2);
+    b.enter(0, 0).sample(0, 0, 0, 0, 0);
+    b.enter(1, 1000000).sample(1000000, uint64_t(1) << 63, 0, 0, 1);
+    b.sample(1000000, (uint64_t(1) << 63) + 1000000, UINT64_MAX, 1, 1);
+    b.exit(1000000).exit(0);
+    b.chunk(0);
+    name_functions(b, {"main", "a"}).end_record(4000000);
+    std::string path = save_trace(b, "cpu-jump.trace");
+    const double cap_ns = double(uint64_t(1) << 50);
+    // Timed by its samples: the first stands for the cap, not for the CPU clock's 2^63 ns.
+    analysis::Profile p = timed(path, analysis::TimeSource::kSampled);
+    check_stats(stats(p, "a"), 1, 1, cap_ns, cap_ns);
+    check_stats(stats(p, "main"), 1, 1, 1e6, cap_ns + 1e6);
+    // Two samples are too few for the default: the hooks' times.
+    analysis::Profile traced = timed(path, analysis::TimeSource::kAuto);
+    check_stats(stats(traced, "a"), 1, 1, 3e6, 3e6);
+    check_stats(stats(traced, "main"), 1, 1, 1e6, 4e6);
+}
+
+TEST_CASE("sampled time: CPU from the samples' clock, off CPU in the long intervals") {
+    std::string path = sampled_trace();
+    analysis::Profile p = timed(path, analysis::TimeSource::kSampled);
+    // a: the first sample's 2 ms (main's first millisecond included: a sample stands for the
+    // CPU time since the one before) and 1.5 - 0.5 ms of the second. b: the third sample's
+    // 1.5 ms and the 4 ms the span from 3.5 to 9 ms was off CPU, all in b's interval (a's
+    // 0.5 ms interval of that span is short enough to have run). main: the last span, after
+    // the last sample, 1 ms at most one period of CPU, in the frame closed last.
+    check_stats(stats(p, "a"), 1, 1, 3e6, 3e6);
+    check_stats(stats(p, "b"), 1, 1, 5.5e6, 5.5e6);
+    check_stats(stats(p, "main"), 1, 1, 1e6, 9.5e6);
+    CHECK(p.time.sampled_traces == 1);
+    CHECK(p.time.samples == 3);
+    CHECK(p.time.own_samples == 1);
+    CHECK(same_time(p.time.own_seconds, 0.5e6));
+    CHECK(same_time(p.time.cpu_seconds, 5e6));
+
+    // The hooks' clock, asked for or because 3 samples are too few.
+    for (analysis::TimeSource t : {analysis::TimeSource::kTraced, analysis::TimeSource::kAuto}) {
+        analysis::Profile traced = timed(path, t);
+        check_stats(stats(traced, "a"), 1, 1, 3e6, 3e6);
+        check_stats(stats(traced, "b"), 1, 1, 6e6, 6e6);
+        check_stats(stats(traced, "main"), 1, 1, 1e6, 10e6);
+        CHECK(traced.time.sampled_traces == 0);
+        CHECK(traced.time.too_few == (t == analysis::TimeSource::kAuto ? 4 : 0)); // 3 + 1 own
+    }
+
+    // The call tree and the profile agree.
+    analysis::SessionOptions o;
+    o.time = analysis::TimeSource::kSampled;
+    analysis::Session s(o);
+    s.add_trace(path);
+    analysis::views::CallTree tree = s.call_tree();
+    CHECK(tree.nodes[node_at(tree, {"main"})].total_ns == 9500000);
+    CHECK(tree.nodes[node_at(tree, {"main", "b"})].total_ns == 5500000);
+    CHECK(tree.time.samples == 3);
+}
+
+namespace {
+
+// A thread traced until 1 ms, counting from then on (1 tick = 1 ns): main (entered traced),
+// main > work (3 calls), main > work > helper (5 calls); samples and clock records name nodes.
+std::string counted_trace() {
+    TraceBuilder b;
+    b.chunk(0).meta("sample_hz", "1000");
+    b.chunk(1, 0);
+    define_functions(b, 2);
+    b.sample(0, 0, 0, 0, 0); // t 0: armed, CPU clock 0
+    b.enter(0, 0);           // main, traced
+    b.counting(1000000, 1000000);
+    b.call_counts(1, {0, 3}).call_node(1, 0, 0).call_node(2, 1, 1);
+    b.node_sample(2000000, 3000000, 0, 0, 1, 2); // t 3 ms in work: CPU 0 .. 3 ms
+    b.function(0x3000).call_counts(3, {5}).call_node(3, 2, 2);
+    b.position(3);
+    b.alloc(1000000, 0x5000, 64, 0, format::AllocKind::kMalloc); // t 4 ms in helper
+    // t 9 ms: the first hook after a switch, in main: 6 ms since the last clocks, 1 ms on CPU.
+    b.node_sample(5000000, 4000000, 0, 0, 0, 1);
+    // t 10 ms in helper: 2 ms of CPU since the last sample charged, 0.2 of it the profiler's.
+    b.node_sample(1000000, 5000000, 200000, 1, 1, 3);
+    // t 11 ms: the clocks at the thread's end, in main: 0.5 ms on CPU, 0.5 ms off.
+    b.node_sample(1000000, 5500000, 0, 0, 0, 1);
+    b.thread_end(0);
+    b.chunk(0);
+    name_functions(b, {"main", "work", "helper"}).end_record(11000000);
+    return save_trace(b, "counted.trace");
+}
+
+} // namespace
+
+TEST_CASE("counting threads (1.9): the tree's counts, times from samples and clock records") {
+    std::string path = counted_trace();
+    for (analysis::TimeSource source :
+         {analysis::TimeSource::kAuto, analysis::TimeSource::kSampled}) {
+        CAPTURE(int(source));
+        analysis::SessionOptions o;
+        o.time = source;
+        analysis::Session s(o);
+        s.add_trace(path);
+        analysis::Profile p = s.profile();
+        // work: the first sample's 3 ms (the traced millisecond of main included); helper: 2 ms
+        // less the profiler's 0.2; main: 5 ms off CPU before 9 ms, 0.5 ms off and the 0.5 ms
+        // on CPU after the last sample at the end.
+        check_stats(stats(p, "main"), 1, 1, 6e6, 10.8e6);
+        check_stats(stats(p, "work"), 3, 3, 3e6, 4.8e6);
+        check_stats(stats(p, "helper"), 5, 5, 1.8e6, 1.8e6);
+        CHECK(edge(p, "work", "helper").ncalls == 5);
+        CHECK(p.time.sampled_traces == 1);
+        CHECK(p.time.untimed_traces == 1);
+        CHECK(p.time.switched_traces == 1); // no Meta time=sampled: it began counting mid-way
+        CHECK(p.time.samples == 2);
+        CHECK(p.time.own_samples == 1);
+        CHECK(same_time(p.total_time, 10.8e6));
+        // The allocation at the Position's node.
+        const analysis::MemoryReport& m = s.memory();
+        REQUIRE(m.sites.size() == 1);
+        REQUIRE(m.sites[0].stack.size() == 3);
+        CHECK(m.sites[0].stack[0].name == "helper");
+        CHECK(m.sites[0].stack[2].name == "main");
+    }
+}
+
+namespace {
+
+// Two functions of this test binary, to be named by its symbol table on disk.
+__attribute__((noinline)) void placed_caller() {
+    __asm__ volatile("");
+}
+__attribute__((noinline)) void placed_callee() {
+    __asm__ volatile("nop; nop; nop");
+}
+
+struct ProgramImage {
+    uint64_t bias = 0, start = UINT64_MAX, end = 0;
+};
+
+int find_program(dl_phdr_info* info, size_t, void* data) {
+    auto* image = static_cast<ProgramImage*>(data);
+    if (info->dlpi_name && info->dlpi_name[0]) return 0; // the program is the nameless one
+    image->bias = info->dlpi_addr;
+    for (size_t i = 0; i < info->dlpi_phnum; ++i) {
+        const auto& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD) continue;
+        image->start = std::min<uint64_t>(image->start, info->dlpi_addr + ph.p_vaddr);
+        image->end = std::max<uint64_t>(image->end, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+    }
+    return 1;
+}
+
+} // namespace
+
+// A sample that interrupted an instrumented function other than its frame's (its prologue
+// before the enter hook ran, its epilogue after the exit hook) is the callee's code: it goes to
+// the callee called from the frame. One in a function on the frame's path stays: its own code,
+// or (GCC keeps the hooks of inlined functions) code of a function inlined into an ancestor,
+// which lies in the ancestor's symbol. One in no known code stays too.
+TEST_CASE("samples in a callee's code outside its hooks go to the callee (1.9 ip)") {
+    ProgramImage image;
+    dl_iterate_phdr(find_program, &image);
+    char exe[4096] = {};
+    REQUIRE(readlink("/proc/self/exe", exe, sizeof exe - 1) > 0);
+    auto caller = reinterpret_cast<uint64_t>(&placed_caller);
+    auto callee = reinterpret_cast<uint64_t>(&placed_callee);
+    reader::ElfSymbols elf(exe);
+    REQUIRE(elf.ok());
+    REQUIRE(elf.find(callee + 2 - image.bias));
+    REQUIRE(elf.find(callee + 2 - image.bias)->start + image.bias == callee);
+
+    TraceBuilder b;
+    b.chunk(0).meta("sample_hz", "1000").module(0, image.start, image.end, exe, image.bias);
+    b.chunk(1, 0).function(caller).function(callee);
+    b.sample(0, 0, 0, 0, 0);                         // t 0: armed
+    b.enter(0, 0).enter(1, 10);                      // caller calls callee
+    b.sample(1000000, 1000000, 0, 0, 1, caller + 1); // 1 ms: in the caller's code, callee open
+    b.exit(10);
+    b.sample(1000000, 2000000, 0, 0, 1, callee + 2); // 1 ms: in callee's code, frame caller
+    b.sample(1000000, 3000000, 0, 0, 1, caller + 1); // 1 ms: in caller's own code
+    b.sample(1000000, 4000000, 0, 0, 1, 0x10);       // 1 ms: no known code
+    b.exit(10).thread_end(0);
+    b.chunk(0).end_record(5000000);
+    analysis::Profile p = timed(save_trace(b, "placed.trace"), analysis::TimeSource::kSampled);
+    auto fn = [&](uint64_t address) -> const analysis::Stats& {
+        for (const analysis::Function& f : p.functions)
+            if (f.address == address) return f.stats;
+        FAIL("no function at " << address);
+        return p.functions.front().stats;
+    };
+    CHECK(p.functions.size() == 2); // no path caller > callee > caller made up
+    // The wall time around the samples (a few tens of ns) is off CPU in the frames open.
+    auto near = [](double seconds, double want) { return std::abs(seconds - want) < 100e-9; };
+    CHECK(fn(callee).ncalls == 1);
+    CHECK(near(fn(callee).tottime, 2e-3));
+    CHECK(near(fn(caller).tottime, 2e-3));
+    CHECK(near(fn(caller).cumtime, 4e-3));
+}
+
+namespace {
+
+using analysis::engine::kClockFraction;
+using analysis::engine::SampleTime;
+using analysis::engine::ThreadReplay;
+
+// Ticks on a thread's clock, in its fixed-point units.
+constexpr int64_t units(int64_t ticks) {
+    return ticks << kClockFraction;
+}
+
+// A thread of call paths main (node 1) > a (node 2) and main > b (node 3).
+struct SampledThread {
+    ThreadReplay t;
+    uint32_t main = t.child(0, 0), a = t.child(main, 1), b = t.child(main, 2);
+};
+
+} // namespace
+
+TEST_CASE("sample time: CPU nanoseconds as clock units, capped, never negative") {
+    SampleTime st;
+    st.units_per_ns = double(1 << kClockFraction); // 1 tick per ns
+    CHECK(st.long_interval_units() == units(20000));
+    CHECK(st.cpu_units(1000) == units(1000));
+    CHECK(st.cpu_units((uint64_t(1) << 50) - 1) == units((int64_t(1) << 50) - 1));
+    CHECK(st.cpu_units(uint64_t(1) << 50) == analysis::engine::kMaxCpuUnits);
+    CHECK(st.cpu_units(UINT64_MAX) == analysis::engine::kMaxCpuUnits);
+    CHECK(st.cpu_units_between(1500, 1000) == units(500));
+    CHECK(st.cpu_units_between(1000, 1500) == 0); // the clock went back
+    CHECK(st.cpu_units_between(1000, 1000) == 0);
+    st.units_per_ns = 2.5 * (1 << kClockFraction); // 2.5 GHz
+    CHECK(st.long_interval_units() == units(50000));
+    CHECK(st.cpu_units(1000) == units(2500));
+
+    SampledThread s;
+    SampleTime::give(s.t, s.a, units(7));
+    SampleTime::give(s.t, s.a, units(3));
+    SampleTime::give(s.t, s.b, -units(5)); // nothing to give
+    SampleTime::give(s.t, s.b, 0);
+    CHECK(s.t.self == std::vector<int64_t>{0, 0, units(10), 0});
+    SampleTime::count_samples(s.t, s.b, 2);
+    SampleTime::count_samples(s.t, s.b, 0);
+    SampleTime::count_samples(s.t, s.main, 1);
+    CHECK(s.t.node_samples == std::vector<uint64_t>{0, 1, 0, 2});
+}
+
+TEST_CASE("sample time: a span's time off CPU goes to its long intervals, up to a level") {
+    SampleTime st;
+    SUBCASE("the short intervals ran; the CPU time left is spread evenly over the long ones") {
+        // A span of 1000 ticks, 400 on CPU; long intervals of 300 (in a) and 500 (in b): the
+        // short ones (200) ran, 200 are left, 100 to each; off CPU: a 200, b 400.
+        SampledThread s;
+        s.t.long_intervals = {{s.b, units(500)}, {s.a, units(300)}};
+        st.close_span(s.t, 1000, units(400), s.main);
+        CHECK(s.t.self == std::vector<int64_t>{0, 0, units(200), units(400)});
+    }
+    SUBCASE("a long interval shorter than the level runs all the time, the rest share the left") {
+        // Long intervals of 50 (in a) and 500 (in b), 300 ticks of CPU left after the short
+        // ones (450): a's 50 ran, b ran 250 of its 500.
+        SampledThread s;
+        s.t.long_intervals = {{s.a, units(50)}, {s.b, units(500)}};
+        st.close_span(s.t, 1000, units(450 + 300), s.main);
+        CHECK(s.t.self == std::vector<int64_t>{0, 0, 0, units(250)});
+    }
+    SUBCASE("less CPU than the short intervals: the long ones were off CPU, the rest to `rest`") {
+        SampledThread s;
+        s.t.long_intervals = {{s.a, units(300)}, {s.b, units(500)}};
+        st.close_span(s.t, 1000, units(100), s.main);
+        CHECK(s.t.self == std::vector<int64_t>{0, units(100), units(300), units(500)});
+    }
+    SUBCASE("no long interval: the time off CPU is the rest's") {
+        SampledThread s;
+        s.t.span_ticks = 400;
+        st.close_span(s.t, 1000, units(250), s.b);
+        CHECK(s.t.self == std::vector<int64_t>{0, 0, 0, units(350)});
+    }
+    SUBCASE("all on CPU: nothing off CPU") {
+        SampledThread s;
+        s.t.long_intervals = {{s.a, units(300)}};
+        st.close_span(s.t, 1000, units(1000), s.main);
+        CHECK(s.t.self.empty());
+    }
+    SUBCASE("the next span starts at its end, with none of its intervals") {
+        SampledThread s;
+        s.t.long_intervals = {{s.a, units(300)}};
+        s.t.scope_credit = units(20);
+        st.close_span(s.t, 1000, units(100), s.main);
+        CHECK(s.t.span_ticks == 1000);
+        CHECK(s.t.long_intervals.empty());
+        CHECK(s.t.scope_credit == 0);
+    }
+}
+
+TEST_CASE("sample time: which clock times a trace, by its samples and the source asked for") {
+    reader::TraceInfo layout;
+    layout.ticks_per_second = 1e9;
+    auto basis = [&](analysis::TimeSource source, uint64_t samples, uint64_t own_samples) {
+        SampleTime st;
+        st.layout = &layout;
+        st.source = source;
+        std::vector<std::unique_ptr<ThreadReplay>> threads;
+        threads.push_back(std::make_unique<ThreadReplay>()); // of an earlier trace
+        threads[0]->samples = 1000;
+        threads.push_back(std::make_unique<ThreadReplay>());
+        threads[1]->samples = samples;
+        threads[1]->own_samples = own_samples;
+        st.time_trace(threads, 1);
+        REQUIRE(st.time_bases.size() == 1);
+        return st.time_bases[0];
+    };
+    using analysis::TimeSource;
+    analysis::TimeBasis few = basis(TimeSource::kAuto, 98, 1); // 99: one too few
+    CHECK(few.traced_traces == 1);
+    CHECK(few.sampled_traces == 0);
+    CHECK(few.too_few == 99);
+    analysis::TimeBasis enough = basis(TimeSource::kAuto, 99, 1);
+    CHECK(enough.sampled_traces == 1);
+    CHECK(enough.traced_traces == 0);
+    CHECK(enough.samples == 99);
+    CHECK(enough.own_samples == 1);
+    CHECK(enough.too_few == 0);
+    CHECK(basis(TimeSource::kSampled, 1, 0).sampled_traces == 1);
+    CHECK(basis(TimeSource::kSampled, 0, 0).traced_traces == 1);
+    CHECK(basis(TimeSource::kSampled, 0, 0).too_few == 0);
+    analysis::TimeBasis traced = basis(TimeSource::kTraced, 5000, 0);
+    CHECK(traced.traced_traces == 1);
+    CHECK(traced.too_few == 5000);
+}
+
+TEST_CASE("sample time: a sampled thread's node totals are its own times summed upwards") {
+    reader::TraceInfo layout;
+    layout.ticks_per_second = 1e9;
+    layout.meta["sample_idle"] = "1";
+    layout.meta["off_cpu_approximate_ns"] = "2500";
+    SampleTime st;
+    st.layout = &layout;
+    st.untimed_hooks = true; // PROF_TIME=sampled: the samples' times, however few
+    std::vector<std::unique_ptr<ThreadReplay>> threads;
+    threads.push_back(std::make_unique<ThreadReplay>());
+    ThreadReplay& t = *threads[0];
+    uint32_t main = t.child(0, 0), a = t.child(main, 1), b = t.child(main, 2);
+    uint32_t c = t.child(a, 2);
+    t.sampled = true;
+    t.samples = 3;
+    t.own_samples = 1;
+    t.sampled_cpu = units(4000);
+    t.own = units(500);
+    t.off_cpu = units(700);
+    t.off_cpu_records = 2;
+    t.self = {0, units(10), units(20), units(40)}; // c's own time not given: none
+    st.time_trace(threads, 0);
+    CHECK(t.nodes[c].total == 0);
+    CHECK(t.nodes[b].total == units(40));
+    CHECK(t.nodes[a].total == units(20));
+    CHECK(t.nodes[main].total == units(70));
+    CHECK(t.self.empty());
+    REQUIRE(st.time_bases.size() == 1);
+    const analysis::TimeBasis& tb = st.time_bases[0];
+    CHECK(tb.sampled_traces == 1);
+    CHECK(tb.untimed_traces == 1);
+    CHECK(tb.switched_traces == 0);
+    CHECK(tb.uncounted_traces == 0);
+    CHECK(tb.samples == 3);
+    CHECK(tb.own_samples == 1);
+    CHECK(same_time(tb.cpu_seconds, 4000));
+    CHECK(same_time(tb.own_seconds, 500));
+    CHECK(same_time(tb.off_cpu_seconds, 700));
+    CHECK(tb.off_cpu_records == 2);
+    CHECK(tb.idle_traces == 1);
+    CHECK(same_time(tb.idle_approximate_seconds, 2500));
+
+    // A second trace, traced: how each was timed, by trace and together.
+    threads.push_back(std::make_unique<ThreadReplay>());
+    st.untimed_hooks = false;
+    st.source = analysis::TimeSource::kTraced;
+    st.time_trace(threads, 1);
+    CHECK(st.time_basis({}).sampled_traces == 1);
+    CHECK(st.time_basis({}).traced_traces == 1);
+    CHECK(st.time_basis({}).samples == 3);
+    CHECK(st.time_basis({}).chosen == analysis::TimeSource::kTraced);
+    CHECK(st.time_basis(analysis::ThreadFilter{1, 0}).sampled_traces == 0);
+    CHECK(st.time_basis(analysis::ThreadFilter{1, 0}).traced_traces == 1);
+    CHECK(st.time_basis(analysis::ThreadFilter{0, 0}).samples == 3);
+}
