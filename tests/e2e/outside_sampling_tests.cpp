@@ -329,7 +329,11 @@ TEST_CASE("profrun --pid: the processes that cannot be sampled get one line each
                           "/tmp/libprof-attach-other.trace"});
         CHECK(other.exit_code == 1);
         CAPTURE(other.err);
+        // One error naming both refusals: no warning that promises the ptrace fallback first.
+        CHECK(other.err.find('\n') == other.err.size() - 1);
+        CHECK(other.err.find("level=error") != std::string::npos);
         CHECK(other.err.find("belongs to another user") != std::string::npos);
+        CHECK(other.err.find("and the ptrace fallback: ptrace of process") != std::string::npos);
     }
 
     auto both = run({PROFRUN, "--pid", "1", "--", "true"});

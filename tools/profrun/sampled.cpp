@@ -133,7 +133,8 @@ sampling::SamplerOptions sampler_options(const SampleOptions& o) {
 }
 
 // The perf events sampler, or where the kernel refuses them (and --sampler allows) the ptrace
-// fallback, said in one line. Null with `error` set when neither can run.
+// fallback, said in one line once it runs. Null with `error` set when neither can run: then
+// one error says why both could not (never a promise of ptrace followed by its refusal).
 template <class PerfOpen, class PtraceOpen>
 std::unique_ptr<Sampler> open_sampler(const SampleOptions& o, const ToolLog& log,
                                       std::string& error, PerfOpen perf, PtraceOpen ptrace) {
@@ -145,11 +146,18 @@ std::unique_ptr<Sampler> open_sampler(const SampleOptions& o, const ToolLog& log
             error += "; --idle needs perf events (the ptrace fallback cannot see switches)";
             return nullptr;
         }
+        std::string perf_refusal = std::move(error);
+        error.clear();
+        std::unique_ptr<Sampler> fallback = ptrace();
+        if (!fallback) {
+            error = fmt::format("{}; and the ptrace fallback: {}", perf_refusal, error);
+            return nullptr;
+        }
         if (!o.quiet)
             log.warn(fmt::format("{}: sampling with ptrace instead, at {:.0f} Hz (each sample "
                                  "stops the thread for about 0.3 ms)",
-                                 error, std::min(o.rate, PtraceSampler::kMaxHz)));
-        error.clear();
+                                 perf_refusal, std::min(o.rate, PtraceSampler::kMaxHz)));
+        return fallback;
     } else if (o.idle) {
         error = "--idle needs perf events (--sampler perf or auto)";
         return nullptr;
