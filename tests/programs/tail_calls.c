@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* noinline: the counts test tail calls, not inlining. */
+/* noinline: the counts test tail calls, not inlining (see tail_calls.cpp). */
 __attribute__((noinline)) long c_count_down(long n, long acc) {
     if (n == 0) return acc;
     return c_count_down(n - 1, acc + n);

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-// noinline: the counts test tail calls, not inlining (an inlined first level would hide one
-// call with Clang's -finstrument-functions-after-inlining; see docs/integration.md).
+// noinline: the counts test tail calls, not inlining. Clang inlines is_odd into is_even, and with
+// -finstrument-functions-after-inlining an inlined function has no hooks (docs/integration.md).
 __attribute__((noinline)) long count_down(long n, long acc) {
     if (n == 0) return acc;
     return count_down(n - 1, acc + n);
