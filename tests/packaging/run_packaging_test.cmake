@@ -1,6 +1,7 @@
 # Installs the build tree into WORK_DIR/prefix, builds tests/packaging/app against it with
-# find_package(prof), builds app.c with pkg-config flags, runs the programs and checks the
-# call counts that profreport prints.
+# find_package(prof), builds app.c with pkg-config flags, builds tests/packaging/tail_calls with
+# the default compiler and with Clang, runs the programs and checks the call counts that
+# profreport prints.
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 
@@ -54,6 +55,7 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "pkg-config libprof-instrument failed")
 endif()
 expect("${flags}" "-finstrument-functions")
+expect("${flags}" "-fno-optimize-sibling-calls")
 separate_arguments(flags UNIX_COMMAND "${flags}")
 run(c++ -O2 -g ${SOURCE_DIR}/tests/packaging/app/app.cpp -o ${WORK_DIR}/app_pc ${flags})
 run(${prefix}/bin/profrun -q -o ${WORK_DIR}/pc.trace -- ${WORK_DIR}/app_pc)
@@ -63,4 +65,45 @@ expect("${out}" " 10 [^\n]*\\(square\\(int\\)\\)")
 run(${prefix}/bin/profpack -q ${WORK_DIR}/pc.trace)
 run(${prefix}/bin/profreport ${WORK_DIR}/pc.trace)
 expect("${out}" " 10 [^\n]*\\(square\\(int\\)\\)")
+
+# 3. Tail calls: tests/packaging/tail_calls through the installed prof::instrument, with the
+# default compiler and with Clang (which turns tail recursion into a loop unless the target's
+# options keep every call a call). tests/programs/tail_calls.cpp and .c, N = 100: 101, 51 and 50
+# calls.
+set(compilers default)
+find_program(CLANG clang)
+find_program(CLANGXX clang++)
+if(CLANG AND CLANGXX)
+  list(APPEND compilers clang)
+else()
+  message(STATUS "no clang and clang++: tail calls checked with the default compiler only")
+endif()
+foreach(compiler IN LISTS compilers)
+  set(dir ${WORK_DIR}/tail_calls_${compiler})
+  set(choose)
+  if(compiler STREQUAL "clang")
+    set(choose -DCMAKE_C_COMPILER=${CLANG} -DCMAKE_CXX_COMPILER=${CLANGXX})
+  endif()
+  run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/packaging/tail_calls -B ${dir} -G ${CMAKE_GENERATOR}
+      -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=RelWithDebInfo ${choose})
+  run(${CMAKE_COMMAND} --build ${dir})
+  foreach(program tail_calls tail_calls_c)
+    run(${CMAKE_COMMAND} -E env PROF_OUT=${dir}/${program}.trace ${dir}/${program} 100)
+    expect("${out}" "^5050 1\n")
+    run(${prefix}/bin/profreport --format json ${dir}/${program}.trace)
+    set(rows "${out}")
+    if(program STREQUAL "tail_calls")
+      set(names "count_down\\(long, long\\)" "is_even\\(long\\)" "is_odd\\(long\\)")
+    else()
+      set(names c_count_down c_is_even c_is_odd)
+    endif()
+    list(GET names 0 count_down)
+    list(GET names 1 is_even)
+    list(GET names 2 is_odd)
+    expect("${rows}" "\"total_calls\": 203,")
+    expect("${rows}" "\"name\": \"${count_down}\",[^\n]*\"ncalls\": 101, \"primitive_calls\": 1,")
+    expect("${rows}" "\"name\": \"${is_even}\",[^\n]*\"ncalls\": 51, \"primitive_calls\": 1,")
+    expect("${rows}" "\"name\": \"${is_odd}\",[^\n]*\"ncalls\": 50, \"primitive_calls\": 1,")
+  endforeach()
+endforeach()
 message(STATUS "packaging test passed")
