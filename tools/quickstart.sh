@@ -32,8 +32,10 @@ packages=(g++ cmake ninja-build pkg-config python3 libfmt-dev doctest-dev
 # uftrace and heaptrack (a peer that is missing makes its benchmark's smoke test report skipped).
 [[ $mode == test ]] && packages+=(linux-perf uftrace heaptrack)
 packages+=(zlib1g-dev)
-# The fuzzer: Debian's clang and its runtimes (libFuzzer, ASan, UBSan).
+# The fuzzer: Debian's clang and its runtimes (libFuzzer, ASan, UBSan). The packaging test
+# builds its tail-call program with clang as well as the default compiler.
 [[ $mode == fuzz ]] && packages+=(clang libclang-rt-14-dev)
+[[ $mode == test ]] && packages+=(clang)
 
 install_missing() {
     local missing=()
