@@ -468,6 +468,23 @@ TEST_CASE(
     }
 }
 
+#ifdef PROF_TEST_MIMALLOC_LINKED
+// valgrind memcheck (--run-libc-freeres=no) on the same program: 1,002 allocs, 501 frees (502
+// with realloc's), 659,500 bytes allocated, 424,750 bytes in 500 blocks in use at exit.
+TEST_CASE("a program linked with mimalloc: its allocations counted exactly") {
+    std::string trace = temp_path("mimalloc-linked.trace");
+    auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_MIMALLOC_LINKED});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto j = run({PROFREPORT, "--memory", "--format", "json", trace});
+    REQUIRE(j.exit_code == 0);
+    CHECK(j.out.find("\"summary\": {\"allocations\": 1002, \"frees\": 501, "
+                     "\"temporary_allocations\": 2, \"bytes_allocated\": 659500, "
+                     "\"peak_heap\": 599500,") != std::string::npos);
+    CHECK(j.out.find("\"leaked_bytes\": 424750, \"leaked_blocks\": 500, \"unknown_frees\": 0}") !=
+          std::string::npos);
+}
+#endif
+
 #ifdef PROF_SANITIZER_BUILD
 TEST_SUITE_END();
 #endif
