@@ -225,19 +225,19 @@ CLI::Option* declare_weight(CLI::App& app, Args& a, const std::string& descripti
         description);
 }
 
-void declare_tree_options(CLI::App& app, Args& a) {
+void declare_tree_options(CLI::App& app, Args& a, const std::string& context) {
     value(
         app, "--depth", "N",
         [&a](const std::string& v) {
             a.view.tree_opts.max_depth = uint32_t(parse_number("--depth", v));
         },
-        "with --tree: down to depth N");
+        context + "down to depth N");
     value(
         app, "--min-percent", "P",
         [&a](const std::string& v) {
             a.view.tree_opts.min_percent = parse_percent("--min-percent", v);
         },
-        "with --tree: hide call paths under P% of the total time");
+        context + "hide call paths under P% of the total time");
 }
 
 CLI::Option* declare_title(CLI::App& app, Args& a, const std::string& description) {

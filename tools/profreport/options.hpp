@@ -85,8 +85,8 @@ CLI::Option* declare_unit(CLI::App& app, Args& a);
 CLI::Option* declare_source_dir(CLI::App& app, Args& a);
 CLI::Option* declare_memory_flag(CLI::App& app, Args& a, const std::string& description);
 CLI::Option* declare_weight(CLI::App& app, Args& a, const std::string& description);
-// --tree's: --depth, --min-percent.
-void declare_tree_options(CLI::App& app, Args& a);
+// --tree's: --depth, --min-percent; `context` leads their help ("with --tree: " on report).
+void declare_tree_options(CLI::App& app, Args& a, const std::string& context = "");
 // --flamegraph's: --icicle, --min-width, and --title (also --html's).
 void declare_flame_options(CLI::App& app, Args& a);
 CLI::Option* declare_title(CLI::App& app, Args& a, const std::string& description);

@@ -106,32 +106,18 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
     declare_reading(*sub, a);
     CLI::Option* info = add_info_flag(*sub, a);
 
-    // The views of the earlier command line, each also a command of its own.
+    // The views of the earlier command line, each also a command of its own: its flag and the
+    // options the command declares with it form one group.
     const std::string views = "views and exports (one at a time; --thread, --threads, -o and "
                               "--format csv apply)";
-    CLI::Option* tree = add_tree_flag(*sub, a)->group(views);
-    CLI::Option* flame = add_flamegraph_flag(*sub, a)->group(views);
-    CLI::Option* html = add_html_flag(*sub, a)->group(views);
-    CLI::Option* exporter = add_export_flag(*sub, a)->group(views);
-    for (CLI::Option* o : sub->get_options())
-        if (o->get_group() == "Options" &&
-            (o->check_name("--depth") || o->check_name("--min-percent") ||
-             o->check_name("--icicle") || o->check_name("--min-width") ||
-             o->check_name("--title") || o->check_name("--weight") || o->check_name("--from") ||
-             o->check_name("--to") || o->check_name("--min-duration")))
-            o->group(views);
+    const size_t before_views = sub->get_options().size();
+    CLI::Option* tree = add_tree_flag(*sub, a);
+    CLI::Option* flame = add_flamegraph_flag(*sub, a);
+    CLI::Option* html = add_html_flag(*sub, a);
+    CLI::Option* exporter = add_export_flag(*sub, a);
+    std::vector<CLI::Option*> declared = sub->get_options();
+    for (size_t i = before_views; i < declared.size(); ++i) declared[i]->group(views);
     declare_traces(cli, *sub, a);
-    // diff's own options, refused here with a message that says so (not listed under --help).
-    for (const char* name : {"--fail-above", "--metric", "--min-share"})
-        sub->add_option_function<std::string>(name,
-                                              [name](const std::string&) {
-                                                  throw CLI::ValidationError(fmt::format(
-                                                      "{} is an option of profreport diff", name));
-                                              })
-            ->group("");
-    sub->add_flag_callback(
-           "--vs", [] { throw CLI::ValidationError("--vs is an option of profreport diff"); })
-        ->group("");
 
     // The refusals that depend on no value; the others are checked after parsing.
     CLI::Option* one_view[] = {tree, flame, html, exporter};
@@ -153,6 +139,23 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
     });
     cli.default_subcommand(sub);
     return sub;
+}
+
+void refuse_commands_options(CLI::App& report, const std::vector<const CLI::App*>& commands) {
+    for (const CLI::App* command : commands)
+        for (const CLI::Option* o : command->get_options()) {
+            if (o->get_lnames().empty()) continue; // a positional, or only a short name
+            const std::string name = "--" + o->get_lnames().front();
+            if (report.get_option_no_throw(name)) continue; // report's too
+            const std::string refused =
+                fmt::format("{} is an option of profreport {}", name, command->get_name());
+            if (o->get_expected_max() == 0)
+                report.add_flag_callback(name, [refused] { throw CLI::ValidationError(refused); });
+            else
+                report.add_option_function<std::string>(
+                    name, [refused](const std::string&) { throw CLI::ValidationError(refused); });
+            report.get_option(name)->group(""); // not listed under --help
+        }
 }
 
 namespace {

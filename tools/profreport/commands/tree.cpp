@@ -45,7 +45,7 @@ CLI::Option* add_tree_flag(CLI::App& report, Args& a) {
         "the call tree in the terminal (uftrace graph-like); --format csv\n"
         "gives one row per call path (id, parent, calls, total_ns, self_ns)\n"
         "(profreport tree)");
-    declare_tree_options(report, a);
+    declare_tree_options(report, a, "with --tree: ");
     return tree;
 }
 
