@@ -1,5 +1,6 @@
-// profreport's command line: the values every command reads, and the declarations of the
-// options that several commands share (each declared once, called once per command).
+// profreport's command line: each command's values in a struct of its own, those several
+// commands read, and the declarations of the options that several commands share (each
+// declared once, called once per command).
 #pragma once
 
 #include "analysis/model/call_tree.hpp"
@@ -21,38 +22,96 @@ namespace prof::profreport {
 
 struct ExportFormat; // export_formats.hpp
 
-// Views and exports.
-struct ViewArgs {
-    bool diff = false, tree = false, icicle = false;
+// Each command's own options, in its struct; the options several commands take are Args'.
+
+// report's own: --callers, --callees.
+struct ReportArgs {
+    std::string callers, callees;
+};
+
+// lines' (report --lines): the line tables' options (--source-dir is html's too).
+struct LinesArgs {
+    bool chosen = false;        // lines or --lines; with --memory, memory_profiler's view
+    analysis::LineOptions opts; // --unit, --source-dir, and --memory for the line view
+    bool unit_given = false;
+};
+
+// memory's (report --memory): the memory report's plot.
+struct MemoryArgs {
+    std::string plot; // --plot FILE
+};
+
+// tree's (report --tree): --depth, --min-percent.
+struct TreeArgs {
+    bool chosen = false;
+    analysis::views::TreeOptions opts;
+};
+
+// flamegraph's (report --flamegraph FILE): its file, --icicle, --min-width.
+struct FlamegraphArgs {
+    std::string file;
+    bool icicle = false;
     double min_width = 0.1;
-    size_t vs = SIZE_MAX; // index of the first new trace of diff's `--vs`
-    std::string flamegraph, html, title;
-    const ExportFormat* exporter = nullptr; // --export FORMAT, profreport export FORMAT
-    std::optional<analysis::views::MemoryWeight> weight; // --weight (with --memory)
-    analysis::views::TreeOptions tree_opts;
+};
+
+// html's (report --html FILE): its file.
+struct HtmlArgs {
+    std::string file;
+};
+
+// export's (report --export FORMAT): the format, and the timelines' --from, --to,
+// --min-duration.
+struct ExportArgs {
+    const ExportFormat* format = nullptr;
     analysis::views::TimelineOptions timeline;
-    analysis::views::DiffOptions diff_opts;
-    bool metric_given = false;
-    bool active() const { return diff || tree || !flamegraph.empty() || !html.empty() || exporter; }
+};
+
+// diff's: where the new traces start (BASE... --vs NEW...), and the gate and metric
+// (--fail-above, --metric, --min-share).
+struct DiffArgs {
+    bool chosen = false;
+    size_t vs = SIZE_MAX; // index of the first new trace
+    analysis::views::DiffOptions opts;
 };
 
 struct Args {
-    analysis::TableOptions table;
+    // Every command's: the traces, how they are read, and the output.
     std::vector<std::string> traces;
-    std::string callers, callees, format = "text", output;
-    std::optional<uint32_t> thread;
-    bool threads = false, info = false, lines = false, memory = false, raw = false;
-    bool processes = false;         // profreport processes DIR...
-    bool ranks = false;             // profreport ranks / --ranks: the MPI load-imbalance table
-    std::string process;            // --process PID|NAME: one process of a run
     std::vector<std::string> run_dirs; // the run directories among the arguments
-    bool no_inline = false; // sampled traces: physical frames only
-    bool limit_given = false, sort_given = false, unit_given = false;
-    unsigned jobs = 0; // 0: one per core
+    std::string process;               // --process PID|NAME: one process of a run
+    bool raw = false;                  // --no-compensation
+    bool no_inline = false;            // sampled traces: physical frames only
+    unsigned jobs = 0;                 // 0: one per core
     analysis::TimeSource time = analysis::TimeSource::kAuto;
-    std::string plot;
-    analysis::LineOptions line;
-    ViewArgs view;
+    std::string format = "text", output;
+
+    // Taken by several commands: the table's options, the threads', --memory, --title, --weight.
+    analysis::TableOptions table;
+    bool limit_given = false, sort_given = false;
+    bool threads = false;
+    std::optional<uint32_t> thread;
+    bool memory = false; // the allocations (memory, lines, flamegraph, diff, export)
+    std::string title;   // flamegraph's and html's
+    std::optional<analysis::views::MemoryWeight> weight; // flamegraph --memory, diff --memory
+
+    // Each command's own.
+    ReportArgs report;
+    LinesArgs lines;
+    MemoryArgs memory_report;
+    TreeArgs tree;
+    FlamegraphArgs flamegraph;
+    HtmlArgs html;
+    ExportArgs exporter;
+    DiffArgs diff;
+    bool info = false;      // info, report --info
+    bool ranks = false;     // ranks, report --ranks: the MPI load-imbalance table
+    bool processes = false; // processes: the run directories are listed, not read
+
+    // Whether a view or an export was chosen (tree, flamegraph, html, export or diff).
+    bool view() const {
+        return diff.chosen || tree.chosen || !flamegraph.file.empty() || !html.file.empty() ||
+               exporter.format;
+    }
     // The command to run, set by the one the command line named (report's by its flags).
     int (*command)(const Args&, const tools::ToolLog&) = nullptr;
 };

@@ -70,8 +70,8 @@ std::string memory_views_refusal() {
 }
 
 std::string refuse_export(const Args& a) {
-    const ExportFormat* e = a.view.exporter;
-    const analysis::views::TimelineOptions& t = a.view.timeline;
+    const ExportFormat* e = a.exporter.format;
+    const analysis::views::TimelineOptions& t = a.exporter.timeline;
     if (e && a.memory && !(e->options & kMemory)) return memory_views_refusal();
     if (e && a.memory && (a.threads || a.thread)) return kPerProcessRule;
     if (t.from_ns > t.to_ns) return "--from is later than --to";
@@ -90,7 +90,7 @@ std::string refuse_export(const Args& a) {
 
 int run_export(const Args& a, const tools::ToolLog& log) {
     namespace views = analysis::views;
-    const ExportFormat& format = *a.view.exporter;
+    const ExportFormat& format = *a.exporter.format;
     Output out(a.output);
     OpenOutput open = [&] { return out.open(log) ? out.file() : nullptr; };
     return guarded(out, log, [&] {

@@ -27,7 +27,7 @@ CLI::App* add_tree(tools::Cli& cli, Args& a) {
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
     sub->callback([&a] {
-        a.view.tree = true;
+        a.tree.chosen = true;
         a.command = run_tree;
         if (std::string refused = refuse_tree(a); !refused.empty())
             throw CLI::ValidationError(refused);
@@ -39,7 +39,7 @@ CLI::Option* add_tree_flag(CLI::App& report, Args& a) {
     CLI::Option* tree = report.add_flag_callback(
         "--tree",
         [&a] {
-            a.view.tree = true;
+            a.tree.chosen = true;
             a.command = run_tree;
         },
         "the call tree in the terminal (uftrace graph-like); --format csv\n"
@@ -57,7 +57,7 @@ int run_tree(const Args& a, const tools::ToolLog& log) {
         if (!call_tree_options(a, log, *r.session, co)) return 1;
         analysis::views::CallTree tree = r.session->call_tree(co);
         if (!out.open(log)) return 1;
-        analysis::views::TreeOptions o = a.view.tree_opts;
+        analysis::views::TreeOptions o = a.tree.opts;
         o.csv = a.format == "csv";
         analysis::views::print_tree(out.file(), tree, o);
         return out.close(log) ? 0 : 1;
