@@ -16,8 +16,6 @@
 
 namespace prof::profreport {
 
-namespace {
-
 [[noreturn]] void refuse(std::string msg) {
     throw CLI::ValidationError(std::move(msg));
 }
@@ -47,15 +45,6 @@ uint64_t parse_time(const std::string& opt, const std::string& v) {
             fmt::format("{} expects a time such as 1.5s, 200ms, 30us or 100ns, got '{}'", opt, v));
     return ns;
 }
-
-// An option whose value `set` takes apart (and refuses with its own message).
-template <class Set>
-CLI::Option* value(CLI::App& app, const std::string& names, const char* type, Set set,
-                   const std::string& description) {
-    return app.add_option_function<std::string>(names, set, description)->type_name(type);
-}
-
-} // namespace
 
 CLI::Option* declare_traces(tools::Cli& cli, CLI::App& app, Args& a) {
     CLI::Option* t =
@@ -225,72 +214,8 @@ CLI::Option* declare_weight(CLI::App& app, Args& a, const std::string& descripti
         description);
 }
 
-void declare_tree_options(CLI::App& app, Args& a, const std::string& context) {
-    value(
-        app, "--depth", "N",
-        [&a](const std::string& v) {
-            a.tree.opts.max_depth = uint32_t(parse_number("--depth", v));
-        },
-        context + "down to depth N");
-    value(
-        app, "--min-percent", "P",
-        [&a](const std::string& v) { a.tree.opts.min_percent = parse_percent("--min-percent", v); },
-        context + "hide call paths under P% of the total time");
-}
-
 CLI::Option* declare_title(CLI::App& app, Args& a, const std::string& description) {
     return app.add_option("--title", a.title, description)->type_name("TEXT");
-}
-
-void declare_flame_options(CLI::App& app, Args& a) {
-    app.add_flag("--icicle", a.flamegraph.icicle, "the root on top");
-    value(
-        app, "--min-width", "PX",
-        [&a](const std::string& w) {
-            char* end = nullptr;
-            a.flamegraph.min_width = std::strtod(w.c_str(), &end);
-            if (w.empty() || *end || !(a.flamegraph.min_width >= 0) || a.flamegraph.min_width > 1e6)
-                refuse(fmt::format("--min-width expects pixels such as 0.1, got '{}'", w));
-        },
-        "leave out frames narrower than PX (default 0.1)");
-}
-
-void declare_timeline_options(CLI::App& app, Args& a) {
-    auto& t = a.exporter.timeline;
-    value(
-        app, "--from", "T", [&t](const std::string& v) { t.from_ns = parse_time("--from", v); },
-        "chrome/speedscope: only activations overlapping [T, T'] after the\n"
-        "trace started, clipped to it (T like 1.5s, 200ms, 30us, 100ns)");
-    value(
-        app, "--to", "T", [&t](const std::string& v) { t.to_ns = parse_time("--to", v); },
-        "chrome/speedscope: the end T' of that window");
-    value(
-        app, "--min-duration", "T",
-        [&t](const std::string& v) { t.min_duration_ns = parse_time("--min-duration", v); },
-        "chrome/speedscope: drop activations shorter than T");
-}
-
-CLI::Option* declare_diff_options(CLI::App& app, Args& a) {
-    auto& d = a.diff.opts;
-    value(
-        app, "--fail-above", "PCT",
-        [&d](const std::string& v) { d.fail_above = parse_percent("--fail-above", v); },
-        "exit with status 3 when the total or a function (at least\n"
-        "--min-share of the total) regressed by more than PCT percent");
-    CLI::Option* metric = value(
-        app, "--metric", "KEY",
-        [&a](const std::string& m) {
-            auto metric = analysis::views::parse_diff_metric(m);
-            if (!metric)
-                refuse(fmt::format("unknown metric '{}' (expected cumtime, tottime or ncalls)", m));
-            a.diff.opts.metric = *metric;
-        },
-        "cumtime (default), tottime or ncalls: what is compared and sorted");
-    value(
-        app, "--min-share", "PCT",
-        [&d](const std::string& v) { d.min_share = parse_percent("--min-share", v); },
-        "functions under PCT% of the total never fail the gate (default 1)");
-    return metric;
 }
 
 namespace {

@@ -122,6 +122,19 @@ inline constexpr const char* kWeightRule =
 inline constexpr const char* kPerProcessRule =
     "allocation sites are per process: --threads and --thread do not apply to --memory views";
 
+// For the declarations of options, the commands' own too: a refusal of the value given (a usage
+// error with this message), and the values' parsers, which refuse with the option's name.
+[[noreturn]] void refuse(std::string msg);
+uint64_t parse_number(const std::string& opt, const std::string& v);
+double parse_percent(const std::string& opt, std::string v);       // 5 or 5%
+uint64_t parse_time(const std::string& opt, const std::string& v); // 1.5s, 200ms, 30us, 100ns
+// An option whose value `set` takes apart (and refuses with its own message).
+template <class Set>
+CLI::Option* value(CLI::App& app, const std::string& names, const char* type, Set set,
+                   const std::string& description) {
+    return app.add_option_function<std::string>(names, set, description)->type_name(type);
+}
+
 // Every command: TRACE..., --no-compensation, --time, -j/--jobs.
 CLI::Option* declare_traces(tools::Cli& cli, CLI::App& app, Args& a);
 void declare_reading(CLI::App& app, Args& a);
@@ -144,15 +157,7 @@ CLI::Option* declare_unit(CLI::App& app, Args& a);
 CLI::Option* declare_source_dir(CLI::App& app, Args& a);
 CLI::Option* declare_memory_flag(CLI::App& app, Args& a, const std::string& description);
 CLI::Option* declare_weight(CLI::App& app, Args& a, const std::string& description);
-// --tree's: --depth, --min-percent; `context` leads their help ("with --tree: " on report).
-void declare_tree_options(CLI::App& app, Args& a, const std::string& context = "");
-// --flamegraph's: --icicle, --min-width, and --title (also --html's).
-void declare_flame_options(CLI::App& app, Args& a);
 CLI::Option* declare_title(CLI::App& app, Args& a, const std::string& description);
-// chrome/speedscope's: --from, --to, --min-duration.
-void declare_timeline_options(CLI::App& app, Args& a);
-// diff's: --fail-above, --metric, --min-share (and --vs with the traces).
-CLI::Option* declare_diff_options(CLI::App& app, Args& a);
 // The checks that depend on the values given, after parsing: the message of the first
 // combination refused, or "" when the command line is good.
 std::string check(Args& a, const tools::ToolLog& log);

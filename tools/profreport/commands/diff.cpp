@@ -8,9 +8,39 @@
 #include "reading.hpp"
 #include "render/diff.hpp"
 
+#include <fmt/format.h>
+
 #include <stdexcept>
 
 namespace prof::profreport {
+
+namespace {
+
+// The gate and the metric: --fail-above, --metric (returned), --min-share.
+CLI::Option* declare_diff_options(CLI::App& app, Args& a) {
+    auto& d = a.diff.opts;
+    value(
+        app, "--fail-above", "PCT",
+        [&d](const std::string& v) { d.fail_above = parse_percent("--fail-above", v); },
+        "exit with status 3 when the total or a function (at least\n"
+        "--min-share of the total) regressed by more than PCT percent");
+    CLI::Option* metric = value(
+        app, "--metric", "KEY",
+        [&a](const std::string& m) {
+            auto metric = analysis::views::parse_diff_metric(m);
+            if (!metric)
+                refuse(fmt::format("unknown metric '{}' (expected cumtime, tottime or ncalls)", m));
+            a.diff.opts.metric = *metric;
+        },
+        "cumtime (default), tottime or ncalls: what is compared and sorted");
+    value(
+        app, "--min-share", "PCT",
+        [&d](const std::string& v) { d.min_share = parse_percent("--min-share", v); },
+        "functions under PCT% of the total never fail the gate (default 1)");
+    return metric;
+}
+
+} // namespace
 
 CLI::App* add_diff(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(

@@ -12,6 +12,24 @@
 
 namespace prof::profreport {
 
+namespace {
+
+// --icicle and --min-width, on flamegraph and with --flamegraph on report.
+void declare_flame_options(CLI::App& app, Args& a) {
+    app.add_flag("--icicle", a.flamegraph.icicle, "the root on top");
+    value(
+        app, "--min-width", "PX",
+        [&a](const std::string& w) {
+            char* end = nullptr;
+            a.flamegraph.min_width = std::strtod(w.c_str(), &end);
+            if (w.empty() || *end || !(a.flamegraph.min_width >= 0) || a.flamegraph.min_width > 1e6)
+                refuse(fmt::format("--min-width expects pixels such as 0.1, got '{}'", w));
+        },
+        "leave out frames narrower than PX (default 0.1)");
+}
+
+} // namespace
+
 CLI::App* add_flamegraph(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
         "flamegraph", "-o FILE [options] TRACE...",

@@ -13,6 +13,24 @@ std::string refuse_tree(const Args& a) {
     return a.format == "json" ? format_json_refusal() : std::string();
 }
 
+namespace {
+
+// --depth and --min-percent, on tree and with --tree on report; `context` leads their help.
+void declare_tree_options(CLI::App& app, Args& a, const std::string& context = "") {
+    value(
+        app, "--depth", "N",
+        [&a](const std::string& v) {
+            a.tree.opts.max_depth = uint32_t(parse_number("--depth", v));
+        },
+        context + "down to depth N");
+    value(
+        app, "--min-percent", "P",
+        [&a](const std::string& v) { a.tree.opts.min_percent = parse_percent("--min-percent", v); },
+        context + "hide call paths under P% of the total time");
+}
+
+} // namespace
+
 CLI::App* add_tree(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
         "tree", "[options] TRACE...",
