@@ -30,7 +30,7 @@ ExportResult timeline(const ExportData& d, const OpenOutput& open) {
     ExportResult r;
     std::FILE* out = open();
     if (!out) return r;
-    views::TimelineOptions o = a.view.timeline;
+    views::TimelineOptions o = a.exporter.timeline;
     o.tid = a.thread.value_or(0);
     o.compensate = !a.raw;
     o.time = a.time;
@@ -276,7 +276,8 @@ std::string format_refusal() {
 CLI::Option* declare_export_format(CLI::App& app, Args& a, const std::string& name,
                                    const std::string& description) {
     CLI::Option* o = app.add_option_function<std::string>(
-        name, [&a](const std::string& f) { a.view.exporter = find_export_format(f); }, description);
+        name, [&a](const std::string& f) { a.exporter.format = find_export_format(f); },
+        description);
     o->type_name("FORMAT")->check(CLI::Validator(
         [](std::string& f) -> std::string {
             if (find_export_format(f)) return {};

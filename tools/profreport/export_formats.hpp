@@ -90,8 +90,9 @@ bool takes_format(const ExportFormat& f, std::string_view format);
 std::string format_json_refusal();
 std::string format_refusal();
 
-// Declares the option or positional `name` that takes an export format into `a.view.exporter`:
-// the table's names and aliases, anything else refused by CLI11 with the list of names.
+// Declares the option or positional `name` that takes an export format into
+// `a.exporter.format`: the table's names and aliases, anything else refused by CLI11 with the
+// list of names.
 CLI::Option* declare_export_format(CLI::App& app, Args& a, const std::string& name,
                                    const std::string& description);
 

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 int main(int argc, char** argv) {
     using namespace prof;
     tools::Cli cli("profreport",
@@ -26,12 +28,14 @@ int main(int argc, char** argv) {
                             PROF_VERSION_STRING, format::kMajor, format::kMinor,
                             format::kPackedMajor, format::kPackedMinor));
     profreport::Args a;
-    profreport::add_report(cli, a);
+    CLI::App* report = profreport::add_report(cli, a);
+    std::vector<const CLI::App*> commands;
     for (auto add : {profreport::add_lines, profreport::add_memory, profreport::add_tree,
                      profreport::add_flamegraph, profreport::add_html, profreport::add_export,
                      profreport::add_diff, profreport::add_info, profreport::add_processes,
                      profreport::add_ranks})
-        add(cli, a);
+        commands.push_back(add(cli, a));
+    profreport::refuse_commands_options(*report, commands);
     cli.app().footer(
         "diff: --fail-above PCT exits with status 3 when the total or a function regressed by\n"
         "more than PCT percent (see profreport diff --help).\n"

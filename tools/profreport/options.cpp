@@ -16,8 +16,6 @@
 
 namespace prof::profreport {
 
-namespace {
-
 [[noreturn]] void refuse(std::string msg) {
     throw CLI::ValidationError(std::move(msg));
 }
@@ -47,15 +45,6 @@ uint64_t parse_time(const std::string& opt, const std::string& v) {
             fmt::format("{} expects a time such as 1.5s, 200ms, 30us or 100ns, got '{}'", opt, v));
     return ns;
 }
-
-// An option whose value `set` takes apart (and refuses with its own message).
-template <class Set>
-CLI::Option* value(CLI::App& app, const std::string& names, const char* type, Set set,
-                   const std::string& description) {
-    return app.add_option_function<std::string>(names, set, description)->type_name(type);
-}
-
-} // namespace
 
 CLI::Option* declare_traces(tools::Cli& cli, CLI::App& app, Args& a) {
     CLI::Option* t =
@@ -194,15 +183,15 @@ CLI::Option* declare_unit(CLI::App& app, Args& a) {
             double u = std::strtod(v.c_str(), &end);
             if (v.empty() || *end || !(u > 0) || u > 1e3)
                 refuse(fmt::format("--unit expects seconds per unit such as 1e-6, got '{}'", v));
-            a.line.unit = u;
-            a.unit_given = true;
+            a.lines.opts.unit = u;
+            a.lines.unit_given = true;
         },
         "timer unit of --lines (default 1e-9)");
 }
 
 CLI::Option* declare_source_dir(CLI::App& app, Args& a) {
     return app
-        .add_option("--source-dir", a.line.source_dirs,
+        .add_option("--source-dir", a.lines.opts.source_dirs,
                     "also look for source files in DIR (repeatable)")
         ->type_name("DIR")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -210,110 +199,43 @@ CLI::Option* declare_source_dir(CLI::App& app, Args& a) {
 
 CLI::Option* declare_memory_flag(CLI::App& app, Args& a, const std::string& description) {
     return app.add_flag_callback(
-        "--memory", [&a] { a.memory = a.line.memory = true; }, description);
+        "--memory", [&a] { a.memory = a.lines.opts.memory = true; }, description);
 }
 
 CLI::Option* declare_weight(CLI::App& app, Args& a, const std::string& description) {
     return value(
         app, "--weight", "W",
         [&a](const std::string& w) {
-            a.view.weight = analysis::views::parse_memory_weight(w);
-            if (!a.view.weight)
+            a.weight = analysis::views::parse_memory_weight(w);
+            if (!a.weight)
                 refuse(fmt::format(
                     "unknown weight '{}' (expected bytes, allocations, leaked or peak)", w));
         },
         description);
 }
 
-void declare_tree_options(CLI::App& app, Args& a) {
-    value(
-        app, "--depth", "N",
-        [&a](const std::string& v) {
-            a.view.tree_opts.max_depth = uint32_t(parse_number("--depth", v));
-        },
-        "with --tree: down to depth N");
-    value(
-        app, "--min-percent", "P",
-        [&a](const std::string& v) {
-            a.view.tree_opts.min_percent = parse_percent("--min-percent", v);
-        },
-        "with --tree: hide call paths under P% of the total time");
-}
-
 CLI::Option* declare_title(CLI::App& app, Args& a, const std::string& description) {
-    return app.add_option("--title", a.view.title, description)->type_name("TEXT");
-}
-
-void declare_flame_options(CLI::App& app, Args& a) {
-    app.add_flag("--icicle", a.view.icicle, "the root on top");
-    value(
-        app, "--min-width", "PX",
-        [&a](const std::string& w) {
-            char* end = nullptr;
-            a.view.min_width = std::strtod(w.c_str(), &end);
-            if (w.empty() || *end || !(a.view.min_width >= 0) || a.view.min_width > 1e6)
-                refuse(fmt::format("--min-width expects pixels such as 0.1, got '{}'", w));
-        },
-        "leave out frames narrower than PX (default 0.1)");
-}
-
-void declare_timeline_options(CLI::App& app, Args& a) {
-    auto& t = a.view.timeline;
-    value(
-        app, "--from", "T", [&t](const std::string& v) { t.from_ns = parse_time("--from", v); },
-        "chrome/speedscope: only activations overlapping [T, T'] after the\n"
-        "trace started, clipped to it (T like 1.5s, 200ms, 30us, 100ns)");
-    value(
-        app, "--to", "T", [&t](const std::string& v) { t.to_ns = parse_time("--to", v); },
-        "chrome/speedscope: the end T' of that window");
-    value(
-        app, "--min-duration", "T",
-        [&t](const std::string& v) { t.min_duration_ns = parse_time("--min-duration", v); },
-        "chrome/speedscope: drop activations shorter than T");
-}
-
-CLI::Option* declare_diff_options(CLI::App& app, Args& a) {
-    auto& d = a.view.diff_opts;
-    value(
-        app, "--fail-above", "PCT",
-        [&d](const std::string& v) { d.fail_above = parse_percent("--fail-above", v); },
-        "exit with status 3 when the total or a function (at least\n"
-        "--min-share of the total) regressed by more than PCT percent");
-    CLI::Option* metric = value(
-        app, "--metric", "KEY",
-        [&a](const std::string& m) {
-            auto metric = analysis::views::parse_diff_metric(m);
-            if (!metric)
-                refuse(fmt::format("unknown metric '{}' (expected cumtime, tottime or ncalls)", m));
-            a.view.diff_opts.metric = *metric;
-            a.view.metric_given = true;
-        },
-        "cumtime (default), tottime or ncalls: what is compared and sorted");
-    value(
-        app, "--min-share", "PCT",
-        [&d](const std::string& v) { d.min_share = parse_percent("--min-share", v); },
-        "functions under PCT% of the total never fail the gate (default 1)");
-    return metric;
+    return app.add_option("--title", a.title, description)->type_name("TEXT");
 }
 
 namespace {
 
 // diff's BASE... --vs NEW...: where the new traces start, once run directories are expanded.
 std::string split_diff(Args& a) {
-    ViewArgs& v = a.view;
-    size_t split = v.vs == SIZE_MAX ? 1 : v.vs;
-    if ((v.vs == SIZE_MAX && a.traces.size() != 2) || split == 0 || split >= a.traces.size())
+    size_t& vs = a.diff.vs;
+    size_t split = vs == SIZE_MAX ? 1 : vs;
+    if ((vs == SIZE_MAX && a.traces.size() != 2) || split == 0 || split >= a.traces.size())
         return "diff compares two traces (BASE NEW), or two sets (BASE... --vs NEW...)";
-    v.vs = split;
+    vs = split;
     return {};
 }
 
 // An output that is one of the traces would destroy it; two outputs on one file, each other.
 std::string check_outputs(const Args& a) {
     const std::pair<const char*, std::string> outs[] = {{"-o", a.output},
-                                                        {"--flamegraph", a.view.flamegraph},
-                                                        {"--html", a.view.html},
-                                                        {"--plot", a.plot}};
+                                                        {"--flamegraph", a.flamegraph.file},
+                                                        {"--html", a.html.file},
+                                                        {"--plot", a.memory_report.plot}};
     auto same = [](const struct stat& x, const struct stat& y) {
         return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
     };
@@ -348,15 +270,15 @@ std::string check_outputs(const Args& a) {
 } // namespace
 
 std::string check(Args& a, const tools::ToolLog& log) {
-    for (const std::string& dir : a.line.source_dirs) {
+    for (const std::string& dir : a.lines.opts.source_dirs) {
         struct stat st {};
         if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
             log.warn(fmt::format("--source-dir {}: not a directory", dir));
     }
-    if (a.view.diff)
+    if (a.diff.chosen)
         if (std::string msg = split_diff(a); !msg.empty()) return msg;
     if (std::string msg = check_outputs(a); !msg.empty()) return msg;
-    for (const std::string* re : {&a.table.filter, &a.callers, &a.callees}) {
+    for (const std::string* re : {&a.table.filter, &a.report.callers, &a.report.callees}) {
         try {
             if (!re->empty()) std::regex check(*re);
         } catch (const std::regex_error& e) {

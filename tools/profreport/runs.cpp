@@ -101,7 +101,7 @@ std::string expand_runs(Args& a, const tools::ToolLog& log) {
     size_t vs = SIZE_MAX;
     bool any_run = false;
     for (size_t i = 0; i < a.traces.size(); ++i) {
-        if (i == a.view.vs) vs = traces.size();
+        if (i == a.diff.vs) vs = traces.size();
         const std::string& path = a.traces[i];
         if (!reader::is_run_dir(path)) {
             traces.push_back(path);
@@ -130,7 +130,7 @@ std::string expand_runs(Args& a, const tools::ToolLog& log) {
                            "(profrun -d DIR)",
                            traces.front());
     a.traces = std::move(traces);
-    if (a.view.vs != SIZE_MAX) a.view.vs = vs;
+    if (a.diff.vs != SIZE_MAX) a.diff.vs = vs;
     return {};
 }
 

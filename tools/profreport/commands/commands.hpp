@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace prof::profreport {
 
@@ -37,6 +38,10 @@ CLI::Option* add_tree_flag(CLI::App& report, Args& a);
 CLI::Option* add_flamegraph_flag(CLI::App& report, Args& a);
 CLI::Option* add_html_flag(CLI::App& report, Args& a);
 CLI::Option* add_export_flag(CLI::App& report, Args& a);
+
+// The options of `commands` that report does not take, refused on report with a message that
+// names their command ("--vs is an option of profreport diff"); not listed under --help.
+void refuse_commands_options(CLI::App& report, const std::vector<const CLI::App*>& commands);
 
 int run_report(const Args& a, const tools::ToolLog& log);
 int run_memory(const Args& a, const tools::ToolLog& log);

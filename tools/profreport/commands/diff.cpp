@@ -8,9 +8,39 @@
 #include "reading.hpp"
 #include "render/diff.hpp"
 
+#include <fmt/format.h>
+
 #include <stdexcept>
 
 namespace prof::profreport {
+
+namespace {
+
+// The gate and the metric: --fail-above, --metric (returned), --min-share.
+CLI::Option* declare_diff_options(CLI::App& app, Args& a) {
+    auto& d = a.diff.opts;
+    value(
+        app, "--fail-above", "PCT",
+        [&d](const std::string& v) { d.fail_above = parse_percent("--fail-above", v); },
+        "exit with status 3 when the total or a function (at least\n"
+        "--min-share of the total) regressed by more than PCT percent");
+    CLI::Option* metric = value(
+        app, "--metric", "KEY",
+        [&a](const std::string& m) {
+            auto metric = analysis::views::parse_diff_metric(m);
+            if (!metric)
+                refuse(fmt::format("unknown metric '{}' (expected cumtime, tottime or ncalls)", m));
+            a.diff.opts.metric = *metric;
+        },
+        "cumtime (default), tottime or ncalls: what is compared and sorted");
+    value(
+        app, "--min-share", "PCT",
+        [&d](const std::string& v) { d.min_share = parse_percent("--min-share", v); },
+        "functions under PCT% of the total never fail the gate (default 1)");
+    return metric;
+}
+
+} // namespace
 
 CLI::App* add_diff(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
@@ -23,7 +53,7 @@ CLI::App* add_diff(tools::Cli& cli, Args& a) {
     CLI::Option* traces = declare_traces(cli, *sub, a);
     // Triggered where it stands: the traces given before it are the base ones.
     sub->add_flag_callback(
-           "--vs", [&a, traces] { a.view.vs = traces->results().size(); },
+           "--vs", [&a, traces] { a.diff.vs = traces->results().size(); },
            "separates the base traces from the new ones")
         ->trigger_on_parse();
     CLI::Option* memory = declare_memory_flag(
@@ -43,7 +73,7 @@ CLI::App* add_diff(tools::Cli& cli, Args& a) {
     cli.needs(weight, memory, kWeightRule);
     sub->footer("Exit status 3 when --fail-above finds a regression.");
     sub->callback([&a] {
-        a.view.diff = true;
+        a.diff.chosen = true;
         a.command = run_diff;
     });
     return sub;
@@ -51,19 +81,19 @@ CLI::App* add_diff(tools::Cli& cli, Args& a) {
 
 int run_diff(const Args& a, const tools::ToolLog& log) {
     namespace views = analysis::views;
-    const ViewArgs& v = a.view;
+    const size_t vs = a.diff.vs; // the first new trace
     Output out(a.output);
     return guarded(out, log, [&] {
         if (a.memory) { // one report per run: sets are compared per run
             std::vector<analysis::MemoryReport> base, next;
             for (size_t i = 0; i < a.traces.size(); ++i) {
                 Reading r(a, {a.traces[i]});
-                (i < v.vs ? base : next).push_back(r.session->memory());
+                (i < vs ? base : next).push_back(r.session->memory());
             }
             views::MemoryDiffOptions o;
-            o.measure = v.weight;
-            o.fail_above = v.diff_opts.fail_above;
-            o.min_share = v.diff_opts.min_share;
+            o.measure = a.weight;
+            o.fail_above = a.diff.opts.fail_above;
+            o.min_share = a.diff.opts.min_share;
             o.limit = a.table.limit;
             views::MemoryDiffResult d;
             try {
@@ -79,13 +109,13 @@ int run_diff(const Args& a, const tools::ToolLog& log) {
             for (const std::string& f : failures) log.error("regression: " + f);
             return failures.empty() ? 0 : 3;
         }
-        Reading base(a, {a.traces.begin(), a.traces.begin() + ptrdiff_t(v.vs)});
-        Reading next(a, {a.traces.begin() + ptrdiff_t(v.vs), a.traces.end()});
-        views::DiffOptions o = v.diff_opts;
+        Reading base(a, {a.traces.begin(), a.traces.begin() + ptrdiff_t(vs)});
+        Reading next(a, {a.traces.begin() + ptrdiff_t(vs), a.traces.end()});
+        views::DiffOptions o = a.diff.opts;
         o.limit = a.table.limit;
         if (a.table.precision != 3) o.precision = a.table.precision;
         views::DiffResult d = views::diff_profiles(
-            base.session->profile(), v.vs, next.session->profile(), a.traces.size() - v.vs, o);
+            base.session->profile(), vs, next.session->profile(), a.traces.size() - vs, o);
         if (!out.open(log)) return 1;
         views::print_diff(out.file(), d, o, a.format);
         if (!out.close(log)) return 1;

@@ -14,6 +14,27 @@
 
 namespace prof::profreport {
 
+namespace {
+
+// The timelines' window (chrome, speedscope): --from, --to, --min-duration, on export and with
+// --export on report.
+void declare_timeline_options(CLI::App& app, Args& a) {
+    auto& t = a.exporter.timeline;
+    value(
+        app, "--from", "T", [&t](const std::string& v) { t.from_ns = parse_time("--from", v); },
+        "chrome/speedscope: only activations overlapping [T, T'] after the\n"
+        "trace started, clipped to it (T like 1.5s, 200ms, 30us, 100ns)");
+    value(
+        app, "--to", "T", [&t](const std::string& v) { t.to_ns = parse_time("--to", v); },
+        "chrome/speedscope: the end T' of that window");
+    value(
+        app, "--min-duration", "T",
+        [&t](const std::string& v) { t.min_duration_ns = parse_time("--min-duration", v); },
+        "chrome/speedscope: drop activations shorter than T");
+}
+
+} // namespace
+
 CLI::App* add_export(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
         "export", "FORMAT [options] TRACE...",
@@ -70,8 +91,8 @@ std::string memory_views_refusal() {
 }
 
 std::string refuse_export(const Args& a) {
-    const ExportFormat* e = a.view.exporter;
-    const analysis::views::TimelineOptions& t = a.view.timeline;
+    const ExportFormat* e = a.exporter.format;
+    const analysis::views::TimelineOptions& t = a.exporter.timeline;
     if (e && a.memory && !(e->options & kMemory)) return memory_views_refusal();
     if (e && a.memory && (a.threads || a.thread)) return kPerProcessRule;
     if (t.from_ns > t.to_ns) return "--from is later than --to";
@@ -90,7 +111,7 @@ std::string refuse_export(const Args& a) {
 
 int run_export(const Args& a, const tools::ToolLog& log) {
     namespace views = analysis::views;
-    const ExportFormat& format = *a.view.exporter;
+    const ExportFormat& format = *a.exporter.format;
     Output out(a.output);
     OpenOutput open = [&] { return out.open(log) ? out.file() : nullptr; };
     return guarded(out, log, [&] {

@@ -12,6 +12,24 @@
 
 namespace prof::profreport {
 
+namespace {
+
+// --icicle and --min-width, on flamegraph and with --flamegraph on report.
+void declare_flame_options(CLI::App& app, Args& a) {
+    app.add_flag("--icicle", a.flamegraph.icicle, "the root on top");
+    value(
+        app, "--min-width", "PX",
+        [&a](const std::string& w) {
+            char* end = nullptr;
+            a.flamegraph.min_width = std::strtod(w.c_str(), &end);
+            if (w.empty() || *end || !(a.flamegraph.min_width >= 0) || a.flamegraph.min_width > 1e6)
+                refuse(fmt::format("--min-width expects pixels such as 0.1, got '{}'", w));
+        },
+        "leave out frames narrower than PX (default 0.1)");
+}
+
+} // namespace
+
 CLI::App* add_flamegraph(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
         "flamegraph", "-o FILE [options] TRACE...",
@@ -19,7 +37,7 @@ CLI::App* add_flamegraph(tools::Cli& cli, Args& a) {
         "\n"
         "A self-contained interactive SVG (hover, click to zoom, Ctrl-F to search); widths are\n"
         "exact nanoseconds of each call path (the same as profreport --flamegraph FILE).");
-    CLI::Option* file = sub->add_option("-o,--output,--flamegraph", a.view.flamegraph,
+    CLI::Option* file = sub->add_option("-o,--output,--flamegraph", a.flamegraph.file,
                                         "write the SVG to FILE (replaced only once it was written)")
                             ->type_name("FILE");
     cli.help_name(file, "-o, --output FILE");
@@ -48,7 +66,7 @@ CLI::Option* add_flamegraph_flag(CLI::App& report, Args& a) {
             .add_option_function<std::string>(
                 "--flamegraph",
                 [&a](const std::string& file) {
-                    a.view.flamegraph = file;
+                    a.flamegraph.file = file;
                     a.command = run_flamegraph;
                 },
                 "self-contained interactive SVG (hover, click to zoom, Ctrl-F to\n"
@@ -67,12 +85,11 @@ CLI::Option* add_flamegraph_flag(CLI::App& report, Args& a) {
 
 int run_flamegraph(const Args& a, const tools::ToolLog& log) {
     namespace views = analysis::views;
-    const ViewArgs& v = a.view;
-    Output out(v.flamegraph);
+    Output out(a.flamegraph.file);
     views::FlameOptions o;
-    o.icicle = v.icicle;
-    o.min_width = v.min_width;
-    o.title = v.title;
+    o.icicle = a.flamegraph.icicle;
+    o.min_width = a.flamegraph.min_width;
+    o.title = a.title;
     return guarded(out, log, [&] {
         Reading r(a, a.traces);
         analysis::Session& session = *r.session;
@@ -84,7 +101,7 @@ int run_flamegraph(const Args& a, const tools::ToolLog& log) {
             }
             if (!out.open(log)) return 1;
             views::write_memory_flamegraph(out.file(), session.memory(),
-                                           v.weight.value_or(views::MemoryWeight::kBytes),
+                                           a.weight.value_or(views::MemoryWeight::kBytes),
                                            session.traces(), o);
             return out.close(log) ? 0 : 1;
         }

@@ -22,7 +22,7 @@ CLI::App* add_html(tools::Cli& cli, Args& a) {
         "memory summary, heap/RSS plot and sortable allocation sites with their stacks (the\n"
         "same as profreport --html FILE).");
     CLI::Option* file =
-        sub->add_option("-o,--output,--html", a.view.html,
+        sub->add_option("-o,--output,--html", a.html.file,
                         "write the page to FILE (replaced only once it was written)")
             ->type_name("FILE");
     cli.help_name(file, "-o, --output FILE");
@@ -41,7 +41,7 @@ CLI::Option* add_html_flag(CLI::App& report, Args& a) {
         .add_option_function<std::string>(
             "--html",
             [&a](const std::string& file) {
-                a.view.html = file;
+                a.html.file = file;
                 a.command = run_html;
             },
             "one self-contained page (no network): sortable pstats table,\n"
@@ -53,7 +53,7 @@ CLI::Option* add_html_flag(CLI::App& report, Args& a) {
 
 int run_html(const Args& a, const tools::ToolLog& log) {
     namespace views = analysis::views;
-    Output out(a.view.html);
+    Output out(a.html.file);
     return guarded(out, log, [&] {
         Reading r(a, a.traces);
         analysis::Session& session = *r.session;
@@ -63,8 +63,8 @@ int run_html(const Args& a, const tools::ToolLog& log) {
         analysis::Profile p = session.profile(co.thread);
         for (const std::string& w : analysis::data_warnings(p)) log.warn(w);
         views::HtmlOptions ho;
-        ho.title = a.view.title;
-        ho.source_dirs = analysis::source_dirs(p, a.line.source_dirs);
+        ho.title = a.title;
+        ho.source_dirs = analysis::source_dirs(p, a.lines.opts.source_dirs);
         auto lines = analysis::line_tables(p);
         ho.memory = &session.memory(); // the memory section, when the trace has allocations
         if (!out.open(log)) return 1;

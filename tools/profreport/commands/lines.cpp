@@ -35,7 +35,7 @@ CLI::App* add_lines(tools::Cli& cli, Args& a) {
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
     sub->callback([&a] {
-        a.lines = true;
+        a.lines.chosen = true;
         a.command = run_report; // the table's view of lines
     });
     return sub;
@@ -45,7 +45,7 @@ CLI::Option* add_lines_flag(CLI::App& report, Args& a) {
     return report.add_flag_callback(
         "--lines",
         [&a] {
-            a.lines = true;
+            a.lines.chosen = true;
             a.command = run_report; // the table's view of lines
         },
         "line_profiler's view: per function with PROF_LINE/PROF_SCOPE/\n"
@@ -55,8 +55,8 @@ CLI::Option* add_lines_flag(CLI::App& report, Args& a) {
 void print_lines(std::FILE* out, const Args& a, const analysis::Profile& p,
                  const std::string& title) {
     if (!title.empty() && a.format == "text") fmt::print(out, "{}\n", text::printable(title));
-    analysis::LineOptions lo = a.line;
-    lo.source_dirs = analysis::source_dirs(p, a.line.source_dirs);
+    analysis::LineOptions lo = a.lines.opts;
+    lo.source_dirs = analysis::source_dirs(p, a.lines.opts.source_dirs);
     auto tables = analysis::line_tables(p, a.table.filter);
     if (a.format == "json")
         analysis::print_line_json(out, tables);

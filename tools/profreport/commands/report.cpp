@@ -29,48 +29,51 @@ namespace {
 // the tree's and the export's own are their commands' (refuse_memory_report, refuse_ranks_sort,
 // refuse_tree, refuse_export).
 std::string refuse_report(const Args& a) {
-    const ViewArgs& v = a.view;
-    const bool view = v.active();
+    const bool view = a.view();
     // Memory views: the allocation flame graph and an export that takes --memory.
     const bool memory_view =
-        a.memory && !a.lines &&
-        (!v.flamegraph.empty() || (v.exporter && v.exporter->options & kMemory));
+        a.memory && !a.lines.chosen &&
+        (!a.flamegraph.file.empty() || (a.exporter.format && a.exporter.format->options & kMemory));
     // --memory with a view that takes none (with an export, refuse_export says it).
-    if (view && !v.exporter && a.memory && !memory_view) return memory_views_refusal();
-    if (v.weight && !memory_view) return kWeightRule;
-    if (!v.flamegraph.empty() && memory_view && (a.threads || a.thread)) return kPerProcessRule;
+    if (view && !a.exporter.format && a.memory && !memory_view) return memory_views_refusal();
+    if (a.weight && !memory_view) return kWeightRule;
+    if (!a.flamegraph.file.empty() && memory_view && (a.threads || a.thread))
+        return kPerProcessRule;
     if (std::string refused = refuse_export(a); !refused.empty()) return refused;
-    if (view && (a.info || a.lines || !a.callers.empty() || !a.callees.empty()))
+    if (view &&
+        (a.info || a.lines.chosen || !a.report.callers.empty() || !a.report.callees.empty()))
         return "--info, --lines, --memory, --callers and --callees are not views of "
                "diff, --tree, --flamegraph, --html or --export";
-    if (!v.tree && (v.tree_opts.max_depth || v.tree_opts.min_percent > 0))
+    if (!a.tree.chosen && (a.tree.opts.max_depth || a.tree.opts.min_percent > 0))
         return "--depth and --min-percent apply to --tree";
-    if (v.flamegraph.empty() && (v.icicle || v.min_width != 0.1))
+    if (a.flamegraph.file.empty() && (a.flamegraph.icicle || a.flamegraph.min_width != 0.1))
         return "--icicle and --min-width apply to --flamegraph";
-    if (v.flamegraph.empty() && v.html.empty() && !v.title.empty())
+    if (a.flamegraph.file.empty() && a.html.file.empty() && !a.title.empty())
         return "--title applies to --flamegraph and --html";
-    if (v.tree)
+    if (a.tree.chosen)
         if (std::string refused = refuse_tree(a); !refused.empty()) return refused;
-    if (a.ranks && (view || a.lines || a.memory || a.info || !a.callers.empty() ||
-                    !a.callees.empty() || a.threads || a.thread))
+    if (a.ranks && (view || a.lines.chosen || a.memory || a.info || !a.report.callers.empty() ||
+                    !a.report.callees.empty() || a.threads || a.thread))
         return "--ranks is a table of its own: no other view, --callers, --callees, "
                "--threads or --thread with it";
-    const bool memory_report = a.memory && !a.lines && !view; // the --memory text/JSON report
-    if (!a.plot.empty() && !memory_report)
+    // The --memory text/JSON report.
+    const bool memory_report = a.memory && !a.lines.chosen && !view;
+    if (!a.memory_report.plot.empty() && !memory_report)
         return "--plot applies to --memory (not with --lines or a view)";
-    if (a.unit_given && !a.lines) return "--unit applies to --lines";
-    if (!a.line.source_dirs.empty() && !a.lines && v.html.empty())
+    if (a.lines.unit_given && !a.lines.chosen) return "--unit applies to --lines";
+    if (!a.lines.opts.source_dirs.empty() && !a.lines.chosen && a.html.file.empty())
         return "--source-dir applies to --lines and --html";
     if (memory_report)
         if (std::string refused = refuse_memory_report(a); !refused.empty()) return refused;
-    if (a.info && (a.format != "text" || a.lines || a.memory || a.threads || a.thread ||
-                   !a.callers.empty() || !a.callees.empty()))
+    if (a.info && (a.format != "text" || a.lines.chosen || a.memory || a.threads || a.thread ||
+                   !a.report.callers.empty() || !a.report.callees.empty()))
         return "--info describes the trace as text and takes no other view";
-    if (!view && a.format == "json" && (!a.callers.empty() || !a.callees.empty()))
+    if (!view && a.format == "json" && (!a.report.callers.empty() || !a.report.callees.empty()))
         return "--format json is not available for --callers and --callees";
-    if (!view && a.format == "csv" && !a.callers.empty() && !a.callees.empty())
+    if (!view && a.format == "csv" && !a.report.callers.empty() && !a.report.callees.empty())
         return "--format csv takes one of --callers and --callees at a time";
-    if (a.format != "text" && (!v.flamegraph.empty() || !v.html.empty())) return format_refusal();
+    if (a.format != "text" && (!a.flamegraph.file.empty() || !a.html.file.empty()))
+        return format_refusal();
     return {};
 }
 
@@ -92,11 +95,11 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
     declare_unit(*sub, a);
     declare_source_dir(*sub, a);
     CLI::Option* callers =
-        sub->add_option("--callers", a.callers,
+        sub->add_option("--callers", a.report.callers,
                         "who called the matching functions (pstats print_callers)")
             ->type_name("REGEX");
     CLI::Option* callees =
-        sub->add_option("--callees", a.callees,
+        sub->add_option("--callees", a.report.callees,
                         "what the matching functions called (pstats print_callees)")
             ->type_name("REGEX");
     add_ranks_flag(*sub, a);
@@ -106,32 +109,18 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
     declare_reading(*sub, a);
     CLI::Option* info = add_info_flag(*sub, a);
 
-    // The views of the earlier command line, each also a command of its own.
+    // The views of the earlier command line, each also a command of its own: its flag and the
+    // options the command declares with it form one group.
     const std::string views = "views and exports (one at a time; --thread, --threads, -o and "
                               "--format csv apply)";
-    CLI::Option* tree = add_tree_flag(*sub, a)->group(views);
-    CLI::Option* flame = add_flamegraph_flag(*sub, a)->group(views);
-    CLI::Option* html = add_html_flag(*sub, a)->group(views);
-    CLI::Option* exporter = add_export_flag(*sub, a)->group(views);
-    for (CLI::Option* o : sub->get_options())
-        if (o->get_group() == "Options" &&
-            (o->check_name("--depth") || o->check_name("--min-percent") ||
-             o->check_name("--icicle") || o->check_name("--min-width") ||
-             o->check_name("--title") || o->check_name("--weight") || o->check_name("--from") ||
-             o->check_name("--to") || o->check_name("--min-duration")))
-            o->group(views);
+    const size_t before_views = sub->get_options().size();
+    CLI::Option* tree = add_tree_flag(*sub, a);
+    CLI::Option* flame = add_flamegraph_flag(*sub, a);
+    CLI::Option* html = add_html_flag(*sub, a);
+    CLI::Option* exporter = add_export_flag(*sub, a);
+    std::vector<CLI::Option*> declared = sub->get_options();
+    for (size_t i = before_views; i < declared.size(); ++i) declared[i]->group(views);
     declare_traces(cli, *sub, a);
-    // diff's own options, refused here with a message that says so (not listed under --help).
-    for (const char* name : {"--fail-above", "--metric", "--min-share"})
-        sub->add_option_function<std::string>(name,
-                                              [name](const std::string&) {
-                                                  throw CLI::ValidationError(fmt::format(
-                                                      "{} is an option of profreport diff", name));
-                                              })
-            ->group("");
-    sub->add_flag_callback(
-           "--vs", [] { throw CLI::ValidationError("--vs is an option of profreport diff"); })
-        ->group("");
 
     // The refusals that depend on no value; the others are checked after parsing.
     CLI::Option* one_view[] = {tree, flame, html, exporter};
@@ -155,6 +144,23 @@ CLI::App* add_report(tools::Cli& cli, Args& a) {
     return sub;
 }
 
+void refuse_commands_options(CLI::App& report, const std::vector<const CLI::App*>& commands) {
+    for (const CLI::App* command : commands)
+        for (const CLI::Option* o : command->get_options()) {
+            if (o->get_lnames().empty()) continue; // a positional, or only a short name
+            const std::string name = "--" + o->get_lnames().front();
+            if (report.get_option_no_throw(name)) continue; // report's too
+            const std::string refused =
+                fmt::format("{} is an option of profreport {}", name, command->get_name());
+            if (o->get_expected_max() == 0)
+                report.add_flag_callback(name, [refused] { throw CLI::ValidationError(refused); });
+            else
+                report.add_option_function<std::string>(
+                    name, [refused](const std::string&) { throw CLI::ValidationError(refused); });
+            report.get_option(name)->group(""); // not listed under --help
+        }
+}
+
 namespace {
 
 // Under an empty pstats table: where the data of a trace without function calls is.
@@ -176,13 +182,13 @@ std::string no_calls_hint(const analysis::Profile& p, const analysis::Session& b
 // callees, or the pstats table, in the format asked for.
 void print_view(std::FILE* out, const Args& a, const analysis::Profile& p,
                 const std::string& title) {
-    if (a.lines) return print_lines(out, a, p, title);
+    if (a.lines.chosen) return print_lines(out, a, p, title);
     analysis::TableOptions o = a.table;
     o.title = title;
-    if (!a.callers.empty() || !a.callees.empty()) {
+    if (!a.report.callers.empty() || !a.report.callees.empty()) {
         if (!title.empty() && a.format != "csv") fmt::print(out, "{}\n", text::printable(title));
         for (bool callees : {false, true}) {
-            const std::string& filter = callees ? a.callees : a.callers;
+            const std::string& filter = callees ? a.report.callees : a.report.callers;
             if (filter.empty()) continue;
             o.filter = filter;
             if (a.format == "csv")
@@ -238,8 +244,8 @@ int run_report(const Args& a, const tools::ToolLog& log) {
         std::FILE* f = out.file();
         if (views.empty()) {
             print_view(f, a, merged, "");
-            if (a.format == "text" && !a.lines && a.callers.empty() && a.callees.empty() &&
-                merged.total_calls == 0)
+            if (a.format == "text" && !a.lines.chosen && a.report.callers.empty() &&
+                a.report.callees.empty() && merged.total_calls == 0)
                 if (std::string hint = no_calls_hint(merged, session); !hint.empty())
                     fmt::print(f, "{}\n", hint);
         } else if (a.threads && a.format != "text") { // one document for all threads

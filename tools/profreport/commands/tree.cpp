@@ -13,6 +13,24 @@ std::string refuse_tree(const Args& a) {
     return a.format == "json" ? format_json_refusal() : std::string();
 }
 
+namespace {
+
+// --depth and --min-percent, on tree and with --tree on report; `context` leads their help.
+void declare_tree_options(CLI::App& app, Args& a, const std::string& context = "") {
+    value(
+        app, "--depth", "N",
+        [&a](const std::string& v) {
+            a.tree.opts.max_depth = uint32_t(parse_number("--depth", v));
+        },
+        context + "down to depth N");
+    value(
+        app, "--min-percent", "P",
+        [&a](const std::string& v) { a.tree.opts.min_percent = parse_percent("--min-percent", v); },
+        context + "hide call paths under P% of the total time");
+}
+
+} // namespace
+
 CLI::App* add_tree(tools::Cli& cli, Args& a) {
     CLI::App* sub = cli.add_subcommand(
         "tree", "[options] TRACE...",
@@ -27,7 +45,7 @@ CLI::App* add_tree(tools::Cli& cli, Args& a) {
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
     sub->callback([&a] {
-        a.view.tree = true;
+        a.tree.chosen = true;
         a.command = run_tree;
         if (std::string refused = refuse_tree(a); !refused.empty())
             throw CLI::ValidationError(refused);
@@ -39,13 +57,13 @@ CLI::Option* add_tree_flag(CLI::App& report, Args& a) {
     CLI::Option* tree = report.add_flag_callback(
         "--tree",
         [&a] {
-            a.view.tree = true;
+            a.tree.chosen = true;
             a.command = run_tree;
         },
         "the call tree in the terminal (uftrace graph-like); --format csv\n"
         "gives one row per call path (id, parent, calls, total_ns, self_ns)\n"
         "(profreport tree)");
-    declare_tree_options(report, a);
+    declare_tree_options(report, a, "with --tree: ");
     return tree;
 }
 
@@ -57,7 +75,7 @@ int run_tree(const Args& a, const tools::ToolLog& log) {
         if (!call_tree_options(a, log, *r.session, co)) return 1;
         analysis::views::CallTree tree = r.session->call_tree(co);
         if (!out.open(log)) return 1;
-        analysis::views::TreeOptions o = a.view.tree_opts;
+        analysis::views::TreeOptions o = a.tree.opts;
         o.csv = a.format == "csv";
         analysis::views::print_tree(out.file(), tree, o);
         return out.close(log) ? 0 : 1;
