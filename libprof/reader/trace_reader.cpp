@@ -1029,6 +1029,10 @@ void TraceReader::sized_record(uint8_t tag, const uint8_t* p, uint64_t n, uint32
         ls.rss_increment = c.sleb();
         ls.rss_last = c.uleb();
         if (c.ok && c.p < c.end) ls.heap_increment = c.sleb(); // added within 1.1
+        // 1.10: before, every hit that measured memory read the RSS.
+        ls.rss_reads = c.ok && c.p < c.end ? c.uleb() : ls.rss_samples;
+        if (c.ok && ls.rss_reads > ls.rss_samples)
+            throw TraceError(info_.path, offset, "malformed line statistics record");
         if (!c.ok || in_stream > UINT32_MAX)
             throw TraceError(info_.path, offset, "malformed line statistics record");
         info_.lines[{in_stream ? uint32_t(in_stream) : stream, site}].add(ls);

@@ -66,17 +66,19 @@ struct Site {
 struct LineStats {
     uint64_t hits = 0;
     uint64_t ticks = 0;
-    uint64_t rss_samples = 0; // hits that also sampled the resident set size
-    int64_t rss_increment = 0; // bytes, summed over those hits
-    uint64_t rss_last = 0;    // bytes after the latest sampled hit
-    int64_t heap_increment = 0; // usable heap bytes (memory profiler), summed over sampled hits
+    uint64_t rss_samples = 0;   // hits that also measured memory (the heap, the RSS or both)
+    uint64_t rss_reads = 0;     // of those, the hits that read the resident set size (1.10)
+    int64_t rss_increment = 0;  // bytes, summed over the reads
+    uint64_t rss_last = 0;      // bytes after the latest read
+    int64_t heap_increment = 0; // usable heap bytes (memory profiler), summed over rss_samples
     void add(const LineStats& o) {
         hits += o.hits;
         heap_increment += o.heap_increment;
         ticks += o.ticks;
         rss_samples += o.rss_samples;
+        rss_reads += o.rss_reads;
         rss_increment += o.rss_increment;
-        if (o.rss_samples) rss_last = o.rss_last;
+        if (o.rss_reads) rss_last = o.rss_last;
     }
 };
 

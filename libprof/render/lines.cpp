@@ -121,6 +121,7 @@ std::string mib(double bytes) {
 
 void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, const LineOptions& o) {
     if (!o.memory) fmt::print(out, "Timer unit: {:g} s\n\n", o.unit);
+    bool rss_unread = false; // a row measured the heap only: its RSS columns show "-"
     for (const LineTable& t : tables) {
         if (t.rows.empty()) continue;
         std::vector<std::string> src;
@@ -163,13 +164,16 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
                 const LineRow* r = it == by_line.end() ? nullptr : it->second;
                 if (!have_source && r) text = text::printable(r->mark); // as the trace has it
                 if (o.memory) {
+                    bool measured = r && r->memory_samples;
                     std::string heap_col;
                     if (heap)
-                        heap_col = fmt::format("{:>12}  ",
-                                               r && r->rss_samples ? mib(r->heap_increment) : "");
-                    if (r && r->rss_samples)
-                        fmt::print(out, "{:>6} {:>12} {:>12}  {}{:>11}   {}\n", l, mib(r->rss_last),
-                                   mib(r->rss_increment), heap_col, r->rss_samples, text);
+                        heap_col = fmt::format("{:>12}  ", measured ? mib(r->heap_increment) : "");
+                    bool rss = measured && r->rss_samples;
+                    rss_unread |= measured && !rss;
+                    if (measured)
+                        fmt::print(out, "{:>6} {:>12} {:>12}  {}{:>11}   {}\n", l,
+                                   rss ? mib(r->rss_last) : "-", rss ? mib(r->rss_increment) : "-",
+                                   heap_col, r->memory_samples, text);
                     else
                         fmt::print(out, "{:>6} {:>12} {:>12}  {}{:>11}   {}\n", l, "", "", heap_col,
                                    "", text);
@@ -186,6 +190,9 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
         }
         fmt::print(out, "\n\n");
     }
+    if (rss_unread)
+        fmt::print(out, "Mem usage and Increment \"-\": the resident set size was not read; "
+                        "PROF_LINE_RSS=1 reads it at every marked line (two preads each).\n");
 }
 
 void print_line_json(std::FILE* out, const std::vector<LineTable>& tables) {
@@ -198,12 +205,13 @@ void print_line_json(std::FILE* out, const std::vector<LineTable>& tables) {
                        "\"kind\": \"{}\", \"hits\": {}, \"time\": {:.9f}",
                        first ? "" : ",", text::json_escape(t.file), r.line,
                        text::json_escape(t.function), r.kind, r.hits, r.time);
+            // A row that measured the heap only has no RSS figures: no mem_usage, increment.
             if (r.rss_samples)
-                fmt::print(
-                    out,
-                    ", \"mem_usage\": {:.0f}, \"increment\": {:.0f}, \"heap_increment\": {:.0f}, "
-                    "\"occurrences\": {}",
-                    r.rss_last, r.rss_increment, r.heap_increment, r.rss_samples);
+                fmt::print(out, ", \"mem_usage\": {:.0f}, \"increment\": {:.0f}", r.rss_last,
+                           r.rss_increment);
+            if (r.memory_samples)
+                fmt::print(out, ", \"heap_increment\": {:.0f}, \"occurrences\": {}",
+                           r.heap_increment, r.memory_samples);
             fmt::print(out, "}}");
             first = false;
         }

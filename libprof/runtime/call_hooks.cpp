@@ -221,13 +221,14 @@ PROF_NOINSTR void settle(ThreadState& s) {
     s.state = kActive;
 }
 
-// A LineStats record (format 1.1) of `a` at `site` for `stream` (0: the stream it is written
-// in) into `out`, which has room for format::kMaxLineStatsRecord bytes. Returns its end.
+// A LineStats record (format 1.1; rss_reads 1.10) of `a` at `site` for `stream` (0: the stream
+// it is written in) into `out`, which has room for format::kMaxLineStatsRecord bytes. Returns
+// its end. Every hit summed in `a` measured memory: its rss_samples are its hits.
 PROF_NOINSTR uint8_t* line_stats_record(uint8_t* out, uint32_t stream, const prof_site* site,
                                         const LineAgg& a) {
-    return format::put_line_stats(out,
-                                  {stream, reinterpret_cast<uintptr_t>(site), a.hits, a.ticks,
-                                   a.rss_samples, a.rss_increment, a.rss_last, a.heap_increment});
+    return format::put_line_stats(out, {stream, reinterpret_cast<uintptr_t>(site), a.hits, a.ticks,
+                                        a.hits, a.rss_increment, a.rss_last, a.heap_increment,
+                                        a.rss_reads});
 }
 
 // Writes what this thread's PROF_LINE sites added up since the last flush and starts the sums
@@ -968,7 +969,10 @@ __attribute__((noinline)) PROF_NOINSTR bool new_line_counter(ThreadState& s, pro
     return true;
 }
 
-PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end, bool rss,
+// One hit of `site`. A hit that measured no memory (`mem` false) adds to the site's LineCounts
+// record in the chunk; the others to the thread's sums (a LineStats record later), with the RSS
+// before and after when `rss` (PROF_LINE_RSS=1) and the growth of the thread's heap.
+PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end, bool mem, bool rss,
                                   uint64_t rss_before, uint64_t rss_after, int64_t heap_delta) {
     ThreadState& s = prof_tls;
     uint32_t id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
@@ -978,7 +982,7 @@ PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end,
     }
     LineAgg& a = s.sites[id];
     uint64_t ticks = end > start ? end - start : 0;
-    if (!rss) {
+    if (!mem) {
         if (a.counter_seq != s.w.seq && !new_line_counter(s, site, a)) return;
         uint64_t counts[2];
         memcpy(counts, a.counter, sizeof counts);
@@ -989,11 +993,11 @@ PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end,
     }
     ++a.hits;
     a.ticks += ticks;
-    {
-        ++a.rss_samples;
+    a.heap_increment += heap_delta;
+    if (rss) {
+        ++a.rss_reads;
         a.rss_increment += int64_t(rss_after) - int64_t(rss_before);
         a.rss_last = rss_after;
-        a.heap_increment += heap_delta;
     }
 }
 
@@ -1075,20 +1079,27 @@ PROF_API unsigned long long prof_ticks(void) {
 }
 
 PROF_API void prof_line_record(prof_site* site, unsigned long long start, unsigned long long end) {
-    prof::rt::line_add(site, start, end, false, 0, 0, 0);
+    prof::rt::line_add(site, start, end, false, false, 0, 0, 0);
 }
 
 PROF_API void prof_line_record_rss(prof_site* site, unsigned long long start,
                                    unsigned long long end, unsigned long long rss_before,
                                    unsigned long long rss_after) {
-    prof::rt::line_add(site, start, end, true, rss_before, rss_after, 0);
+    prof::rt::line_add(site, start, end, true, true, rss_before, rss_after, 0);
 }
 
+// Also what programs built with an older prof/prof.hpp call whenever prof_line_rss_enabled is
+// not 0: they read the RSS, so it is recorded.
 PROF_API void prof_line_record_mem(prof_site* site, unsigned long long start,
                                    unsigned long long end, unsigned long long rss_before,
                                    unsigned long long rss_after, long long heap_before) {
-    prof::rt::line_add(site, start, end, true, rss_before, rss_after,
+    prof::rt::line_add(site, start, end, true, true, rss_before, rss_after,
                        prof_tls.heap_bytes - heap_before);
+}
+
+PROF_API void prof_line_record_heap(prof_site* site, unsigned long long start,
+                                    unsigned long long end, long long heap_before) {
+    prof::rt::line_add(site, start, end, true, false, 0, 0, prof_tls.heap_bytes - heap_before);
 }
 
 // Resident set size now, from /proc/self/statm (one pread on a descriptor kept open).

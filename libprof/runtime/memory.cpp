@@ -461,9 +461,10 @@ PROF_API void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t 
     s.state = kActive;
 }
 
-// libprofmem.so says it is loaded: marked lines then also record heap and RSS deltas.
+// libprofmem.so says it is loaded: marked lines then also record the growth of the thread's
+// heap (a counter of this thread's), and their RSS only with PROF_LINE_RSS=1 (trace_writer.cpp).
 PROF_API void prof_mem_activate(void) {
-    prof_line_rss_enabled = 1;
+    __atomic_fetch_or(&prof_line_rss_enabled, PROF_LINE_MEM_HEAP, __ATOMIC_RELAXED);
     prof_line_fast = 0;
     g_memory_active = true;
 }

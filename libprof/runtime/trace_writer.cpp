@@ -34,9 +34,10 @@ extern void* __dso_handle;
 // Read inline by the line macros (prof/prof.hpp); set once at start.
 extern "C" {
 __attribute__((visibility("default"))) int prof_clock_is_tsc = 0;
+// PROF_LINE_MEM_HEAP (set by prof_mem_activate) | PROF_LINE_MEM_RSS (PROF_LINE_RSS=1).
 __attribute__((visibility("default"))) int prof_line_rss_enabled = 0;
 // The PROF_LINE fast path (rdtsc and the thread's counters inline) applies: the clock is the
-// TSC and no RSS is sampled per line.
+// TSC and lines measure no memory.
 __attribute__((visibility("default"))) int prof_line_fast = 0;
 // Consecutive leaf activations of a scope join one ScopeRun record (PROF_SCOPE_RUNS, default on).
 __attribute__((visibility("default"))) int prof_scope_runs = 0;
@@ -612,7 +613,10 @@ PROF_NOINSTR void runtime_start() {
     }
     g_use_tsc = choose_clock();
     prof_clock_is_tsc = g_use_tsc ? 1 : 0;
-    prof_line_rss_enabled = prof_line_rss_enabled || g_options.line_rss ? 1 : 0;
+    // The memory profiler's bit may be set already (its library's constructor); the RSS, two
+    // preads per line (about 2 us), only when asked for.
+    if (g_options.line_rss)
+        __atomic_fetch_or(&prof_line_rss_enabled, PROF_LINE_MEM_RSS, __ATOMIC_RELAXED);
     prof_line_fast = prof_clock_is_tsc && !prof_line_rss_enabled;
     prof_scope_runs = g_options.scope_runs ? 1 : 0;
     g.chunk_size = g_options.chunk_size;

@@ -15,6 +15,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 
 #include <filesystem>
 #include <regex>
@@ -293,7 +294,8 @@ TEST_CASE("C regions: counts and nesting") {
 }
 
 // The memory profiler measures the heap at every marked line: the heap column is shown for
-// every function, also one whose lines allocate nothing (all 0), and CSV has it as JSON does.
+// every function, also one whose lines allocate nothing (all 0), and CSV has it as JSON does
+// (here with the RSS too, PROF_LINE_RSS=1).
 #ifdef PROF_SANITIZER_BUILD
 TEST_CASE("profreport --lines --memory: the heap column for every function, and in CSV" *
           doctest::skip(true)) { // libprofmem.so cannot run under a sanitizer
@@ -301,7 +303,8 @@ TEST_CASE("profreport --lines --memory: the heap column for every function, and 
 #else
 TEST_CASE("profreport --lines --memory: the heap column for every function, and in CSV") {
     std::string trace = temp_path("heap-lines.trace");
-    auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_HEAP_LINES});
+    auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_HEAP_LINES},
+                 {{"PROF_LINE_RSS", "1"}});
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     auto text = run({PROFREPORT, "--lines", "--memory", trace});
     REQUIRE(text.exit_code == 0);
@@ -325,16 +328,16 @@ TEST_CASE("profreport --lines --memory: the heap column for every function, and 
     auto json = run({PROFREPORT, "--lines", "--memory", "--format", "json", trace});
     std::smatch m;
     REQUIRE(std::regex_search(json.out, m,
-                              std::regex("\"line\": 17, \"function\": \"some_heap\\(\\)\"[^}]*"
+                              std::regex("\"line\": 19, \"function\": \"some_heap\\(\\)\"[^}]*"
                                          "\"heap_increment\": (\\d+)")));
     uint64_t heap = std::stoull(m[1]);
     CHECK(heap >= 100000);
     CHECK(heap < 100000 + 64);
     CHECK(
-        std::regex_search(csv.out, std::regex(",some_heap\\(\\),17,line,1,[0-9.]+,1,-?\\d+,\\d+," +
+        std::regex_search(csv.out, std::regex(",some_heap\\(\\),19,line,1,[0-9.]+,1,-?\\d+,\\d+," +
                                               std::to_string(heap) + "\n")));
     CHECK(std::regex_search(csv.out,
-                            std::regex(",no_heap\\(\\),11,line,1,[0-9.]+,1,-?\\d+,\\d+,0\n")));
+                            std::regex(",no_heap\\(\\),13,line,1,[0-9.]+,1,-?\\d+,\\d+,0\n")));
 }
 #endif
 
@@ -560,3 +563,144 @@ TEST_CASE("a PROF_LINE on the line of its PROF_SCOPE, in a forked child's thread
     CHECK(hits_at(trace, 45) == 0);
     CHECK(hits_at(child, 45) == 1);
 }
+
+namespace {
+
+// grow_and_free (tests/programs/heap_lines.cpp): line 40 allocates 100 blocks, line 45 releases
+// every other one, line 47 allocates nothing; the program prints the blocks' usable sizes.
+struct HeapLinesRun {
+    std::string trace;
+    long long grown = 0, released = 0;
+    std::vector<analysis::LineTable> tables;
+    analysis::Session session;
+};
+
+std::unique_ptr<HeapLinesRun> run_heap_lines(const std::string& name,
+                                             std::vector<std::pair<std::string, std::string>> env) {
+    auto h = std::make_unique<HeapLinesRun>();
+    h->trace = temp_path(name);
+    auto r = run({PROFRUN, "--mem", "-q", "-o", h->trace, "--", PROF_TEST_HEAP_LINES}, env);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::smatch m;
+    REQUIRE(std::regex_search(r.out, m, std::regex("grown (\\d+) released (\\d+)\n")));
+    h->grown = std::stoll(m[1]);
+    h->released = std::stoll(m[2]);
+    REQUIRE(h->grown >= 100 * 1000);
+    h->session.add_trace(h->trace);
+    h->tables = analysis::line_tables(h->session.profile(), "grow_and_free");
+    return h;
+}
+
+// The memory view's row of a line up to its Occurrences, whether or not the source is found.
+std::string memory_row(uint32_t line, const std::string& mem, const std::string& increment,
+                       double heap, uint64_t occurrences) {
+    char heap_mib[32];
+    std::snprintf(heap_mib, sizeof heap_mib, "%.1f MiB", heap / (1024.0 * 1024.0));
+    char row[160];
+    std::snprintf(row, sizeof row, "\n%6u %12s %12s  %12s  %11llu   ", line, mem.c_str(),
+                  increment.c_str(), heap_mib, (unsigned long long)occurrences);
+    return row;
+}
+
+const char* const kRssNote = "Mem usage and Increment \"-\": the resident set size was not read; "
+                             "PROF_LINE_RSS=1 reads it at every marked line (two preads each).\n";
+
+} // namespace
+
+#ifdef PROF_SANITIZER_BUILD
+TEST_CASE("profrun --mem: each marked line's exact heap growth, and no RSS read" *
+          doctest::skip(true)) { // libprofmem.so cannot run under a sanitizer
+}
+TEST_CASE("profrun --mem with PROF_LINE_RSS=1: the heap growth and the RSS per line" *
+          doctest::skip(true)) {}
+#else
+// Reading the RSS costs two preads per execution of a marked line: profrun --mem alone records
+// the heap's growth only, exactly, and says where the RSS columns are empty and why.
+TEST_CASE("profrun --mem: each marked line's exact heap growth, and no RSS read") {
+    auto h = run_heap_lines("heap-lines-no-rss.trace", {});
+    REQUIRE(h->tables.size() == 1);
+    const auto& grow = row(h->tables, 40);
+    const auto& release = row(h->tables, 45);
+    const auto& none = row(h->tables, 47);
+    CHECK(grow.hits == 100);
+    CHECK(grow.memory_samples == 100);
+    CHECK(grow.rss_samples == 0);
+    CHECK(grow.heap_increment == double(h->grown));
+    CHECK(grow.rss_increment == 0);
+    CHECK(grow.rss_last == 0);
+    CHECK(release.memory_samples == 50);
+    CHECK(release.rss_samples == 0);
+    CHECK(release.heap_increment == -double(h->released));
+    CHECK(none.memory_samples == 1);
+    CHECK(none.rss_samples == 0);
+    CHECK(none.heap_increment == 0);
+
+    auto text = run({PROFREPORT, "--lines", "--memory", "-m", "grow_and_free", h->trace});
+    REQUIRE(text.exit_code == 0);
+    CHECK(text.out.find("Line #    Mem usage    Increment    Heap incr.  Occurrences   Line "
+                        "Contents\n") != std::string::npos);
+    CHECK_MESSAGE(text.out.find(memory_row(40, "-", "-", double(h->grown), 100)) !=
+                      std::string::npos,
+                  text.out);
+    CHECK(text.out.find(memory_row(45, "-", "-", -double(h->released), 50)) != std::string::npos);
+    CHECK(text.out.find(memory_row(47, "-", "-", 0, 1)) != std::string::npos);
+    REQUIRE(text.out.size() > std::strlen(kRssNote));
+    CHECK(text.out.substr(text.out.size() - std::strlen(kRssNote)) == kRssNote);
+
+    auto json = run({PROFREPORT, "--lines", "--memory", "--format", "json", h->trace});
+    REQUIRE(json.exit_code == 0);
+    CHECK(json.out.find("mem_usage") == std::string::npos);
+    CHECK(json.out.find("\"increment\"") == std::string::npos);
+    CHECK_MESSAGE(std::regex_search(
+                      json.out, std::regex("\"line\": 40, \"function\": \"grow_and_free\\(\\)\", "
+                                           "\"kind\": \"line\", \"hits\": 100, \"time\": [0-9.]+, "
+                                           "\"heap_increment\": " +
+                                           std::to_string(h->grown) + ", \"occurrences\": 100\\}")),
+                  json.out);
+    CHECK(std::regex_search(json.out,
+                            std::regex("\"line\": 45, [^}]*\"heap_increment\": -" +
+                                       std::to_string(h->released) + ", \"occurrences\": 50\\}")));
+    // CSV: no RSS sample, so the RSS columns are 0 and say so.
+    auto csv = run({PROFREPORT, "--lines", "--memory", "--format", "csv", h->trace});
+    REQUIRE(csv.exit_code == 0);
+    CHECK(std::regex_search(csv.out, std::regex(",grow_and_free\\(\\),40,line,100,[0-9.]+,0,0,0," +
+                                                std::to_string(h->grown) + "\n")));
+}
+
+TEST_CASE("profrun --mem with PROF_LINE_RSS=1: the heap growth and the RSS per line") {
+    auto h = run_heap_lines("heap-lines-rss.trace", {{"PROF_LINE_RSS", "1"}});
+    REQUIRE(h->tables.size() == 1);
+    const auto& grow = row(h->tables, 40);
+    const auto& release = row(h->tables, 45);
+    const auto& none = row(h->tables, 47);
+    CHECK(grow.memory_samples == 100);
+    CHECK(grow.rss_samples == 100);
+    CHECK(grow.heap_increment == double(h->grown));
+    CHECK(grow.rss_last > 0);
+    CHECK(release.rss_samples == 50);
+    CHECK(release.heap_increment == -double(h->released));
+    CHECK(none.rss_samples == 1);
+    CHECK(none.heap_increment == 0);
+    CHECK(none.rss_last > 0);
+
+    auto text = run({PROFREPORT, "--lines", "--memory", "-m", "grow_and_free", h->trace});
+    REQUIRE(text.exit_code == 0);
+    CHECK(text.out.find(kRssNote) == std::string::npos);
+    CHECK_MESSAGE(
+        std::regex_search(text.out, std::regex("\n    47 +[0-9]+\\.[0-9] MiB +-?[0-9]+\\.[0-9] "
+                                               "MiB +0\\.0 MiB +1   ")),
+        text.out);
+    auto json = run({PROFREPORT, "--lines", "--memory", "--format", "json", h->trace});
+    REQUIRE(json.exit_code == 0);
+    CHECK(std::regex_search(json.out,
+                            std::regex("\"line\": 40, [^}]*\"mem_usage\": [1-9][0-9]*, "
+                                       "\"increment\": -?[0-9]+, \"heap_increment\": " +
+                                       std::to_string(h->grown) + ", \"occurrences\": 100\\}")));
+    auto csv = run({PROFREPORT, "--lines", "--memory", "--format", "csv", h->trace});
+    REQUIRE(csv.exit_code == 0);
+    CHECK(std::regex_search(csv.out,
+                            std::regex(",grow_and_free\\(\\),40,line,100,[0-9.]+,100,-?[0-9]+,"
+                                       "[1-9][0-9]*," +
+                                       std::to_string(h->grown) + "\n")));
+}
+#endif

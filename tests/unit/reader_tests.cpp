@@ -465,6 +465,81 @@ TEST_CASE("malformed scope runs are corruption") {
     CHECK(error_of(path).find("malformed scope run record") != std::string::npos);
 }
 
+// LineStats of the memory layer: hits that measured memory (rss_samples), and since 1.10 those
+// of them that read the RSS (rss_reads) after heap_increment; before, every one of them read it.
+TEST_CASE("LineStats' rss_reads (1.10): read when present, all memory hits when absent") {
+    // stream 0, site, hits, ticks, rss_samples, rss_increment, rss_last: byte by byte.
+    auto stats = [](uint64_t site, uint64_t hits, uint64_t samples, uint8_t increment,
+                    uint8_t last) {
+        std::vector<uint8_t> p = {0};
+        for (int i = 0; i < 8; ++i) p.push_back(uint8_t(site >> (8 * i)));
+        for (uint8_t v : {uint8_t(hits), uint8_t(40), uint8_t(samples), increment, last})
+            p.push_back(v);
+        return p;
+    };
+    std::vector<uint8_t> v1_1 = stats(0x5000, 4, 4, 0x7f, 100); // increment -1
+    std::vector<uint8_t> v1_9 = stats(0x5100, 3, 3, 8, 50);
+    v1_9.push_back(0x10); // heap_increment 16
+    std::vector<uint8_t> heap_only = stats(0x5200, 5, 5, 0, 0);
+    heap_only.insert(heap_only.end(), {0x80, 0x01, 0}); // heap_increment 128, rss_reads 0
+    std::vector<uint8_t> some_read = stats(0x5300, 6, 6, 12, 90);
+    some_read.insert(some_read.end(), {0x7c, 2}); // heap_increment -4, rss_reads 2
+    std::vector<uint8_t> later = some_read;       // a later minor's appended field, unknown
+    later[1] = 0x00;
+    later[2] = 0x54;
+    later.push_back(0x2a);
+    // The codec's record is the 1.10 one, byte for byte.
+    uint8_t rec[format::kMaxLineStatsRecord];
+    uint8_t* end = format::put_line_stats(rec, {0, 0x5200, 5, 40, 5, 0, 0, 128, 0});
+    CHECK(std::vector<uint8_t>(rec + 2, end) == heap_only);
+    CHECK(rec[1] == heap_only.size());
+
+    TraceBuilder b;
+    b.chunk(1, 0);
+    for (const auto* p : {&v1_1, &v1_9, &heap_only, &some_read, &later})
+        b.sized(format::Tag::kLineStats, *p);
+    b.chunk(0).end_record(100);
+    std::string path = test::temp_path("line-stats-reads.trace");
+    b.save(path);
+    CountingSink sink;
+    reader::TraceReader r(path);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(info.minor_unknown_records == 0);
+    const reader::LineStats& a = info.lines.at({1, 0x5000});
+    CHECK(a.rss_samples == 4);
+    CHECK(a.rss_reads == 4);
+    CHECK(a.rss_increment == -1);
+    CHECK(a.rss_last == 100);
+    CHECK(a.heap_increment == 0);
+    const reader::LineStats& c = info.lines.at({1, 0x5100});
+    CHECK(c.rss_reads == 3);
+    CHECK(c.heap_increment == 16);
+    const reader::LineStats& h = info.lines.at({1, 0x5200});
+    CHECK(h.hits == 5);
+    CHECK(h.rss_samples == 5);
+    CHECK(h.rss_reads == 0);
+    CHECK(h.rss_increment == 0);
+    CHECK(h.heap_increment == 128);
+    const reader::LineStats& s = info.lines.at({1, 0x5300});
+    CHECK(s.rss_samples == 6);
+    CHECK(s.rss_reads == 2);
+    CHECK(s.rss_increment == 12);
+    CHECK(s.rss_last == 90);
+    CHECK(s.heap_increment == -4);
+    const reader::LineStats& l = info.lines.at({1, 0x5400});
+    CHECK(l.rss_reads == 2);
+    CHECK(l.heap_increment == -4);
+
+    // More reads than hits that measured memory: corruption.
+    std::vector<uint8_t> bad = stats(0x5500, 2, 2, 0, 0);
+    bad.insert(bad.end(), {0, 3});
+    TraceBuilder wrong;
+    wrong.chunk(1, 0).sized(format::Tag::kLineStats, bad);
+    wrong.chunk(0).end_record(100);
+    wrong.save(path);
+    CHECK(error_of(path).find("malformed line statistics record") != std::string::npos);
+}
+
 TEST_CASE("LineCounts records add up with LineStats per stream and site") {
     TraceBuilder b;
     b.chunk(1, 0);

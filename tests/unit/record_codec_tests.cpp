@@ -158,7 +158,7 @@ TEST_CASE("the memory record encoders stay within their stated room") {
     CHECK(size_t(end - r.bytes) == format::kMaxReallocRecord);
     CHECK(r.touched() <= format::kMaxReallocRecord + format::kLebScratch);
     Buffer l;
-    end = format::put_line_stats(l.bytes, {big, big, big, big, big, far, big, far});
+    end = format::put_line_stats(l.bytes, {big, big, big, big, big, far, big, far, big});
     CHECK(size_t(end - l.bytes) == format::kMaxLineStatsRecord);
     CHECK(l.touched() == format::kMaxLineStatsRecord);
     Buffer e;

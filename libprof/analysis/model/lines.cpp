@@ -38,10 +38,11 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
             double overhead = p.compensated ? info.line_overhead : 0;
             double ticks = std::max(0.0, double(ls.ticks) - overhead * double(ls.hits));
             row.time += ticks / tps;
-            row.rss_samples += ls.rss_samples;
+            row.memory_samples += ls.rss_samples;
+            row.rss_samples += ls.rss_reads;
             row.rss_increment += double(ls.rss_increment);
             row.heap_increment += double(ls.heap_increment);
-            if (ls.rss_samples) row.rss_last = double(ls.rss_last);
+            if (ls.rss_reads) row.rss_last = double(ls.rss_last);
         }
     }
     // Scopes, marked functions and regions come from the call profile (per activation).

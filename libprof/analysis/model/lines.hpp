@@ -14,11 +14,12 @@ struct LineRow {
     uint32_t line = 0;
     uint64_t hits = 0;
     double time = 0; // seconds
-    // PROF_LINE_RSS / memory profiler: resident set size around the marked statement.
-    uint64_t rss_samples = 0;
-    double rss_increment = 0;  // bytes, summed over all hits
-    double rss_last = 0;       // bytes after the latest hit
-    double heap_increment = 0; // usable heap bytes, summed over all hits (memory profiler)
+    // The memory profiler and PROF_LINE_RSS=1: memory around the marked statement.
+    uint64_t memory_samples = 0; // hits that measured memory (memory_profiler's Occurrences)
+    uint64_t rss_samples = 0;    // of those, the hits that read the resident set size
+    double rss_increment = 0;    // bytes, summed over the RSS reads
+    double rss_last = 0;         // bytes after the latest RSS read
+    double heap_increment = 0;   // usable heap bytes, summed over memory_samples
     std::string kind;          // "line", "scope", "marked function", "region"
     std::string mark;          // the marking as written (PROF_LINE(statement), ...), from the
                                // trace: shown when the source file cannot be read

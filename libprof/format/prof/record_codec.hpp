@@ -187,13 +187,15 @@ PROF_CODEC_INLINE uint8_t* put_line_counts(uint8_t* p, uint64_t site, uint64_t h
 }
 
 // 1.1: what a thread's PROF_LINE site added up (stream 0: the stream it is written in).
+// rss_samples: hits that measured memory; rss_reads (1.10): those of them that read the RSS.
 struct LineStatsFields {
     uint64_t stream, site, hits, ticks, rss_samples;
     int64_t rss_increment;
     uint64_t rss_last;
     int64_t heap_increment;
+    uint64_t rss_reads;
 };
-inline constexpr uint32_t kMaxLineStatsRecord = 2 + 8 + 7 * kMaxUleb; // payload < 128
+inline constexpr uint32_t kMaxLineStatsRecord = 2 + 8 + 8 * kMaxUleb; // payload < 128
 
 PROF_CODEC_INLINE uint8_t* put_line_stats(uint8_t* p, const LineStatsFields& f) {
     uint8_t* q = begin_small(p, Tag::kLineStats);
@@ -205,6 +207,7 @@ PROF_CODEC_INLINE uint8_t* put_line_stats(uint8_t* p, const LineStatsFields& f) 
     q = put_sleb(q, f.rss_increment);
     q = put_uleb(q, f.rss_last);
     q = put_sleb(q, f.heap_increment);
+    q = put_uleb(q, f.rss_reads);
     return end_small(p, q);
 }
 

@@ -26,14 +26,15 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 9; // 1.1: sites, line statistics; 1.2: unloads, pauses;
-                                      // 1.3: scope runs; 1.4: aligned operator new/delete;
-                                      // 1.5: CPU-time samples; 1.6: hooks without a clock
-                                      // (Meta time=sampled); 1.7: sampled call stacks
-                                      // (profrun --sample, --pid); 1.8: time off CPU of a
-                                      // sampled thread (profrun --idle); 1.9: calls counted
-                                      // in a call tree (Counting, CallNode, CallCounts,
-                                      // Position; Sample's node)
+inline constexpr uint16_t kMinor = 10; // 1.1: sites, line statistics; 1.2: unloads, pauses;
+                                       // 1.3: scope runs; 1.4: aligned operator new/delete;
+                                       // 1.5: CPU-time samples; 1.6: hooks without a clock
+                                       // (Meta time=sampled); 1.7: sampled call stacks
+                                       // (profrun --sample, --pid); 1.8: time off CPU of a
+                                       // sampled thread (profrun --idle); 1.9: calls counted
+                                       // in a call tree (Counting, CallNode, CallCounts,
+                                       // Position; Sample's node); 1.10: LineStats'
+                                       // rss_reads (lines that measure the heap only)
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
 // readers of 1.x refuse by name. Its records are those of 1.x plus the packed memory records
@@ -160,7 +161,10 @@ enum class Tag : uint8_t {
     // finish and before fork).
     //   uleb stream (0 = this one), u64 site address, uleb hits, uleb ticks,
     //   uleb rss_samples, sleb rss_increment_bytes, uleb rss_last_bytes,
-    //   sleb heap_increment_bytes
+    //   sleb heap_increment_bytes, uleb rss_reads (1.10)
+    // rss_samples counts the hits that measured memory (the heap, the RSS or both), rss_reads
+    // those of them that read the RSS (absent before 1.10: all of them); the RSS fields sum
+    // over the reads, heap_increment over rss_samples.
     kLineStats = 0x41,
     // 1.1, thread streams: the memory profiler (libprofmem.so). Pointers are signed deltas
     // from the previous pointer of the same chunk (0 at the start of a chunk); `stack` 0 means

@@ -57,8 +57,12 @@ void prof_scope_exit_at(prof_site* site, unsigned long cfa);
 /* Lines: one timed execution of a marked statement (ticks from prof_ticks()). */
 unsigned long long prof_ticks(void);
 void prof_line_record(prof_site* site, unsigned long long start, unsigned long long end);
-/* With PROF_LINE_RSS=1 the macros also pass the resident set size before and after. */
+/* What the macros measure around a line besides its time, set by the runtime at start: 0, or
+ * PROF_LINE_MEM_HEAP (the memory profiler is loaded) and PROF_LINE_MEM_RSS (PROF_LINE_RSS=1).
+ * Programs built before the bits existed read the RSS and the heap whenever it is not 0. */
 extern int prof_line_rss_enabled;
+#define PROF_LINE_MEM_HEAP 1 /* the growth of the thread's heap (a thread-local counter) */
+#define PROF_LINE_MEM_RSS 2  /* the resident set size before and after (two preads) */
 unsigned long long prof_rss_bytes(void);
 void prof_line_record_rss(prof_site* site, unsigned long long start, unsigned long long end,
                           unsigned long long rss_before, unsigned long long rss_after);
@@ -67,6 +71,9 @@ long long prof_heap_bytes(void);
 void prof_line_record_mem(prof_site* site, unsigned long long start, unsigned long long end,
                           unsigned long long rss_before, unsigned long long rss_after,
                           long long heap_before);
+/* The heap's growth only (the memory profiler without PROF_LINE_RSS=1). */
+void prof_line_record_heap(prof_site* site, unsigned long long start, unsigned long long end,
+                           long long heap_before);
 
 #ifdef __cplusplus
 }

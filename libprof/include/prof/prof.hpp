@@ -138,7 +138,7 @@ PROF_DETAIL_NOINSTR inline void publish(prof_thread& t, uint8_t* p) {
     end(t);
 }
 
-extern "C" int prof_line_fast; // set by the runtime: TSC clock, no RSS sampling per line
+extern "C" int prof_line_fast; // set by the runtime: TSC clock, no memory measured per line
 
 // Unaligned u64 fields of records updated in place in the chunk (LineCounts, ScopeRun).
 PROF_DETAIL_NOINSTR inline uint64_t load_u64(const uint8_t* p) {
@@ -162,9 +162,10 @@ public:
             return;
         }
 #endif
-        if (__builtin_expect(prof_line_rss_enabled, 0)) {
-            rss_ = prof_rss_bytes() + 1;
-            heap_ = prof_heap_bytes();
+        mem_ = prof_line_rss_enabled;
+        if (__builtin_expect(mem_, 0)) {
+            if (mem_ & PROF_LINE_MEM_RSS) rss_ = prof_rss_bytes();
+            if (mem_ & PROF_LINE_MEM_HEAP) heap_ = prof_heap_bytes();
         }
         start_ = ticks();
     }
@@ -194,8 +195,16 @@ public:
         }
 #endif
         unsigned long long end = ticks();
-        if (rss_ != 0) prof_line_record_mem(site_, start_, end, rss_ - 1, prof_rss_bytes(), heap_);
-        else prof_line_record(site_, start_, end);
+        if (__builtin_expect(mem_, 0)) {
+            if (!(mem_ & PROF_LINE_MEM_RSS))
+                prof_line_record_heap(site_, start_, end, heap_);
+            else if (mem_ & PROF_LINE_MEM_HEAP)
+                prof_line_record_mem(site_, start_, end, rss_, prof_rss_bytes(), heap_);
+            else
+                prof_line_record_rss(site_, start_, end, rss_, prof_rss_bytes());
+        } else {
+            prof_line_record(site_, start_, end);
+        }
         site_ = nullptr;
     }
     PROF_DETAIL_NOINSTR ~LineTimer() { stop(); }
@@ -205,6 +214,7 @@ public:
 private:
     prof_site* site_;
     bool fast_ = false;
+    int mem_ = 0; // prof_line_rss_enabled when the line started
     unsigned long long start_ = 0;
     unsigned long long rss_ = 0;
     long long heap_ = 0;

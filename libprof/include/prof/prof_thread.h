@@ -52,10 +52,12 @@ struct prof_path_slot; /* its table from (parent node, function) to node (privat
 
 /* What one thread's activity at one marked site adds up to, by site id. */
 typedef struct prof_site_counts {
-    uint64_t hits, ticks; /* PROF_LINE executions and their cycles, when not in `counter` */
-    uint64_t rss_samples, rss_last;
-    int64_t rss_increment;
-    int64_t heap_increment; /* usable heap bytes, summed over the sampled hits */
+    /* PROF_LINE executions that measured memory, and their cycles (the others are in
+     * `counter`) */
+    uint64_t hits, ticks;
+    uint64_t rss_reads, rss_last; /* of `hits`, those that read the RSS (PROF_LINE_RSS=1) */
+    int64_t rss_increment;        /* bytes, summed over the reads */
+    int64_t heap_increment;       /* usable heap bytes, summed over `hits` */
     uint32_t scope_index;   /* a scope site: its stream-local function index + 1, 0 = none */
     /* The site's LineCounts record (format 1.3) in the thread's current chunk: its hits and
      * ticks fields (u64 each, unaligned), added to in place while `counter_seq` is the

@@ -119,3 +119,43 @@ TEST_CASE("line tables: raw ticks without compensation, one thread, a function f
     CHECK(analysis::line_tables(s.profile(), "app.cpp:main").size() == 1);
     CHECK(analysis::line_tables(s.profile(), "nothing").empty());
 }
+
+// The memory columns: a 1.10 record of hits that measured the heap only (rss_reads 0) and a 1.9
+// one, whose hits all read the RSS (no rss_reads field).
+TEST_CASE("line tables: heap-only hits have no RSS samples, older records read the RSS") {
+    TraceBuilder b;
+    b.chunk(0);
+    site(b, 0x5000, format::SiteKind::kLine, 12, "int main()", "grow()");
+    site(b, 0x5100, format::SiteKind::kLine, 14, "int main()", "more()");
+    b.chunk(1, 0).function(0x1000);
+    b.enter(0, 0);
+    // stream 1, site, hits, ticks, rss_samples, rss_increment, rss_last, heap_increment[, reads]
+    std::vector<uint8_t> heap_only = {1};
+    put_u64(heap_only, 0x5000);
+    for (uint8_t v : {3, 30, 3, 0, 0, 48, 0}) heap_only.push_back(v); // heap +48, no read
+    b.sized(format::Tag::kLineStats, heap_only);
+    std::vector<uint8_t> read = {1};
+    put_u64(read, 0x5100);
+    for (uint8_t v : {2, 20, 2, 8, 50, 16}) read.push_back(v);
+    b.sized(format::Tag::kLineStats, read);
+    b.exit(50);
+    b.chunk(0).symbol(0x1000, "main", "/src/app.cpp", 10).end_record(100);
+    analysis::Session s;
+    s.add_trace(save_trace(b, "memory-lines.trace"));
+    std::vector<analysis::LineTable> tables = analysis::line_tables(s.profile());
+    REQUIRE(tables.size() == 1);
+    const analysis::LineRow& grow = row(tables[0], 12);
+    CHECK(grow.hits == 3);
+    CHECK(grow.memory_samples == 3);
+    CHECK(grow.rss_samples == 0);
+    CHECK(grow.rss_increment == 0);
+    CHECK(grow.rss_last == 0);
+    CHECK(grow.heap_increment == 48);
+    const analysis::LineRow& more = row(tables[0], 14);
+    CHECK(more.memory_samples == 2);
+    CHECK(more.rss_samples == 2);
+    CHECK(more.rss_increment == 8);
+    CHECK(more.rss_last == 50);
+    CHECK(more.heap_increment == 16);
+    CHECK(tables[0].heap);
+}
