@@ -78,6 +78,7 @@ TEST_CASE("memory_profiler's table: usage, increment, heap increment and occurre
     std::string file = source_file();
     analysis::LineTable t = work_table(file);
     t.heap = true;
+    t.rows[0].memory_samples = 4;
     t.rows[0].rss_samples = 4;
     t.rows[0].rss_last = 3 * 1048576.0;
     t.rows[0].rss_increment = 2 * 1048576.0;
@@ -91,10 +92,22 @@ TEST_CASE("memory_profiler's table: usage, increment, heap increment and occurre
           std::string::npos);
     CHECK(out.find("\n     3      3.0 MiB      2.0 MiB       1.0 MiB            4       "
                    "PROF_LINE(step());\n") != std::string::npos);
+    CHECK(out.find("PROF_LINE_RSS=1") == std::string::npos); // every row read the RSS
+
+    // A row that measured the heap and did not read the RSS (the default under profrun --mem):
+    // "-" for usage and increment, its heap increment and occurrences, and one note after the
+    // tables saying how to read the RSS.
+    t.rows[1].memory_samples = 1;
+    t.rows[1].heap_increment = 2 * 1048576.0;
+    out = capture([&](std::FILE* f) { analysis::print_line_tables(f, {t}, o); });
+    CHECK(out.find("\n     4            -            -       2.0 MiB            1       "
+                   "PROF_LINE(end());\n") != std::string::npos);
+    CHECK(count_of(out, "PROF_LINE_RSS=1 reads it") == 1);
 }
 
 TEST_CASE("lines JSON: one object per row, memory fields only where measured") {
     analysis::LineTable t = work_table("/src/\"q\".cpp");
+    t.rows[1].memory_samples = 1;
     t.rows[1].rss_samples = 1;
     t.rows[1].rss_last = 4096;
     t.rows[1].rss_increment = 4096;
@@ -113,4 +126,13 @@ TEST_CASE("lines JSON: one object per row, memory fields only where measured") {
     CHECK(rows.items[1]["increment"].integer() == 4096);
     CHECK(rows.items[1]["heap_increment"].integer() == 100);
     CHECK(rows.items[1]["occurrences"].integer() == 1);
+
+    // Heap measured, RSS not read: no mem_usage or increment, which would read as "no growth".
+    t.rows[1].rss_samples = 0;
+    doc = parse_json(capture([&](std::FILE* f) { analysis::print_line_json(f, {t}); }));
+    const Json& heap_only = doc["lines"].items[1];
+    CHECK_FALSE(heap_only.has("mem_usage"));
+    CHECK_FALSE(heap_only.has("increment"));
+    CHECK(heap_only["heap_increment"].integer() == 100);
+    CHECK(heap_only["occurrences"].integer() == 1);
 }
