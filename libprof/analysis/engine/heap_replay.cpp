@@ -238,9 +238,20 @@ void HeapReplay::finish_memory(const reader::TraceInfo& info) {
     double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
     uint64_t t0 = info.header.start_ticks;
     auto secs = [&](uint64_t t) { return t > t0 ? (t - t0) / tps : 0.0; };
+    // Blocks live at the end of a file cut short may have been freed after the cut: their
+    // fate is unknown, and none of them is known to leak.
+    memory.partial |= info.partial;
     live_.for_each([&](uint64_t, const LiveBlock& b) {
-        raw_sites_[b.site].leaked_bytes += b.size;
-        ++raw_sites_[b.site].leaked_blocks;
+        MemorySite& site = raw_sites_[b.site];
+        if (info.partial) {
+            site.unknown_bytes += b.size;
+            ++site.unknown_blocks;
+            memory.unknown_bytes += b.size;
+            ++memory.unknown_blocks;
+            return;
+        }
+        site.leaked_bytes += b.size;
+        ++site.leaked_blocks;
         memory.leaked_bytes += b.size;
         ++memory.leaked_blocks;
     });
@@ -308,6 +319,8 @@ void HeapReplay::merge_sites(const std::vector<reader::TraceInfo>& traces,
         m.peak_bytes += r.peak_bytes;
         m.leaked_bytes += r.leaked_bytes;
         m.leaked_blocks += r.leaked_blocks;
+        m.unknown_bytes += r.unknown_bytes;
+        m.unknown_blocks += r.unknown_blocks;
     }
     memory.mismatches.clear();
     std::map<std::tuple<size_t, std::string, std::string>, size_t> by_site;
@@ -352,6 +365,9 @@ void HeapReplay::absorb(HeapReplay& other, size_t trace) {
     memory.peak_rss = std::max(memory.peak_rss, m.peak_rss);
     memory.leaked_bytes += m.leaked_bytes;
     memory.leaked_blocks += m.leaked_blocks;
+    memory.partial |= m.partial;
+    memory.unknown_bytes += m.unknown_bytes;
+    memory.unknown_blocks += m.unknown_blocks;
     memory.unknown_frees += m.unknown_frees;
     memory.late_events += m.late_events;
     memory.heap_timeline.insert(memory.heap_timeline.end(), m.heap_timeline.begin(),

@@ -522,13 +522,19 @@ struct Session::Impl : reader::EventSink {
     Replayed replayed() { return Replayed{traces, functions, threads, resolver}; }
 
     // The end of a trace: frames still open (the thread ended without unwinding: exit() from
-    // deep inside, a thread killed with the process) close at its end.
+    // deep inside, a thread killed with the process) close at its end. In a trace whose file
+    // is cut short (partial), each thread's stream stops at its own last whole record: its
+    // frames close there, and the CPU time since its last sample, which the next sample (cut
+    // off) would have placed, stays unplaced; nothing after the cut is made up.
     void end_trace(const reader::TraceInfo& info, size_t first_thread, bool name_sites = true) {
         for (size_t i = first_thread; i < threads.size(); ++i) {
             ThreadReplay& t = *threads[i];
             add_tree_calls(t);
             timing.place_samples(t);
-            if (!t.stack.empty()) advance(t, std::max(info.end_ticks, t.last));
+            if (info.partial)
+                t.spans_closed = true;
+            else if (!t.stack.empty())
+                advance(t, std::max(info.end_ticks, t.last));
             timing.close_last_span(t);
             close_all(t);
         }
