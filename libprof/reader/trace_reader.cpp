@@ -604,6 +604,8 @@ void TraceReader::read_chunks(EventSink* sink) {
         const uint8_t* p = data_ + off + sizeof ch;
         const uint8_t* end = data_ + off + std::min<uint64_t>(avail, sizeof ch + ch.used);
         if (packed_ && cut) {
+            if (ch.sync_ticks > last_sync_ticks_)
+                last_sync_ticks_ = ch.sync_ticks, last_sync_ns_ = ch.sync_mono_ns;
             info_.incomplete = info_.partial = true;
             info_.incomplete_reason = fmt::format(
                 "the file ends inside packed chunk {} at byte {} ({} of {} bytes present)", chunks,
@@ -710,6 +712,10 @@ void TraceReader::read_chunks(EventSink* sink) {
     for (auto& [s, t] : info_.threads)
         if (t.last_ticks > info_.end_ticks && (!info_.finished || info_.partial))
             info_.end_ticks = t.last_ticks;
+    // The chunk clocks are non-decreasing in file order: the latest read is that of the chunk
+    // the file cuts, or of the last one before the cut.
+    if (info_.partial)
+        info_.read_up_to_ticks = last_sync_ticks_ ? last_sync_ticks_ : info_.end_ticks;
     finish_timing();
 }
 

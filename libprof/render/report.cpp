@@ -297,7 +297,7 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
                    ti.incomplete ? "\"" + text::json_escape(ti.incomplete_reason) + "\"" : "null",
                    // Only for a file cut short: how much of the run its profile covers.
                    ti.partial ? fmt::format(", \"partial\": true, \"read_up_to_seconds\": {:.9f}",
-                                            ti.read_seconds())
+                                            ti.read_up_to_seconds())
                               : std::string());
     }
     // Calls not counted (sampled without instrumentation): null, never 0.
@@ -377,7 +377,7 @@ void print_thread_documents(std::FILE* out, const std::vector<ThreadDocument>& d
 
 std::string partial_warning(const reader::TraceInfo& t) {
     return fmt::format("{}: partial: read up to {:.3f} s of the run (incomplete trace: {})",
-                       text::printable(t.path), t.read_seconds(), t.incomplete_reason);
+                       text::printable(t.path), t.read_up_to_seconds(), t.incomplete_reason);
 }
 
 std::vector<std::string> partial_warnings(const std::vector<reader::TraceInfo>& traces) {

@@ -233,7 +233,13 @@ void HeapReplay::on_rss(uint64_t ticks, uint64_t bytes) {
 
 // End of one trace: leaks, the peak and its contributors, timelines.
 void HeapReplay::finish_memory(const reader::TraceInfo& info) {
-    memory_replay_.replay(UINT64_MAX, [&](const MemoryEvent& e) { replay_event(e); });
+    // A trace cut short holds every event up to its read_up_to_ticks only: after that, a block
+    // allocated in a chunk cut off can be freed in one that was read (a release of "a block
+    // allocated before tracing"), and one freed in a chunk cut off stays live (a heap above the
+    // run's). The heap is replayed up to there, where it is exact.
+    uint64_t upto =
+        info.partial && info.read_up_to_ticks < UINT64_MAX ? info.read_up_to_ticks + 1 : UINT64_MAX;
+    memory_replay_.replay(upto, [&](const MemoryEvent& e) { replay_event(e); });
     memory_replay_.clear();
     double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
     uint64_t t0 = info.header.start_ticks;

@@ -175,9 +175,12 @@ TEST_CASE("memory report: per site, named by its frames, a mismatch at its site"
     CHECK(top == 450);
 }
 
-// The trace of memory_trace with its records after 3000 ns in a chunk of their own, cut short
-// (a copy interrupted inside it): the blocks live at the cut (the new[] block of 200 bytes,
-// freed after it, and the leak of 50) are of unknown fate, and nothing is counted as leaked.
+// The trace of memory_trace with its records after 3000 ns in a chunk of their own, opened at
+// 3500 ns and cut short (a copy interrupted inside it): the blocks live at the cut (the new[]
+// block of 200 bytes, freed after it, and the leak of 50) are of unknown fate, and nothing is
+// counted as leaked. A second thread's chunk, opened before and read whole, allocates at
+// 5000 ns, after the time up to which the file holds the run: that is left out (its release
+// could have been in the chunk cut off).
 TEST_CASE("memory report: blocks live where a trace is cut short are unknown, not leaked") {
     using format::AllocKind;
     using format::FreeKind;
@@ -186,7 +189,7 @@ TEST_CASE("memory report: blocks live where a trace is cut short are unknown, no
     b.chunk(0);
     b.symbol(0x1000, "main", "/src/app.cpp", 3).symbol(0x2000, "work", "/src/app.cpp", 9);
     b.end_record(10000);
-    b.chunk(1, 0).function(0x1000).enter(0, 0);
+    b.chunk(1, 0, 1).function(0x1000).enter(0, 0);
     MemoryWriter w{b};
     w.stack(1, {0x2000, 0x1000});
     w.stack(2, {0x1000});
@@ -194,20 +197,25 @@ TEST_CASE("memory report: blocks live where a trace is cut short are unknown, no
     w.free(1100, p1, FreeKind::kFree);
     w.alloc(2000, p2, 200, 2, AllocKind::kNewArray);
     w.alloc(3000, p3, 50, 1, AllocKind::kMalloc);
-    b.chunk(1, 3000);
+    b.chunk(2, 0, 2);
+    MemoryWriter other{b};
+    other.stack(1, {0x1000});
+    other.alloc(5000, 0x50000, 1000, 1, AllocKind::kMalloc);
+    b.chunk(1, 3000, 3500);
     MemoryWriter later{b, 3000};
     later.free(4000, p2, FreeKind::kDelete);
     b.exit(6000);
     std::vector<uint8_t> whole = b.bytes();
     std::string path = temp_path("memory-cut.trace");
     // Cut inside the last chunk's first record (the free at 4000 ns).
-    const size_t last_chunk = format::kHeaderSize + 2 * format::kMinChunkSize;
+    const size_t last_chunk = format::kHeaderSize + 3 * format::kMinChunkSize;
     TraceBuilder::save(
         path, std::vector<uint8_t>(whole.begin(), whole.begin() + long(last_chunk + 64 + 2)));
     analysis::Session s;
     s.add_trace(path);
     const analysis::MemoryReport& m = s.memory();
     CHECK(s.traces().at(0).partial);
+    CHECK(s.traces().at(0).read_up_to_ticks == 3500);
     CHECK(m.partial);
     CHECK(m.allocations == 3);
     CHECK(m.frees == 1);
@@ -229,13 +237,14 @@ TEST_CASE("memory report: blocks live where a trace is cut short are unknown, no
     CHECK(json.find("\"unknown_frees\": 0, \"partial\": true, \"unknown_bytes\": 250, "
                     "\"unknown_blocks\": 2}") != std::string::npos);
 
-    // The whole file: the leak is a leak, and no field of a cut trace appears.
+    // The whole file: the leaks are leaks, and no field of a cut trace appears.
     std::string whole_path = temp_path("memory-whole.trace");
     TraceBuilder::save(whole_path, whole);
     analysis::Session ws;
     ws.add_trace(whole_path);
     CHECK_FALSE(ws.memory().partial);
-    CHECK(ws.memory().leaked_blocks == 1);
+    CHECK(ws.memory().leaked_blocks == 2);
+    CHECK(ws.memory().allocations == 4);
     CHECK(ws.memory().unknown_blocks == 0);
     std::string whole_json =
         render([&](std::FILE* f) { analysis::print_memory_json(f, ws.memory(), {}); });

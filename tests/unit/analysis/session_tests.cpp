@@ -797,7 +797,9 @@ TEST_CASE("a trace cut short: each thread's frames close at its own last timesta
     CHECK(info.incomplete);
     CHECK(info.partial);
     CHECK(info.end_ticks == 1100); // the latest timestamp read: thread 1's first exit
-    CHECK(info.read_seconds() == approx(1100e-9));
+    // Its chunks carry no clock: it holds the run up to the latest timestamp read.
+    CHECK(info.read_up_to_ticks == 1100);
+    CHECK(info.read_up_to_seconds() == approx(1100e-9));
     analysis::Profile p = s.profile();
     // f: thread 1 from 5 to 1100 (its exit read, g closed by it), thread 2 from 10 to 400.
     CHECK(same_time(stats(p, "f").cumtime, (1100 - 5) + (400 - 10)));
@@ -831,15 +833,16 @@ TEST_CASE("a trace cut short: each thread's frames close at its own last timesta
 
 // A finished header whose file lost whole chunks (chunk_count larger than the chunks present),
 // and one whose End record is missing, are partial too; a trace read on several cores says the
-// same as one reader.
+// same as one reader. The run is all there up to the opening of its last chunk read (8 ns):
+// the chunk cut off was opened no earlier.
 TEST_CASE("a trace cut short at a chunk's end, or before its End record, is partial") {
     TraceBuilder b;
     b.header().chunk_count = 3;
-    b.chunk(1, 0);
+    b.chunk(1, 0, 2);
     define_functions(b, 1).enter(0, 5);
-    b.chunk(2, 0);
+    b.chunk(2, 0, 8);
     define_functions(b, 1).enter(0, 10).exit(290);
-    b.chunk(0).end_record(10000);
+    b.chunk(0, 0, 400).end_record(10000);
     std::vector<uint8_t> whole = b.bytes();
     std::string path = temp_path("cut-chunks.trace");
     TraceBuilder::save(
@@ -853,6 +856,7 @@ TEST_CASE("a trace cut short at a chunk's end, or before its End record, is part
         CHECK(info.partial);
         CHECK_FALSE(info.finished);
         CHECK(info.end_ticks == 300);
+        CHECK(info.read_up_to_ticks == 8);
         // Thread 1's frame closes at its own last event (5 ns), not at thread 2's (300 ns).
         CHECK(same_time(s.profile().functions.at(0).stats.cumtime, 0 + 290));
     }
