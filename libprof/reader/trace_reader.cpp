@@ -582,7 +582,7 @@ void TraceReader::read_chunks(EventSink* sink) {
         uint64_t avail = std::min<uint64_t>(cs, size_ - off);
         ChunkHeader ch{};
         if (avail < sizeof ch) {
-            info_.incomplete = true;
+            info_.incomplete = info_.partial = true;
             info_.incomplete_reason = fmt::format("the file ends inside a chunk header at byte {}", off);
             break;
         }
@@ -604,7 +604,9 @@ void TraceReader::read_chunks(EventSink* sink) {
         const uint8_t* p = data_ + off + sizeof ch;
         const uint8_t* end = data_ + off + std::min<uint64_t>(avail, sizeof ch + ch.used);
         if (packed_ && cut) {
-            info_.incomplete = true;
+            if (ch.sync_ticks > last_sync_ticks_)
+                last_sync_ticks_ = ch.sync_ticks, last_sync_ns_ = ch.sync_mono_ns;
+            info_.incomplete = info_.partial = true;
             info_.incomplete_reason = fmt::format(
                 "the file ends inside packed chunk {} at byte {} ({} of {} bytes present)", chunks,
                 size_, avail, stride);
@@ -637,7 +639,7 @@ void TraceReader::read_chunks(EventSink* sink) {
             end = p + dst.pos;
         }
         if (cut) {
-            info_.incomplete = true;
+            info_.incomplete = info_.partial = true;
             info_.incomplete_reason = fmt::format(
                 "the file ends inside chunk {} at byte {} ({} of {} bytes present)",
                 (off - h.header_size) / cs,
@@ -687,7 +689,7 @@ void TraceReader::read_chunks(EventSink* sink) {
     // A finished writer recorded how many chunks it wrote: whole chunks cut off the end of a
     // copy are noticed even when the records that remain look complete.
     if (h.chunk_count && chunks < h.chunk_count && !info_.incomplete) {
-        info_.incomplete = true;
+        info_.incomplete = info_.partial = true;
         info_.incomplete_reason = fmt::format("the file ends after {} of its {} chunks", chunks,
                                               h.chunk_count);
     }
@@ -698,14 +700,22 @@ void TraceReader::read_chunks(EventSink* sink) {
     }
     if (!info_.finished && !info_.incomplete) {
         info_.incomplete = true;
+        info_.partial = (h.flags & format::kFileFinished) != 0;
         info_.incomplete_reason =
-            (h.flags & format::kFileFinished)
-                ? "the end record is missing (the file was cut short)"
-                : "the process did not finish the trace (still running, or it was killed, "
-                  "crashed or ended with _exit); times end at its last event";
+            info_.partial ? "the end record is missing (the file was cut short)"
+                          : "the process did not finish the trace (still running, or it was "
+                            "killed, crashed or ended with _exit); times end at its last event";
     }
+    // A partial trace ends where its reading ended, whatever its End record said: the process
+    // ran on past the cut, but nothing after it is known.
+    if (info_.partial) info_.end_ticks = 0;
     for (auto& [s, t] : info_.threads)
-        if (t.last_ticks > info_.end_ticks && !info_.finished) info_.end_ticks = t.last_ticks;
+        if (t.last_ticks > info_.end_ticks && (!info_.finished || info_.partial))
+            info_.end_ticks = t.last_ticks;
+    // The chunk clocks are non-decreasing in file order: the latest read is that of the chunk
+    // the file cuts, or of the last one before the cut.
+    if (info_.partial)
+        info_.read_up_to_ticks = last_sync_ticks_ ? last_sync_ticks_ : info_.end_ticks;
     finish_timing();
 }
 

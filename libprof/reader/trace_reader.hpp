@@ -132,9 +132,22 @@ struct TraceInfo {
     bool finished = false;   // the writer reached its end (FileHeader flag and End record)
     bool incomplete = false; // the file ends early; see `incomplete_reason`
     std::string incomplete_reason;
+    // The file itself is cut short (an interrupted copy or download, a full disk): it ends
+    // inside a chunk, or before the chunks or the End record its header promises. What was
+    // read is whole up to its last whole record, but each thread's stream stops wherever its
+    // last chunk in the file stopped: `end_ticks` is then the latest timestamp read (never the
+    // End record's), and a frame open there closes at its own thread's last timestamp. A trace
+    // whose process was killed is whole up to where it stopped: incomplete, not partial.
+    bool partial = false;
+    // Of a partial trace, the time up to which every record of the run is in the file: the
+    // opening of the chunk the file cuts (chunks lie in the file in the order they were opened,
+    // and a chunk's records are no older than its opening), or of its last chunk when the cut
+    // fell between chunks (the next one opened no earlier). Without chunk clocks (0 in every
+    // chunk header), the latest timestamp read.
+    uint64_t read_up_to_ticks = 0;
     uint64_t chunks = 0;
     uint64_t bytes = 0;
-    uint64_t end_ticks = 0;        // End record, or the latest timestamp seen
+    uint64_t end_ticks = 0;        // End record, or the latest timestamp seen (see `partial`)
     double ticks_per_second = 0;   // from the End record, or derived from clock sync points
     uint64_t minor_unknown_records = 0; // records of a newer minor version that were skipped
     uint64_t memory_records = 0;        // Alloc/Free/Realloc records (memory profiler)
@@ -155,6 +168,12 @@ struct TraceInfo {
     double line_overhead = 0; // ticks a PROF_LINE measures around an empty statement
 
     double seconds(uint64_t ticks) const { return ticks_per_second ? ticks / ticks_per_second : 0; }
+    // Seconds from the start of the run to `read_up_to_ticks`: what a partial trace holds.
+    double read_up_to_seconds() const {
+        return read_up_to_ticks > header.start_ticks
+                   ? seconds(read_up_to_ticks - header.start_ticks)
+                   : 0;
+    }
     // The object that contained `address` at time `ticks` (index into `modules`, or kNoModule):
     // of the objects recorded there, the first not unloaded by then, or a later one already
     // recorded by then. Without a time: the object loaded there last.

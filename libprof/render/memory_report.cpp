@@ -74,11 +74,16 @@ void print_memory(std::FILE* out, const MemoryReport& m, const MemoryOptions& o)
                                  m.unknown_frees == 1 ? "a block" : "blocks")
                    : "");
     fmt::print(out, "bytes allocated: {}\n", text::format_bytes(double(m.bytes_allocated)));
-    fmt::print(out, "peak heap: {} at {:.3f} s   peak RSS: {}   leaked: {} in {}\n",
+    fmt::print(out, "peak heap: {} at {:.3f} s   peak RSS: {}   leaked: {} in {}{}\n",
                text::format_bytes(double(m.peak_heap)), m.peak_heap_time,
                m.peak_rss ? text::format_bytes(double(m.peak_rss)) : std::string("n/a"),
                text::format_bytes(double(m.leaked_bytes)),
-               count(m.leaked_blocks, "block", "blocks"));
+               count(m.leaked_blocks, "block", "blocks"),
+               // A trace cut short: what was live at the cut may have been freed after it.
+               m.partial ? fmt::format("   unknown: {} in {} (live where the trace is cut)",
+                                       text::format_bytes(double(m.unknown_bytes)),
+                                       count(m.unknown_blocks, "block", "blocks"))
+                         : std::string());
     if (m.late_events)
         fmt::print(out, "note: {} records were older than records replayed before them (a writer "
                         "that did not keep the format's order); peak and timeline may be off by "
@@ -112,6 +117,14 @@ void print_memory(std::FILE* out, const MemoryReport& m, const MemoryOptions& o)
                                count(s.leaked_blocks, "block", "blocks"));
         });
     section(
+        out, m, o, "FATE UNKNOWN (LIVE WHERE THE TRACE IS CUT)",
+        [](const MemorySite& s) { return s.unknown_bytes; },
+        [](const MemorySite& s) {
+            return fmt::format("{} of unknown fate in {}",
+                               text::format_bytes(double(s.unknown_bytes)),
+                               count(s.unknown_blocks, "block", "blocks"));
+        });
+    section(
         out, m, o, "MOST TEMPORARY ALLOCATIONS", [](const MemorySite& s) { return s.temporary; },
         [](const MemorySite& s) {
             return fmt::format("{} temporary of {}", s.temporary,
@@ -121,11 +134,18 @@ void print_memory(std::FILE* out, const MemoryReport& m, const MemoryOptions& o)
 }
 
 void print_memory_json(std::FILE* out, const MemoryReport& m, const MemoryOptions& o) {
-    fmt::print(out, "{{\n  \"summary\": {{\"allocations\": {}, \"frees\": {}, \"temporary_allocations\": {}, "
-                    "\"bytes_allocated\": {}, \"peak_heap\": {}, \"peak_rss\": {}, \"leaked_bytes\": {}, "
-                    "\"leaked_blocks\": {}, \"unknown_frees\": {}}},\n  \"mismatches\": [",
-               m.allocations, m.frees, m.temporary, m.bytes_allocated, m.peak_heap, m.peak_rss,
-               m.leaked_bytes, m.leaked_blocks, m.unknown_frees);
+    fmt::print(
+        out,
+        "{{\n  \"summary\": {{\"allocations\": {}, \"frees\": {}, \"temporary_allocations\": {}, "
+        "\"bytes_allocated\": {}, \"peak_heap\": {}, \"peak_rss\": {}, \"leaked_bytes\": {}, "
+        "\"leaked_blocks\": {}, \"unknown_frees\": {}{}}},\n  \"mismatches\": [",
+        m.allocations, m.frees, m.temporary, m.bytes_allocated, m.peak_heap, m.peak_rss,
+        m.leaked_bytes, m.leaked_blocks, m.unknown_frees,
+        // Only for a trace cut short, whose blocks live at the cut are of unknown fate.
+        m.partial ? fmt::format(", \"partial\": true, \"unknown_bytes\": {}, "
+                                "\"unknown_blocks\": {}",
+                                m.unknown_bytes, m.unknown_blocks)
+                  : std::string());
     for (size_t i = 0; i < m.mismatches.size(); ++i)
         fmt::print(out, "{}\n    {{\"allocated_with\": \"{}\", \"freed_with\": \"{}\", \"count\": {}, \"site\": {}}}",
                    i ? "," : "", m.mismatches[i].allocated_with, m.mismatches[i].freed_with,
@@ -138,9 +158,14 @@ void print_memory_json(std::FILE* out, const MemoryReport& m, const MemoryOption
             fmt::print(out, "{}{{\"name\": \"{}\", \"file\": \"{}\", \"line\": {}}}", k ? ", " : "",
                        text::json_escape(s.stack[k].name), text::json_escape(s.stack[k].file),
                        s.stack[k].line);
-        fmt::print(out, "], \"allocations\": {}, \"bytes\": {}, \"peak_bytes\": {}, \"leaked_bytes\": {}, "
-                        "\"leaked_blocks\": {}, \"temporary_allocations\": {}}}",
-                   s.allocations, s.bytes, s.peak_bytes, s.leaked_bytes, s.leaked_blocks, s.temporary);
+        fmt::print(
+            out,
+            "], \"allocations\": {}, \"bytes\": {}, \"peak_bytes\": {}, \"leaked_bytes\": {}, "
+            "\"leaked_blocks\": {}, \"temporary_allocations\": {}{}}}",
+            s.allocations, s.bytes, s.peak_bytes, s.leaked_bytes, s.leaked_blocks, s.temporary,
+            m.partial ? fmt::format(", \"unknown_bytes\": {}, \"unknown_blocks\": {}",
+                                    s.unknown_bytes, s.unknown_blocks)
+                      : std::string());
     }
     fmt::print(out, "\n  ]\n}}\n");
 }

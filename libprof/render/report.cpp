@@ -290,11 +290,15 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
         fmt::print(out,
                    "{}\n    {{\"path\": \"{}\", \"pid\": {}, \"ppid\": {}, \"exe\": \"{}\", "
                    "\"cmdline\": \"{}\", \"format_version\": \"{}.{}\", \"finished\": {}, "
-                   "\"incomplete\": {}}}",
+                   "\"incomplete\": {}{}}}",
                    t ? "," : "", text::json_escape(ti.path), ti.header.pid, ti.header.ppid,
                    text::json_escape(meta("exe")), text::json_escape(meta("cmdline")),
                    ti.header.major, ti.header.minor, ti.finished ? "true" : "false",
-                   ti.incomplete ? "\"" + text::json_escape(ti.incomplete_reason) + "\"" : "null");
+                   ti.incomplete ? "\"" + text::json_escape(ti.incomplete_reason) + "\"" : "null",
+                   // Only for a file cut short: how much of the run its profile covers.
+                   ti.partial ? fmt::format(", \"partial\": true, \"read_up_to_seconds\": {:.9f}",
+                                            ti.read_up_to_seconds())
+                              : std::string());
     }
     // Calls not counted (sampled without instrumentation): null, never 0.
     const bool counted = p.time.calls_counted();
@@ -371,10 +375,24 @@ void print_thread_documents(std::FILE* out, const std::vector<ThreadDocument>& d
     fmt::print(out, "\n  ]\n}}\n");
 }
 
+std::string partial_warning(const reader::TraceInfo& t) {
+    return fmt::format("{}: partial: read up to {:.3f} s of the run (incomplete trace: {})",
+                       text::printable(t.path), t.read_up_to_seconds(), t.incomplete_reason);
+}
+
+std::vector<std::string> partial_warnings(const std::vector<reader::TraceInfo>& traces) {
+    std::vector<std::string> out;
+    for (const reader::TraceInfo& t : traces)
+        if (t.partial) out.push_back(partial_warning(t));
+    return out;
+}
+
 std::vector<std::string> data_warnings(const Profile& p) {
     std::vector<std::string> out;
     for (const reader::TraceInfo& t : p.traces) {
-        if (t.incomplete)
+        if (t.partial)
+            out.push_back(partial_warning(t));
+        else if (t.incomplete)
             out.push_back(fmt::format("{}: incomplete trace: {}", text::printable(t.path),
                                       t.incomplete_reason));
         if (t.minor_unknown_records)

@@ -49,6 +49,11 @@ struct ThreadDocument {
 void print_thread_documents(std::FILE* out, const std::vector<ThreadDocument>& docs,
                             const std::string& format);
 // Notes about the data (incomplete trace, dropped events, ...), one line each, for stderr.
+// A trace whose file is cut short (TraceInfo::partial) has the one line of partial_warning.
 std::vector<std::string> data_warnings(const Profile& p);
+// "PATH: partial: read up to T s of the run (incomplete trace: REASON)".
+std::string partial_warning(const reader::TraceInfo& t);
+// That line for each partial trace: for the views that print no other note about the data.
+std::vector<std::string> partial_warnings(const std::vector<reader::TraceInfo>& traces);
 
 } // namespace prof::analysis

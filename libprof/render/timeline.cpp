@@ -325,6 +325,7 @@ TimelineResult write_chrome_trace(std::FILE* f, const std::vector<std::string>& 
                             pid, tid, text::json_escape(text::printable(tname))));
     }
     w.result.sampled_time = session.time_basis().sampled_traces > 0;
+    w.result.partial = partial_warnings(infos);
     // Processes with counters but no complete events (a program run under profrun --mem alone).
     for (size_t i = 0; i < infos.size(); ++i) {
         if (named[i] || !counted[i]) continue;
@@ -473,6 +474,7 @@ TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& tr
         if (session.time_basis().sampled_traces) {
             write_to(result)(speedscope_head(session.traces()));
             result.sampled_time = result.sampled_profiles = true;
+            result.partial = partial_warnings(session.traces());
             result.threads =
                 write_sampled_profiles(session, o.tid, write_to(result), result.events);
             return result;
@@ -491,6 +493,7 @@ TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& tr
     std::vector<ThreadFilter> threads = session.thread_list();
     const std::vector<reader::TraceInfo>& infos = session.traces();
     TimelineResult& r = w.result;
+    r.partial = partial_warnings(infos);
     auto write = write_to(r);
     write(speedscope_head(infos));
     bool first = true;

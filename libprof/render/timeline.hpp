@@ -37,6 +37,8 @@ struct TimelineResult {
     // speedscope: timed by samples, and no time window asked for: the threads' call trees
     // were written as sampled profiles instead of timelines.
     bool sampled_profiles = false;
+    // The partial_warning (report.hpp) of each trace whose file is cut short.
+    std::vector<std::string> partial;
 };
 
 // Above these, browser viewers struggle or fail to load the file: the tool warns.

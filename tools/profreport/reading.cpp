@@ -2,6 +2,7 @@
 #include "reading.hpp"
 
 #include "reader/trace_reader.hpp"
+#include "render/report.hpp"
 #include "text/text.hpp"
 
 #include <fmt/format.h>
@@ -73,6 +74,10 @@ read_groups(const Args& a, const std::vector<std::vector<std::string>>& groups) 
     for (const std::exception_ptr& e : errors)
         if (e) std::rethrow_exception(e);
     return sessions;
+}
+
+void warn_partial(const tools::ToolLog& log, const analysis::Session& session) {
+    for (const std::string& w : analysis::partial_warnings(session.traces())) log.warn(w);
 }
 
 std::unique_ptr<Reading> read_traces(const Args& a, const tools::ToolLog& log) {

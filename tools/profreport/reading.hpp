@@ -41,6 +41,10 @@ struct Reading {
 std::vector<std::unique_ptr<analysis::Session>>
 read_groups(const Args& a, const std::vector<std::vector<std::string>>& groups);
 
+// The one warning line of each trace whose file is cut short (partial): for the views that
+// print no other note about the data.
+void warn_partial(const tools::ToolLog& log, const analysis::Session& session);
+
 // The traces of `a`, read once; null (and the reader's error line) when one cannot be read.
 std::unique_ptr<Reading> read_traces(const Args& a, const tools::ToolLog& log);
 

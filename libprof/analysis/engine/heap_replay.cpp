@@ -233,14 +233,31 @@ void HeapReplay::on_rss(uint64_t ticks, uint64_t bytes) {
 
 // End of one trace: leaks, the peak and its contributors, timelines.
 void HeapReplay::finish_memory(const reader::TraceInfo& info) {
-    memory_replay_.replay(UINT64_MAX, [&](const MemoryEvent& e) { replay_event(e); });
+    // A trace cut short holds every event up to its read_up_to_ticks only: after that, a block
+    // allocated in a chunk cut off can be freed in one that was read (a release of "a block
+    // allocated before tracing"), and one freed in a chunk cut off stays live (a heap above the
+    // run's). The heap is replayed up to there, where it is exact.
+    uint64_t upto =
+        info.partial && info.read_up_to_ticks < UINT64_MAX ? info.read_up_to_ticks + 1 : UINT64_MAX;
+    memory_replay_.replay(upto, [&](const MemoryEvent& e) { replay_event(e); });
     memory_replay_.clear();
     double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
     uint64_t t0 = info.header.start_ticks;
     auto secs = [&](uint64_t t) { return t > t0 ? (t - t0) / tps : 0.0; };
+    // Blocks live at the end of a file cut short may have been freed after the cut: their
+    // fate is unknown, and none of them is known to leak.
+    memory.partial |= info.partial;
     live_.for_each([&](uint64_t, const LiveBlock& b) {
-        raw_sites_[b.site].leaked_bytes += b.size;
-        ++raw_sites_[b.site].leaked_blocks;
+        MemorySite& site = raw_sites_[b.site];
+        if (info.partial) {
+            site.unknown_bytes += b.size;
+            ++site.unknown_blocks;
+            memory.unknown_bytes += b.size;
+            ++memory.unknown_blocks;
+            return;
+        }
+        site.leaked_bytes += b.size;
+        ++site.leaked_blocks;
         memory.leaked_bytes += b.size;
         ++memory.leaked_blocks;
     });
@@ -308,6 +325,8 @@ void HeapReplay::merge_sites(const std::vector<reader::TraceInfo>& traces,
         m.peak_bytes += r.peak_bytes;
         m.leaked_bytes += r.leaked_bytes;
         m.leaked_blocks += r.leaked_blocks;
+        m.unknown_bytes += r.unknown_bytes;
+        m.unknown_blocks += r.unknown_blocks;
     }
     memory.mismatches.clear();
     std::map<std::tuple<size_t, std::string, std::string>, size_t> by_site;
@@ -352,6 +371,9 @@ void HeapReplay::absorb(HeapReplay& other, size_t trace) {
     memory.peak_rss = std::max(memory.peak_rss, m.peak_rss);
     memory.leaked_bytes += m.leaked_bytes;
     memory.leaked_blocks += m.leaked_blocks;
+    memory.partial |= m.partial;
+    memory.unknown_bytes += m.unknown_bytes;
+    memory.unknown_blocks += m.unknown_blocks;
     memory.unknown_frees += m.unknown_frees;
     memory.late_events += m.late_events;
     memory.heap_timeline.insert(memory.heap_timeline.end(), m.heap_timeline.begin(),

@@ -73,7 +73,8 @@ reader::TraceInfo merge_infos(std::vector<reader::TraceInfo>& infos,
         info.sites.insert(i.sites.begin(), i.sites.end());
         info.minor_unknown_records += i.minor_unknown_records - process.minor_unknown_records;
         info.memory_records += i.memory_records;
-        if (!info.finished) info.end_ticks = std::max(info.end_ticks, i.end_ticks);
+        if (!info.finished || info.partial) info.end_ticks = std::max(info.end_ticks, i.end_ticks);
+        info.read_up_to_ticks = std::max(info.read_up_to_ticks, i.read_up_to_ticks);
     }
     return info;
 }

@@ -220,8 +220,10 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
     // A trace whose hooks read no clock has the samples' times only, however few.
     bool counted = false;
     for (size_t i = first_thread; i < threads.size(); ++i) counted |= threads[i]->counting;
+    // Asked for, the samples time a trace cut short even without one: the part read may end
+    // before the first, and the hooks' times of its calls are no sampled times of the run.
     bool use = untimed_hooks || stack_sampled || counted ? true
-               : source == TimeSource::kSampled          ? samples > 0
+               : source == TimeSource::kSampled          ? samples > 0 || layout->partial
                : source == TimeSource::kAuto             ? samples >= kEnoughSamples
                                                          : false;
     if (!use) {

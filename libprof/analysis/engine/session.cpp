@@ -490,6 +490,7 @@ struct Session::Impl : reader::EventSink {
     void on_thread_begin(uint32_t id, uint64_t ticks) override { advance(thread(id), ticks); }
     void on_thread_end(uint32_t id, uint64_t ticks) override {
         ThreadReplay& t = thread(id);
+        t.ended = true;
         advance(t, ticks);
         timing.close_last_span(t);
         close_all(t);
@@ -522,13 +523,22 @@ struct Session::Impl : reader::EventSink {
     Replayed replayed() { return Replayed{traces, functions, threads, resolver}; }
 
     // The end of a trace: frames still open (the thread ended without unwinding: exit() from
-    // deep inside, a thread killed with the process) close at its end.
+    // deep inside, a thread killed with the process) close at its end. In a trace whose file
+    // is cut short (partial), each thread's stream stops at its own last whole record: its
+    // frames close there, and the CPU time since its last sample, which the next sample (cut
+    // off) would have placed, stays unplaced; nothing after the cut is made up. A thread cut
+    // before its first sample is no thread too short to be sampled (its samples may have been
+    // cut off): timed by samples, it has none yet, rather than the hooks' times.
     void end_trace(const reader::TraceInfo& info, size_t first_thread, bool name_sites = true) {
         for (size_t i = first_thread; i < threads.size(); ++i) {
             ThreadReplay& t = *threads[i];
             add_tree_calls(t);
             timing.place_samples(t);
-            if (!t.stack.empty()) advance(t, std::max(info.end_ticks, t.last));
+            if (info.partial) {
+                if (!t.ended) t.sampled = true;
+                t.spans_closed = true;
+            } else if (!t.stack.empty())
+                advance(t, std::max(info.end_ticks, t.last));
             timing.close_last_span(t);
             close_all(t);
         }

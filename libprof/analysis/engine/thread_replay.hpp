@@ -120,6 +120,7 @@ struct ThreadReplay {
     // time, from the samples that landed in it and the time off CPU located in it. A span is
     // the time between two samples; `span_*` are its start's clocks.
     bool sampled = false, spans_closed = false;
+    bool ended = false; // its ThreadEnd record was read
     uint64_t span_ticks = 0, span_cpu_ns = 0;
     // PROF_TIME=sampled: the CPU clock of the last sample that was charged (clock records of
     // count 0 end spans but charge nothing: the next sample weighs everything since).

@@ -153,6 +153,9 @@ struct MemorySite {
     uint64_t temporary = 0;         // freed right after, with no other allocation in between
     uint64_t peak_bytes = 0;        // live at the moment of the peak heap
     uint64_t leaked_bytes = 0, leaked_blocks = 0; // still live when the trace ends
+    // Of a trace cut short (TraceInfo::partial): still live where it was cut, so of unknown
+    // fate (freed after the cut, or leaked); never counted as leaked.
+    uint64_t unknown_bytes = 0, unknown_blocks = 0;
 };
 
 struct Mismatch {
@@ -173,6 +176,10 @@ struct MemoryReport {
     double peak_heap_time = 0;     // seconds since the trace started
     uint64_t peak_rss = 0;         // the largest resident set size seen
     uint64_t leaked_bytes = 0, leaked_blocks = 0;
+    // A trace cut short was read (TraceInfo::partial): its blocks live at the cut are
+    // unknown_*, not leaked (MemorySite).
+    bool partial = false;
+    uint64_t unknown_bytes = 0, unknown_blocks = 0;
     uint64_t unknown_frees = 0;    // frees of blocks allocated before tracing (or by untraced code)
     // Records that came after newer ones had been replayed (a writer that broke the order the
     // format promises); they were replayed late, so peak and timeline may be slightly off.

@@ -3,7 +3,12 @@
 #include "unit/analysis/analysis_support.hpp"
 
 #include "analysis/model/diff.hpp"
+#include "render/memory_report.hpp"
 #include "render/render.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 
 using namespace prof;
 using namespace prof::test;
@@ -59,6 +64,19 @@ struct MemoryWriter {
         b.sized(format::Tag::kStack, r);
     }
 };
+
+// What `write` prints, as a string.
+std::string render(const std::function<void(std::FILE*)>& write) {
+    char* data = nullptr;
+    size_t size = 0;
+    std::FILE* out = open_memstream(&data, &size);
+    REQUIRE(out);
+    write(out);
+    std::fclose(out);
+    std::string s(data, size);
+    std::free(data);
+    return s;
+}
 
 // One thread, times in ns; stack 1 is work <- main, stack 2 is main alone.
 //   1000 malloc 100 (s1)   freed at 1100 by free: temporary
@@ -155,6 +173,85 @@ TEST_CASE("memory report: per site, named by its frames, a mismatch at its site"
     double top = 0;
     for (const auto& [t, bytes] : m.heap_timeline) top = std::max(top, bytes);
     CHECK(top == 450);
+}
+
+// The trace of memory_trace with its records after 3000 ns in a chunk of their own, opened at
+// 3500 ns and cut short (a copy interrupted inside it): the blocks live at the cut (the new[]
+// block of 200 bytes, freed after it, and the leak of 50) are of unknown fate, and nothing is
+// counted as leaked. A second thread's chunk, opened before and read whole, allocates at
+// 5000 ns, after the time up to which the file holds the run: that is left out (its release
+// could have been in the chunk cut off).
+TEST_CASE("memory report: blocks live where a trace is cut short are unknown, not leaked") {
+    using format::AllocKind;
+    using format::FreeKind;
+    const int64_t p1 = 0x10000, p2 = 0x20000, p3 = 0x30000;
+    TraceBuilder b;
+    b.chunk(0);
+    b.symbol(0x1000, "main", "/src/app.cpp", 3).symbol(0x2000, "work", "/src/app.cpp", 9);
+    b.end_record(10000);
+    b.chunk(1, 0, 1).function(0x1000).enter(0, 0);
+    MemoryWriter w{b};
+    w.stack(1, {0x2000, 0x1000});
+    w.stack(2, {0x1000});
+    w.alloc(1000, p1, 100, 1, AllocKind::kMalloc);
+    w.free(1100, p1, FreeKind::kFree);
+    w.alloc(2000, p2, 200, 2, AllocKind::kNewArray);
+    w.alloc(3000, p3, 50, 1, AllocKind::kMalloc);
+    b.chunk(2, 0, 2);
+    MemoryWriter other{b};
+    other.stack(1, {0x1000});
+    other.alloc(5000, 0x50000, 1000, 1, AllocKind::kMalloc);
+    b.chunk(1, 3000, 3500);
+    MemoryWriter later{b, 3000};
+    later.free(4000, p2, FreeKind::kDelete);
+    b.exit(6000);
+    std::vector<uint8_t> whole = b.bytes();
+    std::string path = temp_path("memory-cut.trace");
+    // Cut inside the last chunk's first record (the free at 4000 ns).
+    const size_t last_chunk = format::kHeaderSize + 3 * format::kMinChunkSize;
+    TraceBuilder::save(
+        path, std::vector<uint8_t>(whole.begin(), whole.begin() + long(last_chunk + 64 + 2)));
+    analysis::Session s;
+    s.add_trace(path);
+    const analysis::MemoryReport& m = s.memory();
+    CHECK(s.traces().at(0).partial);
+    CHECK(s.traces().at(0).read_up_to_ticks == 3500);
+    CHECK(m.partial);
+    CHECK(m.allocations == 3);
+    CHECK(m.frees == 1);
+    CHECK(m.leaked_bytes == 0);
+    CHECK(m.leaked_blocks == 0);
+    CHECK(m.unknown_bytes == 250);
+    CHECK(m.unknown_blocks == 2);
+    CHECK(site(m, 2).unknown_bytes == 50);
+    CHECK(site(m, 2).unknown_blocks == 1);
+    CHECK(site(m, 1).unknown_bytes == 200);
+    CHECK(site(m, 2).leaked_blocks == 0);
+    // Rendered: the summary says how much is of unknown fate, and the sites that hold it.
+    std::string text = render([&](std::FILE* f) { analysis::print_memory(f, m, {}); });
+    CHECK(text.find("leaked: 0 B in 0 blocks   unknown: 250 B in 2 blocks (live where the "
+                    "trace is cut)\n") != std::string::npos);
+    CHECK(text.find("FATE UNKNOWN (LIVE WHERE THE TRACE IS CUT)\n  200 B of unknown fate in 1 "
+                    "block\n") != std::string::npos);
+    std::string json = render([&](std::FILE* f) { analysis::print_memory_json(f, m, {}); });
+    CHECK(json.find("\"unknown_frees\": 0, \"partial\": true, \"unknown_bytes\": 250, "
+                    "\"unknown_blocks\": 2}") != std::string::npos);
+
+    // The whole file: the leaks are leaks, and no field of a cut trace appears.
+    std::string whole_path = temp_path("memory-whole.trace");
+    TraceBuilder::save(whole_path, whole);
+    analysis::Session ws;
+    ws.add_trace(whole_path);
+    CHECK_FALSE(ws.memory().partial);
+    CHECK(ws.memory().leaked_blocks == 2);
+    CHECK(ws.memory().allocations == 4);
+    CHECK(ws.memory().unknown_blocks == 0);
+    std::string whole_json =
+        render([&](std::FILE* f) { analysis::print_memory_json(f, ws.memory(), {}); });
+    CHECK(whole_json.find("unknown_blocks") == std::string::npos);
+    std::string whole_text =
+        render([&](std::FILE* f) { analysis::print_memory(f, ws.memory(), {}); });
+    CHECK(whole_text.find("unknown") == std::string::npos);
 }
 
 TEST_CASE("memory report: off in the session's options, no allocation replayed") {

@@ -88,6 +88,7 @@ int run_diff(const Args& a, const tools::ToolLog& log) {
             std::vector<analysis::MemoryReport> base, next;
             for (size_t i = 0; i < a.traces.size(); ++i) {
                 Reading r(a, {a.traces[i]});
+                warn_partial(log, *r.session);
                 (i < vs ? base : next).push_back(r.session->memory());
             }
             views::MemoryDiffOptions o;
@@ -111,6 +112,8 @@ int run_diff(const Args& a, const tools::ToolLog& log) {
         }
         Reading base(a, {a.traces.begin(), a.traces.begin() + ptrdiff_t(vs)});
         Reading next(a, {a.traces.begin() + ptrdiff_t(vs), a.traces.end()});
+        warn_partial(log, *base.session);
+        warn_partial(log, *next.session);
         views::DiffOptions o = a.diff.opts;
         o.limit = a.table.limit;
         if (a.table.precision != 3) o.precision = a.table.precision;

@@ -126,11 +126,13 @@ int run_export(const Args& a, const tools::ToolLog& log) {
             std::vector<std::vector<std::string>> groups;
             for (const std::string& t : a.traces) groups.push_back({t});
             auto sessions = read_groups(a, groups);
+            for (const auto& s : sessions) warn_partial(log, *s);
             r = format.render({.args = a, .processes = &sessions}, open);
             break;
         }
         case ExportInput::kMerged: {
             Reading reading(a, a.traces);
+            warn_partial(log, *reading.session);
             views::CallTreeOptions co;
             if (!call_tree_options(a, log, *reading.session, co)) return 1;
             views::CallTree tree = reading.session->call_tree(co);
@@ -140,6 +142,7 @@ int run_export(const Args& a, const tools::ToolLog& log) {
         }
         if (!r.written || !out.close(log)) return 1;
         for (const std::string& note : r.notes) log.info(note);
+        for (const std::string& w : r.timeline.partial) log.warn(w);
         if (format.input != ExportInput::kStreamed) return 0;
         const views::TimelineResult& t = r.timeline;
         if (t.events > views::kTimelineWarnEvents || t.bytes > views::kTimelineWarnBytes)

@@ -93,6 +93,7 @@ int run_flamegraph(const Args& a, const tools::ToolLog& log) {
     return guarded(out, log, [&] {
         Reading r(a, a.traces);
         analysis::Session& session = *r.session;
+        warn_partial(log, session);
         if (a.memory) {
             if (!session.memory().present) {
                 log.error(fmt::format("no allocation data in {}: record it with `profrun --mem`",

@@ -71,6 +71,7 @@ int run_tree(const Args& a, const tools::ToolLog& log) {
     Output out(a.output);
     return guarded(out, log, [&] {
         Reading r(a, a.traces);
+        warn_partial(log, *r.session);
         analysis::views::CallTreeOptions co;
         if (!call_tree_options(a, log, *r.session, co)) return 1;
         analysis::views::CallTree tree = r.session->call_tree(co);

@@ -408,3 +408,113 @@ TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happen
     // Without compensation the times are the raw intervals.
     CHECK(raw.total_time == approx(400e-9));
 }
+
+
+// Two threads whose streams stop at different times (1: at 100 ns, 2: at 400 ns) with frames
+// open, the process's End record at 10000 ns, and a last chunk of thread 1 that `cut` leaves
+// cut short (a copy interrupted there): the frames open at the cut close at their own
+// thread's last timestamp, never at the End record's time. Whole but unfinished (a killed
+// process), they close at the latest event of the process, as before.
+TEST_CASE("a trace cut short: each thread's frames close at its own last timestamp") {
+    auto build = [](bool finished) {
+        TraceBuilder b;
+        if (!finished) b.header().flags = 0;
+        b.chunk(0);
+        name_functions(b, {"f", "g"});
+        if (finished) b.end_record(10000);
+        b.chunk(1, 0);
+        define_functions(b, 2).enter(0, 5).enter(1, 95); // f at 5, g at 100
+        b.chunk(2, 0);
+        define_functions(b, 2).enter(0, 10).enter(1, 390); // f at 10, g at 400
+        b.chunk(1, 100).exit(1000).exit(1000);             // thread 1 returns later
+        return b.bytes();
+    };
+    std::vector<uint8_t> whole = build(true);
+    std::string path = temp_path("cut-threads.trace");
+    // Cut inside the last chunk's records: its header, its first exit (3 bytes) and a byte of
+    // the second are there.
+    const size_t last_chunk = format::kHeaderSize + 3 * format::kMinChunkSize;
+    TraceBuilder::save(
+        path, std::vector<uint8_t>(whole.begin(), whole.begin() + long(last_chunk + 64 + 4)));
+    analysis::Session s;
+    s.add_trace(path);
+    const reader::TraceInfo& info = s.traces().at(0);
+    CHECK(info.finished); // its End record was read: the process finished, the copy did not
+    CHECK(info.incomplete);
+    CHECK(info.partial);
+    CHECK(info.end_ticks == 1100); // the latest timestamp read: thread 1's first exit
+    // Its chunks carry no clock: it holds the run up to the latest timestamp read.
+    CHECK(info.read_up_to_ticks == 1100);
+    CHECK(info.read_up_to_seconds() == approx(1100e-9));
+    analysis::Profile p = s.profile();
+    // f: thread 1 from 5 to 1100 (its exit read, g closed by it), thread 2 from 10 to 400.
+    CHECK(same_time(stats(p, "f").cumtime, (1100 - 5) + (400 - 10)));
+    CHECK(same_time(stats(p, "g").cumtime, (1100 - 100) + 0));
+    CHECK(stats(p, "f").ncalls == 2);
+
+    // The whole file: thread 1 returns from both at 2100, thread 2's close at the End record.
+    std::string whole_path = temp_path("whole-threads.trace");
+    TraceBuilder::save(whole_path, whole);
+    analysis::Session w;
+    w.add_trace(whole_path);
+    CHECK_FALSE(w.traces().at(0).incomplete);
+    CHECK_FALSE(w.traces().at(0).partial);
+    analysis::Profile wp = w.profile();
+    CHECK(same_time(stats(wp, "f").cumtime, (2100 - 5) + (10000 - 10)));
+    CHECK(stats(p, "f").cumtime <= stats(wp, "f").cumtime);
+    CHECK(stats(p, "g").cumtime <= stats(wp, "g").cumtime);
+
+    // A killed process's whole file (unfinished, no End record) is no partial trace: its
+    // frames close at the latest event of the process, as they always did.
+    std::string killed = temp_path("killed-threads.trace");
+    TraceBuilder::save(killed, build(false));
+    analysis::Session k;
+    k.add_trace(killed);
+    CHECK(k.traces().at(0).incomplete);
+    CHECK_FALSE(k.traces().at(0).partial);
+    CHECK(k.traces().at(0).end_ticks == 2100);
+    analysis::Profile kp = k.profile();
+    CHECK(same_time(stats(kp, "f").cumtime, (2100 - 5) + (2100 - 10)));
+}
+
+// A finished header whose file lost whole chunks (chunk_count larger than the chunks present),
+// and one whose End record is missing, are partial too; a trace read on several cores says the
+// same as one reader. The run is all there up to the opening of its last chunk read (8 ns):
+// the chunk cut off was opened no earlier.
+TEST_CASE("a trace cut short at a chunk's end, or before its End record, is partial") {
+    TraceBuilder b;
+    b.header().chunk_count = 3;
+    b.chunk(1, 0, 2);
+    define_functions(b, 1).enter(0, 5);
+    b.chunk(2, 0, 8);
+    define_functions(b, 1).enter(0, 10).exit(290);
+    b.chunk(0, 0, 400).end_record(10000);
+    std::vector<uint8_t> whole = b.bytes();
+    std::string path = temp_path("cut-chunks.trace");
+    TraceBuilder::save(
+        path, std::vector<uint8_t>(whole.begin(), whole.begin() + long(format::kHeaderSize +
+                                                                       2 * format::kMinChunkSize)));
+    for (unsigned jobs : {1u, 2u}) {
+        CAPTURE(jobs);
+        analysis::Session s;
+        s.add_traces({path}, jobs);
+        const reader::TraceInfo& info = s.traces().at(0);
+        CHECK(info.partial);
+        CHECK_FALSE(info.finished);
+        CHECK(info.end_ticks == 300);
+        CHECK(info.read_up_to_ticks == 8);
+        // Thread 1's frame closes at its own last event (5 ns), not at thread 2's (300 ns).
+        CHECK(same_time(s.profile().functions.at(0).stats.cumtime, 0 + 290));
+    }
+    // No chunk count, no End record, but the header says the writer finished.
+    b.header().chunk_count = 0;
+    whole = b.bytes();
+    TraceBuilder::save(
+        path, std::vector<uint8_t>(whole.begin(), whole.begin() + long(format::kHeaderSize +
+                                                                       2 * format::kMinChunkSize)));
+    analysis::Session s;
+    s.add_trace(path);
+    CHECK(s.traces().at(0).partial);
+    CHECK(s.traces().at(0).incomplete_reason ==
+          "the end record is missing (the file was cut short)");
+}
