@@ -1,6 +1,6 @@
 # Build step: turns one file (the JavaScript and CSS of the HTML report and the flame graph,
 # libprof/analysis/assets/) into a C++ source that defines its bytes as
-# `const std::string_view prof::analysis::assets::NAME`, declared by render/assets.hpp.
+# `const std::string_view prof::render::assets::NAME`, declared by render/assets.hpp.
 #
 #   cmake -DINPUT=file -DOUTPUT=file.cpp -DNAME=identifier [-DFORBID=text] -P embed_asset.cmake
 #
@@ -35,12 +35,12 @@ get_filename_component(input_name "${INPUT}" NAME)
 set(source "// Generated from ${input_name} by cmake/embed_asset.cmake at build time: do not edit.
 #include \"render/assets.hpp\"
 
-namespace prof::analysis::assets {
+namespace prof::render::assets {
 namespace {
 constexpr char kBytes[] = {
     ${bytes}0x00};
 } // namespace
 extern const std::string_view ${NAME}{kBytes, ${size}};
-} // namespace prof::analysis::assets
+} // namespace prof::render::assets
 ")
 file(WRITE "${OUTPUT}" "${source}")

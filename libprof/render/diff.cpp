@@ -1,5 +1,6 @@
 // diff's renderings: the per-function and per-site tables as text, CSV and JSON.
 #include "render/diff.hpp"
+#include "render/model.hpp"
 
 #include "reader/trace_reader.hpp"
 #include "render/memory_report.hpp"
@@ -11,7 +12,7 @@
 #include <cmath>
 #include <limits>
 
-namespace prof::analysis::views {
+namespace prof::render {
 namespace {
 
 std::string pct_text(double p, bool present) {
@@ -220,4 +221,4 @@ void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDi
 }
 
 
-} // namespace prof::analysis::views
+} // namespace prof::render

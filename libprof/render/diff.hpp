@@ -2,12 +2,14 @@
 // CSV or JSON.
 #pragma once
 
+#include "render/model.hpp"
+
 #include "analysis/model/diff.hpp"
 
 #include <cstdio>
 #include <string>
 
-namespace prof::analysis::views {
+namespace prof::render {
 
 // format: "text", "csv" or "json".
 void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
@@ -16,4 +18,4 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
 void print_memory_diff(std::FILE* out, const MemoryDiffResult& d, const MemoryDiffOptions& o,
                        const std::string& format);
 
-} // namespace prof::analysis::views
+} // namespace prof::render

@@ -1,12 +1,13 @@
 // Durations as people write and read them.
 #include "render/durations.hpp"
+#include "render/model.hpp"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <cstdlib>
 
-namespace prof::analysis::views {
+namespace prof::render {
 
 bool parse_duration(const std::string& text, uint64_t& ns) {
     if (text.empty()) return false;
@@ -36,4 +37,4 @@ std::string human_ns(uint64_t ns) {
     return fmt::format("{} ns", ns);
 }
 
-} // namespace prof::analysis::views
+} // namespace prof::render

@@ -4,6 +4,7 @@
 // regular expression, Escape to reset); the script, assets/flamegraph.js (embedded at build
 // time), is our own, not copied.
 #include "render/assets.hpp"
+#include "render/model.hpp"
 #include "render/render.hpp"
 
 #include "reader/trace_reader.hpp"
@@ -14,7 +15,7 @@
 #include <algorithm>
 #include <map>
 
-namespace prof::analysis::views {
+namespace prof::render {
 
 namespace {
 
@@ -168,4 +169,4 @@ void write_memory_flamegraph(std::FILE* out, const MemoryReport& m, MemoryWeight
     write_flamegraph(out, t, o);
 }
 
-} // namespace prof::analysis::views
+} // namespace prof::render

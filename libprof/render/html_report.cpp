@@ -4,6 +4,7 @@
 // script and the style are assets/report.js and assets/report.css, embedded at build time. No
 // network access: no external script, style, font or image.
 #include "render/memory_report.hpp"
+#include "render/model.hpp"
 #include "render/report.hpp"
 #include "render/assets.hpp"
 #include "render/render.hpp"
@@ -19,7 +20,7 @@
 #include <sys/stat.h>
 #include <map>
 
-namespace prof::analysis::views {
+namespace prof::render {
 namespace {
 
 std::string js(std::string_view s) {
@@ -242,4 +243,4 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
     fmt::print(out, "}}</script>\n<script>\n{}</script>\n</body>\n</html>\n", assets::report_js);
 }
 
-} // namespace prof::analysis::views
+} // namespace prof::render

@@ -1,12 +1,13 @@
 // The report's notes on the traces themselves: --info, no marked lines, source directories.
 #include "render/info.hpp"
+#include "render/model.hpp"
 
 #include "reader/trace_reader.hpp"
 #include "text/text.hpp"
 
 #include <fmt/format.h>
 
-namespace prof::analysis {
+namespace prof::render {
 
 void print_info(std::FILE* out, const Profile& p) {
     for (const reader::TraceInfo& t : p.traces) {
@@ -106,4 +107,4 @@ std::vector<std::string> source_dirs(const Profile& p, std::vector<std::string> 
     return given;
 }
 
-} // namespace prof::analysis
+} // namespace prof::render

@@ -3,13 +3,15 @@
 // marked lines are looked for.
 #pragma once
 
+#include "render/model.hpp"
+
 #include "analysis/model/profile.hpp"
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
-namespace prof::analysis {
+namespace prof::render {
 
 // Per trace: path, format, process, clock, state, symbols, threads and modules.
 void print_info(std::FILE* out, const Profile& p);
@@ -22,4 +24,4 @@ std::string no_lines_text(const Profile& p);
 // to it).
 std::vector<std::string> source_dirs(const Profile& p, std::vector<std::string> given);
 
-} // namespace prof::analysis
+} // namespace prof::render

@@ -1,6 +1,7 @@
 // Line tables printed next to the source text read from the file the trace names
 // (line_profiler's and memory_profiler's layouts), and as JSON.
 #include "render/lines.hpp"
+#include "render/model.hpp"
 
 #include "render/report.hpp"
 #include "text/text.hpp"
@@ -11,7 +12,7 @@
 #include <fstream>
 #include <sys/stat.h>
 
-namespace prof::analysis {
+namespace prof::render {
 
 namespace {
 
@@ -218,4 +219,4 @@ void print_line_json(std::FILE* out, const std::vector<LineTable>& tables) {
     fmt::print(out, "\n  ]\n}}\n");
 }
 
-} // namespace prof::analysis
+} // namespace prof::render

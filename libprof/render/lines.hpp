@@ -1,13 +1,15 @@
 // The line tables as line_profiler and memory_profiler print them, and as JSON.
 #pragma once
 
+#include "render/model.hpp"
+
 #include "analysis/model/lines.hpp"
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
-namespace prof::analysis {
+namespace prof::render {
 
 struct LineOptions {
     double unit = 1e-9;                   // seconds per timer unit
@@ -18,4 +20,4 @@ struct LineOptions {
 void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, const LineOptions& o);
 void print_line_json(std::FILE* out, const std::vector<LineTable>& tables);
 
-} // namespace prof::analysis
+} // namespace prof::render

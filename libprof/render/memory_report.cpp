@@ -1,5 +1,6 @@
 // Renderings of a MemoryReport.
 #include "render/memory_report.hpp"
+#include "render/model.hpp"
 
 #include "render/report.hpp"
 #include "text/text.hpp"
@@ -11,7 +12,7 @@
 #include <functional>
 #include <string_view>
 
-namespace prof::analysis {
+namespace prof::render {
 
 namespace {
 
@@ -170,9 +171,9 @@ void print_memory_json(std::FILE* out, const MemoryReport& m, const MemoryOption
     fmt::print(out, "\n  ]\n}}\n");
 }
 
-} // namespace prof::analysis
+} // namespace prof::render
 
-namespace prof::analysis {
+namespace prof::render {
 
 namespace {
 
@@ -253,4 +254,4 @@ void write_memory_plot(std::FILE* out, const MemoryReport& m, const std::string&
     fmt::print(out, "</svg>\n");
 }
 
-} // namespace prof::analysis
+} // namespace prof::render

@@ -2,11 +2,13 @@
 // allocations, peak contribution, leaks and temporaries, each with its stack; and its JSON.
 #pragma once
 
+#include "render/model.hpp"
+
 #include "analysis/model/profile.hpp"
 
 #include <cstdio>
 
-namespace prof::analysis {
+namespace prof::render {
 
 struct MemoryOptions {
     size_t limit = 10;      // sites per section
@@ -19,4 +21,4 @@ void print_memory_json(std::FILE* out, const MemoryReport& m, const MemoryOption
 // Heap and RSS over time (mprof plot's picture), a self-contained SVG.
 void write_memory_plot(std::FILE* out, const MemoryReport& m, const std::string& title);
 
-} // namespace prof::analysis
+} // namespace prof::render

@@ -1,4 +1,5 @@
 #include "render/pprof.hpp"
+#include "render/model.hpp"
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -8,7 +9,7 @@
 #include <stdexcept>
 #include <tuple>
 
-namespace prof::analysis {
+namespace prof::render {
 
 namespace {
 
@@ -310,4 +311,4 @@ std::string gzip(const std::string& data) {
     return out;
 }
 
-} // namespace prof::analysis
+} // namespace prof::render

@@ -13,6 +13,8 @@
 // inlined there (sampled traces), innermost first, and its own function, each at its line.
 #pragma once
 
+#include "render/model.hpp"
+
 #include "analysis/model/call_tree.hpp"
 #include "analysis/model/profile.hpp"
 
@@ -21,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace prof::analysis {
+namespace prof::render {
 
 struct PprofProcess {
     std::string host;
@@ -40,4 +42,4 @@ std::string pprof_profile(const std::vector<PprofProcess>& processes, bool memor
 // gzip (RFC 1952) of `data`, as pprof files are.
 std::string gzip(const std::string& data);
 
-} // namespace prof::analysis
+} // namespace prof::render

@@ -1,4 +1,5 @@
 #include "render/ranks.hpp"
+#include "render/model.hpp"
 
 #include "reader/trace_reader.hpp"
 #include "text/text.hpp"
@@ -8,7 +9,7 @@
 #include <algorithm>
 #include <regex>
 
-namespace prof::analysis {
+namespace prof::render {
 
 namespace {
 
@@ -188,4 +189,4 @@ void print_ranks(std::FILE* out, const RankComparison& c, const TableOptions& o,
         print_text(out, c, o, m);
 }
 
-} // namespace prof::analysis
+} // namespace prof::render

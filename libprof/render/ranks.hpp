@@ -1,13 +1,15 @@
 // profreport --ranks: the load-imbalance table of an MPI run as text, JSON or CSV.
 #pragma once
 
+#include "render/model.hpp"
+
 #include "analysis/model/ranks.hpp"
 #include "render/report.hpp"
 
 #include <cstdio>
 #include <string>
 
-namespace prof::analysis {
+namespace prof::render {
 
 // The ranks (rank, pids, host, calls, time), then one row per function: the min, mean and max
 // over the ranks of ncalls, tottime and cumtime, the rank of each max, and the imbalance of the
@@ -16,4 +18,4 @@ namespace prof::analysis {
 void print_ranks(std::FILE* out, const RankComparison& c, const TableOptions& o,
                  const std::string& format);
 
-} // namespace prof::analysis
+} // namespace prof::render

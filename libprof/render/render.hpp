@@ -3,6 +3,8 @@
 // the format it lands in.
 #pragma once
 
+#include "render/model.hpp"
+
 #include "analysis/model/call_tree.hpp"
 #include "analysis/model/lines.hpp"
 #include "analysis/model/memory.hpp"
@@ -14,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-namespace prof::analysis::views {
+namespace prof::render {
 
 struct FlameOptions {
     std::string title; // default: "Flame Graph: <program>"
@@ -72,4 +74,4 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
 void print_callers_csv(std::FILE* out, const Profile& p, const std::string& filter, bool callees);
 void print_lines_csv(std::FILE* out, const std::vector<LineTable>& tables);
 
-} // namespace prof::analysis::views
+} // namespace prof::render

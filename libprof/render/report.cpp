@@ -1,5 +1,6 @@
 // Renderings of a Profile. The text table reproduces pstats' layout column for column.
 #include "render/report.hpp"
+#include "render/model.hpp"
 #include "text/text.hpp"
 
 #include <fmt/format.h>
@@ -8,7 +9,7 @@
 #include <map>
 #include <regex>
 
-namespace prof::analysis {
+namespace prof::render {
 
 std::optional<SortKey> parse_sort_key(const std::string& s) {
     static const std::map<std::string, SortKey> keys = {
@@ -409,4 +410,4 @@ std::vector<std::string> data_warnings(const Profile& p) {
     return out;
 }
 
-} // namespace prof::analysis
+} // namespace prof::render

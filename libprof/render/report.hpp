@@ -2,6 +2,8 @@
 // Tools choose what to print; the layout of each view lives here, once.
 #pragma once
 
+#include "render/model.hpp"
+
 #include "analysis/model/profile.hpp"
 
 #include <cstdio>
@@ -9,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace prof::analysis {
+namespace prof::render {
 
 enum class SortKey { kCumtime, kTottime, kNcalls, kPcalls, kName, kFile, kLine, kNfl, kStdname };
 
@@ -56,4 +58,4 @@ std::string partial_warning(const reader::TraceInfo& t);
 // That line for each partial trace: for the views that print no other note about the data.
 std::vector<std::string> partial_warnings(const std::vector<reader::TraceInfo>& traces);
 
-} // namespace prof::analysis
+} // namespace prof::render

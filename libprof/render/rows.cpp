@@ -1,4 +1,5 @@
 #include "render/rows.hpp"
+#include "render/model.hpp"
 
 #include "render/report.hpp"
 #include "text/text.hpp"
@@ -7,7 +8,7 @@
 
 #include <stdexcept>
 
-namespace prof::analysis {
+namespace prof::render {
 
 namespace {
 
@@ -211,4 +212,4 @@ void write_rows(std::FILE* out, const std::vector<RowsProcess>& processes, RowsF
     }
 }
 
-} // namespace prof::analysis
+} // namespace prof::render

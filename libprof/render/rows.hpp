@@ -4,6 +4,8 @@
 // `schema` number, and a new version only adds columns at the end.
 #pragma once
 
+#include "render/model.hpp"
+
 #include "analysis/model/profile.hpp"
 
 #include <cstdio>
@@ -11,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace prof::analysis {
+namespace prof::render {
 
 inline constexpr int kRowsSchema = 1;
 
@@ -31,4 +33,4 @@ enum class RowsFormat { kNdjson, kCsv };
 const std::vector<std::string>& rows_columns();
 void write_rows(std::FILE* out, const std::vector<RowsProcess>& processes, RowsFormat format);
 
-} // namespace prof::analysis
+} // namespace prof::render

@@ -8,6 +8,7 @@
 // either closed before it began or belongs to an ancestor, the times stay in order and the
 // events balanced. Each thread's events go to a temporary file, joined at the end.
 #include "render/timeline.hpp"
+#include "render/model.hpp"
 
 #include "analysis/engine/session.hpp"
 #include "analysis/model/profile.hpp"
@@ -26,7 +27,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
-namespace prof::analysis::views {
+namespace prof::render {
 namespace {
 
 std::string micros(uint64_t ns) {
@@ -531,4 +532,4 @@ TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& tr
     return r;
 }
 
-} // namespace prof::analysis::views
+} // namespace prof::render

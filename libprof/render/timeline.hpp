@@ -4,6 +4,8 @@
 // thread, in exact nanoseconds since the trace started.
 #pragma once
 
+#include "render/model.hpp"
+
 #include "analysis/engine/session.hpp"
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace prof::analysis::views {
+namespace prof::render {
 
 struct TimelineOptions {
     uint64_t from_ns = 0; // keep activations overlapping [from, to], clipped to it
@@ -56,4 +58,4 @@ TimelineResult write_chrome_trace(std::FILE* out, const std::vector<std::string>
 TimelineResult write_speedscope(std::FILE* out, const std::vector<std::string>& traces,
                                 const TimelineOptions& o);
 
-} // namespace prof::analysis::views
+} // namespace prof::render

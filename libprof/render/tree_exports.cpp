@@ -1,5 +1,6 @@
 // Text renderings of the call tree: collapsed stacks, callgrind, the terminal tree (text/CSV).
 #include "render/report.hpp"
+#include "render/model.hpp"
 #include "render/render.hpp"
 #include "render/durations.hpp"
 
@@ -11,7 +12,7 @@
 #include <algorithm>
 #include <map>
 
-namespace prof::analysis::views {
+namespace prof::render {
 namespace {
 
 // A frame of a folded stack: printable, and without the separators of the format.
@@ -228,4 +229,4 @@ void print_lines_csv(std::FILE* out, const std::vector<LineTable>& tables) {
                        r.heap_increment);
 }
 
-} // namespace prof::analysis::views
+} // namespace prof::render

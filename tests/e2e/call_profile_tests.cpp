@@ -399,7 +399,7 @@ TEST_CASE("the depth limit drops the deepest frames, keeps the tree exact and sa
     for (const auto& t : p.threads) dropped += t.dropped;
     CHECK(dropped == 2 * (21891 - f.stats.ncalls)); // an enter and an exit per frame
     check_nesting(p);
-    auto warnings = analysis::data_warnings(p);
+    auto warnings = render::data_warnings(p);
     CHECK(std::any_of(warnings.begin(), warnings.end(),
                       [](const std::string& w) { return w.find("events dropped") != std::string::npos; }));
 }

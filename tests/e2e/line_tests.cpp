@@ -253,7 +253,7 @@ TEST_CASE("profreport --lines without the source file: the marking as the trace 
     for (auto& t : tables) t.file = "/nonexistent/dir/lines.cpp"; // as if moved away
     std::FILE* out = std::tmpfile();
     REQUIRE(out);
-    analysis::print_line_tables(out, tables, analysis::LineOptions{});
+    render::print_line_tables(out, tables, render::LineOptions{});
     std::rewind(out);
     std::string text;
     char buf[4096];

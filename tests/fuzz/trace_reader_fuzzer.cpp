@@ -65,26 +65,26 @@ const std::string& input_path(const uint8_t* data, size_t size) {
 
 void profile_views(const analysis::Profile& p) {
     std::FILE* out = devnull();
-    analysis::TableOptions o;
-    analysis::print_table(out, p, o);
-    o.sort = analysis::SortKey::kStdname;
+    render::TableOptions o;
+    render::print_table(out, p, o);
+    o.sort = render::SortKey::kStdname;
     o.full_paths = true;
-    analysis::print_table(out, p, o);
-    analysis::print_callers(out, p, o, false);
-    analysis::print_callers(out, p, o, true);
-    analysis::print_csv(out, p, o);
-    analysis::print_json(out, p, o);
-    for (const std::string& w : analysis::data_warnings(p)) std::fputs(w.c_str(), out);
-    analysis::views::print_callers_csv(out, p, "", false);
-    analysis::views::print_callers_csv(out, p, "", true);
+    render::print_table(out, p, o);
+    render::print_callers(out, p, o, false);
+    render::print_callers(out, p, o, true);
+    render::print_csv(out, p, o);
+    render::print_json(out, p, o);
+    for (const std::string& w : render::data_warnings(p)) std::fputs(w.c_str(), out);
+    render::print_callers_csv(out, p, "", false);
+    render::print_callers_csv(out, p, "", true);
 
     std::vector<analysis::LineTable> lines = analysis::line_tables(p);
-    analysis::LineOptions lo;
-    analysis::print_line_tables(out, lines, lo);
+    render::LineOptions lo;
+    render::print_line_tables(out, lines, lo);
     lo.memory = true;
-    analysis::print_line_tables(out, lines, lo);
-    analysis::print_line_json(out, lines);
-    analysis::views::print_lines_csv(out, lines);
+    render::print_line_tables(out, lines, lo);
+    render::print_line_json(out, lines);
+    render::print_lines_csv(out, lines);
 }
 
 void analyse(const std::string& path) {
@@ -103,25 +103,25 @@ void analyse(const std::string& path) {
     dop.fail_above = 5;
     analysis::views::DiffResult d = analysis::views::diff_profiles(merged, 1, merged, 2, dop);
     for (const char* format : {"text", "csv", "json"})
-        analysis::views::print_diff(out, d, dop, format);
+        render::print_diff(out, d, dop, format);
     analysis::views::diff_failures(d, dop);
 
     // Allocations (profrun --mem): report, plot, flame graphs by every weight, diff.
     const analysis::MemoryReport& m = builder.memory();
-    analysis::MemoryOptions mo;
-    analysis::print_memory(out, m, mo);
-    analysis::print_memory_json(out, m, mo);
-    analysis::write_memory_plot(out, m, "fuzz");
+    render::MemoryOptions mo;
+    render::print_memory(out, m, mo);
+    render::print_memory_json(out, m, mo);
+    render::write_memory_plot(out, m, "fuzz");
     for (auto w :
          {analysis::views::MemoryWeight::kBytes, analysis::views::MemoryWeight::kAllocations,
           analysis::views::MemoryWeight::kLeaked, analysis::views::MemoryWeight::kPeak})
-        analysis::views::write_memory_flamegraph(out, m, w, merged.traces, {});
+        render::write_memory_flamegraph(out, m, w, merged.traces, {});
     if (m.present) {
         analysis::views::MemoryDiffOptions mdo;
         mdo.fail_above = 5;
         analysis::views::MemoryDiffResult md = analysis::views::diff_memory({m}, {m, m}, mdo);
         for (const char* format : {"text", "csv", "json"})
-            analysis::views::print_memory_diff(out, md, mdo, format);
+            render::print_memory_diff(out, md, mdo, format);
         analysis::views::memory_diff_failures(md, mdo);
     }
 
@@ -130,23 +130,23 @@ void analyse(const std::string& path) {
     analysis::views::CallTreeOptions co;
     co.split_threads = true;
     analysis::views::CallTree tree = trees.call_tree(co);
-    analysis::views::write_flamegraph(out, tree, {});
-    analysis::views::write_collapsed(out, tree);
-    analysis::views::write_callgrind(out, tree);
-    analysis::views::print_tree(out, tree, {});
-    analysis::views::HtmlOptions ho;
+    render::write_flamegraph(out, tree, {});
+    render::write_collapsed(out, tree);
+    render::write_callgrind(out, tree);
+    render::print_tree(out, tree, {});
+    render::HtmlOptions ho;
     ho.memory = &m;
-    analysis::views::write_html(out, merged, tree, analysis::line_tables(merged), ho);
+    render::write_html(out, merged, tree, analysis::line_tables(merged), ho);
     std::vector<analysis::ThreadFilter> tree_threads = trees.thread_list();
     if (!tree_threads.empty()) {
         analysis::views::CallTreeOptions one;
         one.thread = tree_threads.front();
-        analysis::views::print_tree(out, trees.call_tree(one), {});
+        render::print_tree(out, trees.call_tree(one), {});
     }
 
     // Timelines: Replay again, writing events as it goes.
-    analysis::views::write_chrome_trace(out, {path}, {});
-    analysis::views::write_speedscope(out, {path}, {});
+    render::write_chrome_trace(out, {path}, {});
+    render::write_speedscope(out, {path}, {});
 }
 
 } // namespace

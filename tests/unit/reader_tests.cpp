@@ -825,7 +825,7 @@ std::string memory_json(const std::string& path) {
     char* text = nullptr;
     size_t size = 0;
     std::FILE* out = open_memstream(&text, &size);
-    analysis::print_memory_json(out, pb.memory(), {});
+    render::print_memory_json(out, pb.memory(), {});
     std::fclose(out);
     std::string s(text, size);
     std::free(text);

@@ -30,7 +30,7 @@ ExportResult timeline(const ExportData& d, const OpenOutput& open) {
     ExportResult r;
     std::FILE* out = open();
     if (!out) return r;
-    views::TimelineOptions o = a.exporter.timeline;
+    render::TimelineOptions o = a.exporter.timeline;
     o.tid = a.thread.value_or(0);
     o.compensate = !a.raw;
     o.time = a.time;
@@ -41,7 +41,7 @@ ExportResult timeline(const ExportData& d, const OpenOutput& open) {
 }
 
 ExportResult chrome(const ExportData& d, const OpenOutput& open) {
-    ExportResult r = timeline<views::write_chrome_trace>(d, open);
+    ExportResult r = timeline<render::write_chrome_trace>(d, open);
     if (r.timeline.sampled_time)
         r.notes.push_back("the timeline's activations are on the hooks' clock (less their "
                           "measured cost); the table's times come from the CPU samples");
@@ -50,13 +50,13 @@ ExportResult chrome(const ExportData& d, const OpenOutput& open) {
 
 ExportResult collapsed(const ExportData& d, const OpenOutput& open) {
     std::FILE* out = open();
-    if (out) views::write_collapsed(out, *d.tree);
+    if (out) render::write_collapsed(out, *d.tree);
     return {.written = out != nullptr};
 }
 
 ExportResult callgrind(const ExportData& d, const OpenOutput& open) {
     std::FILE* out = open();
-    if (out) views::write_callgrind(out, *d.tree);
+    if (out) render::write_callgrind(out, *d.tree);
     return {.written = out != nullptr};
 }
 
@@ -66,11 +66,11 @@ ExportResult pprof(const ExportData& d, const OpenOutput& open) {
     const auto& sessions = *d.processes;
     std::vector<views::CallTree> trees;
     trees.reserve(sessions.size());
-    std::vector<analysis::PprofProcess> processes;
+    std::vector<render::PprofProcess> processes;
     for (size_t i = 0; i < sessions.size(); ++i) {
         trees.push_back(sessions[i]->call_tree());
         reader::RunProcess who = reader::describe_trace(sessions[i]->traces().front(), a.traces[i]);
-        analysis::PprofProcess p;
+        render::PprofProcess p;
         p.host = who.host;
         p.pid = who.pid;
         p.rank = who.rank;
@@ -80,7 +80,7 @@ ExportResult pprof(const ExportData& d, const OpenOutput& open) {
         p.memory = &sessions[i]->memory();
         processes.push_back(p);
     }
-    std::string profile = analysis::gzip(analysis::pprof_profile(processes, a.memory));
+    std::string profile = render::gzip(render::pprof_profile(processes, a.memory));
     std::FILE* out = open();
     if (!out) return {};
     if (std::fwrite(profile.data(), 1, profile.size(), out) != profile.size())
@@ -103,11 +103,11 @@ ExportResult rows(const ExportData& d, const OpenOutput& open) {
             thread_profiles.push_back(sessions[i]->profile({t.trace, t.stream}));
         }
     }
-    std::vector<analysis::RowsProcess> processes;
+    std::vector<render::RowsProcess> processes;
     for (size_t i = 0; i < sessions.size(); ++i) {
         const reader::TraceInfo& info = sessions[i]->traces().front();
         reader::RunProcess who = reader::describe_trace(info, a.traces[i]);
-        analysis::RowsProcess p;
+        render::RowsProcess p;
         auto run = info.meta.find("run");
         p.run = run == info.meta.end() ? "" : run->second;
         p.host = who.host;
@@ -125,8 +125,8 @@ ExportResult rows(const ExportData& d, const OpenOutput& open) {
                                      a.output.compare(a.output.size() - 4, 4, ".csv") == 0);
     std::FILE* out = open();
     if (!out) return {};
-    analysis::write_rows(out, processes,
-                         csv ? analysis::RowsFormat::kCsv : analysis::RowsFormat::kNdjson);
+    render::write_rows(out, processes,
+                       csv ? render::RowsFormat::kCsv : render::RowsFormat::kNdjson);
     return {.written = true};
 }
 
@@ -145,7 +145,7 @@ const ExportFormat kFormats[] = {
              "(and no --from, --to or --min-duration is given)",
      .input = ExportInput::kStreamed,
      .options = kTimeWindow,
-     .render = timeline<views::write_speedscope>},
+     .render = timeline<render::write_speedscope>},
     {.name = "collapsed",
      .summary = "folded stacks",
      .help = "folded stacks `a;b;c <self ns>` (flamegraph.pl, inferno)",

@@ -46,9 +46,9 @@ struct ExportData {
 using OpenOutput = std::function<std::FILE*()>;
 
 struct ExportResult {
-    bool written = false;                       // false: the output could not be opened
-    std::vector<std::string> notes{};           // said once the output is complete
-    analysis::views::TimelineResult timeline{}; // kStreamed: for the size warning and --thread
+    bool written = false;              // false: the output could not be opened
+    std::vector<std::string> notes{};  // said once the output is complete
+    render::TimelineResult timeline{}; // kStreamed: for the size warning and --thread
 };
 
 // Every export format's renderer has this shape; it throws on an error of the data (one line).

@@ -40,7 +40,7 @@ double parse_percent(const std::string& opt, std::string v) {
 
 uint64_t parse_time(const std::string& opt, const std::string& v) {
     uint64_t ns = 0;
-    if (!analysis::views::parse_duration(v, ns))
+    if (!render::parse_duration(v, ns))
         refuse(
             fmt::format("{} expects a time such as 1.5s, 200ms, 30us or 100ns, got '{}'", opt, v));
     return ns;
@@ -140,7 +140,7 @@ TableFlags declare_table(CLI::App& app, Args& a) {
     f.sort = value(
         app, "-s,--sort", "KEY",
         [&a](const std::string& k) {
-            auto key = analysis::parse_sort_key(k);
+            auto key = render::parse_sort_key(k);
             if (!key)
                 refuse(fmt::format("unknown sort key '{}' (expected cumtime, tottime, ncalls, "
                                    "pcalls, name, file, line, nfl or stdname)",

@@ -31,8 +31,8 @@ struct ReportArgs {
 
 // lines' (report --lines): the line tables' options (--source-dir is html's too).
 struct LinesArgs {
-    bool chosen = false;        // lines or --lines; with --memory, memory_profiler's view
-    analysis::LineOptions opts; // --unit, --source-dir, and --memory for the line view
+    bool chosen = false;      // lines or --lines; with --memory, memory_profiler's view
+    render::LineOptions opts; // --unit, --source-dir, and --memory for the line view
     bool unit_given = false;
 };
 
@@ -44,7 +44,7 @@ struct MemoryArgs {
 // tree's (report --tree): --depth, --min-percent.
 struct TreeArgs {
     bool chosen = false;
-    analysis::views::TreeOptions opts;
+    render::TreeOptions opts;
 };
 
 // flamegraph's (report --flamegraph FILE): its file, --icicle, --min-width.
@@ -63,7 +63,7 @@ struct HtmlArgs {
 // --min-duration.
 struct ExportArgs {
     const ExportFormat* format = nullptr;
-    analysis::views::TimelineOptions timeline;
+    render::TimelineOptions timeline;
 };
 
 // diff's: where the new traces start (BASE... --vs NEW...), and the gate and metric
@@ -86,7 +86,7 @@ struct Args {
     std::string format = "text", output;
 
     // Taken by several commands: the table's options, the threads', --memory, --title, --weight.
-    analysis::TableOptions table;
+    render::TableOptions table;
     bool limit_given = false, sort_given = false;
     bool threads = false;
     std::optional<uint32_t> thread;

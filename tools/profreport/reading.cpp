@@ -77,7 +77,7 @@ read_groups(const Args& a, const std::vector<std::vector<std::string>>& groups) 
 }
 
 void warn_partial(const tools::ToolLog& log, const analysis::Session& session) {
-    for (const std::string& w : analysis::partial_warnings(session.traces())) log.warn(w);
+    for (const std::string& w : render::partial_warnings(session.traces())) log.warn(w);
 }
 
 std::unique_ptr<Reading> read_traces(const Args& a, const tools::ToolLog& log) {

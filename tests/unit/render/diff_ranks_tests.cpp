@@ -26,8 +26,7 @@ TEST_CASE("diff JSON: every function twice as long and called twice as often") {
     analysis::views::DiffOptions o;
     o.fail_above = 50;
     auto d = analysis::views::diff_profiles(render_profile(), 1, doubled_profile(), 1, o);
-    Json j =
-        parse_json(capture([&](std::FILE* f) { analysis::views::print_diff(f, d, o, "json"); }));
+    Json j = parse_json(capture([&](std::FILE* f) { render::print_diff(f, d, o, "json"); }));
     CHECK(j["metric"].text == "cumtime");
     CHECK(j["fail_above"].text == "50");
     CHECK(j["total"]["base_time"].text == "0.150000000");
@@ -58,7 +57,7 @@ TEST_CASE("diff JSON: every function twice as long and called twice as often") {
 TEST_CASE("diff CSV: a row per function, names quoted") {
     analysis::views::DiffOptions o;
     auto d = analysis::views::diff_profiles(render_profile(), 1, render_profile(), 1, o);
-    std::string out = capture([&](std::FILE* f) { analysis::views::print_diff(f, d, o, "csv"); });
+    std::string out = capture([&](std::FILE* f) { render::print_diff(f, d, o, "csv"); });
     std::vector<std::string> l = lines_of(out);
     REQUIRE(l.size() == 5);
     CHECK(count_of(out, "\"b<int>(x, y)\",app.cpp,30,") == 1);
@@ -72,7 +71,7 @@ TEST_CASE("ranks JSON: the spread of each function over the ranks") {
     ranks[1].rank = 1, ranks[1].pids = {43, 44}, ranks[1].host = "h1";
     ranks[1].profile = doubled_profile();
     analysis::RankComparison c = analysis::compare_ranks(std::move(ranks));
-    Json j = parse_json(capture([&](std::FILE* f) { analysis::print_ranks(f, c, {}, "json"); }));
+    Json j = parse_json(capture([&](std::FILE* f) { render::print_ranks(f, c, {}, "json"); }));
     REQUIRE(j["ranks"].size() == 2);
     CHECK(j["ranks"][0]["host"].text == "h<0>");
     CHECK(j["ranks"][0]["total_calls"].integer() == 8);

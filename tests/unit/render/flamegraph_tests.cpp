@@ -8,7 +8,7 @@
 
 using namespace prof;
 using namespace prof::test;
-using namespace prof::analysis::views;
+using namespace prof::render;
 
 namespace {
 

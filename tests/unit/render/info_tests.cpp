@@ -8,7 +8,7 @@ using namespace prof::test;
 
 TEST_CASE("info: the trace's format, process, clock, state, symbols and threads") {
     analysis::Profile p = render_profile();
-    std::string out = capture([&](std::FILE* f) { analysis::print_info(f, p); });
+    std::string out = capture([&](std::FILE* f) { render::print_info(f, p); });
     CHECK(out == "trace:     " + render_trace() +
                      "\n"
                      "format:    1.10  (200704 bytes, 3 chunks of 64 KiB)\n"
@@ -19,7 +19,7 @@ TEST_CASE("info: the trace's format, process, clock, state, symbols and threads"
                      "thread:    1 tid 1001 '' 12 events\n"
                      "thread:    2 tid 1002 '' 4 events\n"
                      "\n");
-    CHECK(analysis::no_lines_text(p) ==
+    CHECK(render::no_lines_text(p) ==
           "No marked lines in this trace: mark code with PROF_LINE, PROF_SCOPE or "
           "PROF_FUNCTION (see <prof/prof.hpp>).");
 }

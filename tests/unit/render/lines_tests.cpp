@@ -41,10 +41,10 @@ std::string source_file() {
 
 TEST_CASE("line_profiler's table: the function's lines, hits, times, per hit and shares") {
     std::string file = source_file();
-    analysis::LineOptions o;
+    render::LineOptions o;
     o.unit = 1e-6;
     std::string out =
-        capture([&](std::FILE* f) { analysis::print_line_tables(f, {work_table(file)}, o); });
+        capture([&](std::FILE* f) { render::print_line_tables(f, {work_table(file)}, o); });
     std::vector<std::string> l = lines_of(out);
     REQUIRE(l.size() >= 10);
     CHECK(l[0] == "Timer unit: 1e-06 s");
@@ -65,7 +65,7 @@ TEST_CASE("line_profiler's table: the function's lines, hits, times, per hit and
 
 TEST_CASE("line_profiler's table without the source: the marked lines as the trace has them") {
     std::string out = capture([&](std::FILE* f) {
-        analysis::print_line_tables(f, {work_table("/nonexistent/app.cpp")}, {});
+        render::print_line_tables(f, {work_table("/nonexistent/app.cpp")}, {});
     });
     CHECK(out.find("(source file not found: /nonexistent/app.cpp; showing marked lines only)") !=
           std::string::npos);
@@ -83,9 +83,9 @@ TEST_CASE("memory_profiler's table: usage, increment, heap increment and occurre
     t.rows[0].rss_last = 3 * 1048576.0;
     t.rows[0].rss_increment = 2 * 1048576.0;
     t.rows[0].heap_increment = 1048576.0;
-    analysis::LineOptions o;
+    render::LineOptions o;
     o.memory = true;
-    std::string out = capture([&](std::FILE* f) { analysis::print_line_tables(f, {t}, o); });
+    std::string out = capture([&](std::FILE* f) { render::print_line_tables(f, {t}, o); });
     CHECK(out.find("Timer unit") == std::string::npos);
     CHECK(out.find("Filename: " + file + "\nFunction: work()\n") != std::string::npos);
     CHECK(out.find("Line #    Mem usage    Increment    Heap incr.  Occurrences   Line Contents") !=
@@ -99,7 +99,7 @@ TEST_CASE("memory_profiler's table: usage, increment, heap increment and occurre
     // tables saying how to read the RSS.
     t.rows[1].memory_samples = 1;
     t.rows[1].heap_increment = 2 * 1048576.0;
-    out = capture([&](std::FILE* f) { analysis::print_line_tables(f, {t}, o); });
+    out = capture([&](std::FILE* f) { render::print_line_tables(f, {t}, o); });
     CHECK(out.find("\n     4            -            -       2.0 MiB            1       "
                    "PROF_LINE(end());\n") != std::string::npos);
     CHECK(count_of(out, "PROF_LINE_RSS=1 reads it") == 1);
@@ -112,7 +112,7 @@ TEST_CASE("lines JSON: one object per row, memory fields only where measured") {
     t.rows[1].rss_last = 4096;
     t.rows[1].rss_increment = 4096;
     t.rows[1].heap_increment = 100;
-    std::string out = capture([&](std::FILE* f) { analysis::print_line_json(f, {t}); });
+    std::string out = capture([&](std::FILE* f) { render::print_line_json(f, {t}); });
     Json doc = parse_json(out);
     const Json& rows = doc["lines"];
     REQUIRE(rows.items.size() == 2);
@@ -129,7 +129,7 @@ TEST_CASE("lines JSON: one object per row, memory fields only where measured") {
 
     // Heap measured, RSS not read: no mem_usage or increment, which would read as "no growth".
     t.rows[1].rss_samples = 0;
-    doc = parse_json(capture([&](std::FILE* f) { analysis::print_line_json(f, {t}); }));
+    doc = parse_json(capture([&](std::FILE* f) { render::print_line_json(f, {t}); }));
     const Json& heap_only = doc["lines"].items[1];
     CHECK_FALSE(heap_only.has("mem_usage"));
     CHECK_FALSE(heap_only.has("increment"));

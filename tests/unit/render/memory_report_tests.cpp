@@ -10,7 +10,7 @@ using namespace prof::test;
 TEST_CASE("memory report text: summary and each section with its stacks") {
     analysis::Session s;
     s.add_trace(memory_trace());
-    std::string out = capture([&](std::FILE* f) { analysis::print_memory(f, s.memory(), {}); });
+    std::string out = capture([&](std::FILE* f) { render::print_memory(f, s.memory(), {}); });
     CHECK(out.find("bytes allocated: 550 B\n"
                    "peak heap: 450 B at 0.000 s   peak RSS: n/a   leaked: 50 B in 1 block\n") !=
           std::string::npos);
@@ -27,10 +27,10 @@ TEST_CASE("memory report text: summary and each section with its stacks") {
                    "      at work<&> (app.cpp:9)\n") != std::string::npos);
     CHECK(out.find("MOST TEMPORARY ALLOCATIONS\n"
                    "  1 temporary of 2 calls\n") != std::string::npos);
-    analysis::MemoryOptions o;
+    render::MemoryOptions o;
     o.limit = 1;
     o.depth = 1;
-    out = capture([&](std::FILE* f) { analysis::print_memory(f, s.memory(), o); });
+    out = capture([&](std::FILE* f) { render::print_memory(f, s.memory(), o); });
     CHECK(count_of(out, "  2 calls, 150 B allocated\n      at work<&> (app.cpp:9)\n"
                         "         ... 1 more frames\n") == 1);
     CHECK(count_of(out, "1 call, 400 B allocated") == 0);
@@ -39,8 +39,7 @@ TEST_CASE("memory report text: summary and each section with its stacks") {
 TEST_CASE("memory report JSON parses and holds the summary and every site") {
     analysis::Session s;
     s.add_trace(memory_trace());
-    std::string out =
-        capture([&](std::FILE* f) { analysis::print_memory_json(f, s.memory(), {}); });
+    std::string out = capture([&](std::FILE* f) { render::print_memory_json(f, s.memory(), {}); });
     CHECK(out.find("work\\u003c\\u0026\\u003e") != std::string::npos);
     Json j = parse_json(out);
     const Json& sum = j["summary"];
@@ -73,7 +72,7 @@ TEST_CASE("memory plot: a self-contained SVG with its title escaped") {
     analysis::Session s;
     s.add_trace(memory_trace());
     std::string svg =
-        capture([&](std::FILE* f) { analysis::write_memory_plot(f, s.memory(), "m<1> & \"x\""); });
+        capture([&](std::FILE* f) { render::write_memory_plot(f, s.memory(), "m<1> & \"x\""); });
     CHECK(svg.find("<svg") != std::string::npos);
     CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
     CHECK(svg.find(">m&lt;1&gt; &amp; &quot;x&quot;</text>") != std::string::npos);

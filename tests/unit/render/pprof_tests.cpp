@@ -128,9 +128,9 @@ std::vector<uint64_t> sums(const Decoded& d) {
 
 TEST_CASE("pprof call profile: calls and wall time per call path, summing to the trace's") {
     analysis::views::CallTree tree = render_tree();
-    analysis::PprofProcess proc;
+    render::PprofProcess proc;
     proc.host = "h", proc.pid = 42, proc.tree = &tree;
-    Decoded d = decode(analysis::pprof_profile({proc}, false));
+    Decoded d = decode(render::pprof_profile({proc}, false));
     REQUIRE(d.types.size() == 2);
     CHECK(d.types[0] == std::make_pair(std::string("calls"), std::string("count")));
     CHECK(d.types[1] == std::make_pair(std::string("wall"), std::string("nanoseconds")));
@@ -153,9 +153,9 @@ TEST_CASE("pprof heap profile: allocated and in-use objects and bytes per site")
     analysis::Session mem;
     mem.add_trace(memory_trace());
     analysis::views::CallTree tree = mem.call_tree({});
-    analysis::PprofProcess proc;
+    render::PprofProcess proc;
     proc.pid = 7, proc.tree = &tree, proc.memory = &mem.memory();
-    Decoded d = decode(analysis::pprof_profile({proc}, true));
+    Decoded d = decode(render::pprof_profile({proc}, true));
     REQUIRE(d.types.size() == 4);
     CHECK(d.types[0] == std::make_pair(std::string("alloc_objects"), std::string("count")));
     CHECK(d.types[1] == std::make_pair(std::string("alloc_space"), std::string("bytes")));
@@ -168,15 +168,15 @@ TEST_CASE("pprof heap profile: allocated and in-use objects and bytes per site")
 
 TEST_CASE("pprof: a heap profile of a trace without allocations is refused") {
     analysis::views::CallTree tree = render_tree();
-    analysis::PprofProcess proc;
+    render::PprofProcess proc;
     proc.tree = &tree;
-    CHECK_THROWS_AS(analysis::pprof_profile({proc}, true), std::invalid_argument);
+    CHECK_THROWS_AS(render::pprof_profile({proc}, true), std::invalid_argument);
 }
 
 TEST_CASE("gzip: RFC 1952 bytes that inflate back to the input") {
     std::string data;
     for (int i = 0; i < 10000; ++i) data += char('a' + i % 26);
-    std::string gz = analysis::gzip(data);
+    std::string gz = render::gzip(data);
     REQUIRE(gz.size() > 18);
     CHECK(uint8_t(gz[0]) == 0x1f);
     CHECK(uint8_t(gz[1]) == 0x8b);

@@ -9,7 +9,7 @@ using namespace prof::test;
 
 TEST_CASE("pstats table: the header's totals and one row per function by cumulative time") {
     analysis::Profile p = render_profile();
-    std::string out = capture([&](std::FILE* f) { analysis::print_table(f, p, {}); });
+    std::string out = capture([&](std::FILE* f) { render::print_table(f, p, {}); });
     CHECK(out == "         8 function calls in 0.150 seconds\n"
                  "\n"
                  "   Ordered by: cumulative time\n"
@@ -24,14 +24,14 @@ TEST_CASE("pstats table: the header's totals and one row per function by cumulat
 
 TEST_CASE("pstats callers and callees: one line per edge, times of the edge") {
     analysis::Profile p = render_profile();
-    std::string callers = capture([&](std::FILE* f) { analysis::print_callers(f, p, {}, false); });
+    std::string callers = capture([&](std::FILE* f) { render::print_callers(f, p, {}, false); });
     std::vector<std::string> l = lines_of(callers);
     REQUIRE(l.size() == 10);
     CHECK(l[4] == "app.cpp:10(main)         <-          2    0.060    0.150  <thread start>");
     CHECK(l[7] == "app.cpp:40(c;\"q\")        <-          2    0.020    0.020  "
                   "app.cpp:30(b<int>(x, y))");
     CHECK(l[8] == "                                     1    0.010    0.010  app.cpp:20(a)");
-    std::string callees = capture([&](std::FILE* f) { analysis::print_callers(f, p, {}, true); });
+    std::string callees = capture([&](std::FILE* f) { render::print_callers(f, p, {}, true); });
     l = lines_of(callees);
     REQUIRE(l.size() == 10);
     CHECK(l[4] == "app.cpp:10(main)         ->          2    0.040    0.050  app.cpp:20(a)");
@@ -42,7 +42,7 @@ TEST_CASE("pstats callers and callees: one line per edge, times of the edge") {
 
 TEST_CASE("pstats CSV: exact times in seconds, names quoted as RFC 4180 wants") {
     analysis::Profile p = render_profile();
-    std::string out = capture([&](std::FILE* f) { analysis::print_csv(f, p, {}); });
+    std::string out = capture([&](std::FILE* f) { render::print_csv(f, p, {}); });
     CHECK(
         out ==
         "ncalls,primitive_calls,tottime,tottime_percall,cumtime,cumtime_percall,name,file,line,"
@@ -55,7 +55,7 @@ TEST_CASE("pstats CSV: exact times in seconds, names quoted as RFC 4180 wants") 
 
 TEST_CASE("pstats JSON parses and holds the totals, every function and thread") {
     analysis::Profile p = render_profile();
-    std::string out = capture([&](std::FILE* f) { analysis::print_json(f, p, {}); });
+    std::string out = capture([&](std::FILE* f) { render::print_json(f, p, {}); });
     // Markup characters never appear raw in a string, so the document can sit in HTML.
     CHECK(out.find("b\\u003cint\\u003e(x, y)") != std::string::npos);
     Json j = parse_json(out);
@@ -101,9 +101,9 @@ TEST_CASE("per-thread documents: JSON wraps each thread's fields, CSV adds a tid
     analysis::ThreadSummary t1, t2;
     t1.tid = 7, t1.stream = 1, t1.name = "w<1>";
     t2.tid = 8, t2.stream = 2;
-    std::vector<analysis::ThreadDocument> docs = {{t1, "{\n  \"x\": 1\n}\n"}, {t2, "{\n}\n"}};
-    Json j = parse_json(
-        capture([&](std::FILE* f) { analysis::print_thread_documents(f, docs, "json"); }));
+    std::vector<render::ThreadDocument> docs = {{t1, "{\n  \"x\": 1\n}\n"}, {t2, "{\n}\n"}};
+    Json j =
+        parse_json(capture([&](std::FILE* f) { render::print_thread_documents(f, docs, "json"); }));
     REQUIRE(j["threads"].size() == 2);
     CHECK(j["threads"][0]["tid"].integer() == 7);
     CHECK(j["threads"][0]["name"].text == "w<1>");
@@ -111,6 +111,6 @@ TEST_CASE("per-thread documents: JSON wraps each thread's fields, CSV adds a tid
     CHECK(j["threads"][1]["tid"].integer() == 8);
     CHECK(j["threads"][1].size() == 4); // tid, stream, trace, name: no fields of its own
     docs = {{t1, "h1,h2\n1,2\n"}, {t2, "h1,h2\n3,4\n"}};
-    CHECK(capture([&](std::FILE* f) { analysis::print_thread_documents(f, docs, "csv"); }) ==
+    CHECK(capture([&](std::FILE* f) { render::print_thread_documents(f, docs, "csv"); }) ==
           "tid,h1,h2\n7,1,2\n8,3,4\n");
 }

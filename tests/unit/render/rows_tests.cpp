@@ -11,14 +11,14 @@ TEST_CASE("rows NDJSON: one object per function and per allocation site, every c
     analysis::Profile p = render_profile();
     analysis::Session mem;
     mem.add_trace(memory_trace());
-    analysis::RowsProcess proc;
+    render::RowsProcess proc;
     proc.run = "r1", proc.host = "h", proc.exe = "/bin/app", proc.trace = "t.trace";
     proc.pid = 42, proc.profile = &p, proc.memory = &mem.memory();
-    std::string out = capture(
-        [&](std::FILE* f) { analysis::write_rows(f, {proc}, analysis::RowsFormat::kNdjson); });
+    std::string out =
+        capture([&](std::FILE* f) { render::write_rows(f, {proc}, render::RowsFormat::kNdjson); });
     std::vector<std::string> l = lines_of(out);
     REQUIRE(l.size() == 6); // 4 functions, 2 sites
-    const auto& columns = analysis::rows_columns();
+    const auto& columns = render::rows_columns();
     uint64_t calls = 0, bytes = 0;
     double own = 0;
     for (size_t i = 0; i < l.size(); ++i) {
@@ -26,7 +26,7 @@ TEST_CASE("rows NDJSON: one object per function and per allocation site, every c
         Json j = parse_json(l[i]);
         REQUIRE(j.size() == columns.size());
         for (size_t c = 0; c < columns.size(); ++c) CHECK(j.fields[c].first == columns[c]);
-        CHECK(j["schema"].integer() == analysis::kRowsSchema);
+        CHECK(j["schema"].integer() == render::kRowsSchema);
         CHECK(j["pid"].integer() == 42);
         CHECK(j["run"].text == "r1");
         if (i < 4) {
@@ -48,14 +48,14 @@ TEST_CASE("rows NDJSON: one object per function and per allocation site, every c
 
 TEST_CASE("rows CSV: the header, then the same rows") {
     analysis::Profile p = render_profile();
-    analysis::RowsProcess proc;
+    render::RowsProcess proc;
     proc.pid = 42, proc.profile = &p;
     std::string out =
-        capture([&](std::FILE* f) { analysis::write_rows(f, {proc}, analysis::RowsFormat::kCsv); });
+        capture([&](std::FILE* f) { render::write_rows(f, {proc}, render::RowsFormat::kCsv); });
     std::vector<std::string> l = lines_of(out);
     REQUIRE(l.size() == 5);
     std::string header;
-    for (const std::string& c : analysis::rows_columns()) header += (header.empty() ? "" : ",") + c;
+    for (const std::string& c : render::rows_columns()) header += (header.empty() ? "" : ",") + c;
     CHECK(l[0] == header);
     CHECK(count_of(out, ",\"b<int>(x, y)\",") == 1);
     CHECK(count_of(out, ",\"c;\"\"q\"\"\",") == 1);

@@ -8,7 +8,7 @@
 
 using namespace prof;
 using namespace prof::test;
-using namespace prof::analysis::views;
+using namespace prof::render;
 
 TEST_CASE("chrome trace: one complete event per activation, nested, durations exact") {
     std::string out;

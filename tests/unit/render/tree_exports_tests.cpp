@@ -8,7 +8,7 @@
 
 using namespace prof;
 using namespace prof::test;
-using namespace prof::analysis::views;
+using namespace prof::render;
 
 TEST_CASE("collapsed stacks: a line per call path with own time, summing to the total") {
     CallTree t = render_tree();

@@ -104,7 +104,7 @@ int run_diff(const Args& a, const tools::ToolLog& log) {
                 return 1;
             }
             if (!out.open(log)) return 1;
-            views::print_memory_diff(out.file(), d, o, a.format);
+            render::print_memory_diff(out.file(), d, o, a.format);
             if (!out.close(log)) return 1;
             std::vector<std::string> failures = views::memory_diff_failures(d, o);
             for (const std::string& f : failures) log.error("regression: " + f);
@@ -120,7 +120,7 @@ int run_diff(const Args& a, const tools::ToolLog& log) {
         views::DiffResult d = views::diff_profiles(
             base.session->profile(), vs, next.session->profile(), a.traces.size() - vs, o);
         if (!out.open(log)) return 1;
-        views::print_diff(out.file(), d, o, a.format);
+        render::print_diff(out.file(), d, o, a.format);
         if (!out.close(log)) return 1;
         std::vector<std::string> failures = views::diff_failures(d, o);
         for (const std::string& f : failures) log.error("regression: " + f);

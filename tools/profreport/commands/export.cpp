@@ -92,7 +92,7 @@ std::string memory_views_refusal() {
 
 std::string refuse_export(const Args& a) {
     const ExportFormat* e = a.exporter.format;
-    const analysis::views::TimelineOptions& t = a.exporter.timeline;
+    const render::TimelineOptions& t = a.exporter.timeline;
     if (e && a.memory && !(e->options & kMemory)) return memory_views_refusal();
     if (e && a.memory && (a.threads || a.thread)) return kPerProcessRule;
     if (t.from_ns > t.to_ns) return "--from is later than --to";
@@ -144,8 +144,8 @@ int run_export(const Args& a, const tools::ToolLog& log) {
         for (const std::string& note : r.notes) log.info(note);
         for (const std::string& w : r.timeline.partial) log.warn(w);
         if (format.input != ExportInput::kStreamed) return 0;
-        const views::TimelineResult& t = r.timeline;
-        if (t.events > views::kTimelineWarnEvents || t.bytes > views::kTimelineWarnBytes)
+        const render::TimelineResult& t = r.timeline;
+        if (t.events > render::kTimelineWarnEvents || t.bytes > render::kTimelineWarnBytes)
             log.warn(fmt::format("{} events in {:.0f} MB: browser viewers load a few million "
                                  "events at most; narrow it with --from/--to, --min-duration "
                                  "or --thread",

@@ -86,7 +86,7 @@ CLI::Option* add_flamegraph_flag(CLI::App& report, Args& a) {
 int run_flamegraph(const Args& a, const tools::ToolLog& log) {
     namespace views = analysis::views;
     Output out(a.flamegraph.file);
-    views::FlameOptions o;
+    render::FlameOptions o;
     o.icicle = a.flamegraph.icicle;
     o.min_width = a.flamegraph.min_width;
     o.title = a.title;
@@ -101,16 +101,16 @@ int run_flamegraph(const Args& a, const tools::ToolLog& log) {
                 return 1;
             }
             if (!out.open(log)) return 1;
-            views::write_memory_flamegraph(out.file(), session.memory(),
-                                           a.weight.value_or(views::MemoryWeight::kBytes),
-                                           session.traces(), o);
+            render::write_memory_flamegraph(out.file(), session.memory(),
+                                            a.weight.value_or(views::MemoryWeight::kBytes),
+                                            session.traces(), o);
             return out.close(log) ? 0 : 1;
         }
         views::CallTreeOptions co;
         if (!call_tree_options(a, log, session, co)) return 1;
         views::CallTree tree = session.call_tree(co);
         if (!out.open(log)) return 1;
-        views::write_flamegraph(out.file(), tree, o);
+        render::write_flamegraph(out.file(), tree, o);
         return out.close(log) ? 0 : 1;
     });
 }

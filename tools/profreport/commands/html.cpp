@@ -61,14 +61,14 @@ int run_html(const Args& a, const tools::ToolLog& log) {
         if (!call_tree_options(a, log, session, co)) return 1;
         views::CallTree tree = session.call_tree(co);
         analysis::Profile p = session.profile(co.thread);
-        for (const std::string& w : analysis::data_warnings(p)) log.warn(w);
-        views::HtmlOptions ho;
+        for (const std::string& w : render::data_warnings(p)) log.warn(w);
+        render::HtmlOptions ho;
         ho.title = a.title;
-        ho.source_dirs = analysis::source_dirs(p, a.lines.opts.source_dirs);
+        ho.source_dirs = render::source_dirs(p, a.lines.opts.source_dirs);
         auto lines = analysis::line_tables(p);
         ho.memory = &session.memory(); // the memory section, when the trace has allocations
         if (!out.open(log)) return 1;
-        views::write_html(out.file(), p, tree, lines, ho);
+        render::write_html(out.file(), p, tree, lines, ho);
         return out.close(log) ? 0 : 1;
     });
 }

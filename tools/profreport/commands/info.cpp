@@ -44,11 +44,11 @@ int run_info(const Args& a, const tools::ToolLog& log) {
     std::unique_ptr<Reading> reading = read_traces(a, log);
     if (!reading) return 1;
     analysis::Profile merged = reading->session->profile();
-    for (const std::string& w : analysis::data_warnings(merged)) log.warn(w);
+    for (const std::string& w : render::data_warnings(merged)) log.warn(w);
     Output out(a.output);
     return guarded(out, log, [&] {
         if (!out.open(log)) return 1;
-        analysis::print_info(out.file(), merged);
+        render::print_info(out.file(), merged);
         return out.close(log) ? 0 : 1;
     });
 }

@@ -55,17 +55,17 @@ CLI::Option* add_lines_flag(CLI::App& report, Args& a) {
 void print_lines(std::FILE* out, const Args& a, const analysis::Profile& p,
                  const std::string& title) {
     if (!title.empty() && a.format == "text") fmt::print(out, "{}\n", text::printable(title));
-    analysis::LineOptions lo = a.lines.opts;
-    lo.source_dirs = analysis::source_dirs(p, a.lines.opts.source_dirs);
+    render::LineOptions lo = a.lines.opts;
+    lo.source_dirs = render::source_dirs(p, a.lines.opts.source_dirs);
     auto tables = analysis::line_tables(p, a.table.filter);
     if (a.format == "json")
-        analysis::print_line_json(out, tables);
+        render::print_line_json(out, tables);
     else if (a.format == "csv")
-        analysis::views::print_lines_csv(out, tables);
+        render::print_lines_csv(out, tables);
     else if (tables.empty())
-        fmt::print(out, "{}\n", analysis::no_lines_text(p));
+        fmt::print(out, "{}\n", render::no_lines_text(p));
     else
-        analysis::print_line_tables(out, tables, lo);
+        render::print_line_tables(out, tables, lo);
 }
 
 } // namespace prof::profreport

@@ -73,26 +73,26 @@ int run_memory(const Args& a, const tools::ToolLog& log) {
     std::unique_ptr<Reading> reading = read_traces(a, log);
     if (!reading) return 1;
     analysis::Session& session = *reading->session;
-    for (const std::string& w : analysis::data_warnings(session.profile())) log.warn(w);
+    for (const std::string& w : render::data_warnings(session.profile())) log.warn(w);
     // The traces are read: only now are the outputs opened.
     Output out(a.output), plot(a.memory_report.plot);
     int status = guarded(plot, log, [&] {
         if (a.memory_report.plot.empty()) return 0;
         if (!plot.open(log)) return 1;
-        analysis::write_memory_plot(plot.file(), session.memory(), "memory: " + a.traces.front());
+        render::write_memory_plot(plot.file(), session.memory(), "memory: " + a.traces.front());
         return plot.close(log) ? 0 : 1;
     });
     // A picture writes only its file, as --flamegraph does; the report too when -o names one.
     if (status || (!a.memory_report.plot.empty() && a.output.empty())) return status;
     return guarded(out, log, [&] {
         if (!out.open(log)) return 1;
-        analysis::MemoryOptions mo;
+        render::MemoryOptions mo;
         if (a.limit_given) mo.limit = a.table.limit ? a.table.limit : SIZE_MAX; // 0: all
         mo.full_paths = a.table.full_paths;
         if (a.format == "json")
-            analysis::print_memory_json(out.file(), session.memory(), mo);
+            render::print_memory_json(out.file(), session.memory(), mo);
         else
-            analysis::print_memory(out.file(), session.memory(), mo);
+            render::print_memory(out.file(), session.memory(), mo);
         return out.close(log) ? 0 : 1;
     });
 }

@@ -18,10 +18,10 @@ namespace prof::profreport {
 
 std::string refuse_ranks_sort(const Args& a) {
     switch (a.table.sort) {
-    case analysis::SortKey::kCumtime:
-    case analysis::SortKey::kTottime:
-    case analysis::SortKey::kNcalls:
-    case analysis::SortKey::kPcalls:
+    case render::SortKey::kCumtime:
+    case render::SortKey::kTottime:
+    case render::SortKey::kNcalls:
+    case render::SortKey::kPcalls:
         return {};
     default:
         // The table orders by the max over the ranks of the metric whose imbalance it shows.
@@ -136,7 +136,7 @@ int run_ranks(const Args& a, const tools::ToolLog& log) {
         }
         analysis::RankComparison c = analysis::compare_ranks(std::move(profiles));
         if (!out.open(log)) return 1;
-        analysis::print_ranks(out.file(), c, a.table, a.format);
+        render::print_ranks(out.file(), c, a.table, a.format);
         return out.close(log) ? 0 : 1;
     });
 }

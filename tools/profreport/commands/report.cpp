@@ -183,7 +183,7 @@ std::string no_calls_hint(const analysis::Profile& p, const analysis::Session& b
 void print_view(std::FILE* out, const Args& a, const analysis::Profile& p,
                 const std::string& title) {
     if (a.lines.chosen) return print_lines(out, a, p, title);
-    analysis::TableOptions o = a.table;
+    render::TableOptions o = a.table;
     o.title = title;
     if (!a.report.callers.empty() || !a.report.callees.empty()) {
         if (!title.empty() && a.format != "csv") fmt::print(out, "{}\n", text::printable(title));
@@ -192,16 +192,16 @@ void print_view(std::FILE* out, const Args& a, const analysis::Profile& p,
             if (filter.empty()) continue;
             o.filter = filter;
             if (a.format == "csv")
-                analysis::views::print_callers_csv(out, p, o.filter, callees);
+                render::print_callers_csv(out, p, o.filter, callees);
             else
-                analysis::print_callers(out, p, o, callees);
+                render::print_callers(out, p, o, callees);
         }
     } else if (a.format == "json") {
-        analysis::print_json(out, p, o);
+        render::print_json(out, p, o);
     } else if (a.format == "csv") {
-        analysis::print_csv(out, p, o);
+        render::print_csv(out, p, o);
     } else {
-        analysis::print_table(out, p, o);
+        render::print_table(out, p, o);
     }
 }
 
@@ -213,7 +213,7 @@ int run_report(const Args& a, const tools::ToolLog& log) {
     if (!reading) return 1;
     analysis::Session& session = *reading->session;
     analysis::Profile merged = session.profile();
-    for (const std::string& w : analysis::data_warnings(merged)) log.warn(w);
+    for (const std::string& w : render::data_warnings(merged)) log.warn(w);
 
     struct View {
         std::string title;
@@ -249,7 +249,7 @@ int run_report(const Args& a, const tools::ToolLog& log) {
                 if (std::string hint = no_calls_hint(merged, session); !hint.empty())
                     fmt::print(f, "{}\n", hint);
         } else if (a.threads && a.format != "text") { // one document for all threads
-            std::vector<analysis::ThreadDocument> docs;
+            std::vector<render::ThreadDocument> docs;
             for (const View& v : views) {
                 char* buf = nullptr;
                 size_t len = 0;
@@ -260,7 +260,7 @@ int run_report(const Args& a, const tools::ToolLog& log) {
                 docs.push_back({v.profile.threads.front(), std::string(buf, len)});
                 std::free(buf);
             }
-            analysis::print_thread_documents(f, docs, a.format);
+            render::print_thread_documents(f, docs, a.format);
         } else {
             for (const View& v : views) print_view(f, a, v.profile, v.title);
         }

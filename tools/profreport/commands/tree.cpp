@@ -76,9 +76,9 @@ int run_tree(const Args& a, const tools::ToolLog& log) {
         if (!call_tree_options(a, log, *r.session, co)) return 1;
         analysis::views::CallTree tree = r.session->call_tree(co);
         if (!out.open(log)) return 1;
-        analysis::views::TreeOptions o = a.tree.opts;
+        render::TreeOptions o = a.tree.opts;
         o.csv = a.format == "csv";
-        analysis::views::print_tree(out.file(), tree, o);
+        render::print_tree(out.file(), tree, o);
         return out.close(log) ? 0 : 1;
     });
 }
