@@ -388,18 +388,57 @@ std::vector<std::string> partial_warnings(const std::vector<reader::TraceInfo>& 
     return out;
 }
 
+namespace {
+
+std::string meta_of(const reader::TraceInfo& t, const std::string& key) {
+    auto it = t.meta.find(key);
+    return it == t.meta.end() ? std::string() : it->second;
+}
+
+// A process image that exec'd another: a later trace of the same process (pid and host) goes
+// on from there. Its trace ends at the exec, unfinished, and lacks nothing.
+bool execd(const reader::TraceInfo& t, const std::vector<reader::TraceInfo>& traces) {
+    for (const reader::TraceInfo& u : traces)
+        if (&u != &t && u.header.pid == t.header.pid &&
+            meta_of(u, "host") == meta_of(t, "host") &&
+            u.header.start_real_ns > t.header.start_real_ns)
+            return true;
+    return false;
+}
+
+} // namespace
+
 std::vector<std::string> data_warnings(const Profile& p) {
     std::vector<std::string> out;
+    // Unfinished traces, by reason: one line for one trace, one line naming them all for
+    // several (the processes of a shell pipeline end with _exit or a SIGPIPE as a rule).
+    std::map<std::string, std::vector<std::string>> unfinished;
+    std::vector<std::string> reasons; // in the order first seen
     for (const reader::TraceInfo& t : p.traces) {
         if (t.partial)
             out.push_back(partial_warning(t));
-        else if (t.incomplete)
-            out.push_back(fmt::format("{}: incomplete trace: {}", text::printable(t.path),
-                                      t.incomplete_reason));
+        else if (t.incomplete && !execd(t, p.traces)) {
+            std::vector<std::string>& paths = unfinished[t.incomplete_reason];
+            if (paths.empty()) reasons.push_back(t.incomplete_reason);
+            paths.push_back(text::printable(t.path));
+        }
         if (t.minor_unknown_records)
             out.push_back(fmt::format("{}: skipped {} records of a newer format version {}.{}",
                                       text::printable(t.path), t.minor_unknown_records,
                                       t.header.major, t.header.minor));
+    }
+    for (const std::string& reason : reasons) {
+        const std::vector<std::string>& paths = unfinished[reason];
+        if (paths.size() == 1) {
+            out.push_back(fmt::format("{}: incomplete trace: {}", paths[0], reason));
+            continue;
+        }
+        constexpr size_t kNamed = 4;
+        std::string named;
+        for (size_t i = 0; i < std::min(paths.size(), kNamed); ++i)
+            named += (i ? ", " : "") + paths[i];
+        if (paths.size() > kNamed) named += fmt::format(" and {} more", paths.size() - kNamed);
+        out.push_back(fmt::format("{} incomplete traces ({}): {}", paths.size(), named, reason));
     }
     uint64_t dropped = 0;
     for (const ThreadSummary& th : p.threads) dropped += th.dropped;

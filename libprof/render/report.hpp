@@ -52,6 +52,8 @@ void print_thread_documents(std::FILE* out, const std::vector<ThreadDocument>& d
                             const std::string& format);
 // Notes about the data (incomplete trace, dropped events, ...), one line each, for stderr.
 // A trace whose file is cut short (TraceInfo::partial) has the one line of partial_warning.
+// Unfinished traces of one reason share one line; the trace of an image that exec'd another
+// (a later trace of its pid on its host) has none: it ends at the exec and lacks nothing.
 std::vector<std::string> data_warnings(const Profile& p);
 // "PATH: partial: read up to T s of the run (incomplete trace: REASON)".
 std::string partial_warning(const reader::TraceInfo& t);

@@ -188,6 +188,37 @@ TEST_CASE("profrun -d: a pipeline's processes in one directory, with their manif
     CHECK(both.exit_code == 2);
 }
 
+// A shell pipeline under the memory profiler: each stage's sh image exec'd its program (a
+// trace that ends at the exec, which lacks nothing), and the top sh ends with _exit. Reading the
+// run warns about no exec'd image, and about the unfinished ones in one line at most.
+TEST_CASE("a shell pipeline's run: no warning for exec'd images, one line for unfinished ones" *
+          doctest::skip(kSanitizerBuild)) {
+    std::string dir = temp_path("run-sh-pipeline");
+    auto r = run({PROFRUN, "-q", "--mem", "-d", dir, "--", "/bin/sh", "-c",
+                  "seq 1 20000 | sort -rn | head -3"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.out == "20000\n19999\n19998\n");
+    reader::RunManifest m = manifest_of(dir);
+    std::map<uint32_t, size_t> images; // traces per pid
+    for (const reader::RunProcess& p : m.processes) ++images[p.pid];
+    size_t execd = 0;
+    for (const auto& [pid, n] : images) execd += n - 1;
+    CHECK(execd == 3); // the three stages' sh images
+
+    for (const std::vector<std::string>& argv :
+         {std::vector<std::string>{PROFREPORT, "--memory", dir},
+          std::vector<std::string>{PROFREPORT, dir}}) {
+        auto v = run(argv);
+        REQUIRE_MESSAGE(v.exit_code == 0, v.err);
+        CAPTURE(v.err);
+        CHECK(lines_with(v.err, "incomplete") <= 1);
+        // No exec'd image is named: each is an sh trace whose pid has a later trace.
+        for (const reader::RunProcess& p : m.processes)
+            if (images[p.pid] > 1 && p.argv.at(0) == "sh")
+                CHECK(v.err.find(p.trace) == std::string::npos);
+    }
+}
+
 TEST_CASE("--export chrome of a run: every process on one timeline, by its clock pairs") {
     std::string dir = temp_path("run-timeline");
     REQUIRE(run_in(temp_path("run-timeline-cwd"), dir, kPipeline).exit_code == 3);
