@@ -188,6 +188,9 @@ PROF_NOINSTR bool begin_counting(ThreadState& s, uint64_t open_calls) {
     s.w.cursor = format::put_counting(s.w.cursor, take_delta(s.w, now), cpu);
     commit(s.w);
     s.counting = 1;
+    // PROF_TIME=auto: the trace's calls have their times up to here only (PROF_TIME=sampled
+    // says so in its Meta records, from the start).
+    if (g_options.time_mode == kTimeAuto) note_counting_began(now);
     // The frames open now, outermost first. One that cannot be given a node (no room) ends
     // the tree there: the frames above it are dropped as too deep to record.
     uint32_t parent = 0, depth = s.depth;

@@ -171,6 +171,7 @@ void vfork_child_exited(int child); // after a vfork child has left (trace_write
 const char* trace_path();
 void record_overhead(const char* figures); // Meta records of the calibration
 void add_dropped(uint64_t n); // events a thread could not record, for the End record
+void note_counting_began(uint64_t ticks); // a thread counts from `ticks` (FileHeader)
 uint64_t ticks_per_ms();      // clock rate so far (from the start and now)
 
 // ---- marked sites (sites.cpp) ---------------------------------------------------------------

@@ -85,6 +85,8 @@ struct Global {
     uint64_t start_ticks_per_second = 0; // from a short calibration when the runtime starts
     bool started = false; // a file was created in this process (finish has work to do)
     std::atomic<uint64_t> dropped{0}; // events threads could not record
+    // When the first thread began counting without a clock (FileHeader::counting_ticks).
+    std::atomic<uint64_t> counting_ticks{0};
     char path[4096 + 64] = {};  // the file this process writes
     char base_path[4096] = {};  // PROF_OUT or its default, before per-process suffixes
 };
@@ -192,6 +194,7 @@ PROF_NOINSTR void write_file_header(uint32_t flags, uint64_t end_ticks = 0, uint
     h.ticks_per_second = g.start_ticks_per_second;
     if (flags & format::kFileFinished) {
         format::finish_file_header(h, end_ticks, end_mono, g.next_chunk);
+        h.counting_ticks = g.counting_ticks.load(std::memory_order_relaxed);
         if (g_use_tsc) {
             uint64_t dt = end_ticks - g.start_ticks, dns = end_mono - g.start_mono;
             if (dns > 10000000) h.ticks_per_second = uint64_t(double(dt) * 1e9 / double(dns));
@@ -433,6 +436,7 @@ PROF_NOINSTR bool start_file(const char* base, bool try_base) {
     if (fstat(g.fd, &st) == 0) g.file_dev = st.st_dev, g.file_ino = st.st_ino;
     g.next_chunk = 0;
     g.file_size = 0;
+    g.counting_ticks.store(0, std::memory_order_relaxed);
     g.next_stream.store(1, std::memory_order_relaxed);
     g.process = ChunkWriter{};
     g.process.kind = uint16_t(format::StreamKind::kProcess);
@@ -499,6 +503,12 @@ PROF_NOINSTR void fork_child() {
 }
 
 } // namespace
+
+// Lock-free: a thread's hook calls it where the thread begins counting.
+PROF_NOINSTR void note_counting_began(uint64_t ticks) {
+    uint64_t none = 0;
+    g.counting_ticks.compare_exchange_strong(none, ticks ? ticks : 1, std::memory_order_relaxed);
+}
 
 PROF_NOINSTR void lock_global() { pthread_mutex_lock(&g.lock); }
 PROF_NOINSTR void unlock_global() { pthread_mutex_unlock(&g.lock); }

@@ -67,7 +67,37 @@ struct Session::Impl : reader::EventSink {
 
     void begin_trace(const std::string& path) {
         reader::TraceReader meta(path);
+        refuse_counted_unread(meta.info());
         begin_trace(meta.read_metadata());
+    }
+    bool needs_every_call_time() const {
+        return options.time == TimeSource::kTraced || options.observer;
+    }
+    // A trace whose hooks stopped reading the clock per call `seconds` into the run
+    // (PROF_TIME=auto) has no time for its later calls: no timeline, no traced times.
+    [[noreturn]] void refuse_counted(const std::string& path, double seconds) const {
+        std::string when = fmt::format("the hooks stopped reading the clock per call at {:.3f} s, "
+                                       "once the run had samples enough to time it "
+                                       "(PROF_TIME=auto)",
+                                       seconds);
+        throw reader::TraceError(
+            path, options.observer
+                      ? when + ": a timeline needs every call's time (record with "
+                               "PROF_TIME=traced, or export speedscope without --from, --to or "
+                               "--min-duration: the call tree with the samples' times)"
+                      : when + ", so it has no traced times after that (leave out --time "
+                               "traced, or record with PROF_TIME=traced)");
+    }
+    // The same from a finished trace's header (FileHeader::counting_ticks, 1.10), before a
+    // record is read: the refusal comes at once, not after reading up to the switch.
+    void refuse_counted_unread(const reader::TraceInfo& header_only) const {
+        const format::FileHeader& h = header_only.header;
+        if (!needs_every_call_time() || !h.counting_ticks || !(h.flags & format::kFileFinished))
+            return;
+        double tps = h.ticks_per_second ? double(h.ticks_per_second) : 1e9;
+        refuse_counted(header_only.path, h.counting_ticks > h.start_ticks
+                                             ? double(h.counting_ticks - h.start_ticks) / tps
+                                             : 0.0);
     }
     void begin_trace(const reader::TraceInfo& process) {
         layout = process;
@@ -212,20 +242,10 @@ struct Session::Impl : reader::EventSink {
         ThreadReplay& t = thread(id);
         // PROF_TIME=auto: the thread's calls have their times up to here only (a trace whose
         // threads all count from their start was refused by begin_trace already).
-        if (!timing.untimed_hooks && (options.time == TimeSource::kTraced || options.observer)) {
-            std::string when = fmt::format(
-                "the hooks stopped reading the clock per call at {:.3f} s, once the run had "
-                "samples enough to time it (PROF_TIME=auto)",
-                ticks > start_ticks ? double(ticks - start_ticks) * ns_per_tick * 1e-9 : 0.0);
-            throw reader::TraceError(
-                layout.path,
-                options.observer
-                    ? when + ": a timeline needs every call's time (record with PROF_TIME=traced, "
-                             "or export speedscope without --from, --to or --min-duration: the "
-                             "call tree with the samples' times)"
-                    : when + ", so it has no traced times after that (leave out --time traced, "
-                             "or record with PROF_TIME=traced)");
-        }
+        if (!timing.untimed_hooks && needs_every_call_time())
+            refuse_counted(layout.path,
+                           ticks > start_ticks ? double(ticks - start_ticks) * ns_per_tick * 1e-9
+                                               : 0.0);
         advance(t, ticks, true);
         t.counting = true;
         t.position = t.clock_node = top(t);
@@ -572,6 +592,7 @@ struct Session::Impl : reader::EventSink {
     // core.
     void read_trace_streams(const std::string& path, unsigned jobs) {
         reader::TraceReader probe(path);
+        refuse_counted_unread(probe.info());
         const reader::TraceInfo process = probe.read_metadata();
         std::vector<reader::StreamExtent> streams = probe.stream_extents();
         bool memory_trace = options.memory && process.meta.count("memory_profiler");

@@ -34,7 +34,8 @@ inline constexpr uint16_t kMinor = 10; // 1.1: sites, line statistics; 1.2: unlo
                                        // sampled thread (profrun --idle); 1.9: calls counted
                                        // in a call tree (Counting, CallNode, CallCounts,
                                        // Position; Sample's node); 1.10: LineStats'
-                                       // rss_reads (lines that measure the heap only)
+                                       // rss_reads (lines that measure the heap only),
+                                       // FileHeader's counting_ticks
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
 // readers of 1.x refuse by name. Its records are those of 1.x plus the packed memory records
@@ -82,7 +83,11 @@ struct FileHeader {
     uint64_t end_mono_ns;
     uint32_t chunk_count; // set at finish; readers of crashed traces scan instead
     uint32_t reserved0;
-    uint8_t reserved[4096 - 96];
+    // 1.10, set at finish: the clock when the first thread began counting its calls without a
+    // clock under PROF_TIME=auto (once samples could time the run); 0 if none did. A reader
+    // that needs every call's time (a timeline) refuses such a file from its header, unread.
+    uint64_t counting_ticks;
+    uint8_t reserved[4096 - 104];
 };
 static_assert(sizeof(FileHeader) == kHeaderSize);
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the trace format is little-endian");

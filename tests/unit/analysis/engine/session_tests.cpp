@@ -409,7 +409,6 @@ TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happen
     CHECK(raw.total_time == approx(400e-9));
 }
 
-
 // Two threads whose streams stop at different times (1: at 100 ns, 2: at 400 ns) with frames
 // open, the process's End record at 10000 ns, and a last chunk of thread 1 that `cut` leaves
 // cut short (a copy interrupted there): the frames open at the cut close at their own
@@ -517,4 +516,53 @@ TEST_CASE("a trace cut short at a chunk's end, or before its End record, is part
     CHECK(s.traces().at(0).partial);
     CHECK(s.traces().at(0).incomplete_reason ==
           "the end record is missing (the file was cut short)");
+}
+
+// A finished trace whose header says its hooks stopped reading the clock 2.5 s into the run
+// (FileHeader::counting_ticks, PROF_TIME=auto) is refused by what needs every call's time
+// (a timeline, traced times) from its header: this one holds no Counting record at all, so
+// the refusal cannot come from reading it. The table reads it, and so does a reader of an
+// unfinished file (whose header was never rewritten: the stream says when counting began).
+TEST_CASE("a header that says counting began refuses a timeline and traced times, unread") {
+    auto build = [](uint32_t flags) {
+        TraceBuilder b;
+        b.header().counting_ticks = 2500000000;
+        b.header().flags = flags;
+        b.chunk(1, 0);
+        define_functions(b, 1).enter(0, 0).exit(30);
+        b.chunk(0);
+        name_functions(b, {"main"}).end_record(3000000000);
+        return b;
+    };
+    std::string path = save_trace(build(format::kFileFinished), "counting-header.trace");
+    const std::string said =
+        "the hooks stopped reading the clock per call at 2.500 s, once the run "
+        "had samples enough to time it (PROF_TIME=auto)";
+    Recorder r;
+    analysis::SessionOptions timeline;
+    timeline.observer = &r;
+    analysis::SessionOptions traced;
+    traced.time = analysis::TimeSource::kTraced;
+    for (const analysis::SessionOptions& o : {timeline, traced})
+        for (unsigned jobs : {1u, 2u}) {
+            analysis::Session s(o);
+            r.session = &s;
+            std::string error;
+            try {
+                s.add_traces({path}, jobs);
+            } catch (const reader::TraceError& e) {
+                error = e.what();
+            }
+            CHECK_MESSAGE(error.find(said) != std::string::npos, error);
+            CHECK(r.events.empty()); // refused before a record was read
+        }
+    analysis::Session table;
+    table.add_trace(path);
+    CHECK(table.profile().functions.at(0).stats.ncalls == 1);
+
+    std::string unfinished = save_trace(build(0), "counting-header-unfinished.trace");
+    analysis::Session s(timeline);
+    r.session = &s;
+    s.add_trace(unfinished);
+    CHECK(r.events.size() == 2); // its one call, opened and closed
 }
