@@ -243,6 +243,22 @@ PROF_NOINSTR void* new_fallback(size_t n, bool nothrow) {
 // names and its Unload record, would never see the program's calls. Forwarded to it here.
 PROF_EXPORT int dlclose(void* handle) { return prof_dlclose(handle); }
 
+// ---- the wait family ----------------------------------------------------------------------------
+// The same for the runtime's record of how each reaped child ended (runtime/children.cpp).
+PROF_EXPORT pid_t waitpid(pid_t pid, int* status, int options) {
+    return prof_waitpid(pid, status, options);
+}
+PROF_EXPORT pid_t wait(int* status) { return prof_wait(status); }
+PROF_EXPORT pid_t wait3(int* status, int options, struct rusage* usage) {
+    return prof_wait3(status, options, usage);
+}
+PROF_EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* usage) {
+    return prof_wait4(pid, status, options, usage);
+}
+PROF_EXPORT int waitid(idtype_t type, id_t id, siginfo_t* info, int options) {
+    return prof_waitid(type, id, info, options);
+}
+
 // ---- C allocation functions -------------------------------------------------------------------
 
 PROF_EXPORT void* malloc(size_t n) {

@@ -293,7 +293,37 @@ RunProcess describe_trace(const TraceInfo& info, const std::string& file_name) {
     p.rank = number_meta(info, "mpi_rank");
     p.size = number_meta(info, "mpi_size");
     p.rank_from = meta_or(info, "mpi_rank_from");
+    const std::string prefix = "child_status.";
+    for (auto it = info.meta.lower_bound(prefix);
+         it != info.meta.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+        unsigned long child = std::strtoul(it->first.c_str() + prefix.size(), nullptr, 10);
+        if (child && child <= UINT32_MAX) p.reaped[uint32_t(child)] = it->second;
+    }
     return p;
+}
+
+void settle_exit_statuses(std::vector<RunProcess>& processes) {
+    for (RunProcess& p : processes) {
+        if (p.exit_code || p.signal) continue;
+        bool last_image = true;
+        for (const RunProcess& q : processes)
+            if (&q != &p && q.pid == p.pid && q.host == p.host && q.start_utc_ns > p.start_utc_ns)
+                last_image = false;
+        if (!last_image) continue;
+        const RunProcess* parent = nullptr;
+        for (const RunProcess& q : processes)
+            if (q.pid == p.ppid && q.host == p.host && q.reaped.count(p.pid) &&
+                q.start_utc_ns <= p.start_utc_ns &&
+                (!parent || q.start_utc_ns > parent->start_utc_ns))
+                parent = &q;
+        if (!parent) continue;
+        int n = 0;
+        const std::string& status = parent->reaped.at(p.pid);
+        if (std::sscanf(status.c_str(), "exit %d", &n) == 1)
+            p.exit_code = n;
+        else if (std::sscanf(status.c_str(), "signal %d", &n) == 1)
+            p.signal = n;
+    }
 }
 
 std::string manifest_json(const RunManifest& m) {

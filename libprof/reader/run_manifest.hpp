@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,9 +32,14 @@ struct RunProcess {
     uint64_t start_utc_ns = 0, start_ticks = 0, end_utc_ns = 0, end_ticks = 0;
     double ticks_per_second = 0;
     bool finished = false;
-    std::optional<int> exit_code, signal; // when known (the process profrun waited for)
-    std::optional<uint32_t> rank, size;   // MPI rank and job size (or a Slurm task's)
-    std::string rank_from;                // the variable the rank was read from
+    // When known: the process profrun waited for, or one its traced parent reaped (see
+    // settle_exit_statuses).
+    std::optional<int> exit_code, signal;
+    // How the children this process reaped ended, by pid: the wait statuses its runtime
+    // recorded (Meta child_status.<pid>: "exit N" or "signal N"). Not in the manifest.
+    std::map<uint32_t, std::string> reaped;
+    std::optional<uint32_t> rank, size; // MPI rank and job size (or a Slurm task's)
+    std::string rank_from;              // the variable the rank was read from
 
     std::string command() const; // argv[0]'s base name, else the exe's
 };
@@ -46,6 +52,12 @@ struct RunManifest {
 
 // A process as its trace describes it (its metadata only).
 RunProcess describe_trace(const TraceInfo& info, const std::string& file_name);
+
+// Gives each process whose status is not known, and whose image is its pid's last (an image
+// that exec'd another did not end), the status its parent's runtime recorded when it reaped
+// it: a pipeline's stage killed by SIGPIPE, a child that exited 3. Of several parents with the
+// pid (a pid reused), the latest to start before the child.
+void settle_exit_statuses(std::vector<RunProcess>& processes);
 
 std::string manifest_json(const RunManifest& m);
 // Throws std::runtime_error saying where the text stops being a manifest.

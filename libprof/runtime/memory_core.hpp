@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 extern "C" {
 
@@ -26,6 +28,13 @@ void prof_mem_activate(void);
 // dlclose through the runtime, which names the object's functions before they are unmapped
 // (runtime/modules.cpp); libprofmem.so exports dlclose too, being first in the search order.
 int prof_dlclose(void* handle);
+// The wait family through the runtime, which records how each reaped child ended
+// (runtime/children.cpp); libprofmem.so exports them too, for the same reason as dlclose.
+pid_t prof_waitpid(pid_t pid, int* status, int options);
+pid_t prof_wait(int* status);
+pid_t prof_wait3(int* status, int options, struct rusage* usage);
+pid_t prof_wait4(pid_t pid, int* status, int options, struct rusage* usage);
+int prof_waitid(idtype_t type, id_t id, siginfo_t* info, int options);
 // Set once some PROF_LINE site exists: the interposers then measure usable sizes, for the
 // per-line heap deltas (runtime/sites.cpp).
 extern int prof_heap_tracking;

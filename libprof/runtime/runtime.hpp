@@ -136,6 +136,10 @@ void* map_anon(size_t bytes);
 // Process stream (stream 0): callers hold the global lock.
 void lock_global();
 void unlock_global();
+// False when another thread, or this one, holds it (a signal handler).
+bool try_lock_global();
+// One Meta record, the lock held.
+void meta_record(const char* key, const char* value, size_t len);
 bool process_record(const uint8_t* rec, size_t n); // appends one whole record
 bool tracing_active();
 uint32_t next_stream_id();
@@ -168,11 +172,14 @@ void for_each_function(void (*fn)(uintptr_t, void*), void* arg);
 void runtime_start();  // idempotent; the library constructor or the first hook calls it
 void runtime_finish(); // library destructor
 void vfork_child_exited(int child); // after a vfork child has left (trace_writer.cpp)
+// The wait family's interposers (children.cpp): the C library's functions looked up.
+void children_start();
 const char* trace_path();
 void record_overhead(const char* figures); // Meta records of the calibration
 void add_dropped(uint64_t n); // events a thread could not record, for the End record
-void note_counting_began(uint64_t ticks); // a thread counts from `ticks` (FileHeader)
 uint64_t ticks_per_ms();      // clock rate so far (from the start and now)
+// PROF_TIME=auto: a thread began counting at `ticks` (FileHeader::counting_ticks).
+void note_counting_began(uint64_t ticks);
 
 // ---- marked sites (sites.cpp) ---------------------------------------------------------------
 } // namespace prof::rt

@@ -512,6 +512,10 @@ PROF_NOINSTR void note_counting_began(uint64_t ticks) {
 
 PROF_NOINSTR void lock_global() { pthread_mutex_lock(&g.lock); }
 PROF_NOINSTR void unlock_global() { pthread_mutex_unlock(&g.lock); }
+PROF_NOINSTR bool try_lock_global() { return pthread_mutex_trylock(&g.lock) == 0; }
+PROF_NOINSTR void meta_record(const char* key, const char* value, size_t len) {
+    write_meta(key, value, len);
+}
 PROF_NOINSTR bool tracing_active() { return g.active; }
 PROF_NOINSTR uint32_t next_stream_id() {
     return g.next_stream.fetch_add(1, std::memory_order_relaxed);
@@ -645,6 +649,7 @@ PROF_NOINSTR void runtime_start() {
     choose_base_path();
     start_file(g.base_path, true);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    children_start(); // the C library's wait family, looked up now rather than in a handler
     errno = saved;
     unlock_global();
 }

@@ -219,6 +219,33 @@ TEST_CASE("a shell pipeline's run: no warning for exec'd images, one line for un
     }
 }
 
+// How each stage ended, which only its parent learns (the wait family, interposed by the
+// runtime in the parent): `yes` killed by SIGPIPE once `head` has its line, `head` exiting 0,
+// an inner sh exiting 3. The manifest records them and the process tree shows them.
+TEST_CASE("a run records how its reaped children ended: SIGPIPE, exit 0, exit 3" *
+          doctest::skip(kSanitizerBuild)) {
+    std::string dir = temp_path("run-statuses");
+    auto r = run({PROFRUN, "-q", "--mem", "-d", dir, "--", "/bin/sh", "-c",
+                  "yes | head -1; sh -c 'exit 3'; true"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.out == "y\n");
+    reader::RunManifest m = manifest_of(dir);
+    std::map<std::string, const reader::RunProcess*> last; // by command, its last image
+    for (const reader::RunProcess& p : m.processes)
+        if (!p.argv.empty()) last[p.argv.back() == "exit 3" ? "exit3" : p.argv.front()] = &p;
+    REQUIRE(last.count("yes"));
+    REQUIRE(last.count("head"));
+    REQUIRE(last.count("exit3"));
+    CHECK(last["yes"]->signal == SIGPIPE);
+    CHECK_FALSE(last["yes"]->exit_code);
+    CHECK(last["head"]->exit_code == 0);
+    CHECK(last["exit3"]->exit_code == 3);
+    auto tree = run({PROFREPORT, "processes", dir});
+    REQUIRE_MESSAGE(tree.exit_code == 0, tree.err);
+    CHECK(lines_with(tree.out, " SIGPIPE ") == 1);
+    CHECK(lines_with(tree.out, "running?") == 0);
+}
+
 TEST_CASE("--export chrome of a run: every process on one timeline, by its clock pairs") {
     std::string dir = temp_path("run-timeline");
     REQUIRE(run_in(temp_path("run-timeline-cwd"), dir, kPipeline).exit_code == 3);

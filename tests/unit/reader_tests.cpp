@@ -4,6 +4,7 @@
 #include "analysis/model/profile.hpp"
 #include "pack/trace_packer.hpp"
 #include "reader/elf_symbols.hpp"
+#include "reader/run_manifest.hpp"
 #include "reader/trace_reader.hpp"
 #include "render/memory_report.hpp"
 #include "support/approx.hpp"
@@ -1377,4 +1378,43 @@ TEST_CASE("packed counting traces keep their call tree records and times (2.3)")
     CHECK(info.header.minor == format::kPackedMinor);
     CHECK(p.order == a.order);
     CHECK(info.threads.at(1).events == 17);
+}
+
+// A run's statuses from its parents' records of the children they reaped: the last image of an
+// exec chain takes it (the one that exec'd did not end), a pid reused takes the latest parent
+// to start before it, and a status profrun knew stays.
+TEST_CASE("run processes: exit statuses settled from the parents' reaped children") {
+    auto process = [](uint32_t pid, uint32_t ppid, uint64_t start) {
+        reader::RunProcess p;
+        p.pid = pid;
+        p.ppid = ppid;
+        p.host = "h";
+        p.start_utc_ns = start;
+        return p;
+    };
+    std::vector<reader::RunProcess> ps;
+    ps.push_back(process(10, 1, 100)); // the shell, profrun's child
+    ps.back().exit_code = 0;
+    ps.back().reaped = {{11, "signal 13"}, {12, "exit 3"}, {13, "exit 0"}};
+    ps.push_back(process(11, 10, 110)); // sh, exec'd into...
+    ps.push_back(process(11, 10, 120)); // ...yes, killed by SIGPIPE
+    ps.push_back(process(12, 10, 130)); // exit 3
+    ps.push_back(process(13, 10, 140)); // its status known already: kept
+    ps.back().exit_code = 7;
+    ps.push_back(process(14, 10, 150)); // never reaped (still running)
+    ps.push_back(process(20, 1, 90));   // another process with pid 20 earlier...
+    ps.back().reaped = {{21, "exit 1"}};
+    ps.push_back(process(20, 1, 160)); // ...and the later one, 21's parent
+    ps.back().reaped = {{21, "exit 2"}};
+    ps.push_back(process(21, 20, 170));
+    reader::settle_exit_statuses(ps);
+    CHECK_FALSE(ps[1].signal); // exec'd
+    CHECK_FALSE(ps[1].exit_code);
+    CHECK(ps[2].signal == 13);
+    CHECK_FALSE(ps[2].exit_code);
+    CHECK(ps[3].exit_code == 3);
+    CHECK(ps[4].exit_code == 7);
+    CHECK_FALSE(ps[5].exit_code);
+    CHECK_FALSE(ps[5].signal);
+    CHECK(ps[8].exit_code == 2);
 }

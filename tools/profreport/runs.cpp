@@ -75,6 +75,7 @@ RunListing read_run(const std::string& dir, const tools::ToolLog& log) {
                      [](const reader::RunProcess& x, const reader::RunProcess& y) {
                          return x.start_utc_ns < y.start_utc_ns;
                      });
+    reader::settle_exit_statuses(run.processes); // a run written before the manifest kept them
     return run;
 }
 

@@ -183,6 +183,7 @@ size_t update_manifest(const std::string& dir, const std::string& id, pid_t chil
         if (WIFEXITED(wait_status)) waited->exit_code = WEXITSTATUS(wait_status);
         if (WIFSIGNALED(wait_status)) waited->signal = WTERMSIG(wait_status);
     }
+    reader::settle_exit_statuses(m.processes);
     size_t traced = 0;
     for (const reader::RunProcess& p : m.processes) traced += !p.trace.empty();
     std::string tmp = fmt::format("{}.{}.tmp", path, getpid());

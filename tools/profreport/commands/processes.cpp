@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include <functional>
 #include <map>
 
@@ -36,7 +38,10 @@ CLI::App* add_processes(tools::Cli& cli, Args& a) {
 namespace {
 
 std::string exit_of(const reader::RunProcess& p) {
-    if (p.signal) return fmt::format("sig {}", *p.signal);
+    if (p.signal) { // SIGPIPE, as kill -l names it
+        const char* name = sigabbrev_np(*p.signal);
+        return name ? fmt::format("SIG{}", name) : fmt::format("sig {}", *p.signal);
+    }
     if (p.exit_code) return std::to_string(*p.exit_code);
     return p.trace.empty() || p.finished ? "-" : "running?";
 }
