@@ -611,6 +611,9 @@ PROF_NOINSTR void runtime_start() {
     }
     started = true;
     int saved = errno;
+    // The C library's wait family, looked up now rather than in a signal handler; the
+    // interposers call it whether or not tracing is on.
+    children_start();
     g.pid = uint32_t(getpid());
     read_options();
     if (g_options.secure) {
@@ -649,7 +652,6 @@ PROF_NOINSTR void runtime_start() {
     choose_base_path();
     start_file(g.base_path, true);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
-    children_start(); // the C library's wait family, looked up now rather than in a handler
     errno = saved;
     unlock_global();
 }
