@@ -325,7 +325,7 @@ TEST_CASE("profrun and profpack: usage errors in one line, exit 2") {
                PROF_SAMPLE_FIB},
               "--exact-times is an option of the packing, and --no-pack turns it off"},
              {{PROFRUN, "--exact-times", "-o", never, PROF_SAMPLE_FIB},
-              "--exact-times is an option of the packing, which is on with --mem or --pack"},
+              "--exact-times is an option of the packing, which --pack turns on"},
              {{PROFRUN, "--frobnicate", "-o", never, PROF_SAMPLE_FIB},
               "unknown option '--frobnicate' (see profrun --help)"},
              {{PROFRUN, "-o"}, "option -o needs a value"},

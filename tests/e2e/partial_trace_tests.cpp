@@ -211,12 +211,12 @@ TEST_CASE("a trace sampled from outside cut at 25/50/75/99 %: nothing above the 
     CHECK(check_cuts(trace, "partial-sampled") > 0);
 }
 
-// A memory trace packed after the run (profrun --mem): blocks handed between threads. A block
+// A memory trace packed after the run (profrun --mem --pack): blocks handed between threads. A block
 // still live where the copy was cut may have been freed after it: unknown, never leaked.
 TEST_CASE("a packed memory trace cut at 25/50/75/99 %: blocks live at the cut are unknown" *
           doctest::skip(kNoMemoryProfiler)) {
     std::string trace = temp_path("partial-mem.trace");
-    auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_HANDOFF},
+    auto r = run({PROFRUN, "--mem", "--pack", "-q", "-o", trace, "--", PROF_TEST_HANDOFF},
                  {{"PROF_CHUNK_SIZE", "64K"}});
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     REQUIRE(run({PROFREPORT, "--info", trace}).out.find("packed") != std::string::npos);

@@ -87,6 +87,11 @@ def benchmarks(args, work):
                        r"^run -j 1 ", r"^one trace -j 1 ", r"^speedup -j 2 over -j 1: "],
                       lambda: None if (Path(build) / "samples/fib").exists() else
                       f"{build}/samples/fib not built (PROF_BUILD_SAMPLES=ON)"),
+        "mem_end_to_end": (lambda: ["--build", build, "--work", work / "mem_end_to_end",
+                                    "--entries", "2000", "--reps", "1"],
+                           [r"^== perl, 2,000 hash entries: [0-9,]+ allocator calls",
+                            r"^command +median wall s", r"^alone ", r"^mem ", r"^mem_pack "],
+                           lambda: None if shutil.which("perl") else "perl not found"),
         "sampling": (lambda: ["--build", build, "--reps", "1", "--fib", "20", "--cost-seconds", "0.05"],
                      [r"^\| fib 20 \| wall s \| CPU s \|", r"^\| sample_cost, 0.05 CPU s \|",
                       r"^cost per sample, at 125 Hz"],

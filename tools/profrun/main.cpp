@@ -56,7 +56,7 @@ struct RunOptions {
     std::string run_dir; // -d: the run's directory (absolute once prepared)
     CLI::Option *output_option = nullptr, *run_dir_option = nullptr;
     bool force = false, preload = false, quiet = false, mem = false;
-    std::optional<bool> pack; // --pack or --no-pack, the last one given; else: with --mem
+    std::optional<bool> pack; // --pack or --no-pack, the last one given; else: not
     prof::pack::PackOptions pack_options;
     // Options that set a variable of the runtime (docs/configuration.md), when given.
     struct Variable {
@@ -107,7 +107,10 @@ struct RunOptions {
                 *duration_option = nullptr, *stack_option = nullptr, *subprocess_flag = nullptr, *idle_flag = nullptr, *sampler_option = nullptr,
                 *mem_flag = nullptr, *preload_flag = nullptr;
 
-    bool packs() const { return pack.value_or(mem); }
+    // Not by default, --mem included: packing reads the trace twice after the run, which made
+    // `profrun --mem` 3.9x the program alone on perl (775k allocations) where writing alone is
+    // 1.7x (docs/overhead.md). Big traces get a line that says how to pack them.
+    bool packs() const { return pack.value_or(false); }
 };
 
 // The options' flags for --pack and --no-pack, to tell which came last.
@@ -144,8 +147,8 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
     PackFlags flags;
     flags.pack = app.add_flag("--pack")->description(
         "after the run, pack each finished trace (profpack: several times\n"
-        "smaller; memory times kept to 4 us), or keep it as written;\n"
-        "default: pack with --mem");
+        "smaller; memory times kept to 4 us), or keep it as written\n"
+        "(the default; a trace of 256 MiB or more gets a line that says so)");
     flags.no_pack = app.add_flag("--no-pack")->group("");
     cli.help_name(flags.pack, "--pack, --no-pack");
     CLI::Option* exact =
@@ -248,8 +251,8 @@ std::optional<int> finish_command_line(prof::tools::Cli& cli, RunOptions& o, Pac
     }
     if (o.command.empty()) return cli.usage_error("no command given (see profrun --help)");
     if (o.pack_options.exact_times && !o.packs())
-        return cli.usage_error("--exact-times is an option of the packing, which is on with "
-                               "--mem or --pack");
+        return cli.usage_error("--exact-times is an option of the packing, which --pack turns "
+                               "on");
     return std::nullopt;
 }
 
@@ -492,6 +495,24 @@ bool run_command(const std::vector<std::string>& command, const ToolLog& log, in
     return true;
 }
 
+// A trace this big is said as it is packed, or when kept as written.
+constexpr off_t kSuggestPacking = off_t(256) << 20;
+
+// Traces kept as written: a big one gets a line saying how much smaller packing would make it.
+void suggest_packing(const RunOptions& o, const std::vector<std::string>& others,
+                     const ToolLog& log) {
+    if (o.quiet) return;
+    std::vector<std::string> all = others;
+    if (!o.output.empty() && exists(o.output)) all.insert(all.begin(), o.output);
+    for (const std::string& t : all) {
+        struct stat st;
+        if (finished_trace(t) && stat(t.c_str(), &st) == 0 && st.st_size >= kSuggestPacking)
+            log.info(fmt::format("{} is {} as written: profpack {} packs it several times smaller "
+                                 "(or profrun --pack, after the run)",
+                                 t, prof::text::format_bytes(double(st.st_size)), t));
+    }
+}
+
 // Packs the run's finished traces in place. A trace the process did not finish stays as
 // written: its crash-safe form is the record of what happened (profreport reads it; profpack
 // refuses it). Ctrl-C stops the packing again, and removes what it wrote; the traces stay as
@@ -504,7 +525,7 @@ void pack_traces(const RunOptions& o, const std::vector<std::string>& others, co
     for (const std::string& t : all) {
         if (!finished_trace(t)) continue;
         struct stat st;
-        if (!o.quiet && stat(t.c_str(), &st) == 0 && st.st_size >= (off_t(256) << 20))
+        if (!o.quiet && stat(t.c_str(), &st) == 0 && st.st_size >= kSuggestPacking)
             log.info(fmt::format("packing {} ({})", t, format_bytes(double(st.st_size))));
         try {
             prof::pack::PackResult r = prof::pack::pack_trace(t, t, o.pack_options);
@@ -649,6 +670,13 @@ int run_in_directory(RunOptions& o, const std::string& log_format, const std::st
             traces.push_back(o.run_dir + "/" + name);
         o.output.clear();
         pack_traces(o, traces, log);
+    } else if (o.mem) {
+        std::vector<std::string> traces;
+        for (const std::string& name : prof::reader::run_traces(o.run_dir))
+            traces.push_back(o.run_dir + "/" + name);
+        RunOptions each = o;
+        each.output.clear();
+        suggest_packing(each, traces, log);
     }
     // Under an MPI launcher, one message for the job: rank 0's (each rank has a profrun).
     if (!processes) {
@@ -723,6 +751,9 @@ int main(int argc, char** argv) {
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (code == 127 && !exists(o.output)) return code;
     std::vector<std::string> others = other_traces(o.output, started);
-    if (o.packs()) pack_traces(o, others, log);
+    if (o.packs())
+        pack_traces(o, others, log);
+    else if (o.mem)
+        suggest_packing(o, others, log);
     return report_traces(o, status, code, others, program, setuid_program, log);
 }
