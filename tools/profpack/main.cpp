@@ -30,8 +30,8 @@ keep their exact times, and profreport reads from the packed file what it read f
 trace, except that allocations and releases of a block its own thread allocated happen up
 to 4 us earlier (the peak heap of a multi-threaded program can move by the blocks of such a
 moment). A trace whose process did not finish stays as it is (its crash-safe form is the
-record of what happened); a trace packed already is left alone. profrun --mem packs its
-traces itself.)";
+record of what happened); a trace packed already is left alone. profrun --pack packs its
+traces after the run.)";
 
 struct Options {
     std::vector<std::string> traces;
