@@ -303,19 +303,22 @@ RunProcess describe_trace(const TraceInfo& info, const std::string& file_name) {
 }
 
 void settle_exit_statuses(std::vector<RunProcess>& processes) {
+    // The images of each process (host, pid): the last one's status is the process's.
+    std::map<std::pair<std::string, uint32_t>, std::vector<const RunProcess*>> images;
+    for (const RunProcess& q : processes) images[{q.host, q.pid}].push_back(&q);
     for (RunProcess& p : processes) {
         if (p.exit_code || p.signal) continue;
-        bool last_image = true;
-        for (const RunProcess& q : processes)
-            if (&q != &p && q.pid == p.pid && q.host == p.host && q.start_utc_ns > p.start_utc_ns)
-                last_image = false;
-        if (!last_image) continue;
+        const auto& same = images.at({p.host, p.pid});
+        bool last_image = std::none_of(same.begin(), same.end(), [&](const RunProcess* q) {
+            return q->start_utc_ns > p.start_utc_ns;
+        });
+        auto parents = images.find({p.host, p.ppid});
+        if (!last_image || parents == images.end()) continue;
         const RunProcess* parent = nullptr;
-        for (const RunProcess& q : processes)
-            if (q.pid == p.ppid && q.host == p.host && q.reaped.count(p.pid) &&
-                q.start_utc_ns <= p.start_utc_ns &&
-                (!parent || q.start_utc_ns > parent->start_utc_ns))
-                parent = &q;
+        for (const RunProcess* q : parents->second)
+            if (q->reaped.count(p.pid) && q->start_utc_ns <= p.start_utc_ns &&
+                (!parent || q->start_utc_ns > parent->start_utc_ns))
+                parent = q;
         if (!parent) continue;
         int n = 0;
         const std::string& status = parent->reaped.at(p.pid);

@@ -395,15 +395,17 @@ std::string meta_of(const reader::TraceInfo& t, const std::string& key) {
     return it == t.meta.end() ? std::string() : it->second;
 }
 
-// A process image that exec'd another: a later trace of the same process (pid and host) goes
-// on from there. Its trace ends at the exec, unfinished, and lacks nothing.
-bool execd(const reader::TraceInfo& t, const std::vector<reader::TraceInfo>& traces) {
-    for (const reader::TraceInfo& u : traces)
-        if (&u != &t && u.header.pid == t.header.pid &&
-            meta_of(u, "host") == meta_of(t, "host") &&
-            u.header.start_real_ns > t.header.start_real_ns)
-            return true;
-    return false;
+// The latest start of each process (host, pid) among the traces. A trace that started before
+// its process's latest is an image that exec'd another: the later trace goes on from there, and
+// this one ends at the exec, unfinished, lacking nothing.
+std::map<std::pair<std::string, uint32_t>, uint64_t>
+latest_starts(const std::vector<reader::TraceInfo>& traces) {
+    std::map<std::pair<std::string, uint32_t>, uint64_t> latest;
+    for (const reader::TraceInfo& t : traces) {
+        uint64_t& start = latest[{meta_of(t, "host"), t.header.pid}];
+        start = std::max(start, t.header.start_real_ns);
+    }
+    return latest;
 }
 
 } // namespace
@@ -414,10 +416,12 @@ std::vector<std::string> data_warnings(const Profile& p) {
     // several (the processes of a shell pipeline end with _exit or a SIGPIPE as a rule).
     std::map<std::string, std::vector<std::string>> unfinished;
     std::vector<std::string> reasons; // in the order first seen
+    const auto latest = latest_starts(p.traces);
     for (const reader::TraceInfo& t : p.traces) {
+        bool execd = t.header.start_real_ns < latest.at({meta_of(t, "host"), t.header.pid});
         if (t.partial)
             out.push_back(partial_warning(t));
-        else if (t.incomplete && !execd(t, p.traces)) {
+        else if (t.incomplete && !execd) {
             std::vector<std::string>& paths = unfinished[t.incomplete_reason];
             if (paths.empty()) reasons.push_back(t.incomplete_reason);
             paths.push_back(text::printable(t.path));
