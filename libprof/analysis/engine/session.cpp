@@ -165,7 +165,7 @@ struct Session::Impl : reader::EventSink {
     }
 
     ThreadReplay& thread(uint32_t id) {
-        if (id == last_stream) return *last_thread;
+        if (id == last_stream && last_thread) return *last_thread; // UINT32_MAX: none yet
         auto it = current.find(id);
         if (it == current.end()) {
             threads.push_back(std::make_unique<ThreadReplay>());

@@ -566,3 +566,19 @@ TEST_CASE("a header that says counting began refuses a timeline and traced times
     s.add_trace(unfinished);
     CHECK(r.events.size() == 2); // its one call, opened and closed
 }
+
+// A thread stream numbered 2^32 - 1 (a damaged trace: the fuzzer's find) is a stream like any
+// other, not the replay's "no stream yet".
+TEST_CASE("a thread stream numbered UINT32_MAX is replayed, not taken for none") {
+    TraceBuilder b;
+    b.chunk(UINT32_MAX, 0);
+    define_functions(b, 1).enter(0, 0).exit(30);
+    b.chunk(0);
+    name_functions(b, {"main"}).end_record(100);
+    analysis::Session s;
+    s.add_trace(save_trace(b, "stream-max.trace"));
+    analysis::Profile p = s.profile();
+    REQUIRE(p.functions.size() == 1);
+    CHECK(p.functions[0].stats.ncalls == 1);
+    CHECK(same_time(p.functions[0].stats.cumtime, 30));
+}
