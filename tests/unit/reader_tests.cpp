@@ -8,6 +8,7 @@
 #include "reader/trace_reader.hpp"
 #include "render/memory_report.hpp"
 #include "support/approx.hpp"
+#include "support/capture.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_builder.hpp"
@@ -823,14 +824,7 @@ TraceBuilder aligned_trace(uint64_t bad_alignment) {
 std::string memory_json(const std::string& path) {
     analysis::Session pb;
     pb.add_trace(path);
-    char* text = nullptr;
-    size_t size = 0;
-    std::FILE* out = open_memstream(&text, &size);
-    render::print_memory_json(out, pb.memory(), {});
-    std::fclose(out);
-    std::string s(text, size);
-    std::free(text);
-    return s;
+    return test::capture([&](std::FILE* out) { render::print_memory_json(out, pb.memory(), {}); });
 }
 
 } // namespace

@@ -236,7 +236,7 @@ def alloc_rows(stats, calls):
 
 
 def alloc_packed(runner, calls, reps=3):
-    """What profrun --mem keeps: the traces of the memory configs (and the call-only trace the
+    """What profrun --mem --pack keeps: the traces of the memory configs (and the call-only trace the
     shadow-stack config is net of) packed by profpack, with profpack's own CPU time. Medians of
     `reps` runs: {cfg: {"raw": bytes, "packed": bytes, "pack_cpu_ns": per allocator call}}."""
     out = {}
@@ -311,7 +311,7 @@ def alloc_notes(stats, calls, allocations, depth, fixed, packed):
                f"{verdict(dw_x >= MEM_TARGET_DWARF_X)}"
                + ("" if dw_x >= MEM_TARGET_DWARF_X else f", {MEM_TARGET_DWARF_X / dw_x:.1f}x short")
                + (f". Frames per allocation: {d}" if d else ""))
-    # Bytes on disk: as profrun --mem keeps them (packed), and as the runtime writes them.
+    # Bytes on disk: as profrun --mem --pack keeps them, and as the runtime writes them.
     def packed_bytes(cfg):
         p = packed[cfg]["packed"]
         return p - packed["calls"]["packed"] if cfg == "mem_shadow" else p
@@ -321,7 +321,7 @@ def alloc_notes(stats, calls, allocations, depth, fixed, packed):
     worst = max(packed_bytes(c) / calls for c in mem_cfgs)
     pack_cpu = ", ".join(f"{cfg} {packed[cfg]['pack_cpu_ns']:.0f}" for cfg in mem_cfgs)
     out.append(f"target <= {MEM_TARGET_BYTES} B per allocator call on disk: packed (profpack, "
-               f"what profrun --mem keeps; the shadow-stack config net of the packed call-only "
+               f"what profrun --mem --pack keeps; the shadow-stack config net of the packed call-only "
                f"trace) {parts} B/call (heaptrack {stats['heaptrack']['bytes'] / calls:.2f}); "
                f"{verdict(worst <= MEM_TARGET_BYTES)}"
                + ("" if worst <= MEM_TARGET_BYTES else f", up to {worst / MEM_TARGET_BYTES:.2f}x over")
@@ -682,7 +682,7 @@ ALLOC_FOOTNOTES = [
     "ns/alloc by the allocations (malloc/new[]/realloc). CPU = user + sys of the whole process "
     "tree (heaptrack's heaptrack_interpret too); its ratios are medians over reps.",
     "alloc: bytes on disk = the trace as the runtime writes it (libprof; the notes give the packed "
-    "size profrun --mem keeps), the floor's event file, or heaptrack's .zst; for "
+    "size profrun --mem --pack keeps), the floor's event file, or heaptrack's .zst; for "
     "the shadow-stack config, its trace minus the call-only trace of the same rep. B/call = bytes "
     "/ allocator calls. libprof's traces include its fixed per-process content (symbol table, "
     "module list, calibration, about 0.5-2 MB).",

@@ -1,6 +1,7 @@
 // The memory report (MemoryReport, from the replay engine): allocations, frees, the peak, leaks,
 // temporaries and mismatched releases, per allocation site.
 #include "unit/analysis/analysis_support.hpp"
+#include "support/capture.hpp"
 
 #include "analysis/model/diff.hpp"
 #include "render/memory_report.hpp"
@@ -65,18 +66,6 @@ struct MemoryWriter {
     }
 };
 
-// What `write` prints, as a string.
-std::string captured(const std::function<void(std::FILE*)>& write) {
-    char* data = nullptr;
-    size_t size = 0;
-    std::FILE* out = open_memstream(&data, &size);
-    REQUIRE(out);
-    write(out);
-    std::fclose(out);
-    std::string s(data, size);
-    std::free(data);
-    return s;
-}
 
 // One thread, times in ns; stack 1 is work <- main, stack 2 is main alone.
 //   1000 malloc 100 (s1)   freed at 1100 by free: temporary
@@ -228,12 +217,12 @@ TEST_CASE("memory report: blocks live where a trace is cut short are unknown, no
     CHECK(site(m, 1).unknown_bytes == 200);
     CHECK(site(m, 2).leaked_blocks == 0);
     // Rendered: the summary says how much is of unknown fate, and the sites that hold it.
-    std::string text = captured([&](std::FILE* f) { render::print_memory(f, m, {}); });
+    std::string text = capture([&](std::FILE* f) { render::print_memory(f, m, {}); });
     CHECK(text.find("leaked: 0 B in 0 blocks   unknown: 250 B in 2 blocks (live where the "
                     "trace is cut)\n") != std::string::npos);
     CHECK(text.find("FATE UNKNOWN (LIVE WHERE THE TRACE IS CUT)\n  200 B of unknown fate in 1 "
                     "block\n") != std::string::npos);
-    std::string json = captured([&](std::FILE* f) { render::print_memory_json(f, m, {}); });
+    std::string json = capture([&](std::FILE* f) { render::print_memory_json(f, m, {}); });
     CHECK(json.find("\"unknown_frees\": 0, \"partial\": true, \"unknown_bytes\": 250, "
                     "\"unknown_blocks\": 2}") != std::string::npos);
 
@@ -247,10 +236,10 @@ TEST_CASE("memory report: blocks live where a trace is cut short are unknown, no
     CHECK(ws.memory().allocations == 4);
     CHECK(ws.memory().unknown_blocks == 0);
     std::string whole_json =
-        captured([&](std::FILE* f) { render::print_memory_json(f, ws.memory(), {}); });
+        capture([&](std::FILE* f) { render::print_memory_json(f, ws.memory(), {}); });
     CHECK(whole_json.find("unknown_blocks") == std::string::npos);
     std::string whole_text =
-        captured([&](std::FILE* f) { render::print_memory(f, ws.memory(), {}); });
+        capture([&](std::FILE* f) { render::print_memory(f, ws.memory(), {}); });
     CHECK(whole_text.find("unknown") == std::string::npos);
 }
 

@@ -5,6 +5,7 @@
 #include "analysis/engine/session.hpp"
 #include "analysis/model/call_tree.hpp"
 #include "analysis/model/profile.hpp"
+#include "support/capture.hpp"
 #include "support/json.hpp"
 #include "support/temp_dir.hpp"
 #include "support/trace_builder.hpp"
@@ -86,18 +87,6 @@ inline std::string memory_trace() {
     return path;
 }
 
-// What `write(out)` writes, as a string.
-inline std::string capture(const std::function<void(std::FILE*)>& write) {
-    char* data = nullptr;
-    size_t size = 0;
-    std::FILE* out = open_memstream(&data, &size);
-    REQUIRE(out);
-    write(out);
-    std::fclose(out);
-    std::string s(data, size);
-    std::free(data);
-    return s;
-}
 
 inline std::vector<std::string> lines_of(const std::string& s) {
     std::vector<std::string> out;
