@@ -770,6 +770,11 @@ bool TraceReader::call_tree_record(Tag tag, Cursor& m, StreamState& st, Thread& 
         if (sink) sink->on_sample(stream, s);
         return true;
     }
+    case Tag::kWaited: { // 1.11
+        uint64_t run_delay = m.uleb();
+        if (m.ok && sink) sink->on_waited(stream, run_delay);
+        return true;
+    }
     case Tag::kCounting: { // 1.9
         ticks += m.uleb();
         uint64_t cpu_ns = m.uleb();
@@ -925,14 +930,18 @@ bool TraceReader::memory_record(Tag tag, Cursor& m, uint32_t stream, uint64_t& t
         ticks += m.uleb();
         uint64_t stack = m.uleb();
         uint64_t ns = m.uleb();
+        uint64_t runnable = m.ok && m.p < m.end ? m.uleb() : UINT64_MAX; // 1.11
         // One stretch off CPU within one run: more than a year of it is corruption.
-        if (!m.ok || stack == 0 || stack > UINT32_MAX || ns > 366 * 86400000000000ull) {
+        if (!m.ok || stack == 0 || stack > UINT32_MAX || ns > 366 * 86400000000000ull ||
+            (runnable > 1 && runnable != UINT64_MAX)) {
             m.ok = false;
             return true;
         }
         ++info_.off_cpu_records;
         info_.off_cpu_ns += ns;
-        if (sink) sink->on_off_cpu(stream, ticks, uint32_t(stack), ns);
+        if (sink)
+            sink->on_off_cpu(stream, ticks, uint32_t(stack), ns,
+                             runnable == UINT64_MAX ? -1 : int(runnable));
         return true;
     }
     default:

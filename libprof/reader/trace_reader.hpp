@@ -272,15 +272,18 @@ public:
     // CPU-time samples of the thread at this point of its stream (format 1.5). The calls
     // before it have been delivered (on_calls) when it comes.
     virtual void on_sample(uint32_t /*stream*/, const SampleRecord& /*s*/) {}
+    // 1.11: the thread's run delay (ns waiting for a CPU since it began) at its next Sample.
+    virtual void on_waited(uint32_t /*stream*/, uint64_t /*run_delay_ns*/) {}
     // A sampled call stack (format 1.7): Stack record `stack` of the stream (delivered before by
     // on_stack; innermost first, the first address the interrupted instruction), standing for
     // `cpu_ns` of the thread's CPU time.
     virtual void on_stack_sample(uint32_t /*stream*/, uint64_t /*ticks*/, uint32_t /*stack*/,
                                  uint64_t /*cpu_ns*/) {}
     // A stretch of `ns` off CPU of a sampled thread, ending at `ticks` (format 1.8), with the
-    // Stack record `stack` of the stream.
+    // Stack record `stack` of the stream; `runnable` (1.11) 1 when it was spent waiting for a
+    // CPU (preempted), 0 blocked or asleep, -1 not known (an older trace).
     virtual void on_off_cpu(uint32_t /*stream*/, uint64_t /*ticks*/, uint32_t /*stack*/,
-                            uint64_t /*ns*/) {}
+                            uint64_t /*ns*/, int /*runnable*/) {}
     // 1.9: from `ticks` on the thread counts its calls in a call tree (no call record follows);
     // its CPU clock was `cpu_ns` then.
     virtual void on_counting(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*cpu_ns*/) {}

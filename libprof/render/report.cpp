@@ -150,7 +150,16 @@ std::string time_basis_text(const TimeBasis& t) {
                                   "no stack of where it waited)",
                                   t.idle_approximate_seconds)
                     : "");
-        if (t.traced_traces) text += fmt::format("; {} traces timed by their hooks", t.traced_traces);
+        if (t.traced_traces)
+            text += fmt::format("; {} traces timed by their hooks", t.traced_traces);
+        if (t.starved_threads)
+            text += fmt::format(
+                "; {} {} of {:.3f} s of CPU got under a tenth of their samples (a CPU shared with "
+                "another busy thread: the kernel's CPU-time timer fired rarely), so their time "
+                "is exact but its split among their functions coarse (PROF_SAMPLE_TIMER=perf "
+                "samples them fully)",
+                t.starved_threads, t.starved_threads == 1 ? "thread" : "threads",
+                t.starved_seconds);
         // Counting from the start (PROF_TIME=sampled), or from the point where the run had
         // samples enough (PROF_TIME=auto, the default).
         uint64_t from_start = t.untimed_traces - t.switched_traces;
@@ -176,6 +185,27 @@ std::string time_basis_text(const TimeBasis& t) {
     return text;
 }
 
+std::string time_split_text(const TimeBasis& t) {
+    if (!t.sampled_traces) return {};
+    bool cpu = t.clock == Clock::kCpu;
+    std::string text =
+        fmt::format("{} {:.3f} s on CPU",
+                    cpu ? "CPU time only (--clock cpu):" : "wall time:", t.on_cpu_seconds);
+    std::string off;
+    if (t.runnable_seconds >= 0.0005 || t.blocked_seconds >= 0.0005 || !t.off_cpu_unsplit_seconds)
+        off = fmt::format("{:.3f} s waiting for a CPU, {:.3f} s blocked or sleeping",
+                          t.runnable_seconds, t.blocked_seconds);
+    if (t.off_cpu_unsplit_seconds >= 0.0005)
+        off +=
+            fmt::format("{}{:.3f} s off CPU{}", off.empty() ? "" : ", ", t.off_cpu_unsplit_seconds,
+                        t.idle_traces ? "" : " (not split: a trace older than format 1.11)");
+    text += cpu ? "; left out: " + off : ", " + off;
+    if (t.own_runnable_seconds >= 0.0005)
+        text += fmt::format("; {:.3f} s of waiting for the profiler's own CPU time left out",
+                            t.own_runnable_seconds);
+    return text;
+}
+
 void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
     if (!o.title.empty()) fmt::print(out, "{}\n", text::printable(o.title));
     const bool counted = p.time.calls_counted();
@@ -188,6 +218,8 @@ void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
     fmt::print(out, " in {:.3f} seconds\n", p.total_time);
     if (std::string basis = time_basis_text(p.time); !basis.empty())
         fmt::print(out, "   {}\n", basis);
+    if (std::string split = time_split_text(p.time); !split.empty())
+        fmt::print(out, "   {}\n", split);
     fmt::print(out, "\n");
     fmt::print(out, "   Ordered by: {}\n", sort_description(o.sort));
     std::vector<size_t> rows = selected(p, o);
@@ -304,10 +336,26 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
     // Calls not counted (sampled without instrumentation): null, never 0.
     const bool counted = p.time.calls_counted();
     auto count = [&](uint64_t n) { return counted ? std::to_string(n) : std::string("null"); };
-    fmt::print(out, "\n  ],\n  \"sort\": \"{}\",\n  \"total_calls\": {},\n  \"primitive_calls\": {},\n"
-                    "  \"total_time\": {:.9f},\n  \"functions\": [",
+    fmt::print(out,
+               "\n  ],\n  \"sort\": \"{}\",\n  \"total_calls\": {},\n  \"primitive_calls\": {},\n"
+               "  \"total_time\": {:.9f},\n",
                sort_description(o.sort), count(p.total_calls), count(p.primitive_calls),
                p.total_time);
+    // The sampled traces' time split (seconds), and which of it the functions' times hold.
+    // Unknown (traces timed by their hooks): null; waiting and blocked are null where the
+    // traces do not tell them apart (then off_cpu holds their sum).
+    const TimeBasis& t = p.time;
+    auto seconds = [&](double s, bool known) {
+        return known ? fmt::format("{:.9f}", s) : std::string("null");
+    };
+    bool sampled = t.sampled_traces > 0, split = sampled && !t.off_cpu_unsplit_seconds;
+    fmt::print(
+        out,
+        "  \"clock\": \"{}\",\n  \"time_split\": {{\"on_cpu\": {}, \"runnable\": {}, "
+        "\"blocked\": {}, \"off_cpu\": {}}},\n  \"functions\": [",
+        t.clock == Clock::kCpu ? "cpu" : "wall", seconds(t.on_cpu_seconds, sampled),
+        seconds(t.runnable_seconds, split), seconds(t.blocked_seconds, split),
+        seconds(t.runnable_seconds + t.blocked_seconds + t.off_cpu_unsplit_seconds, sampled));
     bool first = true;
     for (size_t i : selected(p, o)) {
         const Function& f = p.functions[i];

@@ -34,6 +34,9 @@ void print_table(std::FILE* out, const Profile& p, const TableOptions& o);
 // How the times were obtained, for a report's header: "times from 2,713 CPU samples at 250 Hz
 // (...)", or empty for traces that were never sampled (their times are the hooks', as always).
 std::string time_basis_text(const TimeBasis& t);
+// How the sampled traces' time splits (on CPU, waiting for a CPU, blocked or sleeping) and which
+// of it the functions' times hold (--clock); "" for traces timed by their hooks alone.
+std::string time_split_text(const TimeBasis& t);
 // pstats' print_callers / print_callees for the functions matching `o.filter`.
 void print_callers(std::FILE* out, const Profile& p, const TableOptions& o, bool callees);
 void print_csv(std::FILE* out, const Profile& p, const TableOptions& o);

@@ -470,6 +470,7 @@ TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& tr
         so.memory = false;
         so.progress = o.progress;
         so.time = o.time;
+        so.clock = o.clock;
         Session session(so);
         session.add_traces(traces);
         if (session.time_basis().sampled_traces) {
@@ -481,6 +482,10 @@ TimelineResult write_speedscope(std::FILE* f, const std::vector<std::string>& tr
             return result;
         }
     }
+    if (o.clock == Clock::kCpu)
+        throw std::runtime_error("--clock cpu: an evented timeline (a time window, or a trace "
+                                 "without samples enough) is on the hooks' wall clock; leave "
+                                 "out --clock cpu");
     SpeedscopeWriter w(o);
     SessionOptions so;
     so.compensate = o.compensate;

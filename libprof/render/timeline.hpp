@@ -22,6 +22,7 @@ struct TimelineOptions {
     uint32_t tid = 0;                    // only this kernel thread id; 0 = all
     bool compensate = true;              // the engine's time model (session.hpp)
     TimeSource time = TimeSource::kAuto; // profreport --time
+    Clock clock = Clock::kWall;          // profreport --clock: cpu only for sampled profiles
     ProgressFn progress;                 // while the traces are read
     // Chrome: a trace with allocation records (profrun --mem) also gets its heap and resident
     // set size over time as counter events ("ph":"C", named "heap" and "RSS", args {"bytes"}),

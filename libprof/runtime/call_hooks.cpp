@@ -304,8 +304,7 @@ PROF_NOINSTR void thread_end(void*) {
     }
     uint64_t now = now_ticks();
     if (!collected) flush_lines(s, now);
-    if (sampler_pending(true) && ensure_bytes(s, now, 2 * format::kMaxSampleRecord))
-        sampler_flush(s, true);
+    if (sampler_pending(true) && ensure_bytes(s, now, 2 * kSampleRoom)) sampler_flush(s, true);
     // A counting thread: its clocks at the end, which its last records may not have.
     if (s.counting) sampler_clock_record(s, now);
     if (ensure(s, now)) {
@@ -492,7 +491,7 @@ PROF_NOINSTR void thread_flush_counters(bool finish) {
     if (!__atomic_load_n(&g_lines_collected, __ATOMIC_ACQUIRE)) flush_lines(s, now_ticks());
     if (sampler_pending(finish)) { // at the finish, after the thread's timer was deleted
         uint64_t now = now_ticks();
-        if (ensure_bytes(s, now, 2 * format::kMaxSampleRecord)) sampler_flush(s, finish);
+        if (ensure_bytes(s, now, 2 * kSampleRoom)) sampler_flush(s, finish);
     }
     if (finish && s.counting) sampler_clock_record(s, now_ticks()); // as in thread_end
     if (!s.dropped) {

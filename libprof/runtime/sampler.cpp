@@ -147,6 +147,15 @@ struct ThreadSampler {
     // hook runs before they are written: see program_sample).
     uint32_t pending, pending_node;
     uint64_t pending_ticks, pending_cpu, pending_own_ns, pending_own_count, pending_ip;
+    // The thread's /proc/thread-self/schedstat, as its descriptor plus 1 (0: none, as in a
+    // thread never armed), whose run delay (its time runnable but waiting for a CPU) each
+    // Sample record gets before it in a Waited record; and the pending samples' run delay
+    // (kNoRunDelay: not read).
+    int schedstat;
+    uint64_t pending_run_delay;
+    // The timer was deleted and the thread's last record is not written yet; its clocks then.
+    bool stopped;
+    uint64_t stop_cpu, stop_run_delay;
 };
 thread_local ThreadSampler t_sampler __attribute__((tls_model("initial-exec")));
 
@@ -207,6 +216,66 @@ PROF_NOINSTR bool in_own_code(const void* context) {
     return false;
 }
 
+// ---- waiting for a CPU (format 1.11 Waited records) ---------------------------------------------
+// The time a thread spent off CPU is either waiting for a CPU (runnable, preempted: a busy
+// machine's time, which is not the program's) or blocked and asleep (the program's own wait).
+// Only the kernel knows which: its run delay per thread, the second field of schedstat. Each
+// thread keeps that file open from its arming on, placed high in the descriptor table like the
+// perf descriptors; a read is one pread (2 us here), at each sample and each record of a counting
+// thread's clocks (after a context switch).
+constexpr uint64_t kNoRunDelay = UINT64_MAX;
+
+PROF_NOINSTR int open_schedstat() {
+    if (!g_fd_floor) return -1;
+    int low = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (low < 0) return -1;
+    int fd = fcntl(low, F_DUPFD_CLOEXEC, g_fd_floor);
+    close(low);
+    return fd;
+}
+
+// The thread's run delay in ns (kNoRunDelay where it cannot be read: no file, or a program that
+// closed the descriptor; a number reused for another file must give "N N N\n" to be read).
+// Async-signal-safe; keeps errno.
+PROF_NOINSTR uint64_t run_delay_ns(const ThreadSampler& t) {
+    int fd = t.schedstat - 1;
+    if (fd < 0) return t.stopped ? t.stop_run_delay : kNoRunDelay; // read when it stopped
+    int saved = errno;
+    char buf[96];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    errno = saved;
+    if (n <= 0) return kNoRunDelay;
+    uint64_t field[3] = {};
+    int fields = 0;
+    bool digits = false;
+    for (ssize_t i = 0; i < n; ++i) {
+        char c = buf[i];
+        if (c >= '0' && c <= '9' && fields < 3) {
+            field[fields] = field[fields] * 10 + uint64_t(c - '0');
+            digits = true;
+        } else if ((c == ' ' || c == '\n') && digits) {
+            ++fields;
+            digits = false;
+            if (c == '\n') break;
+        } else {
+            return kNoRunDelay;
+        }
+    }
+    return fields == 3 ? field[1] : kNoRunDelay;
+}
+
+// Closed when the thread's timer is (its descriptor number is then the program's to reuse).
+PROF_NOINSTR void close_schedstat(ThreadSampler& t) {
+    int fd = t.schedstat - 1;
+    t.schedstat = 0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (fd >= 0) close(fd);
+}
+
+PROF_NOINSTR uint8_t* put_run_delay(uint8_t* p, uint64_t run_delay) {
+    return run_delay == kNoRunDelay ? p : format::put_waited(p, run_delay);
+}
+
 // Writes `rec` (n bytes) at the thread's cursor, timed `now`, and publishes it.
 PROF_NOINSTR void append(ThreadState& s, const uint8_t* rec, size_t n, uint64_t now) {
     memcpy(s.w.cursor, rec, n);
@@ -226,10 +295,12 @@ PROF_NOINSTR void program_sample(ThreadState& s, ThreadSampler& t, uint64_t cpu,
     s.state = kBusy;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     uint64_t now = now_ticks();
-    uint8_t rec[format::kMaxSampleRecord];
+    uint8_t rec[kSampleRoom];
     uint64_t dt = now > s.w.last_ticks ? now - s.w.last_ticks : 0;
     uint32_t node = s.counting ? tree_position(s) : 0;
-    size_t n = size_t(format::put_sample(rec, dt, cpu, t.own_ns - t.reported_own_ns,
+    uint64_t run_delay = run_delay_ns(t);
+    uint8_t* sample = put_run_delay(rec, run_delay);
+    size_t n = size_t(format::put_sample(sample, dt, cpu, t.own_ns - t.reported_own_ns,
                                          t.own_count - t.reported_own_count, t.pending + 1ull,
                                          s.counting, node, ip) -
                       rec);
@@ -246,6 +317,7 @@ PROF_NOINSTR void program_sample(ThreadState& s, ThreadSampler& t, uint64_t cpu,
         t.pending_cpu = cpu;
         t.pending_own_ns = t.own_ns;
         t.pending_own_count = t.own_count;
+        t.pending_run_delay = run_delay;
         if (s.counting) __atomic_store_n(s.switch_word, uint64_t(0), __ATOMIC_RELAXED);
     }
     std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -463,14 +535,17 @@ PROF_NOINSTR bool install_own_handler(int sig) {
 static PROF_NOINSTR void choose_timer() {
     enum { kAuto, kPerf, kPosix };
     g_perf_timer = false;
-    if (g_options.sample_timer != kPerf) return;
+    // The floor of our descriptors (perf events, schedstat files); 0: none may be opened.
     rlimit files{};
-    if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur < 64) {
-        if (g_options.sample_timer == kPerf)
-            log(LogLevel::kWarn, "sample_timer_posix", "reason=\"descriptor limit too low\"");
+    bool room = getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur >= 64;
+    g_fd_floor = !room                    ? 0
+                 : files.rlim_cur >= 8192 ? 4096
+                                          : int(files.rlim_cur - files.rlim_cur / 4);
+    if (g_options.sample_timer != kPerf) return;
+    if (!room) {
+        log(LogLevel::kWarn, "sample_timer_posix", "reason=\"descriptor limit too low\"");
         return;
     }
-    g_fd_floor = files.rlim_cur >= 8192 ? 4096 : int(files.rlim_cur - files.rlim_cur / 4);
     int probe = open_cpu_clock(g_period_ns);
     if (probe < 0) {
         log(LogLevel::kWarn, "sample_timer_posix", "reason=\"perf_event_open: %s\"",
@@ -570,7 +645,7 @@ PROF_NOINSTR void sampler_thread_start(ThreadState& s) {
         }
     }
     uint64_t now = now_ticks();
-    if (!ensure_bytes(s, now, format::kMaxSampleRecord)) {
+    if (!ensure_bytes(s, now, kSampleRoom)) {
         if (t.perf)
             close(t.fd);
         else
@@ -579,7 +654,9 @@ PROF_NOINSTR void sampler_thread_start(ThreadState& s) {
         errno = saved;
         return;
     }
+    t.schedstat = open_schedstat() + 1;
     uint64_t cpu = thread_cpu_ns();
+    s.w.cursor = put_run_delay(s.w.cursor, run_delay_ns(t));
     s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, now), cpu, 0, 0, 0);
     commit(s.w);
     t.last_cpu = cpu;
@@ -608,6 +685,11 @@ PROF_NOINSTR void sampler_thread_stop() {
         timer_delete(t.timer);
     else if (is_event(t.fd, t.event_id))
         close(t.fd);
+    // The clocks of the thread's last record (sampler_flush), read before its file is closed.
+    t.stop_cpu = thread_cpu_ns();
+    t.stop_run_delay = run_delay_ns(t);
+    t.stopped = true;
+    close_schedstat(t);
     errno = saved;
 }
 
@@ -618,13 +700,14 @@ PROF_NOINSTR bool sampler_thread_armed() {
 // The thread is busy (a hook, or its end): no sample is taken meanwhile. For a counting thread
 // (whose timer was armed).
 PROF_NOINSTR void sampler_clock_record(ThreadState& s, uint64_t now) {
-    if (!ensure_bytes(s, now, format::kMaxSampleRecord)) return;
+    if (!ensure_bytes(s, now, kSampleRoom)) return;
     int saved = errno;
     uint64_t cpu = thread_cpu_ns();
     errno = saved;
     // With the samples of the profiler since the previous record: each record's own time lies
     // between it and the one before.
     ThreadSampler& t = t_sampler;
+    s.w.cursor = put_run_delay(s.w.cursor, run_delay_ns(t));
     s.w.cursor = format::put_sample(
         s.w.cursor, take_delta(s.w, now), cpu, t.own_ns - t.reported_own_ns,
         t.own_count - t.reported_own_count, 0, s.counting, s.counting ? tree_position(s) : 0);
@@ -637,17 +720,18 @@ PROF_NOINSTR void sampler_clock_record(ThreadState& s, uint64_t now) {
 // the child's copy of the descriptor is closed), and so are the samples waiting.
 PROF_NOINSTR void sampler_after_fork() {
     ThreadSampler& t = t_sampler;
-    if (t.armed && t.perf) {
-        int saved = errno;
-        if (is_event(t.fd, t.event_id)) close(t.fd);
-        errno = saved;
-    }
+    int saved = errno;
+    if (t.armed && t.perf && is_event(t.fd, t.event_id)) close(t.fd);
+    // The parent thread's schedstat: the child's thread reopens its own when it is armed.
+    if (t.armed) close_schedstat(t);
+    errno = saved;
     t = ThreadSampler{};
 }
 
 PROF_NOINSTR bool sampler_pending(bool last) {
     const ThreadSampler& t = t_sampler;
-    return t.pending != 0 || (last && t.own_count != t.reported_own_count);
+    return t.pending != 0 ||
+           (last && (t.own_count != t.reported_own_count || (t.stopped && !prof_tls.counting)));
 }
 
 // Writes the samples that found no room, at the cursor: the caller is the runtime (the thread is
@@ -655,6 +739,7 @@ PROF_NOINSTR bool sampler_pending(bool last) {
 PROF_NOINSTR void sampler_flush(ThreadState& s, bool last) {
     ThreadSampler& t = t_sampler;
     if (t.pending) {
+        s.w.cursor = put_run_delay(s.w.cursor, t.pending_run_delay);
         s.w.cursor = format::put_sample(s.w.cursor, take_delta(s.w, t.pending_ticks), t.pending_cpu,
                                         t.pending_own_ns - t.reported_own_ns,
                                         t.pending_own_count - t.reported_own_count, t.pending,
@@ -664,15 +749,19 @@ PROF_NOINSTR void sampler_flush(ThreadState& s, bool last) {
         t.reported_own_count = t.pending_own_count;
         t.pending = 0;
     }
-    // The thread's last record (its timer is deleted): the samples of the profiler not reported
-    // yet, in a record that stands for no sample of the program (count 0). Every sample since the
-    // previous record was the profiler's, so its CPU clock, the latest sample's, is the previous
-    // record's plus their time. A counting thread's records carry its clocks (a record read
-    // them after that sample, after a switch): this one too, read now.
-    if (last && t.own_count != t.reported_own_count) {
+    // The thread's last record (its timer is deleted), which stands for no sample of the program
+    // (count 0): the samples of the profiler not reported yet, and the thread's clocks when its
+    // timer stopped (1.11), so that the CPU time since its last sample is known however long ago
+    // that was (a thread crowded off its CPU can go hundreds of milliseconds of CPU time without
+    // a signal of the CPU-time timer, which the kernel checks only at its tick). A counting
+    // thread's records carry its clocks (a record read them after that sample, after a switch):
+    // this one too, read now, and its thread_end writes them again in any case.
+    if (last && (t.own_count != t.reported_own_count || (t.stopped && !s.counting))) {
         int saved = errno;
-        uint64_t cpu = s.counting ? thread_cpu_ns() : t.last_cpu;
+        uint64_t cpu = s.counting ? thread_cpu_ns() : t.stopped ? t.stop_cpu : t.last_cpu;
         errno = saved;
+        if (s.counting || t.stopped) s.w.cursor = put_run_delay(s.w.cursor, run_delay_ns(t));
+        t.stopped = s.counting && t.stopped; // a counting thread's clock record reads it
         s.w.cursor = format::put_sample(
             s.w.cursor, take_delta(s.w, now_ticks()), cpu, t.own_ns - t.reported_own_ns,
             t.own_count - t.reported_own_count, 0, s.counting, s.counting ? tree_position(s) : 0);

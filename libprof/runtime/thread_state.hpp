@@ -134,10 +134,12 @@ void sampler_thread_stop(); // the calling thread's timer is deleted
 void sampler_after_fork();  // a forked child forgets its parent's timer and samples
 bool sampler_thread_armed(); // the calling thread's timer runs
 // Samples that found no room in the chunk wait; the runtime writes them (the thread busy, with
-// format::kMaxSampleRecord bytes of room) before anything else it writes. The `last` records
+// kSampleRoom bytes of room) before anything else it writes. The `last` records
 // of a thread whose timer is deleted (twice the room) also carry the samples of the profiler
 // that no record has reported yet.
 bool sampler_pending(bool last);
+// The room a Sample record takes with the Waited record before it (format 1.11).
+inline constexpr uint32_t kSampleRoom = format::kMaxWaitedRecord + format::kMaxSampleRecord;
 void sampler_flush(ThreadState& s, bool last);
 
 // ---- counting threads: calls in a call tree (call_tree.cpp, format 1.9) ----------------------

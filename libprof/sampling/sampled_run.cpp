@@ -130,6 +130,7 @@ struct Stream {
     // the thread left the CPU (0: it is on it).
     uint32_t last_stack = 0, switch_stack = 0;
     uint64_t off_since = 0;
+    bool preempted = false; // it left the CPU runnable: the stretch is waiting for a CPU
     // The stack read from /proc while the thread was off CPU, and the clock before and after.
     uint32_t snapshot_stack = 0;
     uint64_t snapshot_from = 0, snapshot_to = 0;
@@ -450,7 +451,10 @@ struct SampledRun::Impl {
         Stream& st = stream(p, e.tid, e.time_ns);
         if (st.ended) return;
         if (e.out) {
-            if (!st.off_since) st.off_since = e.time_ns;
+            if (!st.off_since) {
+                st.off_since = e.time_ns;
+                st.preempted = e.preempted;
+            }
             return;
         }
         close_off_cpu(p, st, e.time_ns);
@@ -480,7 +484,9 @@ struct SampledRun::Impl {
             return;
         }
         uint8_t rec[fmt_::kMaxOffCpuRecord];
-        p.file->put(st, rec, fmt_::put_off_cpu(rec, TraceFile::delta(st, time), id, ns));
+        p.file->put(
+            st, rec,
+            fmt_::put_off_cpu(rec, TraceFile::delta(st, time), id, ns, st.preempted ? 1 : 0));
         ++summary.off_cpu_stretches;
         summary.off_cpu_ns += ns;
     }

@@ -615,8 +615,16 @@ __attribute__((no_instrument_function)) void starve_quietly(long us) {
     burn_quietly(us);
 }
 
+// Whether the thread's current chunk begins with the samples that waited: a Sample record, or
+// the Waited record (format 1.11) written before it.
+__attribute__((no_instrument_function)) bool samples_first() {
+    uint8_t tag = prof_tls.w.base[PROF_DETAIL_CHUNK_HEADER];
+    return tag == 0x4c || tag == 0x54;
+}
+
 // Until the samples that waited were written first in the next chunk, which its first record
-// then is (Sample, 0x4c; otherwise a Pause or the call's Enter): where another busy thread
+// then is (Sample, 0x4c, or the Waited record before it, 0x54; otherwise a Pause or the call's
+// Enter): where another busy thread
 // shares the CPU, the kernel may not fire the timer for hundreds of milliseconds of CPU time.
 // At most 10 s of CPU time; returns the attempts.
 __attribute__((noinline)) int starve() {
@@ -625,8 +633,7 @@ __attribute__((noinline)) int starve() {
         fill_chunk();
         starve_quietly(50000);
         leaf(1); // opens the next chunk
-        if (prof_tls.w.base[PROF_DETAIL_CHUNK_HEADER] == 0x4c || thread_cpu_ns() >= until)
-            return attempt;
+        if (samples_first() || thread_cpu_ns() >= until) return attempt;
     }
 }
 
@@ -648,9 +655,8 @@ __attribute__((noinline)) int starve_deeper(long until, int attempt) {
         PROF_LINE(g_sink = g_sink + 1);
         if (before - room() >= 26 && room() < 40) {
             starve_quietly(50000);
-            leaf(1); // the samples that waited, first in the next chunk (0x4c)
-            if (prof_tls.w.base[PROF_DETAIL_CHUNK_HEADER] == 0x4c || thread_cpu_ns() >= until)
-                return attempt;
+            leaf(1); // the samples that waited, first in the next chunk
+            if (samples_first() || thread_cpu_ns() >= until) return attempt;
             ++attempt;
         }
     }

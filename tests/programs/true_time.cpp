@@ -9,6 +9,7 @@
 //   tiny <ns per call>
 //   tiny_stretch <wall time / CPU time of the tiny() loop>
 //   nap <wall ns>
+//   nap_waited <ns of it waiting for a CPU: the kernel's run delay>
 // Built twice: instrumented (the profile is compared with these figures) and plain (the true
 // cost of tiny(), which instrumentation would inflate). Argument: seconds of CPU to burn
 // (default 2).
@@ -29,6 +30,17 @@ uint64_t now(clockid_t c) {
 
 uint64_t cpu_now() {
     return now(CLOCK_THREAD_CPUTIME_ID);
+}
+
+// The thread's run delay (time runnable, waiting for a CPU), from the kernel: a sleep's wall
+// time less it is the time the profile keeps at the sleep (the rest goes where the CPU is).
+__attribute__((no_instrument_function)) uint64_t run_delay() {
+    std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
+    unsigned long long on_cpu = 0, waited = 0;
+    if (!f) return 0;
+    if (std::fscanf(f, "%llu %llu", &on_cpu, &waited) != 2) waited = 0;
+    std::fclose(f);
+    return waited;
 }
 
 // Burns about `ns` of CPU.
@@ -77,14 +89,18 @@ __attribute__((noinline)) void short_nap() {
 }
 
 int short_naps() {
-    uint64_t napped = 0;
+    // The run delay over the whole loop: a sampling span holds a CPU block and a sleep, and
+    // the profile knows only how long the span waited for a CPU, not in which part.
+    uint64_t napped = 0, delay = run_delay();
     for (int i = 0; i < 300; ++i) {
         share_60(3000000);
         uint64_t wall = now(CLOCK_MONOTONIC);
         short_nap();
         napped += now(CLOCK_MONOTONIC) - wall;
     }
-    std::printf("short_nap %llu\n", (unsigned long long)napped);
+    uint64_t waited = run_delay() - delay;
+    std::printf("short_nap %llu\nshort_nap_waited %llu\n", (unsigned long long)napped,
+                (unsigned long long)waited);
     return 0;
 }
 
@@ -110,12 +126,13 @@ int main(int argc, char** argv) {
     // Wall time over CPU time of that loop: more than 1 when the machine was busy, which a
     // profile (wall time, like cProfile's) shows and a CPU clock does not.
     double stretch = double(now(CLOCK_MONOTONIC) - start_wall) / (tiny_ns * 1e7);
-    uint64_t wall = now(CLOCK_MONOTONIC);
+    uint64_t wall = now(CLOCK_MONOTONIC), delay = run_delay();
     for (int i = 0; i < 4; ++i) nap();
-    uint64_t napped = now(CLOCK_MONOTONIC) - wall;
+    uint64_t napped = now(CLOCK_MONOTONIC) - wall, waited = run_delay() - delay;
     std::printf("share_60 %llu\nshare_30 %llu\nshare_10 %llu\ntiny %.3f\ntiny_stretch %.4f\n"
-                "nap %llu\n",
+                "nap %llu\nnap_waited %llu\n",
                 (unsigned long long)spent[0], (unsigned long long)spent[1],
-                (unsigned long long)spent[2], tiny_ns, stretch, (unsigned long long)napped);
+                (unsigned long long)spent[2], tiny_ns, stretch, (unsigned long long)napped,
+                (unsigned long long)waited);
     return 0;
 }

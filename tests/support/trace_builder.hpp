@@ -157,9 +157,15 @@ public:
         return encode(format::kMaxStackSampleRecord,
                       [&](uint8_t* p) { return format::put_stack_sample(p, dt, stack, cpu_ns); });
     }
-    TraceBuilder& off_cpu(uint64_t dt, uint32_t stack, uint64_t ns) {
+    // `runnable` (1.11): 1 preempted, 0 blocked, -1 not known (the 1.8 record).
+    TraceBuilder& off_cpu(uint64_t dt, uint32_t stack, uint64_t ns, int runnable = -1) {
         return encode(format::kMaxOffCpuRecord,
-                      [&](uint8_t* p) { return format::put_off_cpu(p, dt, stack, ns); });
+                      [&](uint8_t* p) { return format::put_off_cpu(p, dt, stack, ns, runnable); });
+    }
+    // 1.11: the thread's run delay at its next Sample record.
+    TraceBuilder& waited(uint64_t run_delay_ns) {
+        return encode(format::kMaxWaitedRecord,
+                      [&](uint8_t* p) { return format::put_waited(p, run_delay_ns); });
     }
     TraceBuilder& location(uint64_t address, uint64_t function, const std::string& file,
                            uint32_t line,

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <stdexcept>
 #include <system_error>
 
 namespace prof::profreport {
@@ -34,6 +35,7 @@ ExportResult timeline(const ExportData& d, const OpenOutput& open) {
     o.tid = a.thread.value_or(0);
     o.compensate = !a.raw;
     o.time = a.time;
+    o.clock = a.clock;
     o.progress = d.progress;
     r.timeline = Write(out, a.traces, o);
     r.written = true;
@@ -41,6 +43,9 @@ ExportResult timeline(const ExportData& d, const OpenOutput& open) {
 }
 
 ExportResult chrome(const ExportData& d, const OpenOutput& open) {
+    if (d.args.clock == analysis::Clock::kCpu)
+        throw std::runtime_error("--clock cpu: a Chrome/Perfetto timeline places calls at the "
+                                 "hooks' wall-clock times; leave out --clock cpu");
     ExportResult r = timeline<render::write_chrome_trace>(d, open);
     if (r.timeline.sampled_time)
         r.notes.push_back("the timeline's activations are on the hooks' clock (less their "

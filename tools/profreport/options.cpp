@@ -78,6 +78,20 @@ void declare_reading(CLI::App& app, Args& a) {
         "clock for time off CPU), traced (the hooks' clock less their measured\n"
         "cost), or auto (default: sampled when a trace has enough samples)");
     value(
+        app, "--clock", "CLOCK",
+        [&a](const std::string& v) {
+            a.clock_given = true;
+            if (v == "wall")
+                a.clock = analysis::Clock::kWall;
+            else if (v == "cpu")
+                a.clock = analysis::Clock::kCpu;
+            else
+                refuse(fmt::format("--clock expects wall or cpu, got '{}'", v));
+        },
+        "which time functions get: wall (default: on CPU, waiting for a CPU,\n"
+        "blocked or sleeping, as cProfile's) or cpu (on CPU only, from the CPU\n"
+        "samples: a busy machine's preemption and the program's sleeps left out)");
+    value(
         app, "-j,--jobs", "N",
         [&a](const std::string& v) { a.jobs = unsigned(parse_number("--jobs", v)); },
         "read with N threads (default: one per core): several traces at once, or\n"
@@ -278,6 +292,9 @@ std::string check(Args& a, const tools::ToolLog& log) {
     if (a.diff.chosen)
         if (std::string msg = split_diff(a); !msg.empty()) return msg;
     if (std::string msg = check_outputs(a); !msg.empty()) return msg;
+    if (a.clock == analysis::Clock::kCpu && a.time == analysis::TimeSource::kTraced)
+        return "--clock cpu takes times from the CPU samples, --time traced from the hooks' "
+               "wall clock: give one of them";
     for (const std::string* re : {&a.table.filter, &a.report.callers, &a.report.callees}) {
         try {
             if (!re->empty()) std::regex check(*re);

@@ -83,6 +83,8 @@ struct Args {
     bool no_inline = false;            // sampled traces: physical frames only
     unsigned jobs = 0;                 // 0: one per core
     analysis::TimeSource time = analysis::TimeSource::kAuto;
+    analysis::Clock clock = analysis::Clock::kWall; // --clock
+    bool clock_given = false;
     std::string format = "text", output;
 
     // Taken by several commands: the table's options, the threads', --memory, --title, --weight.

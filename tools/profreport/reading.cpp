@@ -35,11 +35,17 @@ analysis::ProgressFn ProgressLine::callback() {
     };
 }
 
-Reading::Reading(const Args& a, const std::vector<std::string>& traces) {
+analysis::SessionOptions session_options(const Args& a) {
     analysis::SessionOptions o;
     o.compensate = !a.raw;
     o.time = a.time;
+    o.clock = a.clock;
     o.inlined = !a.no_inline;
+    return o;
+}
+
+Reading::Reading(const Args& a, const std::vector<std::string>& traces) {
+    analysis::SessionOptions o = session_options(a);
     o.progress = progress.callback();
     session = std::make_unique<analysis::Session>(o);
     session->add_traces(traces, a.jobs);
@@ -47,10 +53,7 @@ Reading::Reading(const Args& a, const std::vector<std::string>& traces) {
 
 std::vector<std::unique_ptr<analysis::Session>>
 read_groups(const Args& a, const std::vector<std::vector<std::string>>& groups) {
-    analysis::SessionOptions o;
-    o.compensate = !a.raw;
-    o.time = a.time;
-    o.inlined = !a.no_inline;
+    analysis::SessionOptions o = session_options(a);
     std::vector<std::unique_ptr<analysis::Session>> sessions(groups.size());
     std::vector<std::exception_ptr> errors(groups.size());
     std::atomic<size_t> next{0};

@@ -29,6 +29,9 @@ class ProgressLine {
 };
 
 // One pass over the traces for every view of this run.
+// How a command's traces are read, from its options.
+analysis::SessionOptions session_options(const Args& a);
+
 struct Reading {
     ProgressLine progress;
     std::unique_ptr<analysis::Session> session;

@@ -121,6 +121,7 @@ void SampleTime::sample(ThreadReplay& t, const reader::SampleRecord& r) {
 void SampleTime::counted_sample(ThreadReplay& t, const reader::SampleRecord& r) {
     uint32_t node = tree_node(t, r.node);
     t.clock_node = node;
+    if (node) t.last_framed_node = node;
     if (!t.sampled) { // a trace whose first record of the thread's clocks is this one
         t.sampled = true;
         t.span_ticks = r.ticks;
@@ -133,7 +134,8 @@ void SampleTime::counted_sample(ThreadReplay& t, const reader::SampleRecord& r) 
     int64_t wall = r.ticks > t.span_ticks ? int64_t((r.ticks - t.span_ticks) << kClockFraction) : 0;
     int64_t cpu = cpu_units_between(r.cpu_ns, t.span_cpu_ns);
     // (A CPU clock going back, in a damaged trace: no time off CPU.)
-    if (r.cpu_ns >= t.span_cpu_ns) give(t, node, wall - cpu);
+    int64_t off = r.cpu_ns >= t.span_cpu_ns ? std::max<int64_t>(wall - cpu, 0) : 0;
+    give_off(t, node, off - runnable_in_span(t, off));
     if (r.count) {
         int64_t weight = cpu_units_between(r.cpu_ns, t.charged_cpu_ns);
         t.sampled_cpu += weight;
@@ -151,6 +153,13 @@ void SampleTime::counted_sample(ThreadReplay& t, const reader::SampleRecord& r) 
 void SampleTime::close_span(ThreadReplay& t, uint64_t ticks, int64_t cpu, uint32_t rest) {
     int64_t wall = ticks > t.span_ticks ? int64_t((ticks - t.span_ticks) << kClockFraction) : 0;
     int64_t off = wall - cpu;
+    // The part of it spent waiting for a CPU, where the thread could have run, is charged in
+    // proportion to the CPU time at the end (time_trace); the rest, blocked or asleep, where the
+    // long intervals put it. A span's long intervals may hold both: each keeps its share.
+    int64_t runnable = runnable_in_span(t, std::max<int64_t>(off, 0));
+    auto blocked = [&](int64_t units) {
+        return off > 0 ? int64_t(__int128(units) * (off - runnable) / off) : 0;
+    };
     if (off > 0) {
         std::vector<LongInterval>& l = t.long_intervals;
         int64_t in_long = 0;
@@ -165,14 +174,26 @@ void SampleTime::close_span(ThreadReplay& t, uint64_t ticks, int64_t cpu, uint32
             int64_t level = left / int64_t(l.size() - i);
             int64_t on = std::min(l[i].length, level);
             left -= on;
-            give(t, l[i].node, l[i].length - on);
+            give_off(t, l[i].node, blocked(l[i].length - on));
             given += l[i].length - on;
         }
-        give(t, rest, off - given);
+        give_off(t, rest, blocked(off - given));
     }
     t.long_intervals.clear();
     t.scope_credit = 0;
     t.span_ticks = ticks;
+}
+int64_t SampleTime::runnable_in_span(ThreadReplay& t, int64_t off) {
+    if (!t.waited_next) return 0;
+    t.waited_next = false;
+    bool had = t.waited;
+    uint64_t before = t.waited_ns;
+    t.waited = true;
+    t.waited_ns = std::max(before, t.waited_next_ns);
+    if (!had || t.waited_next_ns <= before || off <= 0) return 0;
+    int64_t units = std::min(cpu_units(t.waited_next_ns - before), off);
+    t.runnable += units;
+    return units;
 }
 // The last span of a sampled thread, from its last sample to its end: its CPU time is
 // not measured, at most one sampling period, and goes to the frame open at the end (or
@@ -184,9 +205,12 @@ void SampleTime::close_last_span(ThreadReplay& t) {
         // The CPU time since the last sample charged, to the node of the last clocks (the
         // runtime writes them when the thread ends or the process finishes); after them,
         // a killed thread's last moments are unknown.
+        // At the thread's end no frame is open: the time goes to where the thread was last seen
+        // in one, as a traced thread's goes to the frame closed last (a thread starved of
+        // samples can have most of its CPU time here).
         int64_t waiting = cpu_units_between(t.span_cpu_ns, t.charged_cpu_ns);
         t.sampled_cpu += waiting;
-        give(t, t.clock_node, waiting - t.own_waiting);
+        give(t, t.clock_node ? t.clock_node : t.last_framed_node, waiting - t.own_waiting);
         t.own_waiting = 0;
         return;
     }
@@ -204,6 +228,7 @@ void SampleTime::close_last_span(ThreadReplay& t) {
 TimeBasis SampleTime::time_basis(const ThreadFilter& filter) const {
     TimeBasis all;
     all.chosen = source;
+    all.clock = clock;
     for (size_t i = 0; i < time_bases.size(); ++i)
         if (filter.all() || filter.trace == i) all.add(time_bases[i]);
     return all;
@@ -222,10 +247,16 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
     for (size_t i = first_thread; i < threads.size(); ++i) counted |= threads[i]->counting;
     // Asked for, the samples time a trace cut short even without one: the part read may end
     // before the first, and the hooks' times of its calls are no sampled times of the run.
+    // CPU time alone is only had from the samples: --clock cpu takes them however few.
     bool use = untimed_hooks || stack_sampled || counted ? true
-               : source == TimeSource::kSampled          ? samples > 0 || layout->partial
-               : source == TimeSource::kAuto             ? samples >= kEnoughSamples
-                                                         : false;
+               : source == TimeSource::kSampled || clock == Clock::kCpu
+                   ? samples > 0 || layout->partial
+               : source == TimeSource::kAuto ? samples >= kEnoughSamples
+                                             : false;
+    if (!use && clock == Clock::kCpu)
+        throw reader::TraceError(layout->path,
+                                 "has no CPU samples to tell CPU time by (written with "
+                                 "PROF_SAMPLE_HZ=0, or too short): --clock cpu needs them");
     if (!use) {
         b.traced_traces = 1;
         if (samples) b.too_few = samples;
@@ -252,8 +283,40 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
         b.off_cpu_seconds += double(t.off_cpu) * seconds_per_unit;
         b.off_cpu_records += t.off_cpu_records;
         if (!t.sampled) continue; // too short to be sampled: the hooks' clock
-        // Own times to totals: children come after their parents.
+        // The run delay goes where the program's CPU time is, less the profiler's part of it:
+        // a thread that waits for a CPU in proportion to the CPU time it uses also waits for
+        // the profiler's.
+        int64_t program_cpu = std::max<int64_t>(t.sampled_cpu - t.own, 0);
+        int64_t runnable =
+            t.sampled_cpu > 0 ? int64_t(__int128(t.runnable) * program_cpu / t.sampled_cpu) : 0;
+        b.on_cpu_seconds += double(program_cpu) * seconds_per_unit;
+        // Starved of samples: at least 0.1 s of CPU time, and under a tenth of the samples its
+        // rate asked for (sample_period: the clock units between two). A thread sampled from
+        // outside (profrun --sample) has one sample per period by construction.
+        double asked = sample_period > 0 ? double(t.sampled_cpu) / double(sample_period) : 0;
+        if (!stack_sampled && double(t.sampled_cpu) * seconds_per_unit >= 0.1 &&
+            double(t.samples + t.own_samples) < asked / 10) {
+            ++b.starved_threads;
+            b.starved_seconds += double(t.sampled_cpu) * seconds_per_unit;
+        }
+        b.runnable_seconds += double(runnable) * seconds_per_unit;
+        b.own_runnable_seconds += double(t.runnable - runnable) * seconds_per_unit;
+        (t.waited ? b.blocked_seconds : b.off_cpu_unsplit_seconds) +=
+            double(t.off_located) * seconds_per_unit;
         t.self.resize(t.nodes.size(), 0);
+        t.self_off.resize(t.nodes.size(), 0);
+        if (clock == Clock::kWall) {
+            int64_t on_cpu = 0;
+            for (int64_t units : t.self) on_cpu += std::max<int64_t>(units, 0);
+            for (size_t n = 0; n < t.nodes.size(); ++n) {
+                int64_t share = on_cpu > 0 && t.self[n] > 0
+                                    ? int64_t(__int128(runnable) * t.self[n] / on_cpu)
+                                    : 0;
+                t.self[n] += t.self_off[n] + share;
+            }
+        }
+        std::vector<int64_t>().swap(t.self_off);
+        // Own times to totals: children come after their parents.
         for (size_t n = t.nodes.size(); n-- > 1;) {
             t.nodes[n].total = t.self[n];
             t.self[t.nodes[n].parent] += t.self[n];

@@ -23,6 +23,7 @@ class SampleTime {
     const reader::TraceInfo* layout = nullptr;
     TraceFunctions* fns = nullptr;
     TimeSource source = TimeSource::kAuto;
+    Clock clock = Clock::kWall;
     double units_per_ns = 0;    // clock units per nanosecond
     int64_t sample_period = 0;  // clock units between samples the runtime asked for
     bool untimed_hooks = false; // the trace's hooks read no clock per call (PROF_TIME=sampled)
@@ -64,6 +65,22 @@ class SampleTime {
         if (t.self.size() <= node) t.self.resize(t.nodes.size(), 0);
         t.self[node] += units;
     }
+    // Time off CPU located at `node`: kept apart from the CPU time, so that --clock cpu can
+    // leave it out and the split can be told.
+    static void give_off(ThreadReplay& t, uint32_t node, int64_t units) {
+        if (units <= 0) return;
+        if (t.self_off.size() <= node) t.self_off.resize(t.nodes.size(), 0);
+        t.self_off[node] += units;
+        t.off_located += units;
+    }
+    // A Waited record (1.11): the thread's run delay at its next Sample record.
+    static void waited(ThreadReplay& t, uint64_t run_delay_ns) {
+        t.waited_next = true;
+        t.waited_next_ns = run_delay_ns;
+    }
+    // Of `off` units off CPU in the span a Sample record closes, those spent waiting for a CPU
+    // (its Waited record's run delay since the last one), added to the thread's; 0 without one.
+    int64_t runnable_in_span(ThreadReplay& t, int64_t off);
     // A Sample record of thread `t`, whose clock the session moved to it.
     void sample(ThreadReplay& t, const reader::SampleRecord& r);
     // A counting thread's Sample record (format 1.9).

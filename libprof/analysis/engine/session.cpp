@@ -110,6 +110,7 @@ struct Session::Impl : reader::EventSink {
         timing.layout = &layout;
         timing.fns = fns;
         timing.source = options.time;
+        timing.clock = options.clock;
         heap.begin_trace(trace_index, *history, *fns);
         current.clear();
         last_stream = UINT32_MAX;
@@ -268,6 +269,9 @@ struct Session::Impl : reader::EventSink {
         for (uint64_t c : calls) n += 2 * c;
         tick_progress(t.last, n);
     }
+    void on_waited(uint32_t id, uint64_t run_delay_ns) override {
+        SampleTime::waited(thread(id), run_delay_ns);
+    }
     void on_position(uint32_t id, uint32_t node) override {
         ThreadReplay& t = thread(id);
         t.position = tree_node(t, node);
@@ -290,10 +294,22 @@ struct Session::Impl : reader::EventSink {
     }
     // A stretch off CPU of a sampled thread (profrun --idle): like a sample, with the wall time
     // it lasted (cProfile's cumtime is wall time), and no hit on the lines.
-    void on_off_cpu(uint32_t id, uint64_t ticks, uint32_t stack, uint64_t ns) override {
+    // Spent waiting for a CPU (1.11: the thread was preempted), it goes where the CPU time is
+    // at the end, as in an instrumented trace (SampleTime::time_trace).
+    void on_off_cpu(uint32_t id, uint64_t ticks, uint32_t stack, uint64_t ns,
+                    int runnable) override {
         ThreadReplay& t = thread(id);
-        t.off_cpu += charge_stack(t, id, ticks, stack, ns, false);
         ++t.off_cpu_records;
+        if (runnable >= 0) t.waited = true;
+        if (runnable == 1) {
+            advance(t, ticks);
+            t.sampled = t.spans_closed = true;
+            int64_t units = timing.cpu_units(ns);
+            t.runnable += units;
+            t.off_cpu += units;
+            return;
+        }
+        t.off_cpu += charge_stack(t, id, ticks, stack, ns, false);
     }
     // Gives `ns` to the path of Stack `stack` (its innermost function's own time) and to its
     // lines; returns it in clock units.
@@ -341,7 +357,7 @@ struct Session::Impl : reader::EventSink {
             l.ns += ns;
         }
         int64_t weight = timing.cpu_units(ns);
-        SampleTime::give(t, node, weight);
+        (hit ? SampleTime::give : SampleTime::give_off)(t, node, weight);
         t.charged_node = node;
         tick_progress(ticks);
         return weight;

@@ -92,6 +92,7 @@ struct SessionOptions {
     ProgressFn progress;    // called every few million events
     ActivationObserver* observer = nullptr;
     TimeSource time = TimeSource::kAuto; // profreport --time
+    Clock clock = Clock::kWall;          // profreport --clock
     // Sampled traces: functions inlined at a sampled address are frames of their own (format
     // 1.8 Location records); false: the physical frames only (profreport --no-inline).
     bool inlined = true;

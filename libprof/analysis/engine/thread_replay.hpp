@@ -127,9 +127,16 @@ struct ThreadReplay {
     uint64_t charged_cpu_ns = 0;
     int64_t own_waiting = 0;                  // the profiler's CPU time reported since then
     std::vector<LongInterval> long_intervals; // of this span
-    int64_t scope_credit = 0; // scope runs' time in this span, already given to their nodes
-    uint32_t last_top = 0;    // the last frame closed, once none is open
-    std::vector<int64_t> self;
+    int64_t scope_credit = 0;      // scope runs' time in this span, already given to their nodes
+    uint32_t last_top = 0;         // the last frame closed, once none is open
+    std::vector<int64_t> self;     // on CPU (and scope runs' measured time)
+    std::vector<int64_t> self_off; // off CPU: blocked, sleeping (or unsplit, see below)
+    // Waiting for a CPU (format 1.11 Waited records: the kernel's run delay of the thread, read
+    // with its Sample records): the total, charged where the CPU time is at the end. Before a
+    // thread's first Waited record, its time off CPU is not split (`waited` false).
+    int64_t runnable = 0, off_located = 0;
+    bool waited = false, waited_next = false;
+    uint64_t waited_ns = 0, waited_next_ns = 0; // the run delay at the last record, at the next
     // CPU samples per node, the innermost frame of each (sampled traces; pprof's samples/count).
     std::vector<uint64_t> node_samples;
     uint32_t charged_node = 0; // the node charge_stack gave its time to last
@@ -153,6 +160,7 @@ struct ThreadReplay {
     std::vector<PlacedSample> placed; // Session::Impl::charge
     uint32_t position = 0;
     uint32_t clock_node = 0; // the node of its last Sample record (or where it began counting)
+    uint32_t last_framed_node = 0; // the last such node with a frame open (0: none yet)
 
     uint32_t child(uint32_t parent, uint32_t function) {
         uint32_t n = paths.find_or_add(uint64_t(parent) << 32 | function, uint32_t(nodes.size()));

@@ -72,6 +72,13 @@ enum class TimeSource {
     kTraced,  // the hooks' clock, less the profiler's measured cost
 };
 
+// Which time a profile's functions get (profreport --clock): wall time, cProfile's (on CPU,
+// waiting for a CPU, blocked or sleeping), or CPU time alone (yappi's "cpu" clock).
+enum class Clock {
+    kWall,
+    kCpu,
+};
+
 // How the times of the traces in a profile were obtained, for its header.
 struct TimeBasis {
     uint64_t sampled_traces = 0, traced_traces = 0;
@@ -105,6 +112,22 @@ struct TimeBasis {
     // Samples of the traced traces, too few to time them by (0: none had samples).
     uint64_t too_few = 0;
     TimeSource chosen = TimeSource::kAuto; // what the reader asked for
+    Clock clock = Clock::kWall;            // what the reader asked for
+    // The sampled threads' time, split (seconds; JSON time_split): the program on CPU (the
+    // profiler's own samples left out), waiting for a CPU while runnable (the kernel's run
+    // delay, format 1.11 Waited records), and off CPU otherwise: blocked or sleeping. Threads
+    // without Waited records (older traces, profrun --idle) have their time off CPU in
+    // `off_cpu_unsplit_seconds` instead, neither runnable nor blocked.
+    double on_cpu_seconds = 0, runnable_seconds = 0, blocked_seconds = 0;
+    double off_cpu_unsplit_seconds = 0;
+    // The part of the waiting for a CPU that the profiler's own CPU time caused (it runs as long
+    // as the program waits in proportion): left out, like its samples.
+    double own_runnable_seconds = 0;
+    // Sampled threads that got under a tenth of the samples their CPU time asked for (the
+    // kernel's CPU-time timer fires rarely for a thread sharing its CPU with a busy one), and
+    // their CPU time: exact in total, coarsely split among their functions.
+    uint64_t starved_threads = 0;
+    double starved_seconds = 0;
     void add(const TimeBasis& o) {
         sampled_traces += o.sampled_traces;
         traced_traces += o.traced_traces;
@@ -120,6 +143,13 @@ struct TimeBasis {
         off_cpu_records += o.off_cpu_records;
         off_cpu_seconds += o.off_cpu_seconds;
         too_few += o.too_few;
+        on_cpu_seconds += o.on_cpu_seconds;
+        runnable_seconds += o.runnable_seconds;
+        blocked_seconds += o.blocked_seconds;
+        off_cpu_unsplit_seconds += o.off_cpu_unsplit_seconds;
+        own_runnable_seconds += o.own_runnable_seconds;
+        starved_threads += o.starved_threads;
+        starved_seconds += o.starved_seconds;
     }
 };
 

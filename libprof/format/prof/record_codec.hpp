@@ -281,6 +281,12 @@ PROF_CODEC_INLINE uint8_t* put_sample(uint8_t* p, uint64_t dt, uint64_t cpu_ns, 
     return end_small(p, q);
 }
 
+// 1.11: the thread's run delay, before the Sample record it was read with.
+inline constexpr uint32_t kMaxWaitedRecord = 2 + kMaxUleb;
+PROF_CODEC_INLINE uint8_t* put_waited(uint8_t* p, uint64_t run_delay_ns) {
+    return end_small(p, put_uleb(begin_small(p, Tag::kWaited), run_delay_ns));
+}
+
 // ---- 1.9: calls counted in a call tree ------------------------------------------------------
 inline constexpr uint32_t kMaxCountingRecord = 2 + 2 * kMaxUleb;
 inline constexpr uint32_t kMaxCallNodeRecord = 2 + 3 * kMaxUleb; // payload < 128
@@ -330,11 +336,15 @@ PROF_CODEC_INLINE uint8_t* put_stack_sample(uint8_t* p, uint64_t dt, uint64_t st
 }
 
 // 1.8: time off CPU of a sampled thread (profrun --idle). At most 2 + 3 * kMaxUleb bytes.
-inline constexpr uint32_t kMaxOffCpuRecord = 2 + 3 * kMaxUleb;
+inline constexpr uint32_t kMaxOffCpuRecord = 2 + 4 * kMaxUleb;
 
-PROF_CODEC_INLINE uint8_t* put_off_cpu(uint8_t* p, uint64_t dt, uint64_t stack, uint64_t ns) {
-    uint8_t* q = put_uleb(put_uleb(begin_small(p, Tag::kOffCpu), dt), stack);
-    return end_small(p, put_uleb(q, ns));
+// `runnable` (1.11): 1 when the thread left the CPU preempted (it waited for a CPU), 0 when it
+// blocked or slept; -1 leaves it out (a 1.8 record: not known).
+PROF_CODEC_INLINE uint8_t* put_off_cpu(uint8_t* p, uint64_t dt, uint64_t stack, uint64_t ns,
+                                       int runnable) {
+    uint8_t* q = put_uleb(put_uleb(put_uleb(begin_small(p, Tag::kOffCpu), dt), stack), ns);
+    if (runnable >= 0) q = put_uleb(q, uint64_t(runnable));
+    return end_small(p, q);
 }
 
 // ---- packed memory records (2.0/2.1, profpack) ------------------------------------------------

@@ -26,7 +26,7 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 10; // 1.1: sites, line statistics; 1.2: unloads, pauses;
+inline constexpr uint16_t kMinor = 11; // 1.1: sites, line statistics; 1.2: unloads, pauses;
                                        // 1.3: scope runs; 1.4: aligned operator new/delete;
                                        // 1.5: CPU-time samples; 1.6: hooks without a clock
                                        // (Meta time=sampled); 1.7: sampled call stacks
@@ -35,14 +35,15 @@ inline constexpr uint16_t kMinor = 10; // 1.1: sites, line statistics; 1.2: unlo
                                        // in a call tree (Counting, CallNode, CallCounts,
                                        // Position; Sample's node); 1.10: LineStats'
                                        // rss_reads (lines that measure the heap only),
-                                       // FileHeader's counting_ticks
+                                       // FileHeader's counting_ticks; 1.11: Waited
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
 // readers of 1.x refuse by name. Its records are those of 1.x plus the packed memory records
 // (2.1: and MemAligned; 2.2: the Sample records of 1.5, as written).
 inline constexpr uint16_t kPackedMajor = 2;
-inline constexpr uint16_t kPackedMinor = 3; // 2.1: MemAligned; 2.2: Sample; 2.3: the
-                                            // call tree records of 1.9, as written
+inline constexpr uint16_t kPackedMinor = 4; // 2.1: MemAligned; 2.2: Sample; 2.3: the
+                                            // call tree records of 1.9, as written; 2.4:
+                                            // Waited, as written
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
 // 2.0: a chunk of a packed file (kFilePacked): its records are ChunkHeader::packed_size bytes
@@ -221,8 +222,10 @@ enum class Tag : uint8_t {
     // record stands for, in the frame open at this point, is cpu_ns minus the previous Sample
     // record's cpu_ns minus own_ns. A record of count 0 stands for no sample of the program: the
     // first of a stream (its timer was armed; own 0), and one written when the thread ends or
-    // the process finishes, for samples of the profiler that no record reported yet (its cpu_ns
-    // is then the previous one's plus own_ns).
+    // the process finishes: before 1.11 only for samples of the profiler that no record reported
+    // yet (its cpu_ns then the previous one's plus own_ns); from 1.11 always, with the thread's
+    // CPU clock when its timer stopped (the CPU time since the last sample, which the kernel's
+    // timer may not have signalled for a long time, is then known).
     //   uleb dt, uleb cpu_ns, uleb own_ns, uleb own_count, uleb count [, uleb node] [, uleb ip]
     // `node` (1.9) is present exactly in a counting thread's records (after its Counting
     // record): the call tree node the thread was in (0: no frame open). There every Sample
@@ -248,7 +251,10 @@ enum class Tag : uint8_t {
     // call stack `stack` (a Stack record of the stream, written before: where it left the CPU,
     // or, where the kernel gives no stack of a context switch, its last CPU sample's; see
     // Meta sample_idle). Timed.
-    //   uleb dt, uleb stack, uleb ns
+    //   uleb dt, uleb stack, uleb ns [, uleb runnable]
+    // `runnable` (1.11): 1 when the thread left the CPU preempted, so that the stretch was spent
+    // waiting for a CPU (the kernel's PERF_RECORD_MISC_SWITCH_OUT_PREEMPT), 0 when it blocked or
+    // slept. Absent (1.8 to 1.10): not known.
     kOffCpu = 0x4f,
     // 1.9, thread streams: from here on the thread's hooks count calls in a call tree instead
     // of writing Enter, Exit and Abandon records (PROF_TIME=sampled from the thread's start;
@@ -277,6 +283,13 @@ enum class Tag : uint8_t {
     // records means in a counting thread.
     //   uleb node
     kPosition = 0x53,
+    // 1.11, thread streams: the thread's run delay, the time it has spent runnable but waiting
+    // for a CPU since it began (the second field of the kernel's /proc/thread-self/schedstat),
+    // read with the Sample record that follows it. Between two Sample records that each have
+    // one, the time off CPU (the wall time less the CPU time) was that much waiting for a CPU,
+    // the rest blocked or asleep. Untimed. A thread whose run delay cannot be read has none.
+    //   uleb run_delay_ns
+    kWaited = 0x54,
 };
 
 enum class AllocKind : uint8_t {

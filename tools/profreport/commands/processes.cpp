@@ -56,10 +56,7 @@ struct Figures {
 Figures figures_of(const Args& a, const std::string& path, const tools::ToolLog& log) {
     Figures f;
     try {
-        analysis::SessionOptions o;
-        o.compensate = !a.raw;
-        o.time = a.time;
-        analysis::Session s(o);
+        analysis::Session s(session_options(a));
         s.add_trace(path);
         analysis::Profile p = s.profile();
         f.calls = p.total_calls;

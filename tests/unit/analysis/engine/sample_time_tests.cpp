@@ -295,6 +295,7 @@ TEST_CASE("sample time: CPU nanoseconds as clock units, capped, never negative")
 }
 
 TEST_CASE("sample time: a span's time off CPU goes to its long intervals, up to a level") {
+    // (Time off CPU is kept apart from the CPU time: self_off.)
     SampleTime st;
     SUBCASE("the short intervals ran; the CPU time left is spread evenly over the long ones") {
         // A span of 1000 ticks, 400 on CPU; long intervals of 300 (in a) and 500 (in b): the
@@ -302,7 +303,7 @@ TEST_CASE("sample time: a span's time off CPU goes to its long intervals, up to 
         SampledThread s;
         s.t.long_intervals = {{s.b, units(500)}, {s.a, units(300)}};
         st.close_span(s.t, 1000, units(400), s.main);
-        CHECK(s.t.self == std::vector<int64_t>{0, 0, units(200), units(400)});
+        CHECK(s.t.self_off == std::vector<int64_t>{0, 0, units(200), units(400)});
     }
     SUBCASE("a long interval shorter than the level runs all the time, the rest share the left") {
         // Long intervals of 50 (in a) and 500 (in b), 300 ticks of CPU left after the short
@@ -310,25 +311,26 @@ TEST_CASE("sample time: a span's time off CPU goes to its long intervals, up to 
         SampledThread s;
         s.t.long_intervals = {{s.a, units(50)}, {s.b, units(500)}};
         st.close_span(s.t, 1000, units(450 + 300), s.main);
-        CHECK(s.t.self == std::vector<int64_t>{0, 0, 0, units(250)});
+        CHECK(s.t.self_off == std::vector<int64_t>{0, 0, 0, units(250)});
     }
     SUBCASE("less CPU than the short intervals: the long ones were off CPU, the rest to `rest`") {
         SampledThread s;
         s.t.long_intervals = {{s.a, units(300)}, {s.b, units(500)}};
         st.close_span(s.t, 1000, units(100), s.main);
-        CHECK(s.t.self == std::vector<int64_t>{0, units(100), units(300), units(500)});
+        CHECK(s.t.self_off == std::vector<int64_t>{0, units(100), units(300), units(500)});
     }
     SUBCASE("no long interval: the time off CPU is the rest's") {
         SampledThread s;
         s.t.span_ticks = 400;
         st.close_span(s.t, 1000, units(250), s.b);
-        CHECK(s.t.self == std::vector<int64_t>{0, 0, 0, units(350)});
+        CHECK(s.t.self_off == std::vector<int64_t>{0, 0, 0, units(350)});
     }
     SUBCASE("all on CPU: nothing off CPU") {
         SampledThread s;
         s.t.long_intervals = {{s.a, units(300)}};
         st.close_span(s.t, 1000, units(1000), s.main);
         CHECK(s.t.self.empty());
+        CHECK(s.t.self_off.empty());
     }
     SUBCASE("the next span starts at its end, with none of its intervals") {
         SampledThread s;
@@ -431,4 +433,85 @@ TEST_CASE("sample time: a sampled thread's node totals are its own times summed 
     CHECK(st.time_basis(analysis::ThreadFilter{1, 0}).sampled_traces == 0);
     CHECK(st.time_basis(analysis::ThreadFilter{1, 0}).traced_traces == 1);
     CHECK(st.time_basis(analysis::ThreadFilter{0, 0}).samples == 3);
+}
+
+// Format 1.11: the run delay with each sample splits the time off CPU. The trace of
+// sampled_trace() with Waited records: b's span (3.5 to 9 ms, 4 ms off CPU) waited 3 ms of it
+// for a CPU, so 1 ms was blocked. --clock wall charges the 3 ms in proportion to the CPU time
+// (a 3, b 1.5, main 1 ms), less the profiler's part (0.5 of the 5 ms sampled: 0.3 ms);
+// --clock cpu leaves both out.
+TEST_CASE("the time split (1.11): waiting for a CPU goes where the CPU time is, or nowhere") {
+    TraceBuilder b;
+    b.chunk(0);
+    b.meta("sample_hz", "1000");
+    b.chunk(1, 0);
+    define_functions(b, 3);
+    b.enter(0, 0).waited(0).sample(0, 0, 0, 0, 0);
+    b.enter(1, 1000000).waited(0).sample(1000000, 2000000, 0, 0, 1);
+    b.waited(0).sample(1500000, 3500000, 500000, 1, 1);
+    b.exit(500000).enter(2, 0);
+    b.waited(3000000).sample(5000000, 5000000, 0, 0, 1);
+    b.exit(1000000).exit(0);
+    b.chunk(0);
+    name_functions(b, {"main", "a", "b"}).end_record(10000000);
+    std::string path = save_trace(b, "waited.trace");
+    auto read = [&](analysis::Clock clock) {
+        analysis::SessionOptions o;
+        o.time = analysis::TimeSource::kSampled;
+        o.clock = clock;
+        analysis::Session s(o);
+        s.add_trace(path);
+        return s.profile();
+    };
+    analysis::Profile wall = read(analysis::Clock::kWall);
+    const double waiting = 2.7e6, on_cpu = 5.5e6;
+    check_stats(stats(wall, "a"), 1, 1, 3e6 + waiting * 3e6 / on_cpu, 3e6 + waiting * 3e6 / on_cpu);
+    check_stats(stats(wall, "b"), 1, 1, 1.5e6 + 1e6 + waiting * 1.5e6 / on_cpu,
+                1.5e6 + 1e6 + waiting * 1.5e6 / on_cpu);
+    check_stats(stats(wall, "main"), 1, 1, 1e6 + waiting * 1e6 / on_cpu, 9.2e6);
+    const analysis::TimeBasis& t = wall.time;
+    CHECK(same_time(t.on_cpu_seconds, 4.5e6));
+    CHECK(same_time(t.runnable_seconds, 2.7e6));
+    CHECK(same_time(t.own_runnable_seconds, 0.3e6));
+    CHECK(same_time(t.blocked_seconds, 1e6));
+    CHECK(t.off_cpu_unsplit_seconds == 0);
+
+    analysis::Profile cpu = read(analysis::Clock::kCpu);
+    check_stats(stats(cpu, "a"), 1, 1, 3e6, 3e6);
+    check_stats(stats(cpu, "b"), 1, 1, 1.5e6, 1.5e6);
+    check_stats(stats(cpu, "main"), 1, 1, 1e6, 5.5e6);
+    CHECK(cpu.time.clock == analysis::Clock::kCpu);
+    CHECK(same_time(cpu.time.blocked_seconds, 1e6));
+
+    // Without Waited records (sampled_trace(), before 1.11) the time off CPU is not split.
+    analysis::SessionOptions o;
+    o.time = analysis::TimeSource::kSampled;
+    analysis::Session old(o);
+    old.add_trace(sampled_trace());
+    analysis::Profile p = old.profile();
+    CHECK(same_time(p.time.off_cpu_unsplit_seconds, 4e6));
+    CHECK(p.time.runnable_seconds == 0);
+    CHECK(p.time.blocked_seconds == 0);
+}
+
+// A thread whose CPU-time timer fired rarely (a CPU shared with a busy thread): 300 ms of CPU
+// time at 1000 Hz in 3 samples. Its total stays exact; the header says its split is coarse.
+TEST_CASE("sample time: a thread starved of samples is counted, with its CPU time") {
+    TraceBuilder b;
+    b.chunk(0);
+    b.meta("sample_hz", "1000");
+    b.chunk(1, 0);
+    define_functions(b, 2);
+    b.enter(0, 0).sample(0, 0, 0, 0, 0);
+    b.enter(1, 1000000).sample(100000000, 100000000, 0, 0, 1);
+    b.sample(100000000, 200000000, 0, 0, 1);
+    b.exit(50000000).sample(50000000, 300000000, 0, 0, 1);
+    b.exit(0);
+    b.chunk(0);
+    name_functions(b, {"main", "a"}).end_record(302000000);
+    analysis::Profile p = timed(save_trace(b, "starved.trace"), analysis::TimeSource::kSampled);
+    CHECK(p.time.starved_threads == 1);
+    CHECK(same_time(p.time.starved_seconds, 300e6));
+    // The sampled trace above has 3 samples for 5 ms: not starved.
+    CHECK(timed(sampled_trace(), analysis::TimeSource::kSampled).time.starved_threads == 0);
 }
