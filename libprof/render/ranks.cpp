@@ -2,12 +2,12 @@
 #include "render/model.hpp"
 
 #include "reader/trace_reader.hpp"
+#include "text/pattern.hpp"
 #include "text/text.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <regex>
 
 namespace prof::render {
 
@@ -39,10 +39,9 @@ std::vector<size_t> selected(const RankComparison& c, const TableOptions& o, Met
     std::vector<size_t> rows(c.functions.size());
     for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
     if (!o.filter.empty()) {
-        std::regex re(o.filter);
-        std::erase_if(rows, [&](size_t i) {
-            return !std::regex_search(label(c.functions[i].function, true), re);
-        });
+        text::Pattern re(o.filter);
+        std::erase_if(rows,
+                      [&](size_t i) { return !re.search(label(c.functions[i].function, true)); });
     }
     std::stable_sort(rows.begin(), rows.end(), [&](size_t a, size_t b) {
         const RankSpread &x = spread_of(c.functions[a], m), &y = spread_of(c.functions[b], m);

@@ -1,13 +1,13 @@
 // Renderings of a Profile. The text table reproduces pstats' layout column for column.
 #include "render/report.hpp"
 #include "render/model.hpp"
+#include "text/pattern.hpp"
 #include "text/text.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
-#include <regex>
 
 namespace prof::render {
 
@@ -73,8 +73,8 @@ namespace {
 std::vector<size_t> selected(const Profile& p, const TableOptions& o) {
     std::vector<size_t> rows = sorted_functions(p, o.sort);
     if (!o.filter.empty()) {
-        std::regex re(o.filter);
-        std::erase_if(rows, [&](size_t i) { return !std::regex_search(label(p.functions[i], true), re); });
+        text::Pattern re(o.filter);
+        std::erase_if(rows, [&](size_t i) { return !re.search(label(p.functions[i], true)); });
     }
     if (o.limit && rows.size() > o.limit) rows.resize(o.limit);
     return rows;

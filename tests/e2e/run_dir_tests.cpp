@@ -336,7 +336,7 @@ TEST_CASE("a run with a broken manifest, a missing, a foreign and a doubly claim
     CHECK(header_calls(bare.out) == without_last);
 
     // An empty directory: no run, for every command that reads one: one error line, and exit 1
-    // (nothing could be read), as the README says.
+    // (nothing could be read), as docs/views.md says.
     std::string empty = temp_path("run-empty");
     std::filesystem::create_directories(empty);
     for (std::vector<std::string> argv : {std::vector<std::string>{PROFREPORT, empty},

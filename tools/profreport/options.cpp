@@ -2,6 +2,7 @@
 #include "options.hpp"
 
 #include "reader/run_manifest.hpp"
+#include "text/pattern.hpp"
 
 #include <fmt/format.h>
 
@@ -12,7 +13,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <regex>
 
 namespace prof::profreport {
 
@@ -295,13 +295,9 @@ std::string check(Args& a, const tools::ToolLog& log) {
     if (a.clock == analysis::Clock::kCpu && a.time == analysis::TimeSource::kTraced)
         return "--clock cpu takes times from the CPU samples, --time traced from the hooks' "
                "wall clock: give one of them";
-    for (const std::string* re : {&a.table.filter, &a.report.callers, &a.report.callees}) {
-        try {
-            if (!re->empty()) std::regex check(*re);
-        } catch (const std::regex_error& e) {
-            return fmt::format("bad regular expression '{}': {}", *re, e.what());
-        }
-    }
+    for (const std::string* re : {&a.table.filter, &a.report.callers, &a.report.callees})
+        if (std::string why = re->empty() ? std::string() : text::Pattern::error(*re); !why.empty())
+            return fmt::format("bad regular expression '{}': {}", *re, why);
     return {};
 }
 

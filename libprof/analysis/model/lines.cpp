@@ -2,12 +2,13 @@
 // PROF_FUNCTION activations from the call profile, grouped by enclosing function.
 #include "analysis/model/lines.hpp"
 
+#include "text/pattern.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sys/stat.h>
 
@@ -75,9 +76,9 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
     for (const auto& [key, rows] : groups)
         for (const auto& [line, row] : rows) heap |= row.heap_increment != 0;
     std::vector<LineTable> out;
-    std::regex re(match.empty() ? std::string(".") : match);
+    text::Pattern re(match.empty() ? std::string(".") : match);
     for (auto& [key, rows] : groups) {
-        if (!match.empty() && !std::regex_search(key.first + ":" + key.second, re)) continue;
+        if (!match.empty() && !re.search(key.first + ":" + key.second)) continue;
         LineTable t;
         t.file = key.first;
         t.function = key.second;

@@ -4,12 +4,12 @@
 
 #include "reader/dwarf_lines.hpp"
 #include "reader/elf_symbols.hpp"
+#include "text/pattern.hpp"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <map>
-#include <regex>
 
 namespace prof::analysis {
 
@@ -163,10 +163,10 @@ std::string label(const Function& f, bool full_paths) {
 }
 
 std::vector<size_t> Profile::match(const std::string& regex) const {
-    std::regex re(regex);
+    text::Pattern re(regex);
     std::vector<size_t> out;
     for (size_t i = 0; i < functions.size(); ++i)
-        if (std::regex_search(label(functions[i], true), re)) out.push_back(i);
+        if (re.search(label(functions[i], true))) out.push_back(i);
     return out;
 }
 
