@@ -281,7 +281,8 @@ void TraceReader::add_symbol(uint64_t address, Symbol s) {
     }
 }
 
-void TraceReader::process_records(const uint8_t* p, const uint8_t* end, uint64_t offset) {
+void TraceReader::process_records(const uint8_t* p, const uint8_t* end, uint64_t offset,
+                                  uint64_t ticks, EventSink* sink) {
     Cursor c{p, end};
     while (c.p < c.end) {
         const uint8_t* rec = c.p;
@@ -333,6 +334,21 @@ void TraceReader::process_records(const uint8_t* p, const uint8_t* end, uint64_t
                 if (tps) info_.ticks_per_second = double(tps);
                 info_.finished = true;
             }
+            break;
+        }
+        case Tag::kRss: { // 1.11: the RSS timer's readings, timed within the stream
+            uint64_t n = c.uleb();
+            if (!c.ok || !c.has(n)) {
+                c.ok = false;
+                break;
+            }
+            Cursor m{c.p, c.p + n};
+            c.p += n;
+            ticks += m.uleb();
+            uint64_t bytes = m.uleb();
+            if (!m.ok)
+                throw TraceError(info_.path, offset + uint64_t(rec - p), "malformed RSS record");
+            if (sink) sink->on_rss(0, ticks, bytes);
             break;
         }
         default:
@@ -659,7 +675,7 @@ void TraceReader::read_chunks(EventSink* sink) {
             if (ch.stream != 0)
                 throw TraceError(info_.path, off + 8, "process chunk with a thread stream id");
             if (cut) break; // a cut process record cannot be trusted; the events before it stand
-            process_records(p, end, off + sizeof ch);
+            process_records(p, end, off + sizeof ch, ch.base_ticks, sink);
         } else if (ch.kind == uint16_t(format::StreamKind::kThread)) {
             if (ch.stream == 0)
                 throw TraceError(info_.path, off + 8, "thread chunk with stream id 0");

@@ -266,6 +266,8 @@ public:
     virtual void on_realloc(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*old_ptr*/,
                             uint64_t /*ptr*/, uint64_t /*size*/, uint32_t /*stack*/) {}
     virtual void on_stack(uint32_t /*stream*/, uint32_t /*id*/, const std::vector<uint64_t>& /*pcs*/) {}
+    // A reading of the resident set size: at an allocation of thread `stream`, or (stream 0,
+    // format 1.11) by the runtime's timer, from the process stream.
     virtual void on_rss(uint32_t /*stream*/, uint64_t /*ticks*/, uint64_t /*bytes*/) {}
     // The runtime's own time inside the frame open now (format 1.2 Pause records).
     virtual void on_pause(uint32_t /*stream*/, uint64_t /*ticks*/) {}
@@ -344,7 +346,9 @@ private:
     struct StreamState;
     void check_header();
     void read_chunks(EventSink* sink);
-    void process_records(const uint8_t* p, const uint8_t* end, uint64_t offset);
+    // `ticks`: the chunk's base_ticks, from which its Rss records are timed (1.11).
+    void process_records(const uint8_t* p, const uint8_t* end, uint64_t offset, uint64_t ticks,
+                         EventSink* sink);
     void add_symbol(uint64_t address, Symbol s);
     bool thread_records(StreamState& st, Thread& th, const uint8_t* p, const uint8_t* end,
                         uint64_t ticks, uint64_t offset, bool cut, EventSink* sink);

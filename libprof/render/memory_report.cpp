@@ -168,7 +168,18 @@ void print_memory_json(std::FILE* out, const MemoryReport& m, const MemoryOption
                                     s.unknown_bytes, s.unknown_blocks)
                       : std::string());
     }
-    fmt::print(out, "\n  ]\n}}\n");
+    // The RSS readings with the heap at each; `pid` only when the report covers several
+    // processes (each with its own timeline, t from its own start).
+    bool several = std::any_of(m.timeline.begin(), m.timeline.end(), [&](const MemoryPoint& p) {
+        return p.pid != m.timeline.front().pid;
+    });
+    fmt::print(out, "\n  ],\n  \"timeline\": [");
+    for (size_t i = 0; i < m.timeline.size(); ++i) {
+        const MemoryPoint& p = m.timeline[i];
+        fmt::print(out, "{}\n    {{\"t\": {:.6f}, \"heap\": {}, \"rss\": {}{}}}", i ? "," : "", p.t,
+                   p.heap, p.rss, several ? fmt::format(", \"pid\": {}", p.pid) : std::string());
+    }
+    fmt::print(out, "{}]\n}}\n", m.timeline.empty() ? "" : "\n  ");
 }
 
 } // namespace prof::render

@@ -913,20 +913,6 @@ PROF_NOINSTR inline void scope_exit(prof_site* site, uintptr_t cfa) {
     s.state = kActive;
 }
 
-PROF_NOINSTR int read_rss_fd() {
-    static int fd = -1;
-    int f = __atomic_load_n(&fd, __ATOMIC_ACQUIRE);
-    if (f >= 0) return f;
-    int opened = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    int expected = -1;
-    if (opened >= 0 && !__atomic_compare_exchange_n(&fd, &expected, opened, false,
-                                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        close(opened);
-        return expected;
-    }
-    return opened;
-}
-
 // The first hit of a site on a thread (or the thread's first event): out of line, so that the
 // common path of a PROF_LINE saves no registers. Returns the site's id, or 0 to skip the hit.
 __attribute__((noinline, cold)) PROF_NOINSTR uint32_t line_slow(ThreadState& s, prof_site* site) {
@@ -1001,27 +987,6 @@ PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end,
 }
 
 } // namespace
-} // namespace prof::rt
-
-namespace prof::rt {
-
-PROF_NOINSTR uint64_t rss_bytes_now() {
-    int saved = errno;
-    char buf[128];
-    int fd = read_rss_fd();
-    ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
-    errno = saved;
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char* p = buf;
-    while (*p && *p != ' ') ++p; // skip the size field
-    uint64_t pages = 0;
-    while (*p == ' ') ++p;
-    while (*p >= '0' && *p <= '9') pages = pages * 10 + unsigned(*p++ - '0');
-    static const long page = sysconf(_SC_PAGESIZE);
-    return pages * uint64_t(page);
-}
-
 } // namespace prof::rt
 
 #define PROF_API extern "C" __attribute__((visibility("default"))) PROF_NOINSTR

@@ -6,7 +6,8 @@
 //    (stack 0: the reader knows it from the Enter/Exit records), which costs nothing here;
 //  - otherwise the frame-pointer chain is walked (bounded by the thread's stack), and each
 //    distinct stack is written once per thread as a Stack record and referred to by id.
-// Resident memory is sampled from the allocation path at most every PROF_MEM_RSS_INTERVAL.
+// Resident memory is sampled from the allocation path at most every PROF_MEM_RSS_INTERVAL per
+// thread, and by the runtime's timer every PROF_MEM_RSS_INTERVAL (rss_timer.cpp).
 // Same hot-path contract as the call hooks: no lock and no allocation in the common case.
 #include "cfi_unwind.hpp"
 #include "memory_core.hpp"
@@ -467,6 +468,7 @@ PROF_API void prof_mem_activate(void) {
     __atomic_fetch_or(&prof_line_rss_enabled, PROF_LINE_MEM_HEAP, __ATOMIC_RELAXED);
     prof_line_fast = 0;
     g_memory_active = true;
+    rss_timer_start(); // when tracing runs already (the runtime's constructor came first)
 }
 
 // Usable heap bytes this thread allocated minus released, while the memory profiler runs.

@@ -75,7 +75,8 @@ struct Options {
     bool line_rss;                // PROF_LINE_RSS=1: PROF_LINE also samples the resident set size
     bool calibrate;               // PROF_CALIBRATE=0 skips measuring the hooks' cost at start
     bool scope_runs;              // PROF_SCOPE_RUNS=0: every scope activation its own Enter/Exit
-    uint32_t mem_rss_interval_ms; // PROF_MEM_RSS_INTERVAL: RSS samples from the allocation path
+    uint32_t mem_rss_interval_ms; // PROF_MEM_RSS_INTERVAL: the RSS timer's period, and the least
+                                  // interval between a thread's readings at its allocations
     bool mem_unwind_dwarf;        // PROF_MEM_UNWIND=dwarf (default fp: frame pointers)
     uint32_t sample_hz;           // PROF_SAMPLE_HZ: samples per second of a thread's CPU time
     uint8_t sample_timer;         // PROF_SAMPLE_TIMER: 0 auto, 1 perf, 2 posix (sampler.cpp)
@@ -141,6 +142,9 @@ bool try_lock_global();
 // One Meta record, the lock held.
 void meta_record(const char* key, const char* value, size_t len);
 bool process_record(const uint8_t* rec, size_t n); // appends one whole record
+// One reading of the RSS timer: an Rss record of the process stream (format 1.11), taking the
+// lock. False once nothing more may be written there: the finish has begun, or tracing stopped.
+bool process_rss_record(uint64_t bytes);
 bool tracing_active();
 uint32_t next_stream_id();
 
@@ -172,6 +176,11 @@ void for_each_function(void (*fn)(uintptr_t, void*), void* arg);
 void runtime_start();  // idempotent; the library constructor or the first hook calls it
 void runtime_finish(); // library destructor
 void vfork_child_exited(int child); // after a vfork child has left (trace_writer.cpp)
+// The RSS timer (rss_timer.cpp): started once the memory profiler is loaded and tracing runs,
+// unless PROF_MEM_RSS_INTERVAL is 0 (idempotent); in a fork child, the child's own statm
+// descriptor and timer.
+void rss_timer_start();
+void rss_after_fork_child();
 // The wait family's interposers (children.cpp): the C library's functions looked up.
 void children_start();
 const char* trace_path();

@@ -66,6 +66,8 @@ struct Global {
     int fd = -1;
     bool active = false;   // chunks may be opened
     bool finished = false; // finish() ran in this process
+    // The finish has begun: the RSS timer writes no more (what follows is the runtime's work).
+    bool rss_stopped = false;
     uint32_t chunk_size = 0;
     uint32_t next_chunk = 0; // chunks reserved so far
     uint64_t file_size = 0;  // bytes reserved on disk
@@ -440,6 +442,7 @@ PROF_NOINSTR bool start_file(const char* base, bool try_base) {
     g.next_stream.store(1, std::memory_order_relaxed);
     g.process = ChunkWriter{};
     g.process.kind = uint16_t(format::StreamKind::kProcess);
+    g.rss_stopped = false;
     read_clock_pair(g.start_real, g.start_ticks, &g.start_mono);
     if (!g.start_ticks_per_second) g.start_ticks_per_second = calibrate();
     if (!reserve_file(format::kHeaderSize)) return false;
@@ -496,6 +499,8 @@ PROF_NOINSTR void fork_child() {
         ok = start_file(g.base_path, own_name);
         pthread_mutex_unlock(&g.lock);
     }
+    // Before this thread records again: the timer's thread is made with recording blocked.
+    rss_after_fork_child();
     unblock_thread(t_fork_state);
     // Without a file of its own the child must not touch the parent's chunk: off for good.
     if (ok) thread_after_fork_child();
@@ -586,6 +591,29 @@ PROF_NOINSTR void close_chunk(ChunkWriter& w) {
     w.base = w.cursor = w.end = nullptr;
 }
 
+// The RSS timer's reading (rss_timer.cpp) in the process stream, timed as a thread stream's
+// records are: `dt` from the chunk's previous Rss record, or from its base_ticks (the process
+// writer's last_ticks is advanced by these records only). The clock is read under the lock
+// and after the chunk is opened, so the records of the stream are in time order and none is
+// older than its chunk's opening (trace-format.md, section 5).
+PROF_NOINSTR bool process_rss_record(uint64_t bytes) {
+    ChunkWriter& w = g.process;
+    constexpr size_t kRoom = 1 + 1 + 2 * format::kMaxUleb + format::kLebScratch;
+    lock_global();
+    bool ok = g.active && !g.finished && !g.rss_stopped;
+    if (ok && (!w.base || size_t(w.end - w.cursor) < kRoom)) {
+        uint8_t* old = w.base;
+        ok = open_chunk_locked(w, now_ticks());
+        if (ok && old) munmap(old, g.chunk_size);
+    }
+    if (ok) {
+        w.cursor = format::put_rss(w.cursor, take_delta(w, now_ticks()), bytes);
+        commit(w);
+    }
+    unlock_global();
+    return ok;
+}
+
 PROF_NOINSTR bool process_record(const uint8_t* rec, size_t n) {
     ChunkWriter& w = g.process;
     if (n > g.chunk_size - sizeof(ChunkHeader)) return false;
@@ -654,6 +682,10 @@ PROF_NOINSTR void runtime_start() {
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     errno = saved;
     unlock_global();
+    // Usually the memory profiler says it is loaded later (its library's constructor runs
+    // after ours, and starts the timer then); an instrumented constructor that ran first may
+    // have started the runtime after it.
+    rss_timer_start();
 }
 
 // Ends the trace: symbol table, end record, final header, unused tail trimmed. Threads still
@@ -668,8 +700,12 @@ PROF_NOINSTR void runtime_finish() {
     }
     // The finish is the runtime's own work: this thread's samples end here (those that no
     // record has reported yet are written with its counters, below). Other threads keep
-    // sampling into the chunks they hold until the process ends.
+    // sampling into the chunks they hold until the process ends. The RSS timer writes no more
+    // from here (it checks under the lock, so no reading lands in the finish's own work).
     sampler_thread_stop();
+    lock_global();
+    g.rss_stopped = true;
+    unlock_global();
     int saved = errno;
     if (g_memory_active) {
         // libstdc++ keeps an emergency exception pool for the life of the process; release it

@@ -146,6 +146,11 @@ public:
             return format::put_free(p, dt, ptr_delta, uint8_t(kind), alignment);
         });
     }
+    // A reading of the resident set size: at an allocation (thread stream), or of the
+    // runtime's timer (process stream, 1.11).
+    TraceBuilder& rss(uint64_t dt, uint64_t bytes) {
+        return encode(32, [&](uint8_t* p) { return format::put_rss(p, dt, bytes); });
+    }
     // A sampled trace's records (1.7, 1.8): a call stack, a sample of it, a stretch off CPU,
     // and what an address is.
     TraceBuilder& stack(uint32_t id, const std::vector<uintptr_t>& pcs) {

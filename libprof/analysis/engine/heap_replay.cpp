@@ -133,6 +133,23 @@ void HeapReplay::heap_change(uint64_t ticks, int64_t delta, size_t site) {
     }
 }
 
+void HeapReplay::note_rss(uint64_t ticks, uint64_t rss) {
+    HeapPeak& h = heap_;
+    HeapPeak::RssPoint p{ticks, uint64_t(std::max<int64_t>(h.current, 0)), rss};
+    if (!h.rss_in_step || rss >= h.rss_best.rss) h.rss_best = p;
+    if (++h.rss_in_step < h.rss_step) return;
+    h.rss_points.push_back(h.rss_best);
+    h.rss_in_step = 0;
+    if (h.rss_points.size() >= MemoryReport::kMaxTimelinePoints) {
+        size_t j = 0;
+        for (size_t i = 0; i + 1 < h.rss_points.size(); i += 2)
+            h.rss_points[j++] = h.rss_points[i].rss > h.rss_points[i + 1].rss ? h.rss_points[i]
+                                                                              : h.rss_points[i + 1];
+        h.rss_points.resize(j);
+        h.rss_step *= 2;
+    }
+}
+
 void HeapReplay::note_temporary_on_free(ThreadReplay& s, uint64_t ptr, bool by_free) {
     if (by_free && s.memory.last_alloc == ptr && ptr) {
         ++raw_sites_[s.memory.last_alloc_site].temporary;
@@ -181,6 +198,7 @@ void HeapReplay::chunk_done(uint64_t sync_ticks) {
 
 // One allocation or release, replayed in time order against the live blocks.
 void HeapReplay::replay_event(const MemoryEvent& e) {
+    if (e.op == 3) return note_rss(e.ticks, e.size);
     memory.present = true;
     if (e.op == 0) {
         ++memory.allocations;
@@ -225,10 +243,12 @@ void HeapReplay::on_stack(ThreadReplay& s, uint32_t stack, const std::vector<uin
     s.memory.unwound[stack] = pcs;
     s.memory.unwound_site.erase(stack);
 }
-void HeapReplay::on_rss(uint64_t ticks, uint64_t bytes) {
+void HeapReplay::on_rss(uint32_t stream, uint64_t ticks, uint64_t bytes) {
     memory.present = true;
     trace_peak_rss_ = std::max(trace_peak_rss_, bytes);
-    rss_ticks_.emplace_back(ticks, bytes);
+    // Never counted as late: a reading that comes late (from writers before 1.2) is paired
+    // with the heap at the next replay, and no figure but its point depends on it.
+    memory_replay_.push(stream, MemoryEvent{ticks, 0, 0, bytes, 0, 3, 0});
 }
 
 // End of one trace: leaks, the peak and its contributors, timelines.
@@ -274,10 +294,12 @@ void HeapReplay::finish_memory(const reader::TraceInfo& info) {
     // Timelines: 2000 to 4000 points per trace, each an interval's maximum.
     for (auto& [t, b] : h.points) memory.heap_timeline.emplace_back(secs(t), double(b));
     if (h.in_step) memory.heap_timeline.emplace_back(secs(h.last_ticks), double(h.window_max));
+    if (h.rss_in_step) h.rss_points.push_back(h.rss_best);
+    for (const HeapPeak::RssPoint& p : h.rss_points) {
+        memory.timeline.push_back(MemoryPoint{secs(p.ticks), p.heap, p.rss, info.header.pid});
+        memory.rss_timeline.emplace_back(secs(p.ticks), double(p.rss));
+    }
     heap_ = HeapPeak{};
-    std::sort(rss_ticks_.begin(), rss_ticks_.end());
-    for (auto& [t, b] : rss_ticks_) memory.rss_timeline.emplace_back(secs(t), double(b));
-    rss_ticks_.clear();
     if (info.meta.count("memory_profiler")) memory.present = true; // even with no records
     if (auto it = info.meta.find("peak_rss"); it != info.meta.end())
         trace_peak_rss_ =
@@ -380,6 +402,7 @@ void HeapReplay::absorb(HeapReplay& other, size_t trace) {
                                 m.heap_timeline.end());
     memory.rss_timeline.insert(memory.rss_timeline.end(), m.rss_timeline.begin(),
                                m.rss_timeline.end());
+    memory.timeline.insert(memory.timeline.end(), m.timeline.begin(), m.timeline.end());
 }
 
 } // namespace prof::analysis::engine

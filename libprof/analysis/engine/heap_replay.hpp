@@ -48,7 +48,10 @@ class HeapReplay {
     void on_realloc(ThreadReplay& s, uint32_t stream, uint64_t ticks, uint64_t old_ptr,
                     uint64_t ptr, uint64_t size, uint32_t stack);
     void on_stack(ThreadReplay& s, uint32_t stack, const std::vector<uint64_t>& pcs);
-    void on_rss(uint64_t ticks, uint64_t bytes);
+    // A reading of the resident set size: of thread `stream` at an allocation, or of the
+    // runtime's timer (stream 0, the process stream; format 1.11). Replayed in time order with
+    // the allocations, so that it is paired with the heap live at that moment.
+    void on_rss(uint32_t stream, uint64_t ticks, uint64_t bytes);
     // The events no record older than `sync_ticks` can precede, replayed.
     void chunk_done(uint64_t sync_ticks);
     // End of one trace: leaks, the peak and its contributors, timelines.
@@ -73,9 +76,9 @@ class HeapReplay {
         uint64_t ticks;
         uint64_t seq; // order of arrival: ties in time replay in file order
         uint64_t ptr;
-        uint64_t size;         // allocations
+        uint64_t size;         // allocations; the resident bytes of an RSS reading
         size_t site;           // allocations
-        uint8_t op;            // 0 allocation, 1 free, 2 release by realloc
+        uint8_t op;            // 0 allocation, 1 free, 2 release by realloc, 3 RSS reading
         uint8_t kind;          // AllocKind or FreeKind
         uint8_t alignment = 0; // alignment_code (operator new and delete with std::align_val_t)
     };
@@ -95,12 +98,22 @@ class HeapReplay {
         uint64_t step = 1, in_step = 0;
         int64_t window_max = 0;
         uint64_t last_ticks = 0;
+        // The RSS readings with the heap at each, in time order: one point per `rss_step`
+        // readings (the one with the highest RSS), the step doubling each time the points
+        // reach MemoryReport::kMaxTimelinePoints (pairs merged the same way).
+        struct RssPoint {
+            uint64_t ticks, heap, rss;
+        };
+        std::vector<RssPoint> rss_points;
+        uint64_t rss_step = 1, rss_in_step = 0;
+        RssPoint rss_best{};
     };
 
     size_t site_of(ThreadReplay& s, uint32_t stack, uint64_t ticks);
     size_t site_of_addresses(std::vector<uint64_t> addresses, uint64_t ticks,
                              bool* timeless = nullptr);
     void heap_change(uint64_t ticks, int64_t delta, size_t site);
+    void note_rss(uint64_t ticks, uint64_t rss);
     void note_temporary_on_free(ThreadReplay& s, uint64_t ptr, bool by_free);
     void buffer_event(uint32_t stream, MemoryEvent e);
     void replay_event(const MemoryEvent& e);
@@ -121,7 +134,6 @@ class HeapReplay {
     LiveBlocks live_;
     std::map<std::tuple<size_t, int, int>, size_t> mismatch_index_;
     uint64_t trace_peak_rss_ = 0;
-    std::vector<std::pair<uint64_t, uint64_t>> rss_ticks_;
     reader::TimeOrderedReplay<MemoryEvent> memory_replay_;
     HeapPeak heap_;
 };

@@ -549,7 +549,9 @@ struct Session::Impl : reader::EventSink {
     void on_stack(uint32_t id, uint32_t stack, const std::vector<uint64_t>& pcs) override {
         heap.on_stack(thread(id), stack, pcs);
     }
-    void on_rss(uint32_t, uint64_t ticks, uint64_t bytes) override { heap.on_rss(ticks, bytes); }
+    void on_rss(uint32_t id, uint64_t ticks, uint64_t bytes) override {
+        heap.on_rss(id, ticks, bytes);
+    }
     void on_chunk_done(uint64_t sync_ticks) override {
         ++chunks_read;
         definitions = 0;

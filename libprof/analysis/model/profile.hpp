@@ -196,6 +196,15 @@ struct Mismatch {
     size_t site = 0; // where the block was allocated
 };
 
+// One reading of the resident set size, with the heap live at that moment (the sum of the
+// blocks live then, from the replay of the allocator calls before it).
+struct MemoryPoint {
+    double t = 0;      // seconds since its process's trace started
+    uint64_t heap = 0; // bytes
+    uint64_t rss = 0;  // bytes
+    uint32_t pid = 0;  // the process (a report over several traces has several timelines)
+};
+
 struct MemoryReport {
     bool present = false;          // the memory profiler ran (memory records, or its Meta key)
     uint64_t allocations = 0;      // calls to allocation functions
@@ -217,7 +226,12 @@ struct MemoryReport {
     std::vector<MemorySite> sites; // one per stack of named frames (name, file, line, module)
     std::vector<Mismatch> mismatches;
     std::vector<std::pair<double, double>> heap_timeline; // (seconds, live bytes)
-    std::vector<std::pair<double, double>> rss_timeline;  // (seconds, resident bytes)
+    // The readings of the resident set size (at allocator calls and by the runtime's timer),
+    // per trace in time order: at most kMaxTimelinePoints per trace (when a trace has more,
+    // each point kept is the reading with the highest RSS of 2, 4, 8, ... consecutive ones).
+    std::vector<MemoryPoint> timeline;
+    static constexpr size_t kMaxTimelinePoints = 4000;
+    std::vector<std::pair<double, double>> rss_timeline; // (t, rss) of `timeline`
 };
 
 // What the trace says about one thread (tid, name, event and drop counts, duration).

@@ -35,7 +35,9 @@ inline constexpr uint16_t kMinor = 11; // 1.1: sites, line statistics; 1.2: unlo
                                        // in a call tree (Counting, CallNode, CallCounts,
                                        // Position; Sample's node); 1.10: LineStats'
                                        // rss_reads (lines that measure the heap only),
-                                       // FileHeader's counting_ticks; 1.11: Waited
+                                       // FileHeader's counting_ticks; 1.11: Waited,
+                                       // OffCpu's runnable, Rss records in the process
+                                       // stream (the RSS timer)
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
 // readers of 1.x refuse by name. Its records are those of 1.x plus the packed memory records
@@ -43,7 +45,8 @@ inline constexpr uint16_t kMinor = 11; // 1.1: sites, line statistics; 1.2: unlo
 inline constexpr uint16_t kPackedMajor = 2;
 inline constexpr uint16_t kPackedMinor = 4; // 2.1: MemAligned; 2.2: Sample; 2.3: the
                                             // call tree records of 1.9, as written; 2.4:
-                                            // Waited, as written
+                                            // Waited and the process stream's Rss
+                                            // records of 1.11, as written
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
 // 2.0: a chunk of a packed file (kFilePacked): its records are ChunkHeader::packed_size bytes
@@ -97,7 +100,7 @@ static_assert(offsetof(FileHeader, chunk_count) == 88);
 
 // Chunk kinds are the stream's kind; there is one record grammar for all of them.
 enum class StreamKind : uint16_t {
-    kProcess = 1, // stream 0: Meta, Module, Symbol, End records
+    kProcess = 1, // stream 0: Meta, Module, Symbol, End records (1.11: the RSS timer's Rss)
     kThread = 2,  // one stream per thread: events
 };
 
@@ -182,7 +185,8 @@ enum class Tag : uint8_t {
     // value. Absent (or 0) for every other form; older readers ignore it.
     //   Realloc: uleb dt, sleb old_ptr, sleb new_ptr, uleb size, uleb stack
     //   Stack:   uleb id, uleb count, count x u64 return address (innermost first)
-    //   Rss:     uleb dt, uleb resident bytes
+    //   Rss:     uleb dt, uleb resident bytes (1.11: also in the process stream, written by
+    //            the runtime's RSS timer, timed within that stream as thread records are)
     kAlloc = 0x42,
     kFree = 0x43,
     kRealloc = 0x44,

@@ -243,6 +243,54 @@ TEST_CASE("memory report: blocks live where a trace is cut short are unknown, no
     CHECK(whole_text.find("unknown") == std::string::npos);
 }
 
+// The runtime's RSS timer (format 1.11): Rss records in the process stream, timed from their
+// chunk's base_ticks (the Meta records between them take no part in the chain), the first
+// chunk ahead of the thread records they span. Each reading gets the heap live at its moment.
+TEST_CASE("memory report: the RSS timer's readings in the process stream, with the heap") {
+    using format::AllocKind;
+    TraceBuilder b;
+    b.chunk(0, 500, 500).meta("memory_profiler", "1").rss(100, 4096); // 600 ns
+    b.meta("exe", "/bin/app").rss(400, 8192);                         // 1000 ns
+    b.chunk(1, 0, 700).function(0x1000).enter(0, 0);
+    MemoryWriter w{b};
+    w.alloc(900, 0x10000, 100, 0, AllocKind::kMalloc);
+    w.alloc(1500, 0x20000, 300, 0, AllocKind::kMalloc);
+    w.free(2500, 0x10000, format::FreeKind::kFree);
+    b.exit(1000);
+    // The process stream's next chunk: from its previous Rss record's time on.
+    b.chunk(0, 1000, 3000).rss(1000, 12288).rss(1000, 8192); // 2000, 3000 ns
+    b.symbol(0x1000, "main", "/src/app.cpp", 3).end_record(10000);
+    std::string path = save_trace(b, "memory_rss_timer.trace");
+    analysis::Session s;
+    s.add_trace(path);
+    CHECK(s.traces().at(0).minor_unknown_records == 0);
+    const analysis::MemoryReport& m = s.memory();
+    std::vector<double> t;
+    std::vector<uint64_t> heap, rss;
+    for (const analysis::MemoryPoint& p : m.timeline) {
+        t.push_back(p.t);
+        heap.push_back(p.heap);
+        rss.push_back(p.rss);
+    }
+    REQUIRE(t.size() == 4);
+    CHECK(t[0] == approx(600e-9));
+    CHECK(t[1] == approx(1000e-9));
+    CHECK(t[2] == approx(2000e-9));
+    CHECK(t[3] == approx(3000e-9));
+    CHECK(heap == std::vector<uint64_t>{0, 100, 400, 300});
+    CHECK(rss == std::vector<uint64_t>{4096, 8192, 12288, 8192});
+    CHECK(m.peak_rss == 12288);
+    CHECK(m.allocations == 2); // the readings change no other figure
+    CHECK(m.peak_heap == 400);
+    CHECK(s.profile().threads.size() == 1);
+    // JSON: the points in order, without a pid (one process).
+    std::string json = capture([&](std::FILE* f) { render::print_memory_json(f, m, {}); });
+    CHECK(json.find("\"timeline\": [\n    {\"t\": 0.000001, \"heap\": 0, \"rss\": 4096},\n"
+                    "    {\"t\": 0.000001, \"heap\": 100, \"rss\": 8192},\n    {\"t\": 0.000002, "
+                    "\"heap\": 400, \"rss\": 12288},\n    {\"t\": 0.000003, \"heap\": 300, "
+                    "\"rss\": 8192}\n  ]\n}\n") != std::string::npos);
+}
+
 TEST_CASE("memory report: off in the session's options, no allocation replayed") {
     analysis::Session s(analysis::SessionOptions{true, false, {}, nullptr});
     s.add_trace(memory_trace());

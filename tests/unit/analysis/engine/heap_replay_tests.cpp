@@ -5,6 +5,8 @@
 
 #include "analysis/engine/heap_replay.hpp"
 
+#include <cmath>
+
 using namespace prof;
 using namespace prof::test;
 using format::AllocKind;
@@ -214,14 +216,19 @@ TEST_CASE("heap replay: a site without a Stack record is the thread's open frame
 
 TEST_CASE("heap replay: resident set size from the records and the trace's peak_rss") {
     Heap h;
-    h.heap.on_rss(3000, 4096);
-    h.heap.on_rss(1000, 8192); // read later, earlier in time: the timeline is sorted
+    h.heap.on_rss(1, 3000, 4096); // at an allocation of thread 1
+    // The runtime's timer, in the process stream: read later, earlier in time (the timeline is
+    // in time order).
+    h.heap.on_rss(0, 1000, 8192);
     h.info.meta["peak_rss"] = "6000";
     const analysis::MemoryReport& m = h.finish();
     CHECK(m.present);
     CHECK(m.peak_rss == 8192);
     std::vector<std::pair<double, double>> rss = {{1000e-9, 8192}, {3000e-9, 4096}};
     CHECK(m.rss_timeline == rss);
+    REQUIRE(m.timeline.size() == 2);
+    CHECK(m.timeline[0].rss == 8192);
+    CHECK(m.timeline[1].rss == 4096);
     CHECK(m.allocations == 0);
     CHECK(m.heap_timeline.empty());
 
@@ -265,4 +272,51 @@ TEST_CASE("heap replay: a trace read apart taken over, the higher peak kept") {
     std::vector<std::pair<double, double>> timeline = {
         {1000e-9, 100}, {2000e-9, 300}, {3000e-9, 300}, {4000e-9, 50}};
     CHECK(m.heap_timeline == timeline);
+}
+
+TEST_CASE("heap replay: each RSS reading is paired with the heap live at its moment") {
+    Heap h;
+    h.heap.on_rss(0, 500, 1000); // the timer, before any allocation
+    // At an allocation: its Rss record comes before its Alloc record, at the same tick (ties
+    // replay in file order), so it has the heap before the allocation.
+    h.heap.on_rss(1, 1000, 2000);
+    h.alloc(1000, 0x10000, 100, 1);
+    h.alloc(2000, 0x20000, 300, 2);
+    h.heap.on_rss(0, 2500, 3000); // the timer between allocations
+    h.heap.on_rss(0, 2600, 3500);
+    h.free(3000, 0x10000);
+    h.heap.on_rss(0, 3500, 2500);
+    h.info.header.pid = 42;
+    const analysis::MemoryReport& m = h.finish();
+    std::vector<uint64_t> ticks, heap, rss;
+    for (const analysis::MemoryPoint& p : m.timeline) {
+        ticks.push_back(uint64_t(std::llround(p.t * 1e9)));
+        heap.push_back(p.heap);
+        rss.push_back(p.rss);
+        CHECK(p.pid == 42);
+    }
+    CHECK(ticks == std::vector<uint64_t>{500, 1000, 2500, 2600, 3500});
+    CHECK(heap == std::vector<uint64_t>{0, 0, 400, 400, 300});
+    CHECK(rss == std::vector<uint64_t>{1000, 2000, 3000, 3500, 2500});
+    CHECK(m.peak_rss == 3500);
+    CHECK(m.rss_timeline.size() == m.timeline.size());
+}
+
+TEST_CASE("heap replay: a long timeline keeps at most 4000 points and every peak of RSS") {
+    Heap h;
+    // 10,000 readings of a slow saw, with one spike: the spike and the highest reading of
+    // every group the points stand for are kept.
+    constexpr uint64_t kReadings = 10000, kSpike = 6789;
+    for (uint64_t i = 0; i < kReadings; ++i)
+        h.heap.on_rss(0, 1000 + i * 10, i == kSpike ? 1000000 : 4096 + (i % 100));
+    const analysis::MemoryReport& m = h.finish();
+    CHECK(m.timeline.size() <= analysis::MemoryReport::kMaxTimelinePoints);
+    CHECK(m.timeline.size() >= analysis::MemoryReport::kMaxTimelinePoints / 2);
+    bool spike = false;
+    for (size_t i = 0; i < m.timeline.size(); ++i) {
+        spike |= m.timeline[i].rss == 1000000;
+        if (i) CHECK(m.timeline[i].t > m.timeline[i - 1].t);
+    }
+    CHECK(spike);
+    CHECK(m.peak_rss == 1000000);
 }
