@@ -221,8 +221,8 @@ PROF_NOINSTR bool in_own_code(const void* context) {
 // machine's time, which is not the program's) or blocked and asleep (the program's own wait).
 // Only the kernel knows which: its run delay per thread, the second field of schedstat. Each
 // thread keeps that file open from its arming on, placed high in the descriptor table like the
-// perf descriptors; a read is one pread (2 us here), at each sample and each record of a counting
-// thread's clocks (after a context switch).
+// perf descriptors; a read is one pread (2 us here), at each sample and at the thread's last
+// record (not at the records of a counting thread's clocks after each context switch).
 constexpr uint64_t kNoRunDelay = UINT64_MAX;
 
 PROF_NOINSTR int open_schedstat() {
@@ -707,7 +707,10 @@ PROF_NOINSTR void sampler_clock_record(ThreadState& s, uint64_t now) {
     // With the samples of the profiler since the previous record: each record's own time lies
     // between it and the one before.
     ThreadSampler& t = t_sampler;
-    s.w.cursor = put_run_delay(s.w.cursor, run_delay_ns(t));
+    // The run delay only with the thread's last clocks: read at every switch, it would cost a
+    // switch-heavy program a tenth of its time (a pread of 2 us per switch); the samples carry
+    // it, and the reader splits the time off CPU of all the spans between two of them.
+    if (t.stopped) s.w.cursor = put_run_delay(s.w.cursor, run_delay_ns(t));
     s.w.cursor = format::put_sample(
         s.w.cursor, take_delta(s.w, now), cpu, t.own_ns - t.reported_own_ns,
         t.own_count - t.reported_own_count, 0, s.counting, s.counting ? tree_position(s) : 0);
@@ -760,7 +763,7 @@ PROF_NOINSTR void sampler_flush(ThreadState& s, bool last) {
         int saved = errno;
         uint64_t cpu = s.counting ? thread_cpu_ns() : t.stopped ? t.stop_cpu : t.last_cpu;
         errno = saved;
-        if (s.counting || t.stopped) s.w.cursor = put_run_delay(s.w.cursor, run_delay_ns(t));
+        if (t.stopped) s.w.cursor = put_run_delay(s.w.cursor, run_delay_ns(t));
         t.stopped = s.counting && t.stopped; // a counting thread's clock record reads it
         s.w.cursor = format::put_sample(
             s.w.cursor, take_delta(s.w, now_ticks()), cpu, t.own_ns - t.reported_own_ns,

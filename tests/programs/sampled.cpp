@@ -615,11 +615,29 @@ __attribute__((no_instrument_function)) void starve_quietly(long us) {
     burn_quietly(us);
 }
 
-// Whether the thread's current chunk begins with the samples that waited: a Sample record, or
-// the Waited record (format 1.11) written before it.
+__attribute__((no_instrument_function)) uint64_t uleb_at(const uint8_t*& p) {
+    uint64_t v = 0;
+    for (int shift = 0;; shift += 7) {
+        uint8_t byte = *p++;
+        v |= uint64_t(byte & 0x7f) << shift;
+        if (byte < 0x80) return v;
+    }
+}
+
+// Whether the thread's current chunk begins with the samples that waited: a Sample record of
+// samples of the program (count > 0; one of count 0 is the clocks a hook read after a switch,
+// which a busy machine can bring first too), after the Waited record (format 1.11) written
+// before it, if any.
 __attribute__((no_instrument_function)) bool samples_first() {
-    uint8_t tag = prof_tls.w.base[PROF_DETAIL_CHUNK_HEADER];
-    return tag == 0x4c || tag == 0x54;
+    const uint8_t* p = prof_tls.w.base + PROF_DETAIL_CHUNK_HEADER;
+    if (*p == 0x54) p += 2 + p[1]; // Waited: tag, length (below 128), payload
+    if (*p != 0x4c) return false;
+    p += 2;      // the Sample's tag and length (below 128)
+    uleb_at(p);  // dt
+    uleb_at(p);  // cpu_ns
+    uleb_at(p);  // own_ns
+    uleb_at(p);  // own_count
+    return uleb_at(p) > 0;
 }
 
 // Until the samples that waited were written first in the next chunk, which its first record

@@ -101,10 +101,17 @@ void SampleTime::sample(ThreadReplay& t, const reader::SampleRecord& r) {
     if (r.count) {
         t.sampled_cpu += cpu;
         charge(t, node, r, cpu - own - t.scope_credit);
+        t.last_sample_node = node;
     } else if (!first && !t.spans_closed) {
+        // The thread's last clocks (1.11: always written): its CPU time since the last sample
+        // goes to the frame open at the end, or where no frame is, to where that sample landed
+        // (or the frame closed last).
+        uint32_t last = !t.stack.empty()     ? node
+                        : t.last_sample_node ? t.last_sample_node
+                                             : t.last_top;
         if (t.stack.empty()) node = t.last_top;
         t.sampled_cpu += cpu;
-        give(t, node, cpu - own - t.scope_credit);
+        give(t, last, cpu - own - t.scope_credit);
         t.spans_closed = true;
     }
     close_span(t, r.ticks, cpu, node);
@@ -121,7 +128,7 @@ void SampleTime::sample(ThreadReplay& t, const reader::SampleRecord& r) {
 void SampleTime::counted_sample(ThreadReplay& t, const reader::SampleRecord& r) {
     uint32_t node = tree_node(t, r.node);
     t.clock_node = node;
-    if (node) t.last_framed_node = node;
+    if (r.count) t.last_sample_node = node;
     if (!t.sampled) { // a trace whose first record of the thread's clocks is this one
         t.sampled = true;
         t.span_ticks = r.ticks;
@@ -134,8 +141,8 @@ void SampleTime::counted_sample(ThreadReplay& t, const reader::SampleRecord& r) 
     int64_t wall = r.ticks > t.span_ticks ? int64_t((r.ticks - t.span_ticks) << kClockFraction) : 0;
     int64_t cpu = cpu_units_between(r.cpu_ns, t.span_cpu_ns);
     // (A CPU clock going back, in a damaged trace: no time off CPU.)
-    int64_t off = r.cpu_ns >= t.span_cpu_ns ? std::max<int64_t>(wall - cpu, 0) : 0;
-    give_off(t, node, off - runnable_in_span(t, off));
+    defer_off(t, node, r.cpu_ns >= t.span_cpu_ns ? wall - cpu : 0);
+    settle_off(t);
     if (r.count) {
         int64_t weight = cpu_units_between(r.cpu_ns, t.charged_cpu_ns);
         t.sampled_cpu += weight;
@@ -153,13 +160,8 @@ void SampleTime::counted_sample(ThreadReplay& t, const reader::SampleRecord& r) 
 void SampleTime::close_span(ThreadReplay& t, uint64_t ticks, int64_t cpu, uint32_t rest) {
     int64_t wall = ticks > t.span_ticks ? int64_t((ticks - t.span_ticks) << kClockFraction) : 0;
     int64_t off = wall - cpu;
-    // The part of it spent waiting for a CPU, where the thread could have run, is charged in
-    // proportion to the CPU time at the end (time_trace); the rest, blocked or asleep, where the
-    // long intervals put it. A span's long intervals may hold both: each keeps its share.
-    int64_t runnable = runnable_in_span(t, std::max<int64_t>(off, 0));
-    auto blocked = [&](int64_t units) {
-        return off > 0 ? int64_t(__int128(units) * (off - runnable) / off) : 0;
-    };
+    // Where the long intervals put it, until the next Waited record says how much of it was
+    // spent waiting for a CPU (settle_off).
     if (off > 0) {
         std::vector<LongInterval>& l = t.long_intervals;
         int64_t in_long = 0;
@@ -174,26 +176,39 @@ void SampleTime::close_span(ThreadReplay& t, uint64_t ticks, int64_t cpu, uint32
             int64_t level = left / int64_t(l.size() - i);
             int64_t on = std::min(l[i].length, level);
             left -= on;
-            give_off(t, l[i].node, blocked(l[i].length - on));
+            defer_off(t, l[i].node, l[i].length - on);
             given += l[i].length - on;
         }
-        give_off(t, rest, blocked(off - given));
+        defer_off(t, rest, off - given);
     }
+    settle_off(t);
     t.long_intervals.clear();
     t.scope_credit = 0;
     t.span_ticks = ticks;
 }
-int64_t SampleTime::runnable_in_span(ThreadReplay& t, int64_t off) {
-    if (!t.waited_next) return 0;
-    t.waited_next = false;
-    bool had = t.waited;
-    uint64_t before = t.waited_ns;
-    t.waited = true;
-    t.waited_ns = std::max(before, t.waited_next_ns);
-    if (!had || t.waited_next_ns <= before || off <= 0) return 0;
-    int64_t units = std::min(cpu_units(t.waited_next_ns - before), off);
-    t.runnable += units;
-    return units;
+// The part of the time off CPU spent waiting for a CPU, where the thread could have run, is
+// charged in proportion to the CPU time at the end (time_trace); the rest, blocked or asleep,
+// where the hooks' clock put it. The run delay is read with the samples only (a read per
+// context switch would cost a tenth of a switch-heavy program's time), so it covers all the
+// spans since the last sample, and each of their places keeps its share of what was blocked.
+void SampleTime::settle_off(ThreadReplay& t, bool last) {
+    if (!t.waited_next && !last) return;
+    int64_t runnable = 0;
+    if (t.waited_next) {
+        t.waited_next = false;
+        bool had = t.waited;
+        uint64_t before = t.waited_ns;
+        t.waited = true;
+        t.waited_ns = std::max(before, t.waited_next_ns);
+        if (had && t.waited_next_ns > before)
+            runnable = std::min(cpu_units(t.waited_next_ns - before), t.deferred_total);
+    }
+    for (const auto& [node, units] : t.deferred)
+        give_off(t, node,
+                 units - int64_t(__int128(units) * runnable / std::max<int64_t>(t.deferred_total, 1)));
+    t.runnable += runnable;
+    t.deferred.clear();
+    t.deferred_total = 0;
 }
 // The last span of a sampled thread, from its last sample to its end: its CPU time is
 // not measured, at most one sampling period, and goes to the frame open at the end (or
@@ -205,12 +220,11 @@ void SampleTime::close_last_span(ThreadReplay& t) {
         // The CPU time since the last sample charged, to the node of the last clocks (the
         // runtime writes them when the thread ends or the process finishes); after them,
         // a killed thread's last moments are unknown.
-        // At the thread's end no frame is open: the time goes to where the thread was last seen
-        // in one, as a traced thread's goes to the frame closed last (a thread starved of
-        // samples can have most of its CPU time here).
+        // Where no frame is open at the end (the thread's function returned), to where its last
+        // sample landed (a thread starved of samples can have most of its CPU time here).
         int64_t waiting = cpu_units_between(t.span_cpu_ns, t.charged_cpu_ns);
         t.sampled_cpu += waiting;
-        give(t, t.clock_node ? t.clock_node : t.last_framed_node, waiting - t.own_waiting);
+        give(t, t.clock_node ? t.clock_node : t.last_sample_node, waiting - t.own_waiting);
         t.own_waiting = 0;
         return;
     }
@@ -283,6 +297,7 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
         b.off_cpu_seconds += double(t.off_cpu) * seconds_per_unit;
         b.off_cpu_records += t.off_cpu_records;
         if (!t.sampled) continue; // too short to be sampled: the hooks' clock
+        settle_off(t, true);
         // The run delay goes where the program's CPU time is, less the profiler's part of it:
         // a thread that waits for a CPU in proportion to the CPU time it uses also waits for
         // the profiler's.

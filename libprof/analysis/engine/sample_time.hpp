@@ -78,9 +78,20 @@ class SampleTime {
         t.waited_next = true;
         t.waited_next_ns = run_delay_ns;
     }
-    // Of `off` units off CPU in the span a Sample record closes, those spent waiting for a CPU
-    // (its Waited record's run delay since the last one), added to the thread's; 0 without one.
-    int64_t runnable_in_span(ThreadReplay& t, int64_t off);
+    // Time off CPU located at `node`, whose split waits for the next Waited record.
+    static void defer_off(ThreadReplay& t, uint32_t node, int64_t units) {
+        if (units <= 0) return;
+        if (!t.deferred.empty() && t.deferred.back().first == node)
+            t.deferred.back().second += units;
+        else
+            t.deferred.emplace_back(node, units);
+        t.deferred_total += units;
+    }
+    // At a Sample record: with a Waited record before it, the run delay since the last one is
+    // the part of the time off CPU deferred since then that was spent waiting for a CPU (at most
+    // all of it); each place keeps its share of the rest, blocked or asleep. `last`: the
+    // thread's end, where what is left is given whole.
+    void settle_off(ThreadReplay& t, bool last = false);
     // A Sample record of thread `t`, whose clock the session moved to it.
     void sample(ThreadReplay& t, const reader::SampleRecord& r);
     // A counting thread's Sample record (format 1.9).

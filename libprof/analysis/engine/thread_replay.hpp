@@ -132,11 +132,15 @@ struct ThreadReplay {
     std::vector<int64_t> self;     // on CPU (and scope runs' measured time)
     std::vector<int64_t> self_off; // off CPU: blocked, sleeping (or unsplit, see below)
     // Waiting for a CPU (format 1.11 Waited records: the kernel's run delay of the thread, read
-    // with its Sample records): the total, charged where the CPU time is at the end. Before a
-    // thread's first Waited record, its time off CPU is not split (`waited` false).
+    // with its samples): the total, charged where the CPU time is at the end. Before a thread's
+    // first Waited record, its time off CPU is not split (`waited` false). The time off CPU
+    // located since the last Waited record waits in `deferred` (node, units) until the next one
+    // says how much of it was waiting for a CPU.
     int64_t runnable = 0, off_located = 0;
     bool waited = false, waited_next = false;
     uint64_t waited_ns = 0, waited_next_ns = 0; // the run delay at the last record, at the next
+    std::vector<std::pair<uint32_t, int64_t>> deferred;
+    int64_t deferred_total = 0;
     // CPU samples per node, the innermost frame of each (sampled traces; pprof's samples/count).
     std::vector<uint64_t> node_samples;
     uint32_t charged_node = 0; // the node charge_stack gave its time to last
@@ -160,7 +164,10 @@ struct ThreadReplay {
     std::vector<PlacedSample> placed; // Session::Impl::charge
     uint32_t position = 0;
     uint32_t clock_node = 0; // the node of its last Sample record (or where it began counting)
-    uint32_t last_framed_node = 0; // the last such node with a frame open (0: none yet)
+    // Where the thread's last sample landed (0: none yet): the CPU time after it, which its last
+    // record measures, goes there (the kernel's timer may have left a thread that shares its CPU
+    // with a busy one unsampled for most of its run).
+    uint32_t last_sample_node = 0;
 
     uint32_t child(uint32_t parent, uint32_t function) {
         uint32_t n = paths.find_or_add(uint64_t(parent) << 32 | function, uint32_t(nodes.size()));

@@ -295,7 +295,7 @@ TEST_CASE("sample time: CPU nanoseconds as clock units, capped, never negative")
 }
 
 TEST_CASE("sample time: a span's time off CPU goes to its long intervals, up to a level") {
-    // (Time off CPU is kept apart from the CPU time: self_off.)
+    // (Time off CPU is kept apart from the CPU time, self_off, once settled: settle_off.)
     SampleTime st;
     SUBCASE("the short intervals ran; the CPU time left is spread evenly over the long ones") {
         // A span of 1000 ticks, 400 on CPU; long intervals of 300 (in a) and 500 (in b): the
@@ -303,6 +303,7 @@ TEST_CASE("sample time: a span's time off CPU goes to its long intervals, up to 
         SampledThread s;
         s.t.long_intervals = {{s.b, units(500)}, {s.a, units(300)}};
         st.close_span(s.t, 1000, units(400), s.main);
+        st.settle_off(s.t, true);
         CHECK(s.t.self_off == std::vector<int64_t>{0, 0, units(200), units(400)});
     }
     SUBCASE("a long interval shorter than the level runs all the time, the rest share the left") {
@@ -311,18 +312,21 @@ TEST_CASE("sample time: a span's time off CPU goes to its long intervals, up to 
         SampledThread s;
         s.t.long_intervals = {{s.a, units(50)}, {s.b, units(500)}};
         st.close_span(s.t, 1000, units(450 + 300), s.main);
+        st.settle_off(s.t, true);
         CHECK(s.t.self_off == std::vector<int64_t>{0, 0, 0, units(250)});
     }
     SUBCASE("less CPU than the short intervals: the long ones were off CPU, the rest to `rest`") {
         SampledThread s;
         s.t.long_intervals = {{s.a, units(300)}, {s.b, units(500)}};
         st.close_span(s.t, 1000, units(100), s.main);
+        st.settle_off(s.t, true);
         CHECK(s.t.self_off == std::vector<int64_t>{0, units(100), units(300), units(500)});
     }
     SUBCASE("no long interval: the time off CPU is the rest's") {
         SampledThread s;
         s.t.span_ticks = 400;
         st.close_span(s.t, 1000, units(250), s.b);
+        st.settle_off(s.t, true);
         CHECK(s.t.self_off == std::vector<int64_t>{0, 0, 0, units(350)});
     }
     SUBCASE("all on CPU: nothing off CPU") {
