@@ -763,7 +763,8 @@ def summarize_busy(cc, runs, view, split_lines):
         ["--clock cpu total / idle uninstrumented CPU time", *[v(cells[c, "cpu_idle"]) for c in conds]],
         ["--clock wall total / uninstrumented wall time, same condition",
          *[v(cells[c, "wall_same"]) for c in conds]],
-        ["--clock wall total / idle uninstrumented wall time", *[v(cells[c, "wall_idle"]) for c in conds]],
+        ["--clock wall total / idle uninstrumented wall time (no target: busy, the loop takes "
+         "about half the CPU)", *[cells[c, "wall_idle"][0] for c in conds]],
     ]
     for key, label in (("on_cpu", "on CPU"), ("runnable", "waiting for a CPU"),
                        ("blocked", "blocked or sleeping"), ("off_cpu", "off CPU (the two above)")):
