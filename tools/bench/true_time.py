@@ -38,6 +38,16 @@ PROF_TIME=sampled and `uftrace record --no-libcall`, in extra ns per call and ag
 Variables a runtime does not know (PROF_SAMPLE_HZ, PROF_TIME on older trees) are passed anyway;
 the runtime ignores them. Every run of a rep runs once, in shuffled order; figures are medians
 over reps. The download, the builds and the raw results (results.json) are kept in --work.
+
+With --busy, each rep also runs the uninstrumented build and the instrumented one (defaults)
+pinned to one CPU (`taskset -c 0`, --busy-cpu) beside a busy loop pinned to the same CPU
+(`taskset -c 0 sh -c 'while :; do :; done'`, started before each run and killed after it). Both
+instrumented runs, idle and busy, are then read with `profreport --format json --clock wall` and
+`--clock cpu`; a further table per compiler gives, idle beside busy: the `--clock cpu` total
+against the uninstrumented run's CPU time (target within 1.25x), the `--clock wall` total against
+its wall time busy and idle, every function above 2% in both clocks against the idle perf truth
+(target within 3 points), the JSON's time_split (on CPU, waiting for a CPU, blocked or
+sleeping), as medians over reps with their min-max. Without --busy the output is as before.
 Standard library only; needs clang, gcc, g++, perf (as root, or kernel.perf_event_paranoid <= 1
 and kernel samples allowed), uftrace, npm (unless --sqlite-src) and a built libprof, profrun and
 profreport (`ninja -C build prof profrun profreport`).
@@ -107,6 +117,30 @@ def origin(name):
 
 def rel(a, b):
     return a / b if b else float("nan")
+
+
+BUSY_LOOP = ["sh", "-c", "while :; do :; done"]
+
+
+class Busy:
+    """A busy loop pinned to `cpu` for the duration of a `with` block: started before the run,
+    killed (by its own pid) and reaped after it, also when the run fails."""
+
+    def __init__(self, cpu):
+        self.cpu = cpu
+        self.proc = None
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(["taskset", "-c", self.cpu, *BUSY_LOOP],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        time.sleep(0.05)  # let it exec and start spinning before the program starts
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.kill()
+        self.proc.wait()
+        return False
 
 
 # ---- perf: the truth -------------------------------------------------------------------------
@@ -236,11 +270,27 @@ def time_basis(profreport, trace):
     return ""
 
 
+def header_lines(profreport, trace):
+    """The header lines of profreport's text table in both clocks after the call count: the
+    time basis (with its notes, e.g. threads starved of samples) and the time split."""
+    lines = {}
+    for clock in ("wall", "cpu"):
+        r = subprocess.run([str(profreport), "-n", "1", "--clock", clock, str(trace)],
+                           capture_output=True, text=True)
+        out = r.stdout.splitlines()
+        for i, line in enumerate(out):
+            if "function calls" in line:
+                lines[clock] = [x.strip() for x in out[i + 1:i + 3] if x.strip()]
+                break
+    return lines
+
+
 # ---- the runs --------------------------------------------------------------------------------
 
 class Bench:
-    def __init__(self, work, build, rows, keep_traces, quick):
+    def __init__(self, work, build, rows, keep_traces, quick, busy_cpu=None):
         self.work, self.build, self.rows = work, build, rows
+        self.busy_cpu = busy_cpu  # --busy: the CPU the busy runs share with a busy loop
         self.keep_traces = keep_traces
         self.profrun = build / "tools" / "profrun"
         self.profreport = build / "tools" / "profreport"
@@ -256,19 +306,24 @@ class Bench:
         self.programs = {}   # (cc, instrumented) -> binary
         self.checksums = defaultdict(int)  # the program's output line -> runs that printed it
         self.basis = {}      # cc -> profreport's time-basis line
+        self.split_line = {}  # cc + tag -> profreport's header lines in both clocks (--busy)
 
     def argv(self, cc, instrumented):
         return [self.programs[cc, instrumented], self.rows, 1, self.rundir]
 
-    def timed(self, argv, env=None):
+    def timed(self, argv, env=None, busy=False):
+        """One run; with busy=True pinned to --busy-cpu beside a busy loop pinned there too."""
+        if busy:
+            with Busy(self.busy_cpu):
+                return self.timed(["taskset", "-c", self.busy_cpu, *argv], env)
         r = run(argv, stdout=str(self.stdout), cwd=self.rundir,
                              env=env if env is not None else clean_env(), err_log=self.err_log)
         line = self.stdout.read_text(errors="replace").strip().splitlines()
         self.checksums[line[-1] if line else ""] += 1
         return r
 
-    def plain(self, cc):
-        r = self.timed(self.argv(cc, False))
+    def plain(self, cc, busy=False):
+        r = self.timed(self.argv(cc, False), busy=busy)
         return {"wall": r.wall, "cpu": r.cpu}
 
     def perf(self, cc, rep):
@@ -299,14 +354,16 @@ class Bench:
             inline_misaligned=rec["inlined"]["misaligned"])
         return rec
 
-    def profiled(self, cc, rep, sample_hz=None, counting=False, traced=False):
+    def profiled(self, cc, rep, sample_hz=None, counting=False, traced=False, busy=False):
         """One run of the instrumented build under profrun with the runtime's defaults (or
         PROF_SAMPLE_HZ=sample_hz, or the counting mode, profrun --time sampled, or the clock
         per call throughout, --time traced); with the defaults and in the counting mode also its
-        table."""
+        table; busy=True runs it beside a busy loop on its CPU (--busy). With --busy the default
+        mode's table is also read in both clocks, idle and busy (rec["clocks"])."""
         tag = "" if sample_hz is None else "-hz" + sample_hz
         tag += "-counting" if counting else ""
         tag += "-traced" if traced else ""
+        tag += "-busy" if busy else ""
         trace = self.rundir / f"{cc}{tag}.trace"
         trace.unlink(missing_ok=True)
         env = clean_env()
@@ -316,7 +373,7 @@ class Bench:
             env["PROF_SAMPLE_TIMER"] = SAMPLE_TIMER
         mode = ["--time", "sampled"] if counting else ["--time", "traced"] if traced else []
         r = self.timed([self.profrun, "-q", "-f", *mode, "-o", trace, "--", *self.argv(cc, True)],
-                       env)
+                       env, busy=busy)
         rec = {"wall": r.wall, "cpu": r.cpu, "trace_bytes": trace.stat().st_size}
         if sample_hz is None and not traced:
             out = self.outdir / f"{cc}{tag}.rep{rep}.json"
@@ -331,8 +388,14 @@ class Bench:
             self_share, cum_share = t.shares()
             rec.update(total=t.total, calls=t.calls, functions=t.functions, self=self_share,
                        cum=cum_share, clones=t.clones, ncalls=t.ncalls)
+            if self.busy_cpu is not None and not counting:
+                rec["clocks"] = self.clocks(trace, f"{cc}{tag}.rep{rep}")
+                if cc + tag not in self.split_line:
+                    self.split_line[cc + tag] = header_lines(self.profreport, trace)
             log("libprof", cc=cc, rep=rep, counting=counting, wall_s=r.wall, cpu_s=r.cpu,
-                total_s=t.total, calls=t.calls, trace_mb=rec["trace_bytes"] / 1e6)
+                total_s=t.total, calls=t.calls, trace_mb=rec["trace_bytes"] / 1e6,
+                **({"busy": True, "cpu_clock_total_s": rec["clocks"]["cpu"]["total"]}
+                   if busy else {}))
             if self.keep_traces:
                 return rec
         else:
@@ -340,6 +403,26 @@ class Bench:
                 cpu_s=r.cpu)
         trace.unlink()
         return rec
+
+    def clocks(self, trace, name):
+        """The trace's table in both clocks (profreport --format json --clock wall|cpu): per
+        clock its total, self and cumulative shares and the time split."""
+        out = {}
+        for clock in ("wall", "cpu"):
+            path = self.outdir / f"{name}.{clock}.json"
+            with open(path, "w") as f:
+                p = subprocess.run([str(self.profreport), "--format", "json", "--clock", clock,
+                                    "-n", "0", str(trace)],
+                                   stdout=f, stderr=subprocess.PIPE, text=True)
+            if p.returncode != 0:
+                sys.exit(f"true_time: profreport --clock {clock} failed on {trace}: "
+                         f"{p.stderr[-2000:]}")
+            doc = json.loads(path.read_text())
+            t = Table(doc)
+            self_share, cum_share = t.shares()
+            out[clock] = {"total": t.total, "self": self_share, "cum": cum_share,
+                          "clock": doc.get("clock"), "time_split": doc.get("time_split")}
+        return out
 
 
 # ---- fib: the per-call cost ------------------------------------------------------------------
@@ -620,6 +703,117 @@ def summarize_build(cc, runs, basis, view):
     return head, rows, notes, summary
 
 
+def mm(xs, fmt="{:.3f}"):
+    """Median (min-max) of the values, or '-'."""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    return f"{fmt.format(med(xs))} ({fmt.format(min(xs))}-{fmt.format(max(xs))})"
+
+
+def ratio_cell(xs, ys):
+    """Per-rep ratios x/y as median (min-max), and whether the median is within the target."""
+    r = [x / y for x, y in zip(xs, ys) if y]
+    if not r:
+        return "-", False
+    return f"{med(r):.2f}x ({min(r):.2f}-{max(r):.2f})", 1 / TARGET_TOTAL <= med(r) <= TARGET_TOTAL
+
+
+def summarize_busy(cc, runs, view, split_lines):
+    """--busy: the instrumented run idle and beside a busy loop on its CPU, read in both clocks,
+    against the idle perf truth and the uninstrumented run idle and busy. Returns the figures
+    table, the share table, the notes and a summary."""
+    pv = [r[view] for r in runs["perf"]]
+    p_self = median_shares(pv, "self")
+    plain, plain_b = runs["plain"], runs["plain_busy"]
+    conds = {"idle": (runs["prof"], plain), "busy": (runs["prof_busy"], plain_b)}
+    figs = {}  # (cond, clock) -> compare() of the median self shares against the idle truth
+    shares = {}
+    ranges = {}
+    for cond, (prof, _) in conds.items():
+        for clock in ("wall", "cpu"):
+            recs = [r["clocks"][clock] for r in prof]
+            shares[cond, clock] = median_shares(recs, "self")
+            ranges[cond, clock] = recs
+            figs[cond, clock] = compare(p_self, shares[cond, clock])
+    total = lambda prof, clock: [r["clocks"][clock]["total"] for r in prof]  # noqa: E731
+    split = lambda prof, key: [(r["clocks"]["wall"]["time_split"] or {}).get(key)  # noqa: E731
+                               for r in prof]
+    head = ["figure", "idle", f"busy (taskset -c, a busy loop on the same CPU)"]
+    rows = [
+        ["uninstrumented run: wall s", mm([r["wall"] for r in plain]), mm([r["wall"] for r in plain_b])],
+        ["uninstrumented run: CPU s", mm([r["cpu"] for r in plain]), mm([r["cpu"] for r in plain_b])],
+        ["instrumented run (profrun, defaults): wall s",
+         *[mm([r["wall"] for r in conds[c][0]]) for c in conds]],
+        ["instrumented run: CPU s", *[mm([r["cpu"] for r in conds[c][0]]) for c in conds]],
+        ["--clock cpu total s", *[mm(total(conds[c][0], "cpu")) for c in conds]],
+        ["--clock wall total s", *[mm(total(conds[c][0], "wall")) for c in conds]],
+    ]
+    targets = {}
+    cells = {}
+    for c, (prof, pl) in conds.items():
+        cells[c, "cpu_same"] = ratio_cell(total(prof, "cpu"), [r["cpu"] for r in pl])
+        cells[c, "cpu_idle"] = ratio_cell(total(prof, "cpu"), [r["cpu"] for r in plain])
+        cells[c, "wall_same"] = ratio_cell(total(prof, "wall"), [r["wall"] for r in pl])
+        cells[c, "wall_idle"] = ratio_cell(total(prof, "wall"), [r["wall"] for r in plain])
+    v = lambda cell: f"{cell[0]} {'met' if cell[1] else 'NOT met'}"  # noqa: E731
+    rows += [
+        [f"--clock cpu total / uninstrumented CPU time, same condition (target <= {TARGET_TOTAL}x)",
+         *[v(cells[c, "cpu_same"]) for c in conds]],
+        ["--clock cpu total / idle uninstrumented CPU time", *[v(cells[c, "cpu_idle"]) for c in conds]],
+        ["--clock wall total / uninstrumented wall time, same condition",
+         *[v(cells[c, "wall_same"]) for c in conds]],
+        ["--clock wall total / idle uninstrumented wall time (no target: busy, the loop takes "
+         "about half the CPU)", *[cells[c, "wall_idle"][0] for c in conds]],
+    ]
+    for key, label in (("on_cpu", "on CPU"), ("runnable", "waiting for a CPU"),
+                       ("blocked", "blocked or sleeping"), ("off_cpu", "off CPU (the two above)")):
+        rows.append([f"time_split {key} s ({label})", *[mm(split(conds[c][0], key)) for c in conds]])
+    for clock in ("wall", "cpu"):
+        rows.append([f"--clock {clock}: functions above {SHARE_FLOOR:.0f}% within "
+                     f"{TARGET_POINTS:.0f} points of the idle truth",
+                     *[f"{figs[c, clock]['text']}; {verdict(figs[c, clock]['met'])}" for c in conds]])
+        rows.append([f"--clock {clock}: top function (perf's: {figs['idle', clock]['p_top']})",
+                     *[f"{figs[c, clock]['l_top']} "
+                       f"({shares[c, clock][figs[c, clock]['l_top']]:.1f}%)" for c in conds]])
+    for c in conds:
+        targets[f"{c}_cpu_total"] = (cells[c, "cpu_same"][0], cells[c, "cpu_same"][1])
+        for clock in ("wall", "cpu"):
+            targets[f"{c}_{clock}_shares"] = (figs[c, clock]["text"], figs[c, clock]["met"])
+    # The shares: every function above the floor in perf or in any of the four.
+    shown = sorted(set().union(*(f["shown"] for f in figs.values())), key=lambda f: -p_self.get(f, 0.0))
+    share_head = ["function", "perf self % (idle)"]
+    for c in conds:
+        for clock in ("wall", "cpu"):
+            share_head.append(f"{c} --clock {clock} (diff) [min-max]")
+    share_rows = []
+    for f in shown:
+        ps = p_self.get(f, 0.0)
+        row = [f, f"{ps:.1f}"]
+        for c in conds:
+            for clock in ("wall", "cpu"):
+                x = shares[c, clock].get(f, 0.0)
+                per = [r["self"].get(f, 0.0) for r in ranges[c, clock]]
+                row.append(f"{x:.1f} ({x - ps:+.1f}) [{min(per):.1f}-{max(per):.1f}]")
+        share_rows.append(row)
+    # Functions whose share moves most under contention, per clock.
+    notes = []
+    for clock in ("wall", "cpu"):
+        moved = sorted(shown, key=lambda f: -abs(shares["busy", clock].get(f, 0.0)
+                                                 - shares["idle", clock].get(f, 0.0)))[:3]
+        notes.append(f"--clock {clock}, busy - idle share: " + ", ".join(
+            f"{f} {shares['busy', clock].get(f, 0.0) - shares['idle', clock].get(f, 0.0):+.1f}"
+            for f in moved))
+    for tag in (cc, cc + "-busy"):
+        for clock, lines in (split_lines.get(tag) or {}).items():
+            notes.append(f"profreport's header, {'busy' if tag.endswith('-busy') else 'idle'}, "
+                         f"--clock {clock}: " + " | ".join(lines))
+    summary = {"shares": {f"{c}_{k}": shares[c, k] for c, k in shares},
+               "shown": shown, "targets": {k: {"text": t, "met": ok} for k, (t, ok) in targets.items()},
+               "wall_ratio": {f"{c}_{k}": cells[c, k][0] for c, k in cells}}
+    return (head, rows), (share_head, share_rows), notes, summary
+
+
 def tools_line(repo, build):
     base = sqlite.tools_line(repo, build, "clang")
     return (f"{base}; {first_line(['gcc', '--version'])}; {first_line(['perf', '--version'])}; "
@@ -680,6 +874,11 @@ def main():
     ap.add_argument("--sqlite-src", type=Path,
                     help="a directory holding sqlite3.c and sqlite3.h instead of the package")
     ap.add_argument("--markdown", type=Path, help="also write the tables as a Markdown section")
+    ap.add_argument("--busy", action="store_true",
+                    help="also run the uninstrumented and the instrumented build pinned to one CPU "
+                         "beside a busy loop pinned there, and compare both clocks (profreport "
+                         "--clock wall|cpu) idle and busy with the idle truth")
+    ap.add_argument("--busy-cpu", default="0", help="the CPU of --busy (default 0)")
     args = ap.parse_args()
     global SAMPLE_TIMER
     SAMPLE_TIMER = args.sample_timer
@@ -693,6 +892,11 @@ def main():
     if reps < 1 or fib_reps < 1:
         ap.error("--reps and --fib-reps must be at least 1")
     rows = args.rows or ROWS["quick" if args.quick else "full"]
+    if args.busy:
+        if shutil.which("taskset") is None:
+            sys.exit("true_time: --busy needs taskset (apt-get install util-linux)")
+        if not args.busy_cpu.isdigit() or int(args.busy_cpu) not in os.sched_getaffinity(0):
+            ap.error(f"--busy-cpu {args.busy_cpu}: not a CPU this process may run on")
     for tool in [*compilers, "perf", "g++"] + ([] if args.no_fib else ["uftrace"]):
         if shutil.which(tool) is None:
             sys.exit(f"true_time: {tool} not found")
@@ -715,7 +919,8 @@ def main():
 
     # ---- builds: the four programs on both cores
     src = fetch_sqlite(work, args.sqlite_package, args.sqlite_src)
-    b = Bench(work, build, rows, args.keep_traces, args.quick)
+    b = Bench(work, build, rows, args.keep_traces, args.quick,
+              busy_cpu=args.busy_cpu if args.busy else None)
     jobs = [(cc, inst) for cc in compilers for inst in (False, True)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as ex:
         built = ex.map(lambda j: build_program(work, src, j[0], build, instrument=j[1]), jobs)
@@ -726,7 +931,7 @@ def main():
 
     # ---- the SQLite runs, interleaved: runs[cc][kind] = [record per rep]
     runs = {cc: {"perf": [], "plain": [], "prof": [], "traced": [], "nosample": [],
-                 "counting": []}
+                 "counting": [], **({"plain_busy": [], "prof_busy": []} if args.busy else {})}
             for cc in compilers}
     order = random.Random()
     for rep in range(reps):
@@ -741,6 +946,11 @@ def main():
                 log("plain", cc=cc, rep=rep + 1, wall_s=rec["wall"], cpu_s=rec["cpu"])
             elif kind == "prof":
                 rec = b.profiled(cc, rep + 1)
+            elif kind == "plain_busy":
+                rec = b.plain(cc, busy=True)
+                log("plain", cc=cc, rep=rep + 1, busy=True, wall_s=rec["wall"], cpu_s=rec["cpu"])
+            elif kind == "prof_busy":
+                rec = b.profiled(cc, rep + 1, busy=True)
             elif kind == "counting":
                 rec = b.profiled(cc, rep + 1, counting=True)
             elif kind == "traced":
@@ -765,6 +975,15 @@ def main():
                  f"functions above {SHARE_FLOOR:.0f}% in either (medians of {reps} "
                  f"run{'s' if reps > 1 else ''} each)")
         sections.append((title, head, rows_, notes))
+        if args.busy:
+            (fh, fr), (sh, sr), bnotes, bsum = summarize_busy(cc, runs[cc], view, b.split_line)
+            summaries[cc]["busy"] = bsum
+            sections.append((f"{cc}, busy: the instrumented and the uninstrumented build idle and "
+                             f"pinned to CPU {args.busy_cpu} beside a busy loop pinned there "
+                             f"(medians of {reps}, min-max)", fh, fr, []))
+            sections.append((f"{cc}, busy: self shares in both clocks (profreport --clock wall|cpu) "
+                             f"against the idle perf truth ({view} frames), functions above "
+                             f"{SHARE_FLOOR:.0f}% in any", sh, sr, bnotes))
     if fib:
         title, head, rows_, notes, _ = fib
         sections.append((title, head, rows_, notes))
@@ -794,6 +1013,25 @@ def main():
         ["PROF_TIME=sampled run / uninstrumented, CPU",
          *[f"{summaries[cc]['counting_cpu']:.2f}x" for cc in compilers]],
     ]
+    if args.busy:
+        def bcell(cc, key):
+            t = summaries[cc]["busy"]["targets"][key]
+            return f"{t['text']}: {'met' if t['met'] else 'NOT met'}"
+        target_rows += [
+            [f"busy: --clock cpu total within {TARGET_TOTAL}x the uninstrumented CPU time (busy)",
+             *[bcell(cc, "busy_cpu_total") for cc in compilers]],
+            [f"busy: --clock wall, every function above {SHARE_FLOOR:.0f}% within "
+             f"{TARGET_POINTS:.0f} points of the idle truth",
+             *[bcell(cc, "busy_wall_shares") for cc in compilers]],
+            [f"busy: --clock cpu, every function above {SHARE_FLOOR:.0f}% within "
+             f"{TARGET_POINTS:.0f} points of the idle truth",
+             *[bcell(cc, "busy_cpu_shares") for cc in compilers]],
+            ["busy: --clock wall total / uninstrumented wall time, busy (idle)",
+             *[f"{summaries[cc]['busy']['wall_ratio']['busy_wall_same']} "
+               f"({summaries[cc]['busy']['wall_ratio']['busy_wall_idle']})" for cc in compilers]],
+            [f"idle: --clock cpu, every function above {SHARE_FLOOR:.0f}% within "
+             f"{TARGET_POINTS:.0f} points", *[bcell(cc, "idle_cpu_shares") for cc in compilers]],
+        ]
     checks = [f"checksums: " + ("every run printed the same line: " + next(iter(b.checksums))
                                 if len(b.checksums) == 1 else
                                 "the runs DIFFER: " + "; ".join(f"{n} x {k}" for k, n in b.checksums.items()))]
@@ -813,7 +1051,11 @@ def main():
               ("reps", f"{reps} rep{'s' if reps > 1 else ''}; each runs, per compiler, the uninstrumented build, the same "
                        "under perf, the instrumented build with the defaults, with "
                        "PROF_TIME=traced, with PROF_TIME=traced PROF_SAMPLE_HZ=0 and with "
-                       "PROF_TIME=sampled, all in shuffled order")]
+                       "PROF_TIME=sampled, all in shuffled order"
+                       + (f"; with --busy also the uninstrumented and the instrumented build "
+                          f"(defaults) under `taskset -c {args.busy_cpu}` beside "
+                          f"`taskset -c {args.busy_cpu} {shlex.join(BUSY_LOOP)}`, started before "
+                          f"and killed after each run" if args.busy else ""))]
     footnotes = [
         "perf self %: samples whose first program frame from the leaf is the function, over all "
         "samples with a program frame (a sample in libc or the kernel goes to the program function "
