@@ -113,6 +113,22 @@ void check_split(const std::string& trace, const std::map<std::string, double>& 
     // Counts are the clock's business neither.
     CHECK(stats_of(cpu, "nap").ncalls == 1);
     CHECK(stats_of(wall, "crowded_work").ncalls == 1);
+
+    // One thread's view gives that thread's split: the sleeper's is its sleep.
+    analysis::Session session;
+    session.add_trace(trace);
+    size_t sleepers = 0;
+    for (const analysis::ThreadSummary& th : session.profile().threads) {
+        analysis::Profile one = session.profile({th.trace, th.stream});
+        if (one.match("\\(nap\\(").empty()) continue;
+        ++sleepers;
+        CAPTURE(one.time.blocked_seconds);
+        CHECK(one.time.blocked_seconds >= 0.95 * blocked("nap"));
+        CHECK(one.time.blocked_seconds <= t("nap_wall") + kSlack);
+        CHECK(one.time.on_cpu_seconds <= t("nap_cpu") + kSlack);
+        CHECK(one.time.runnable_seconds <= t("nap_waited") + kSlack);
+    }
+    CHECK(sleepers == 1);
 }
 
 } // namespace

@@ -245,6 +245,15 @@ TimeBasis SampleTime::time_basis(const ThreadFilter& filter) const {
     all.clock = clock;
     for (size_t i = 0; i < time_bases.size(); ++i)
         if (filter.all() || filter.trace == i) all.add(time_bases[i]);
+    if (!filter.all() && filter.stream) {
+        auto it = thread_splits.find({filter.trace, filter.stream});
+        ThreadSplit one = it == thread_splits.end() ? ThreadSplit{} : it->second;
+        all.on_cpu_seconds = one.on_cpu;
+        all.runnable_seconds = one.runnable;
+        all.own_runnable_seconds = one.own_runnable;
+        all.blocked_seconds = one.blocked;
+        all.off_cpu_unsplit_seconds = one.unsplit;
+    }
     return all;
 }
 // Whether the trace is timed by its samples, and its node totals from them if so.
@@ -314,10 +323,15 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
             ++b.starved_threads;
             b.starved_seconds += double(t.sampled_cpu) * seconds_per_unit;
         }
-        b.runnable_seconds += double(runnable) * seconds_per_unit;
-        b.own_runnable_seconds += double(t.runnable - runnable) * seconds_per_unit;
-        (t.waited ? b.blocked_seconds : b.off_cpu_unsplit_seconds) +=
-            double(t.off_located) * seconds_per_unit;
+        ThreadSplit& split = thread_splits[{time_bases.size(), t.stream}];
+        split.on_cpu = double(program_cpu) * seconds_per_unit;
+        split.runnable = double(runnable) * seconds_per_unit;
+        split.own_runnable = double(t.runnable - runnable) * seconds_per_unit;
+        (t.waited ? split.blocked : split.unsplit) = double(t.off_located) * seconds_per_unit;
+        b.runnable_seconds += split.runnable;
+        b.own_runnable_seconds += split.own_runnable;
+        b.blocked_seconds += split.blocked;
+        b.off_cpu_unsplit_seconds += split.unsplit;
         t.self.resize(t.nodes.size(), 0);
         t.self_off.resize(t.nodes.size(), 0);
         if (clock == Clock::kWall) {

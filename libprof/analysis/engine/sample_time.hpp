@@ -38,6 +38,12 @@ class SampleTime {
     std::map<std::tuple<uint32_t, uint32_t, std::string, uint32_t>, SampledLine> sampled_lines;
     // How each trace read was timed (Profile::time), by trace.
     std::vector<TimeBasis> time_bases;
+    // Each sampled thread's own time split, by (trace, stream): a one-thread view's header
+    // gives its thread's, not its process's.
+    struct ThreadSplit {
+        double on_cpu = 0, runnable = 0, own_runnable = 0, blocked = 0, unsplit = 0;
+    };
+    std::map<std::pair<size_t, uint32_t>, ThreadSplit> thread_splits;
 
     // On CPU, a sample stands for the thread's CPU time since the one before it (its clock is
     // in the record) and goes to the frame open where it was taken. Off CPU (sleeping,
