@@ -9,6 +9,8 @@
 // `F_wall`, `F_cpu` and `F_waited` for F in nap, wait_on_pipe, crowded_work and hog (the last
 // two from their threads' start), and main (the whole run).
 // Argument: the CPU time crowded_work burns, in seconds (default 0.6).
+#include "run_delay.hpp"
+
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
@@ -30,15 +32,6 @@ uint64_t now(clockid_t c) {
     timespec t;
     clock_gettime(c, &t);
     return uint64_t(t.tv_sec) * 1000000000 + uint64_t(t.tv_nsec);
-}
-
-uint64_t run_delay() {
-    std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
-    unsigned long long on_cpu = 0, waited = 0;
-    if (!f) return 0;
-    if (std::fscanf(f, "%llu %llu", &on_cpu, &waited) != 2) waited = 0;
-    std::fclose(f);
-    return waited;
 }
 
 void pin_to_cpu0() {

@@ -13,6 +13,8 @@
 // Built twice: instrumented (the profile is compared with these figures) and plain (the true
 // cost of tiny(), which instrumentation would inflate). Argument: seconds of CPU to burn
 // (default 2).
+#include "run_delay.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -30,17 +32,6 @@ uint64_t now(clockid_t c) {
 
 uint64_t cpu_now() {
     return now(CLOCK_THREAD_CPUTIME_ID);
-}
-
-// The thread's run delay (time runnable, waiting for a CPU), from the kernel: a sleep's wall
-// time less it is the time the profile keeps at the sleep (the rest goes where the CPU is).
-__attribute__((no_instrument_function)) uint64_t run_delay() {
-    std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
-    unsigned long long on_cpu = 0, waited = 0;
-    if (!f) return 0;
-    if (std::fscanf(f, "%llu %llu", &on_cpu, &waited) != 2) waited = 0;
-    std::fclose(f);
-    return waited;
 }
 
 // Burns about `ns` of CPU.

@@ -17,22 +17,28 @@ namespace {
 
 // main 0..10 ms calls a 1..4 ms and b 4..10 ms; b is off CPU for 4 ms. Samples (CPU clock in
 // the record): armed at 0; at 2 ms (CPU 2 ms, in a); at 3.5 ms (CPU 3.5 ms, in a, 0.5 ms of it
-// in the profiler); at 9 ms (CPU 5 ms, in b). 1 tick = 1 ns.
-std::string sampled_trace() {
+// in the profiler); at 9 ms (CPU 5 ms, in b). 1 tick = 1 ns. `waited` (1.11): a Waited record
+// before each sample, b's span (3.5 to 9 ms) waiting 3 ms for a CPU.
+std::string sampled_trace(bool waited = false) {
     TraceBuilder b;
     b.chunk(0);
     b.meta("sample_hz", "1000");
     b.chunk(1, 0);
     define_functions(b, 3);
-    b.enter(0, 0).sample(0, 0, 0, 0, 0);
-    b.enter(1, 1000000).sample(1000000, 2000000, 0, 0, 1);
-    b.sample(1500000, 3500000, 500000, 1, 1);
+    auto wait = [&](uint64_t run_delay_ns) -> TraceBuilder& {
+        return waited ? b.waited(run_delay_ns) : b;
+    };
+    b.enter(0, 0);
+    wait(0).sample(0, 0, 0, 0, 0);
+    b.enter(1, 1000000);
+    wait(0).sample(1000000, 2000000, 0, 0, 1);
+    wait(0).sample(1500000, 3500000, 500000, 1, 1);
     b.exit(500000).enter(2, 0);
-    b.sample(5000000, 5000000, 0, 0, 1);
+    wait(3000000).sample(5000000, 5000000, 0, 0, 1);
     b.exit(1000000).exit(0);
     b.chunk(0);
     name_functions(b, {"main", "a", "b"}).end_record(10000000);
-    return save_trace(b, "sampled.trace");
+    return save_trace(b, waited ? "waited.trace" : "sampled.trace");
 }
 
 analysis::Profile timed(const std::string& path, analysis::TimeSource time) {
@@ -445,20 +451,7 @@ TEST_CASE("sample time: a sampled thread's node totals are its own times summed 
 // (a 3, b 1.5, main 1 ms), less the profiler's part (0.5 of the 5 ms sampled: 0.3 ms);
 // --clock cpu leaves both out.
 TEST_CASE("the time split (1.11): waiting for a CPU goes where the CPU time is, or nowhere") {
-    TraceBuilder b;
-    b.chunk(0);
-    b.meta("sample_hz", "1000");
-    b.chunk(1, 0);
-    define_functions(b, 3);
-    b.enter(0, 0).waited(0).sample(0, 0, 0, 0, 0);
-    b.enter(1, 1000000).waited(0).sample(1000000, 2000000, 0, 0, 1);
-    b.waited(0).sample(1500000, 3500000, 500000, 1, 1);
-    b.exit(500000).enter(2, 0);
-    b.waited(3000000).sample(5000000, 5000000, 0, 0, 1);
-    b.exit(1000000).exit(0);
-    b.chunk(0);
-    name_functions(b, {"main", "a", "b"}).end_record(10000000);
-    std::string path = save_trace(b, "waited.trace");
+    std::string path = sampled_trace(true);
     auto read = [&](analysis::Clock clock) {
         analysis::SessionOptions o;
         o.time = analysis::TimeSource::kSampled;
