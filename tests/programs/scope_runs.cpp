@@ -9,6 +9,8 @@
 //   nap         5 activations of 10 ms
 //   forking     3; the third forks: the child's trace has that activation only (1)
 // Prints a checksum.
+#include "run_delay.hpp"
+
 #include <prof/prof.hpp>
 
 #include <cstdio>
@@ -114,15 +116,19 @@ int main() {
     t2.join();
     s += t1s + t2s + mixed() + alternating() + with_line() + throws();
     // With TEST_TIME_SLEEPS set, the naps' own wall time goes to stderr: the bound of their
-    // time in the trace, however late a loaded machine wakes them.
+    // time in the trace, however late a loaded machine wakes them; and their wait for a CPU
+    // after each wake-up (the run delay), which --clock wall charges where the CPU time is.
     timespec before{}, after{};
+    uint64_t waited = run_delay();
     clock_gettime(CLOCK_MONOTONIC, &before);
     naps();
     clock_gettime(CLOCK_MONOTONIC, &after);
+    waited = run_delay() - waited;
     if (std::getenv("TEST_TIME_SLEEPS"))
-        std::fprintf(stderr, "naps_ns=%lld\n",
+        std::fprintf(stderr, "naps_ns=%lld\nnaps_waited_ns=%llu\n",
                      (after.tv_sec - before.tv_sec) * 1000000000LL +
-                         (after.tv_nsec - before.tv_nsec));
+                         (after.tv_nsec - before.tv_nsec),
+                     (unsigned long long)waited);
     if (forks()) return 0;
     std::printf("scope_runs checksum %ld\n", s);
     return 0;

@@ -306,7 +306,14 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
         b.off_cpu_seconds += double(t.off_cpu) * seconds_per_unit;
         b.off_cpu_records += t.off_cpu_records;
         if (!t.sampled) continue; // too short to be sampled: the hooks' clock
-        settle_off(t, true);
+        // A thread cut short (its trace's file ends before its ThreadEnd) has time off CPU
+        // since its last Waited record that the next one, cut off, would have split: it stays
+        // unplaced, as its CPU time since its last sample does; nothing after the cut is made
+        // up, and no function gets more than the whole trace gives it.
+        bool cut = layout->partial && !t.ended;
+        settle_off(t, !cut);
+        t.deferred.clear();
+        t.deferred_total = 0;
         // The run delay goes where the program's CPU time is, less the profiler's part of it:
         // a thread that waits for a CPU in proportion to the CPU time it uses also waits for
         // the profiler's.
@@ -334,12 +341,16 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
         b.off_cpu_unsplit_seconds += split.unsplit;
         t.self.resize(t.nodes.size(), 0);
         t.self_off.resize(t.nodes.size(), 0);
+        // The wait for a CPU goes where the whole run's CPU time is, which a cut trace does
+        // not know: there it stays in the split alone (a function's share from the part read
+        // could exceed its share of the whole run).
         if (clock == Clock::kWall) {
             int64_t on_cpu = 0;
             for (int64_t units : t.self) on_cpu += std::max<int64_t>(units, 0);
+            int64_t placed = layout->partial ? 0 : runnable;
             for (size_t n = 0; n < t.nodes.size(); ++n) {
                 int64_t share = on_cpu > 0 && t.self[n] > 0
-                                    ? int64_t(__int128(runnable) * t.self[n] / on_cpu)
+                                    ? int64_t(__int128(placed) * t.self[n] / on_cpu)
                                     : 0;
                 t.self[n] += t.self_off[n] + share;
             }

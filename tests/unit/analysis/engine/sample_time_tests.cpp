@@ -4,9 +4,12 @@
 
 #include "analysis/engine/sample_time.hpp"
 #include "reader/elf_symbols.hpp"
+#include "support/run.hpp"
 
 #include <cmath>
+#include <fstream>
 #include <link.h>
+#include <map>
 #include <memory>
 #include <unistd.h>
 
@@ -489,6 +492,52 @@ TEST_CASE("the time split (1.11): waiting for a CPU goes where the CPU time is, 
     CHECK(same_time(p.time.off_cpu_unsplit_seconds, 4e6));
     CHECK(p.time.runnable_seconds == 0);
     CHECK(p.time.blocked_seconds == 0);
+}
+
+// A file cut anywhere (an interrupted copy) is read up to its last whole record, and no function
+// gets more time from the part read than from the whole trace: not the time off CPU since the
+// last Waited record (the next one, cut off, would have moved part of it to the wait for a
+// CPU), and not a share of the wait for a CPU by the CPU time read so far. Every cut of
+// sampled_trace(true), byte by byte.
+TEST_CASE("the time split of a trace cut anywhere: no function above the whole trace") {
+    std::string path = sampled_trace(true);
+    auto read = [](const std::string& trace) {
+        analysis::SessionOptions o;
+        o.time = analysis::TimeSource::kSampled;
+        analysis::Session s(o);
+        s.add_trace(trace);
+        return s.profile();
+    };
+    analysis::Profile whole = read(path);
+    std::map<uint64_t, analysis::Stats> whole_by_address;
+    for (const analysis::Function& f : whole.functions) whole_by_address[f.address] = f.stats;
+    std::string bytes = slurp(path);
+    size_t read_some = 0;
+    for (size_t size = 1; size < bytes.size(); ++size) {
+        // (A cut in a chunk's unused end, zeros, reads as the cut before them.)
+        if (bytes[size - 1] == 0 && size + 1 < bytes.size()) continue;
+        CAPTURE(size);
+        std::string cut = temp_path("waited-cut.trace");
+        std::ofstream(cut, std::ios::binary | std::ios::trunc)
+            .write(bytes.data(), std::streamsize(size));
+        analysis::Profile p;
+        try {
+            p = read(cut);
+        } catch (const std::exception&) {
+            continue; // too short to be a trace: refused, which is no made-up profile
+        }
+        if (!p.functions.empty()) ++read_some;
+        CHECK(p.total_time <= whole.total_time + 1e-12);
+        for (const analysis::Function& f : p.functions) {
+            CAPTURE(f.name);
+            auto w = whole_by_address.find(f.address);
+            REQUIRE(w != whole_by_address.end());
+            CHECK(f.stats.tottime <= w->second.tottime + 1e-12);
+            CHECK(f.stats.cumtime <= w->second.cumtime + 1e-12);
+            CHECK(f.stats.ncalls <= w->second.ncalls);
+        }
+    }
+    CHECK(read_some > 0);
 }
 
 // A thread whose CPU-time timer fired rarely (a CPU shared with a busy thread): 300 ms of CPU
