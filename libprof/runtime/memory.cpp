@@ -213,8 +213,12 @@ PROF_NOINSTR _Unwind_Reason_Code unwind_one(_Unwind_Context* ctx, void* arg) {
     auto* st = static_cast<UnwindState*>(arg);
     uintptr_t cfa = _Unwind_GetCFA(ctx);
     if (cfa > st->top) st->top = cfa;
-    uintptr_t ip = _Unwind_GetIP(ctx);
+    // A frame interrupted by a signal holds the interrupted instruction, not a return address:
+    // one byte on, so that the call address current_stack makes of it is that instruction.
+    int before_instruction = 0;
+    uintptr_t ip = _Unwind_GetIPInfo(ctx, &before_instruction);
     if (!ip) return _URC_END_OF_STACK;
+    if (before_instruction) ++ip;
     if (st->skip)
         --st->skip;
     else
@@ -332,6 +336,10 @@ __attribute__((noinline)) PROF_NOINSTR uint32_t current_stack(ThreadState& s, ui
     uint32_t id = ++s.stack_count;
     s.stack_keys[h] = key;
     s.stack_ids[h] = id;
+    // Each return address is written as its call's address, one byte back inside the call
+    // instruction: the instruction after a call is often on the next line, and after a call
+    // that does not return, in the next function (format 1.12).
+    for (uint32_t i = 0; i < n; ++i) pcs[i] -= 1;
     // New stack: its addresses are symbolized at finish, and described in this stream now.
     lock_global();
     for (uint32_t i = 0; i < n; ++i) note_code_address(pcs[i]);

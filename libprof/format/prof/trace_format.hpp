@@ -26,7 +26,7 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 11; // 1.1: sites, line statistics; 1.2: unloads, pauses;
+inline constexpr uint16_t kMinor = 12; // 1.1: sites, line statistics; 1.2: unloads, pauses;
                                        // 1.3: scope runs; 1.4: aligned operator new/delete;
                                        // 1.5: CPU-time samples; 1.6: hooks without a clock
                                        // (Meta time=sampled); 1.7: sampled call stacks
@@ -37,16 +37,18 @@ inline constexpr uint16_t kMinor = 11; // 1.1: sites, line statistics; 1.2: unlo
                                        // rss_reads (lines that measure the heap only),
                                        // FileHeader's counting_ticks; 1.11: Waited,
                                        // OffCpu's runnable, Rss records in the process
-                                       // stream (the RSS timer)
+                                       // stream (the RSS timer); 1.12: a memory Stack's
+                                       // addresses are its calls' (return address - 1)
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
 // readers of 1.x refuse by name. Its records are those of 1.x plus the packed memory records
 // (2.1: and MemAligned; 2.2: the Sample records of 1.5, as written).
 inline constexpr uint16_t kPackedMajor = 2;
-inline constexpr uint16_t kPackedMinor = 4; // 2.1: MemAligned; 2.2: Sample; 2.3: the
+inline constexpr uint16_t kPackedMinor = 5; // 2.1: MemAligned; 2.2: Sample; 2.3: the
                                             // call tree records of 1.9, as written; 2.4:
                                             // Waited and the process stream's Rss
-                                            // records of 1.11, as written
+                                            // records of 1.11, as written; 2.5: the
+                                            // Stack records of 1.12, as written
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
 // 2.0: a chunk of a packed file (kFilePacked): its records are ChunkHeader::packed_size bytes
@@ -184,7 +186,8 @@ enum class Tag : uint8_t {
     // `alignment` (1.4) only for the operator new and delete forms with std::align_val_t: its
     // value. Absent (or 0) for every other form; older readers ignore it.
     //   Realloc: uleb dt, sleb old_ptr, sleb new_ptr, uleb size, uleb stack
-    //   Stack:   uleb id, uleb count, count x u64 return address (innermost first)
+    //   Stack:   uleb id, uleb count, count x u64 address (innermost first): return addresses;
+    //            from 1.12 each minus 1, an address inside its call instruction
     //   Rss:     uleb dt, uleb resident bytes (1.11: also in the process stream, written by
     //            the runtime's RSS timer, timed within that stream as thread records are)
     kAlloc = 0x42,
