@@ -247,6 +247,28 @@ TEST_CASE("blocks freed by another thread are matched in time order, not file or
     CHECK(m.peak_heap < 100000 + 80 * 1024);
 }
 
+// The peak is a moment that happened: a block released by one thread before another thread
+// allocates (the turn handed over through a mutex and a condition variable) is replayed before
+// that allocation, whether the threads share a CPU or run on two (whose clocks are read
+// apart). Each turn's 1 MiB block is the only one live then; the threads' own blocks (their
+// start-up allocations, still live at the end) are the rest of the peak.
+TEST_CASE("two threads taking turns with a 1 MiB block: the peak is one block, every run") {
+    std::string trace = temp_path("turns.trace");
+    for (std::string placement : {"together", "apart"}) {
+        for (int i = 0; i < 25; ++i) {
+            CAPTURE(placement);
+            CAPTURE(i);
+            auto r = run({PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_TURNS, placement});
+            if (r.exit_code == 3) break; // one CPU: nothing to run apart
+            REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+            analysis::MemoryReport m = memory_of(trace);
+            CHECK(m.allocations == 400 + m.leaked_blocks);
+            CHECK(m.frees == 400);
+            CHECK(m.peak_heap == (uint64_t(1) << 20) + m.leaked_bytes);
+        }
+    }
+}
+
 // pthread_getattr_np calls realloc while it holds the thread's lock: the profiler, recording
 // that realloc as the thread's first allocation, must not call it again (it used to, to find
 // the thread's stack, and the thread waited for itself). In both unwinding modes.
