@@ -29,7 +29,7 @@ std::string frame_text(const MemoryFrame& f, bool full_paths) {
         std::string mod = f.module.substr(f.module.rfind('/') == std::string::npos ? 0 : f.module.rfind('/') + 1);
         where = fmt::format(" (in {})", mod);
     }
-    return text::printable(f.name + where);
+    return text::printable(f.name + where + (f.inlined ? " [inlined]" : ""));
 }
 
 void print_stack(std::FILE* out, const MemorySite& s, const MemoryOptions& o) {
@@ -156,9 +156,10 @@ void print_memory_json(std::FILE* out, const MemoryReport& m, const MemoryOption
         const MemorySite& s = m.sites[i];
         fmt::print(out, "{}\n    {{\"stack\": [", i ? "," : "");
         for (size_t k = 0; k < s.stack.size() && k < std::max<size_t>(o.depth, 64); ++k)
-            fmt::print(out, "{}{{\"name\": \"{}\", \"file\": \"{}\", \"line\": {}}}", k ? ", " : "",
-                       text::json_escape(s.stack[k].name), text::json_escape(s.stack[k].file),
-                       s.stack[k].line);
+            fmt::print(out, "{}{{\"name\": \"{}\", \"file\": \"{}\", \"line\": {}{}}}",
+                       k ? ", " : "", text::json_escape(s.stack[k].name),
+                       text::json_escape(s.stack[k].file), s.stack[k].line,
+                       s.stack[k].inlined ? ", \"inlined\": true" : "");
         fmt::print(
             out,
             "], \"allocations\": {}, \"bytes\": {}, \"peak_bytes\": {}, \"leaked_bytes\": {}, "

@@ -211,11 +211,18 @@ std::string pprof_profile(const std::vector<PprofProcess>& processes, bool memor
         b.sample_type("inuse_space", "bytes");
         for (const PprofProcess& p : processes)
             for (const MemorySite& s : p.memory->sites) {
+                // A frame of code is one Location: the functions inlined there, then the
+                // one whose code it is.
                 std::vector<int64_t> locations;
-                for (const MemoryFrame& f : s.stack)
-                    locations.push_back(
-                        int64_t(b.location({{f.name, "", f.file, f.module,
-                                             build_id_of(p.tree->traces, f.module), f.line}})));
+                std::vector<ProfileBuilder::Frame> code;
+                for (const MemoryFrame& f : s.stack) {
+                    code.push_back({f.name, "", f.file, f.module,
+                                    build_id_of(p.tree->traces, f.module), f.line});
+                    if (f.inlined) continue;
+                    locations.push_back(int64_t(b.location(code)));
+                    code.clear();
+                }
+                if (!code.empty()) locations.push_back(int64_t(b.location(code)));
                 b.sample(locations,
                          {int64_t(s.allocations), int64_t(s.bytes), int64_t(s.leaked_blocks),
                           int64_t(s.leaked_bytes)},

@@ -322,9 +322,13 @@ void HeapReplay::merge_sites(const std::vector<reader::TraceInfo>& traces,
         std::vector<FrameKey> key;
         for (size_t k = 0; k < addresses.size(); ++k) {
             size_t module = k < modules.size() ? modules[k] : reader::kNoModule;
-            Function f = resolver.describe(traces[trace], addresses[k], module);
-            key.emplace_back(f.name, f.file, f.line, f.module);
-            stack.push_back(MemoryFrame{f.name, f.file, f.module, f.line});
+            // Functions inlined at the address are frames of their own.
+            for (FunctionResolver::Frame& fr :
+                 resolver.describe_frames(traces[trace], addresses[k], module)) {
+                Function& f = fr.function;
+                key.emplace_back(f.name, f.file, f.line, f.module);
+                stack.push_back(MemoryFrame{f.name, f.file, f.module, f.line, fr.inlined});
+            }
         }
         auto [it, fresh] = merged_index_.try_emplace(std::move(key), memory.sites.size());
         if (fresh) {

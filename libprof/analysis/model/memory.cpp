@@ -87,6 +87,7 @@ CallTree memory_call_tree(const MemoryReport& m, MemoryWeight w) {
                 n.parent = node;
                 n.function = fn;
                 n.depth = t.nodes[node].depth + 1;
+                n.inlined = !s.stack.empty() && s.stack[i].inlined;
                 t.nodes.push_back(std::move(n));
                 t.nodes[node].children.push_back(it->second);
             }

@@ -17,6 +17,15 @@ namespace prof::analysis {
 struct FunctionResolver::Impl {
     std::map<std::string, std::unique_ptr<reader::ElfSymbols>> elf_cache;
     std::map<std::string, std::unique_ptr<reader::DwarfLines>> line_cache;
+    // The functions inlined at an address of an object, by (path, address in the file).
+    std::map<std::pair<std::string, uint64_t>, std::vector<reader::DwarfLines::InlinedCall>>
+        inlined_cache;
+
+    reader::DwarfLines& lines_of(const std::string& path) {
+        auto& lines = line_cache[path];
+        if (!lines) lines = std::make_unique<reader::DwarfLines>(path);
+        return *lines;
+    }
 
     Function describe(const reader::TraceInfo& info, uint64_t address, size_t module) {
         Function f;
@@ -61,8 +70,7 @@ struct FunctionResolver::Impl {
             // a function still unnamed (a local symbol of a stripped object) from the symbol
             // table libdwfl finds, the separate debug file's included.
             if (elf->ok() && same_build && (f.file.empty() || f.name.empty())) {
-                auto& lines = line_cache[m->path];
-                if (!lines) lines = std::make_unique<reader::DwarfLines>(m->path);
+                reader::DwarfLines* lines = &lines_of(m->path);
                 uint32_t line = 0;
                 if (f.file.empty() && lines->lookup(address - m->base, f.file, line)) f.line = line;
                 std::string raw;
@@ -78,6 +86,65 @@ struct FunctionResolver::Impl {
         if (f.symbol.empty() && sym) f.symbol = sym->symbol;
         return f;
     }
+
+    std::vector<Frame> describe_frames(const reader::TraceInfo& info, uint64_t address,
+                                       size_t module) {
+        std::vector<Frame> frames{Frame{describe(info, address, module), false}};
+        Function& physical = frames.front().function;
+        if (physical.kind != "function") return frames; // a marked site is its own frame
+        // The calls inlined at the address, outermost first, as (function, caller's line).
+        struct Inlined {
+            Function function;
+            std::string call_file;
+            uint32_t call_line;
+        };
+        std::vector<Inlined> calls;
+        std::string file = physical.file; // the address's own position
+        uint32_t line = physical.line;
+        if (auto loc = info.locations.find(address); loc != info.locations.end()) {
+            file = loc->second.file;
+            line = loc->second.line;
+            for (const reader::InlinedCall& c : loc->second.inlined)
+                calls.push_back(
+                    {describe(info, c.function, reader::kNoModule), c.call_file, c.call_line});
+        } else if (const reader::Module* m = module < info.modules.size()
+                                                 ? &info.modules[module]
+                                                 : info.module_at(address)) {
+            auto& elf = elf_cache[m->path];
+            if (!elf) elf = std::make_unique<reader::ElfSymbols>(m->path);
+            if (!elf->ok() || (!m->build_id.empty() && !elf->build_id().empty() &&
+                               elf->build_id() != m->build_id))
+                return frames; // another build at that path: its DWARF is not this code's
+            auto key = std::make_pair(m->path, address - m->base);
+            auto it = inlined_cache.find(key);
+            if (it == inlined_cache.end())
+                it = inlined_cache.emplace(key, lines_of(m->path).inlined(key.second)).first;
+            for (const reader::DwarfLines::InlinedCall& c : it->second) {
+                Function f;
+                f.symbol = c.symbol;
+                f.name = reader::demangle(c.symbol);
+                f.module = m->path;
+                f.address = address;
+                calls.push_back({std::move(f), c.call_file, c.call_line});
+            }
+        }
+        if (calls.empty()) return frames;
+        // The address's own position is the innermost function's; each function is at the
+        // line of its caller where the next one in was inlined.
+        std::vector<Frame> out;
+        for (size_t i = calls.size(); i-- > 0;) {
+            Function f = std::move(calls[i].function);
+            f.file = file;
+            f.line = line;
+            out.push_back(Frame{std::move(f), true});
+            file = calls[i].call_file;
+            line = calls[i].call_line;
+        }
+        physical.file = file;
+        physical.line = line;
+        out.push_back(std::move(frames.front()));
+        return out;
+    }
 };
 
 FunctionResolver::FunctionResolver() : impl_(std::make_unique<Impl>()) {}
@@ -85,6 +152,10 @@ FunctionResolver::~FunctionResolver() = default;
 Function FunctionResolver::describe(const reader::TraceInfo& info, uint64_t address,
                                     size_t module) {
     return impl_->describe(info, address, module);
+}
+std::vector<FunctionResolver::Frame>
+FunctionResolver::describe_frames(const reader::TraceInfo& info, uint64_t address, size_t module) {
+    return impl_->describe_frames(info, address, module);
 }
 
 ThreadSummary summarize_thread(const reader::TraceInfo& info, size_t trace, uint32_t stream) {

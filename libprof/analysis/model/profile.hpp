@@ -174,6 +174,9 @@ struct Profile {
 struct MemoryFrame {
     std::string name, file, module;
     uint32_t line = 0;
+    // A function inlined into the next frame's: its code is the next frame's, at that
+    // frame's line (FunctionResolver::describe_frames).
+    bool inlined = false;
 };
 
 struct MemorySite {
@@ -254,8 +257,18 @@ public:
     ~FunctionResolver();
     Function describe(const reader::TraceInfo& info, uint64_t address,
                       size_t module = reader::kNoModule);
+    // The frames of code at `address`, innermost first: the functions inlined there (from the
+    // trace's Location record of the address, else the object's DWARF on disk), each at its
+    // own line, then the function the address is in, at the line where the outermost of them
+    // was inlined. One frame, describe()'s, where nothing is inlined.
+    struct Frame {
+        Function function;
+        bool inlined = false; // inlined into the next frame's function
+    };
+    std::vector<Frame> describe_frames(const reader::TraceInfo& info, uint64_t address,
+                                       size_t module = reader::kNoModule);
 
-private:
+  private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
