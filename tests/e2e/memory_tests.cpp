@@ -269,6 +269,47 @@ TEST_CASE("two threads taking turns with a 1 MiB block: the peak is one block, e
     }
 }
 
+// A library opened with RTLD_DEEPBIND looks malloc and free up in its own dependencies first:
+// the C library's, past the preloaded interposers. Its references are pointed back at them after
+// dlopen, so its calls count exactly, whether they are bound at load (RTLD_NOW) or at their
+// first call (RTLD_LAZY), and whether it is opened by path or by a bare name found through the
+// program's run path (which dlopen searches for the object that called it).
+TEST_CASE("a library opened with RTLD_DEEPBIND: its allocator calls are counted exactly") {
+    std::string trace = temp_path("deep.trace");
+    for (std::string library : {PROF_TEST_DEEP_LIB, PROF_TEST_DEEP_LIB_NAME})
+        for (std::string binding : {"now", "lazy"}) {
+            CAPTURE(library);
+            CAPTURE(binding);
+            auto r = run(
+                {PROFRUN, "--mem", "-q", "-o", trace, "--", PROF_TEST_DEEP_BIND, library, binding});
+            REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+            analysis::MemoryReport m = memory_of(trace);
+            Totals in_library;
+            for (const char* fn : {"deep_make", "deep_zeroed", "deep_grow"}) {
+                Totals t = sites_through(m, fn);
+                in_library.allocations += t.allocations;
+                in_library.bytes += t.bytes;
+                in_library.leaked_blocks += t.leaked_blocks;
+                in_library.leaked_bytes += t.leaked_bytes;
+            }
+            // 3 malloc(1000), 2 calloc of 2000, a realloc to 3000; one 1000-byte block left.
+            CHECK(in_library.allocations == 6);
+            CHECK(in_library.bytes == 10000);
+            CHECK(in_library.leaked_blocks == 1);
+            CHECK(in_library.leaked_bytes == 1000);
+            // Every free in the library matched its block, the program's own 500 bytes too.
+            CHECK(m.unknown_frees == 0);
+            size_t own = 0;
+            for (const analysis::MemorySite& site : m.sites)
+                if (!site.stack.empty() && site.stack[0].name == "main" && site.bytes == 500) {
+                    ++own;
+                    CHECK(site.allocations == 1);
+                    CHECK(site.leaked_blocks == 0);
+                }
+            CHECK(own == 1);
+        }
+}
+
 // pthread_getattr_np calls realloc while it holds the thread's lock: the profiler, recording
 // that realloc as the thread's first allocation, must not call it again (it used to, to find
 // the thread's stack, and the thread waited for itself). In both unwinding modes.
