@@ -22,6 +22,7 @@
 #include "thread_state.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -398,7 +399,7 @@ PROF_NOINSTR void thread_start(ThreadState& s) {
     // scratch buffer that samples must not reach.
     sampler_thread_start(s);
     switch_clock_thread_start(s);
-    if (counting_now()) begin_counting(s, 0);
+    if (counting_now()) begin_counting(s);
     s.state = kActive;
     errno = saved;
 }
@@ -440,28 +441,48 @@ PROF_NOINSTR void thread_after_fork_child() {
         return;
     }
     write_thread_begin(s, now);
-    // The parent's call tree counts into the parent's trace: the child counts in a tree of its
-    // own, its open frames one call each, as the Enter records of a traced child count them.
-    // With PROF_TIME=auto the child's trace traces again until it has samples of its own.
+    // The frames open at the fork are the parent's calls, continued in the child: no call of
+    // the child's (ncalls counts entries; in a run of N forked children, main has one). The
+    // parent's call tree counts into the parent's trace: the child counts in a tree of its own,
+    // its open frames with no call. With PROF_TIME=auto the child's trace traces again until it
+    // has samples of its own.
     bool counting = s.counting && counting_from_start();
     tree_release(s);
     counting_after_fork(s);
     if (counting) {
         sampler_thread_start(s); // the child's thread samples its own CPU time
         switch_clock_thread_start(s);
-        if (begin_counting(s, 1)) {
+        if (begin_counting(s)) {
             s.state = prev;
             return;
         }
     }
+    // Traced: they are entered again at the fork time, so that their exits match, and the Meta
+    // record inherited_frames.<stream> says how many of the stream's first Enter records are
+    // such continuations.
     uint32_t depth = s.depth;
     s.depth = 0;
+    bool full = false; // no room: the thread records no more
     for (uint32_t i = 0; i < depth; ++i) {
-        if (!ensure(s, now)) return;
+        if (!ensure(s, now)) {
+            full = true;
+            break;
+        }
         Frame f = s.frames[i];
         write_enter(s, f.fn, is_scope(f.site) ? kScopeMark : f.site, f.cfa, now);
         commit(s.w);
     }
+    if (s.depth) {
+        char key[40], value[16];
+        snprintf(key, sizeof key, "inherited_frames.%u", s.w.stream);
+        int n = snprintf(value, sizeof value, "%u", s.depth);
+        uint8_t rec[128];
+        uint8_t* end = format::put_meta(rec, key, strlen(key), value, size_t(n));
+        lock_global();
+        process_record(rec, size_t(end - rec));
+        unlock_global();
+    }
+    if (full) return;
     if (!counting) {
         sampler_thread_start(s);
         switch_clock_thread_start(s);
@@ -667,7 +688,7 @@ __attribute__((noinline)) PROF_NOINSTR void enter_hook(uintptr_t a, uintptr_t si
     // No load of the writer's state may move above the guard: a signal handler could run in
     // between and write records of its own.
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (PROF_UNLIKELY(s.count_soon)) begin_counting(s, 0); // PROF_TIME=auto: samples enough
+    if (PROF_UNLIKELY(s.count_soon)) begin_counting(s); // PROF_TIME=auto: samples enough
     if (s.counting) {
         count_enter(s, a, site, cfa, false);
         std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -790,7 +811,7 @@ __attribute__((noinline)) PROF_NOINSTR void exit_hook(uintptr_t a, uintptr_t sit
     }
     s.state = kBusy;
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (PROF_UNLIKELY(s.count_soon)) begin_counting(s, 0); // PROF_TIME=auto: samples enough
+    if (PROF_UNLIKELY(s.count_soon)) begin_counting(s); // PROF_TIME=auto: samples enough
     if (s.counting) {
         count_exit(s, a, site, cfa, tail);
         std::atomic_signal_fence(std::memory_order_seq_cst);

@@ -158,7 +158,7 @@ PROF_NOINSTR uint32_t tree_child(ThreadState& s, uint32_t parent, uintptr_t a, u
     return node;
 }
 
-PROF_NOINSTR bool begin_counting(ThreadState& s, uint64_t open_calls) {
+PROF_NOINSTR bool begin_counting(ThreadState& s) {
     s.count_soon = 0;
     if (s.counting || !s.switch_area || !(sampler_thread_armed() || kCountWithoutSamples))
         return false;
@@ -204,7 +204,6 @@ PROF_NOINSTR bool begin_counting(ThreadState& s, uint64_t open_calls) {
             s.overflow_cfa = f.cfa;
             break;
         }
-        *s.tree_nodes[node].calls += open_calls;
         f.node = node;
         if (f.site == kScopeMark) f.site = kCountedScopeMark;
         parent = node;

@@ -158,9 +158,10 @@ constexpr bool kCountWithoutSamples = true;
 constexpr bool kCountWithoutSamples = false;
 #endif
 // The thread begins counting (busy, its stream open, its timer armed, `switch_area` set): a
-// Counting record, the nodes of the frames it has open (with `open_calls` calls each: 0 when
-// their Enter records counted them, 1 in a forked child's new trace). False when it cannot.
-bool begin_counting(ThreadState& s, uint64_t open_calls);
+// Counting record and the nodes of the frames it has open, with no call: their Enter records
+// counted them, or, in a forked child's new trace, they are the parent's calls, continued.
+// False when it cannot.
+bool begin_counting(ThreadState& s);
 // The node of call path `parent` + `a` (a scope's site when `site` is a scope mark), made when
 // new: kNoNode when none can be (no room, the tree is full). The thread is busy.
 uint32_t tree_child(ThreadState& s, uint32_t parent, uintptr_t a, uintptr_t site);

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 using namespace prof;
 using prof::test::run;
@@ -251,9 +252,19 @@ TEST_CASE("fork: parent and child each write their own complete trace") {
     CHECK_FALSE(has_function(parent, "child_work(int)"));
     CHECK(fn(kid, "child_work(int)").stats.ncalls == 2);
     CHECK_FALSE(has_function(kid, "parent_work(int)"));
-    // The frames open at fork continue in the child's trace.
-    CHECK(fn(kid, "common()").stats.ncalls == 1);
-    CHECK(fn(kid, "main").stats.ncalls == 1);
+    // The frames open at fork continue in the child's trace: their time is there, but they are
+    // the parent's calls (ncalls counts entries), so the run has one call of each.
+    CHECK(fn(kid, "common()").stats.ncalls == 0);
+    CHECK(fn(kid, "main").stats.ncalls == 0);
+    CHECK(fn(kid, "common()").stats.cumtime >= fn(kid, "child_work(int)").stats.cumtime);
+    CHECK(fn(kid, "common()").stats.cumtime > 0);
+    analysis::Session run_pb;
+    run_pb.add_traces({trace, child}, 1);
+    analysis::Profile both = run_pb.profile();
+    CHECK(fn(both, "main").stats.ncalls == 1);
+    CHECK(fn(both, "common()").stats.ncalls == 1);
+    CHECK(fn(both, "child_work(int)").stats.ncalls == 2);
+    CHECK(fn(both, "parent_work(int)").stats.ncalls == 3);
     CHECK(kid.traces.at(0).header.ppid == parent.traces.at(0).header.pid);
     CHECK_FALSE(kid.traces.at(0).modules.empty()); // the child can be symbolized on its own
     CHECK(kid.traces.at(0).finished);
@@ -264,6 +275,51 @@ TEST_CASE("fork: parent and child each write their own complete trace") {
     CHECK(kid.traces.at(0).overhead_out == parent.traces.at(0).overhead_out);
     CHECK(kid.traces.at(0).line_overhead == parent.traces.at(0).line_overhead);
     check_nesting(kid);
+}
+
+// ncalls counts entries. A frame a forked child inherited open is its parent's call, continued:
+// in a run of three forked children main has one call, and fork then exec agrees with vfork
+// then exec (the exec'd image's main is an entry of its own). The truth is an independent
+// counter's (entry_counter.c: entries per process image, summed over the run's processes).
+TEST_CASE("ncalls counts entries across fork, fork then exec and vfork then exec") {
+    namespace fs = std::filesystem;
+    const std::map<std::string, std::map<std::string, uint64_t>> expected = {
+        {"fork", {{"main", 1}, {"child_work", 6}}},
+        {"exec", {{"main", 2}, {"child_work", 1}}},
+        {"vfork", {{"main", 2}, {"child_work", 1}}},
+    };
+    for (const auto& [mode, calls] : expected) {
+        CAPTURE(mode);
+        std::string counts = temp_path("entries-" + mode);
+        fs::remove_all(counts);
+        fs::create_directories(counts);
+        auto truth_run = run({PROF_TEST_FORK_EXEC_COUNTED, mode}, {{"ENTRY_COUNTS_DIR", counts}});
+        REQUIRE_MESSAGE(truth_run.exit_code == 0, truth_run.err);
+        std::map<std::string, uint64_t> truth;
+        for (const auto& e : fs::directory_iterator(counts)) {
+            std::ifstream in(e.path());
+            std::string name;
+            uint64_t n = 0;
+            while (in >> name >> n) truth[name] += n;
+        }
+        std::string dir = temp_path("fork-exec-" + mode);
+        fs::remove_all(dir);
+        auto r = run({PROFRUN, "-q", "-d", dir, "--", PROF_TEST_FORK_EXEC, mode});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        std::vector<std::string> traces;
+        for (const auto& e : fs::directory_iterator(dir))
+            if (e.path().extension() == ".trace") traces.push_back(e.path().string());
+        std::sort(traces.begin(), traces.end());
+        CHECK(traces.size() == (mode == "fork" ? 4u : 2u + (mode == "exec")));
+        analysis::Session session;
+        session.add_traces(traces, 1);
+        analysis::Profile p = session.profile();
+        for (const auto& [name, n] : calls) {
+            CAPTURE(name);
+            CHECK(truth[name] == n);
+            CHECK(fn(p, name).stats.ncalls == n);
+        }
+    }
 }
 
 namespace {

@@ -7,7 +7,8 @@
 //   with_line   1000, around a PROF_LINE hit 1000 times
 //   thrown      100, 50 of them left by an exception caught in the same loop
 //   nap         5 activations of 10 ms
-//   forking     3; the third forks: the child's trace has that activation only (1)
+//   forking     3; the third forks: the child's trace has that activation only, continued
+//               (0 calls: it is the parent's)
 // Prints a checksum.
 #include "run_delay.hpp"
 

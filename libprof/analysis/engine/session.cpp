@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -275,6 +276,19 @@ struct Session::Impl : reader::EventSink {
     void on_position(uint32_t id, uint32_t node) override {
         ThreadReplay& t = thread(id);
         t.position = tree_node(t, node);
+    }
+    // A forked child's thread enters the frames it inherited open again at the fork, so that
+    // their exits match: its first Enter records, as many as the Meta record
+    // inherited_frames.<stream> says, continue the parent's calls and are no calls of their
+    // own. They made the thread's first nodes, each the child of the one before.
+    static void uncount_inherited(ThreadReplay& t, const reader::TraceInfo& info) {
+        auto it = info.meta.find("inherited_frames." + std::to_string(t.stream));
+        if (it == info.meta.end()) return;
+        uint64_t depth = std::strtoull(it->second.c_str(), nullptr, 10);
+        for (uint32_t node = 1; node <= depth && node < t.nodes.size(); ++node) {
+            if (t.nodes[node].parent != node - 1 || t.nodes[node].calls == 0) break;
+            --t.nodes[node].calls;
+        }
     }
     // The counts of a counting thread's call tree join its paths' (once, when its trace ends).
     static void add_tree_calls(ThreadReplay& t) {
@@ -570,6 +584,7 @@ struct Session::Impl : reader::EventSink {
     void end_trace(const reader::TraceInfo& info, size_t first_thread, bool name_sites = true) {
         for (size_t i = first_thread; i < threads.size(); ++i) {
             ThreadReplay& t = *threads[i];
+            uncount_inherited(t, info);
             add_tree_calls(t);
             timing.place_samples(t);
             if (info.partial) {
