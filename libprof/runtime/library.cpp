@@ -6,11 +6,13 @@
 namespace prof::rt {
 void create_thread_key();
 void resolve_longjmp(); // call_hooks.cpp: the real functions, before any signal handler needs them
+void note_library_started(); // call_hooks.cpp: calls from libprof.so's dependencies count from now
 }
 
 // Priority 101: before constructors of default priority in this library and, since
 // libprof.so is a dependency of the program, before the program's.
 __attribute__((constructor(101))) PROF_NOINSTR static void prof_library_start() {
+    prof::rt::note_library_started();
     uint8_t prev = prof::rt::block_thread(); // the start path takes the global lock
     prof::rt::runtime_start();
     prof::rt::create_thread_key();

@@ -277,6 +277,22 @@ TEST_CASE("fork: parent and child each write their own complete trace") {
     check_nesting(kid);
 }
 
+namespace {
+
+// The entries entry_counter.c wrote into `dir`, summed over its processes, by function name.
+std::map<std::string, uint64_t> entry_counts(const std::string& dir) {
+    std::map<std::string, uint64_t> counts;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+        std::ifstream in(e.path());
+        std::string name;
+        uint64_t n = 0;
+        while (in >> name >> n) counts[name] += n;
+    }
+    return counts;
+}
+
+} // namespace
+
 // ncalls counts entries. A frame a forked child inherited open is its parent's call, continued:
 // in a run of three forked children main has one call, and fork then exec agrees with vfork
 // then exec (the exec'd image's main is an entry of its own). The truth is an independent
@@ -295,13 +311,7 @@ TEST_CASE("ncalls counts entries across fork, fork then exec and vfork then exec
         fs::create_directories(counts);
         auto truth_run = run({PROF_TEST_FORK_EXEC_COUNTED, mode}, {{"ENTRY_COUNTS_DIR", counts}});
         REQUIRE_MESSAGE(truth_run.exit_code == 0, truth_run.err);
-        std::map<std::string, uint64_t> truth;
-        for (const auto& e : fs::directory_iterator(counts)) {
-            std::ifstream in(e.path());
-            std::string name;
-            uint64_t n = 0;
-            while (in >> name >> n) truth[name] += n;
-        }
+        std::map<std::string, uint64_t> truth = entry_counts(counts);
         std::string dir = temp_path("fork-exec-" + mode);
         fs::remove_all(dir);
         auto r = run({PROFRUN, "-q", "-d", dir, "--", PROF_TEST_FORK_EXEC, mode});
@@ -319,6 +329,41 @@ TEST_CASE("ncalls counts entries across fork, fork then exec and vfork then exec
             CHECK(truth[name] == n);
             CHECK(fn(p, name).stats.ncalls == n);
         }
+    }
+}
+
+// A program linked with libprof reports the calls it makes without it. libprof.so brings
+// libstdc++ into a C program, whose initializer allocates through the program's own malloc
+// before libprof.so's constructor; the runtime's own start calls it too (through the C
+// library's dlsym). Neither is the program's call, and neither is an event "dropped". In a
+// C++ program libstdc++ is the program's own: its call is counted, as the independent entry
+// counter counts it.
+TEST_CASE("a program's own malloc: the calls libprof and its dependencies make are not counted") {
+    namespace fs = std::filesystem;
+    const std::vector<std::pair<std::string, std::string>> builds = {
+        {PROF_TEST_OWN_MALLOC, PROF_TEST_OWN_MALLOC_COUNTED},
+        {PROF_TEST_OWN_MALLOC_CXX, PROF_TEST_OWN_MALLOC_CXX_COUNTED}};
+    for (const auto& [program, counted] : builds) {
+        CAPTURE(program);
+        std::string counts = temp_path("own-malloc-entries");
+        fs::remove_all(counts);
+        fs::create_directories(counts);
+        auto truth_run = run({counted}, {{"ENTRY_COUNTS_DIR", counts}});
+        REQUIRE_MESSAGE(truth_run.exit_code == 0, truth_run.err);
+        std::map<std::string, uint64_t> truth = entry_counts(counts);
+        std::string trace = temp_path("own-malloc.trace");
+        auto r = run({PROFRUN, "-q", "-o", trace, "--", program});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        analysis::Session session;
+        session.add_trace(trace);
+        analysis::Profile p = session.profile();
+        CHECK(truth["main"] == 1);
+        CHECK(truth["malloc"] >= 3);
+        CHECK(fn(p, "main").stats.ncalls == truth["main"]);
+        CHECK(fn(p, "malloc").stats.ncalls == truth["malloc"]);
+        uint64_t dropped = 0;
+        for (const auto& t : p.threads) dropped += t.dropped;
+        CHECK(dropped == 0);
     }
 }
 

@@ -16,9 +16,11 @@ static struct {
     void* fn;
     unsigned long count;
 } table[512];
+static int dumping; // the counter's own calls (its file's malloc) are not the program's
 
 NOINSTR void __cyg_profile_func_enter(void* fn, void* call_site) {
     (void)call_site;
+    if (dumping) return;
     for (int i = 0; i < 512; ++i) {
         if (table[i].fn == fn || !table[i].fn) {
             table[i].fn = fn;
@@ -44,6 +46,7 @@ static NOINSTR __attribute__((constructor)) void start(void) {
 static NOINSTR __attribute__((destructor)) void dump(void) {
     const char* dir = getenv("ENTRY_COUNTS_DIR");
     if (!dir) return;
+    dumping = 1;
     char path[4096];
     snprintf(path, sizeof path, "%s/%d.txt", dir, (int)getpid());
     FILE* out = fopen(path, "w");

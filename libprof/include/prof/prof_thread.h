@@ -99,6 +99,10 @@ typedef struct prof_thread {
     /* Set by the thread's sampler (PROF_TIME=auto): the process has samples enough, the thread's
      * next hook begins counting. */
     uint8_t count_soon;
+    /* The runtime's own work is under way on this thread (its start, a fork, its finish): a
+     * hook that fires meanwhile (the C library calling the program's malloc for the runtime)
+     * is the profiler's call, not the program's: neither recorded nor counted as dropped. */
+    uint8_t own_work;
     /* Runs of scope activations (format 1.3 ScopeRun): consecutive leaf activations of one
      * scope at one depth add to one record, updated in place in the chunk. */
     uint8_t* run_end;         /* end of the run record that the next activation may join */
