@@ -22,6 +22,7 @@
 #include "thread_state.hpp"
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -287,11 +288,21 @@ PROF_NOINSTR bool grow_lines(ThreadState& s, uint32_t id) {
     return true;
 }
 
+// The rounds of key destructors this thread has been through (thread_end).
+thread_local uint32_t t_key_rounds __attribute__((tls_model("initial-exec"))) = 0;
+
 PROF_NOINSTR void thread_end(void*) {
     ThreadState& s = prof_tls;
     // Whatever the state (a thread whose recording stopped on a full disk is still linked):
     // the finish must not read this thread's memory once it is gone.
     if (s.state == kNew) return;
+    // The C library runs the key destructors in rounds (at most PTHREAD_DESTRUCTOR_ITERATIONS),
+    // each in the keys' order, a next round while a destructor set a value again. This key is
+    // made at start, before the program's: the thread ends in the last round, so the calls of
+    // the program's key destructors (a destructor that runs twice too) are recorded.
+    if (++t_key_rounds < PTHREAD_DESTRUCTOR_ITERATIONS &&
+        g_key_ready.load(std::memory_order_acquire) && pthread_setspecific(g_thread_key, &s) == 0)
+        return;
     sampler_thread_stop(); // whatever the state too: the timer would outlive the thread
     if (s.state == kDeferred) settle(s);
     uint8_t prev = s.state;

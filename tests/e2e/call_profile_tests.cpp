@@ -367,6 +367,36 @@ TEST_CASE("a program's own malloc: the calls libprof and its dependencies make a
     }
 }
 
+// A thread is recorded until it really ends: its key destructors run after its start routine
+// returned, one of them twice (it sets its key again). Each call counts, as the independent
+// entry counter counts it.
+TEST_CASE("calls in a thread's key destructors, after its start routine, are counted") {
+    namespace fs = std::filesystem;
+    std::string counts = temp_path("thread-exit-entries");
+    fs::remove_all(counts);
+    fs::create_directories(counts);
+    auto truth_run = run({PROF_TEST_THREAD_EXIT_CALLS_COUNTED}, {{"ENTRY_COUNTS_DIR", counts}});
+    REQUIRE_MESSAGE(truth_run.exit_code == 0, truth_run.err);
+    std::map<std::string, uint64_t> truth = entry_counts(counts);
+    for (std::string time : {"traced", "sampled"}) {
+        CAPTURE(time);
+        std::string trace = temp_path("thread-exit-calls.trace");
+        auto r =
+            run({PROFRUN, "-q", "--time", time, "-o", trace, "--", PROF_TEST_THREAD_EXIT_CALLS});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        analysis::Session session;
+        session.add_trace(trace);
+        analysis::Profile p = session.profile();
+        for (const auto& [name, n] : std::map<std::string, uint64_t>{
+                 {"thread_main", 1}, {"tsd_dtor", 2}, {"tsd_work", 2}, {"main", 1}}) {
+            CAPTURE(name);
+            CHECK(truth[name] == n);
+            CHECK(fn(p, name).stats.ncalls == n);
+        }
+        check_nesting(p);
+    }
+}
+
 namespace {
 
 bool has_name_containing(const analysis::Profile& p, const std::string& part, uint64_t ncalls) {
