@@ -13,6 +13,7 @@ void resolve_longjmp(); // call_hooks.cpp: the real functions, before any signal
 __attribute__((constructor(101))) PROF_NOINSTR static void prof_library_start() {
     uint8_t prev = prof::rt::block_thread(); // the start path takes the global lock
     prof::rt::runtime_start();
+    prof::rt::options_after_environ(); // a start from a .preinit_array hook came before environ
     prof::rt::create_thread_key();
     prof::rt::resolve_longjmp();
     prof::rt::unblock_thread(prev);

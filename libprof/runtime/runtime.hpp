@@ -87,6 +87,14 @@ extern Options g_options;
 // PROF_TIME: when the hooks stop reading the clock per call and count calls in a call tree.
 enum TimeMode : uint32_t { kTimeAuto = 0, kTimeTraced = 1, kTimeSampled = 2 };
 void read_options();
+// What needs `environ` itself once the C library has set it, for a start that came before
+// (a hook in a .preinit_array function): called by the library's constructor.
+void options_after_environ();
+// The environment the process started with: `environ`, or, when the runtime started before the
+// C library set it, the one read_options read from /proc/self/environ (null if none could be
+// read). start_env(NAME) is the value of one of its variables, or null.
+const char* const* start_environ();
+const char* start_env(const char* name);
 
 // ---- logging: one key=value line (or JSON line) per message, on stderr ----------------------
 // `fields` is a printf format producing `key=value key=value`; values with spaces are quoted
