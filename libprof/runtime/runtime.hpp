@@ -191,6 +191,14 @@ void rss_timer_start();
 void rss_after_fork_child();
 // The wait family's interposers (children.cpp): the C library's functions looked up.
 void children_start();
+// The interposers of the calls that start a program with an envp of the caller's
+// (child_environment.cpp): the C library's functions looked up, and what the run's children
+// must carry copied from the environment the process started with.
+void child_environment_start();
+void carry_start_environment(const char* const* env);
+// A function of the C library (the reference implementations the interposers call), found in
+// libc.so.6 itself, else after libprof.so in the search order; null if none (children.cpp).
+void* c_library_function(const char* name);
 const char* trace_path();
 void record_overhead(const char* figures); // Meta records of the calibration
 void add_dropped(uint64_t n); // events a thread could not record, for the End record

@@ -665,8 +665,12 @@ PROF_NOINSTR void runtime_start() {
     // The C library's wait family, looked up now rather than in a signal handler; the
     // interposers call it whether or not tracing is on.
     children_start();
+    child_environment_start();
     g.pid = uint32_t(getpid());
     read_options();
+    // Before the early returns: a child started with an environment of its own gets the
+    // run's settings, PROF_DISABLE among them.
+    if (!g_options.secure) carry_start_environment(start_environ());
     if (g_options.secure) {
         log(LogLevel::kWarn, "trace_disabled", "reason=\"setuid or setgid program\"");
         errno = saved;

@@ -1,5 +1,7 @@
 // The run's settings reach every process: read before the C library sets `environ` (a first
-// hook in a .preinit_array function, tests/programs/preinit.c).
+// hook in a .preinit_array function, tests/programs/preinit.c), and carried into children
+// started with an environment of their own (execve, execle, execvpe, fexecve, execveat,
+// posix_spawn, posix_spawnp with envp = {PATH, HOME}: tests/programs/clean_env.cpp).
 #include "analysis/engine/session.hpp"
 #include "analysis/model/profile.hpp"
 #include "reader/run_manifest.hpp"
@@ -11,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -163,6 +166,72 @@ TEST_SUITE("settings before environ") {
         REQUIRE_MESSAGE(r.exit_code == 0, r.err);
         CHECK(files_in(cwd) == 0);
         CHECK(allocations_through({trace}, "at_preinit") == std::pair<uint64_t, uint64_t>{1, 4000});
+    }
+
+} // TEST_SUITE
+
+TEST_SUITE("children with an environment of their own") {
+
+    // clean_env starts 5 children by fork then execve, execle, execvpe, fexecve, execveat, and 2
+    // by posix_spawn and posix_spawnp: 13 traces (itself, 5 forked children, 7 child images).
+    constexpr size_t kProcesses = 13;
+
+    TEST_CASE("profrun -d: every process of the run is in its directory, with exact counts") {
+        std::string cwd = temp_path("clean-cwd"), dir = temp_path("clean-run");
+        auto r = run_in(cwd, {PROFRUN, "-d", dir, "--", PROF_TEST_CLEAN_ENV});
+        REQUIRE_MESSAGE(r.exit_code == 0, (r.err + r.out));
+        CHECK(files_in(cwd) == 0);
+        CHECK(r.err.find("run written to " + dir + ": 13 traces") != std::string::npos);
+        std::vector<std::string> traces = traces_in(dir);
+        REQUIRE(traces.size() == kProcesses);
+        CHECK(calls_of(traces, "child_work(int)") == 28);
+        reader::RunManifest m = reader::parse_manifest(slurp(dir + "/run.json"));
+        // Each child K called child_work K times, in a trace of its own, of the same run.
+        std::map<uint64_t, int> images_by_calls;
+        for (const std::string& t : traces) {
+            CAPTURE(t);
+            reader::TraceReader tr(t);
+            CHECK(tr.read_metadata().meta.at("run") == m.run);
+            ++images_by_calls[calls_of({t}, "child_work(int)")];
+        }
+        CHECK(images_by_calls ==
+              std::map<uint64_t, int>{
+                  {0, 6}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}});
+    }
+
+    TEST_CASE("PROF_OUT: every child's trace is beside it") {
+        std::string cwd = temp_path("clean-cwd"), trace = temp_path("clean-out.trace");
+        auto r = run_in(cwd, {PROF_TEST_CLEAN_ENV}, {{"PROF_OUT", trace}});
+        REQUIRE_MESSAGE(r.exit_code == 0, (r.err + r.out));
+        CHECK(files_in(cwd) == 0);
+        std::vector<std::string> traces = traces_next_to(trace);
+        traces.push_back(trace);
+        CHECK(traces.size() == kProcesses);
+        CHECK(calls_of(traces, "child_work(int)") == 28);
+    }
+
+    TEST_CASE("PROF_DISABLE=1 in the given environment still disables those children") {
+        std::string cwd = temp_path("clean-cwd"), dir = temp_path("clean-disabled");
+        auto r =
+            run_in(cwd, {PROFRUN, "-q", "-d", dir, "--", PROF_TEST_CLEAN_ENV, "PROF_DISABLE=1"});
+        REQUIRE_MESSAGE(r.exit_code == 0, (r.err + r.out));
+        CHECK(files_in(cwd) == 0);
+        std::vector<std::string> traces = traces_in(dir);
+        CHECK(traces.size() == 6); // the parent and its 5 forked children, no child image
+        CHECK(calls_of(traces, "child_work(int)") == 0);
+    }
+
+    TEST_CASE("profrun --mem: the children are memory-profiled too" *
+              doctest::skip(kSanitizerBuild)) {
+        std::string cwd = temp_path("clean-cwd"), dir = temp_path("clean-mem");
+        auto r = run_in(cwd, {PROFRUN, "--mem", "-q", "-d", dir, "--", PROF_TEST_CLEAN_ENV});
+        REQUIRE_MESSAGE(r.exit_code == 0, (r.err + r.out));
+        CHECK(files_in(cwd) == 0);
+        std::vector<std::string> traces = traces_in(dir);
+        REQUIRE(traces.size() == kProcesses);
+        // Child K allocates K * 1000 bytes once: 7 allocations, 28000 bytes.
+        CHECK(allocations_through(traces, "child_alloc(int)") ==
+              std::pair<uint64_t, uint64_t>{7, 28000});
     }
 
 } // TEST_SUITE
