@@ -74,21 +74,33 @@ PROF_NOINSTR bool carried_variable(const char* entry) {
            strncmp(entry, "PROF_FORCE=", 11) != 0;
 }
 
-// An LD_PRELOAD entry that is libprof.so or libprofmem.so (any version suffix).
-PROF_NOINSTR bool own_library(const char* entry, size_t len) {
+// The file name of the LD_PRELOAD entry `entry` (length len), and its length in `n`.
+PROF_NOINSTR const char* file_name(const char* entry, size_t len, size_t& n) {
     const char* name = entry;
     for (size_t i = 0; i < len; ++i)
         if (entry[i] == '/') name = entry + i + 1;
-    size_t n = len - size_t(name - entry);
+    n = len - size_t(name - entry);
+    return name;
+}
+
+// An LD_PRELOAD entry that is libprof.so or libprofmem.so (any version suffix).
+PROF_NOINSTR bool own_library(const char* entry, size_t len) {
+    size_t n = 0;
+    const char* name = file_name(entry, len, n);
     return (n >= 10 && !strncmp(name, "libprof.so", 10)) ||
            (n >= 13 && !strncmp(name, "libprofmem.so", 13));
 }
 
-// Whether the ':'- or ' '-separated list `list` has the entry `entry` (length len).
+// Whether the ':'- or ' '-separated list `list` has a library of the file name of `entry`
+// (length len): the same library from another directory must not be preloaded twice (both
+// would interpose the same functions).
 PROF_NOINSTR bool list_has(const char* list, const char* entry, size_t len) {
+    size_t want = 0;
+    const char* wanted = file_name(entry, len, want);
     for (const char* p = list; *p;) {
-        size_t n = strcspn(p, ": ");
-        if (n == len && !strncmp(p, entry, len)) return true;
+        size_t n = strcspn(p, ": "), have = 0;
+        const char* name = file_name(p, n, have);
+        if (have == want && !strncmp(name, wanted, want)) return true;
         p += n;
         if (*p) ++p;
     }

@@ -11,9 +11,12 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -84,6 +87,19 @@ std::string printed(const std::string& out, const std::string& key) {
     if (at == std::string::npos) return "";
     at += key.size() + 1;
     return out.substr(at, out.find_first_of(" \n", at) - at);
+}
+
+// Each child's `child K preload=VALUE` line of clean_env's output: K to VALUE.
+std::map<int, std::string> child_preloads(const std::string& out) {
+    std::map<int, std::string> preloads;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+        int k = 0;
+        char value[4096];
+        if (std::sscanf(line.c_str(), "child %d preload=%4095s", &k, value) == 2)
+            preloads[k] = value;
+    }
+    return preloads;
 }
 
 } // namespace
@@ -232,6 +248,31 @@ TEST_SUITE("children with an environment of their own") {
         // Child K allocates K * 1000 bytes once: 7 allocations, 28000 bytes.
         CHECK(allocations_through(traces, "child_alloc(int)") ==
               std::pair<uint64_t, uint64_t>{7, 28000});
+        std::map<int, std::string> preloads = child_preloads(r.out);
+        CHECK(preloads.size() == 7);
+        for (const auto& [k, preload] : preloads) {
+            CAPTURE(k);
+            CHECK(ends_with(preload, "/libprofmem.so"));
+            CHECK(preload.find(':') == std::string::npos);
+        }
+
+        // An LD_PRELOAD of the caller's own is kept, after ours.
+        dir = temp_path("clean-mem-preload");
+        r = run_in(cwd, {PROFRUN, "--mem", "-q", "-d", dir, "--", PROF_TEST_CLEAN_ENV,
+                         "LD_PRELOAD=libm.so.6"});
+        REQUIRE_MESSAGE(r.exit_code == 0, (r.err + r.out));
+        CHECK(files_in(cwd) == 0);
+        traces = traces_in(dir);
+        REQUIRE(traces.size() == kProcesses);
+        CHECK(allocations_through(traces, "child_alloc(int)") ==
+              std::pair<uint64_t, uint64_t>{7, 28000});
+        preloads = child_preloads(r.out);
+        CHECK(preloads.size() == 7);
+        for (const auto& [k, preload] : preloads) {
+            CAPTURE(k);
+            CHECK(ends_with(preload, "/libprofmem.so:libm.so.6"));
+            CHECK(std::count(preload.begin(), preload.end(), ':') == 1);
+        }
     }
 
 } // TEST_SUITE

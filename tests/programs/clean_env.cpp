@@ -3,8 +3,9 @@
 // and execveat in a forked child; posix_spawn and posix_spawnp), K = 1..7 in that order, each
 // with envp = {PATH=<its directory>, HOME=/tmp} plus the NAME=VALUE arguments (execvpe and
 // posix_spawnp find it by name there). Child K calls child_work() K times (28 calls in all)
-// and child_alloc() once, which mallocs K * 1000 bytes. The parent waits for each and exits 0
-// when all 7 exited 0. Prints one line per child.
+// and child_alloc() once, which mallocs K * 1000 bytes, and prints `child K preload=<its
+// LD_PRELOAD, or ->`. The parent waits for each and exits 0 when all 7 exited 0, and prints one
+// line per child.
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +44,8 @@ int main(int argc, char** argv) {
         int k = std::atoi(argv[2]);
         for (int i = 0; i < k; ++i) child_work(i);
         child_alloc(k);
+        const char* preload = std::getenv("LD_PRELOAD");
+        std::printf("child %d preload=%s\n", k, preload ? preload : "-");
         return 0;
     }
     char self[4096];
