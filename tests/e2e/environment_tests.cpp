@@ -237,6 +237,17 @@ TEST_SUITE("children with an environment of their own") {
         CHECK(calls_of(traces, "child_work(int)") == 0);
     }
 
+    TEST_CASE("an envp of 200 variables: the child is in the run; failing calls keep errno") {
+        std::string cwd = temp_path("clean-cwd"), dir = temp_path("clean-large");
+        auto r = run_in(cwd, {PROFRUN, "-q", "-d", dir, "--", PROF_TEST_CLEAN_ENV, "large"});
+        REQUIRE_MESSAGE(r.exit_code == 0, (r.err + r.out));
+        CHECK(r.out.find("large ok\n") != std::string::npos);
+        CHECK(files_in(cwd) == 0);
+        std::vector<std::string> traces = traces_in(dir);
+        CHECK(traces.size() == 2); // clean_env and its child
+        CHECK(calls_of(traces, "child_work(int)") == 1);
+    }
+
     TEST_CASE("profrun --mem: the children are memory-profiled too" *
               doctest::skip(kSanitizerBuild)) {
         std::string cwd = temp_path("clean-cwd"), dir = temp_path("clean-mem");

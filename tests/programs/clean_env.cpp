@@ -5,7 +5,7 @@
 // posix_spawnp find it by name there). Child K calls child_work() K times (28 calls in all)
 // and child_alloc() once, which mallocs K * 1000 bytes, and prints `child K preload=<its
 // LD_PRELOAD, or ->`. The parent waits for each and exits 0 when all 7 exited 0, and prints one
-// line per child.
+// line per child. `clean_env large`: see large_environment().
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +37,30 @@ bool exited_ok(pid_t pid) {
     return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+// `clean_env large`: an envp of 200 variables (more than the interposers build on the stack).
+// execve and posix_spawn of a missing file fail as the C library's do (-1 and errno ENOENT;
+// ENOENT returned), then posix_spawn starts `clean_env child 1` with it. Exits 0 when all of
+// that held, printing `large ok`.
+int large_environment(char* self) {
+    std::vector<std::string> vars;
+    for (int i = 0; i < 200; ++i) vars.push_back("CLEAN_ENV_" + std::to_string(i) + "=1");
+    std::vector<char*> envp;
+    for (std::string& v : vars) envp.push_back(v.data());
+    envp.push_back(nullptr);
+    char missing[] = "/nonexistent/clean_env";
+    char* none[] = {missing, nullptr};
+    errno = 0;
+    bool ok = execve(missing, none, envp.data()) == -1 && errno == ENOENT;
+    pid_t pid = -1;
+    errno = 0;
+    ok &= posix_spawn(&pid, missing, nullptr, nullptr, none, envp.data()) == ENOENT;
+    char child[] = "child", one[] = "1";
+    char* args[] = {self, child, one, nullptr};
+    ok &= posix_spawn(&pid, self, nullptr, nullptr, args, envp.data()) == 0 && exited_ok(pid);
+    std::printf("large %s\n", ok ? "ok" : "failed");
+    return ok ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -52,6 +76,7 @@ int main(int argc, char** argv) {
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return 2;
     self[n] = '\0';
+    if (argc == 2 && !std::strcmp(argv[1], "large")) return large_environment(self);
     std::string dir(self, std::strrchr(self, '/') - self);
     const char* name = std::strrchr(self, '/') + 1;
     // execvpe and posix_spawnp search the caller's PATH, not the one they pass on.
