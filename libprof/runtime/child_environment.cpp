@@ -50,7 +50,8 @@ template <typename Fn>
 PROF_NOINSTR Fn real(std::atomic<Fn>& slot, const char* name) {
     Fn fn = slot.load(std::memory_order_acquire);
     if (fn) return fn;
-    // Only when a child is started before the runtime (a .preinit_array function's exec).
+    // Only when a child is started before the library's constructor (from a .preinit_array
+    // function).
     fn = reinterpret_cast<Fn>(c_library_function(name));
     if (fn) slot.store(fn, std::memory_order_release);
     return fn;

@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 using namespace prof::rt;
 
@@ -92,9 +93,14 @@ namespace prof::rt {
 
 PROF_NOINSTR void* c_library_function(const char* name) {
     void* fn = nullptr;
+    // Not before the C library's initializer has run (a first hook in a .preinit_array
+    // function, `environ` still null): dlopen, even with RTLD_NOLOAD, runs an object's
+    // initializer that has not run yet, there with no environment, and `environ` would stay
+    // null for the life of the program. The library's constructor looks again (children_start).
     // The reference RTLD_NOLOAD takes is kept: libc is never unloaded, and dlclose here would
     // be the runtime's own, which takes the lock runtime_start holds.
-    if (void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD)) fn = dlsym(libc, name);
+    if (environ)
+        if (void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD)) fn = dlsym(libc, name);
     if (!fn) fn = dlsym(RTLD_NEXT, name);
     return fn;
 }

@@ -189,7 +189,8 @@ void vfork_child_exited(int child); // after a vfork child has left (trace_write
 // descriptor and timer.
 void rss_timer_start();
 void rss_after_fork_child();
-// The wait family's interposers (children.cpp): the C library's functions looked up.
+// The wait family's interposers (children.cpp): the C library's functions looked up (again
+// from the library's constructor, for those a start before the C library's initializer missed).
 void children_start();
 // The interposers of the calls that start a program with an envp of the caller's
 // (child_environment.cpp): the C library's functions looked up, and what the run's children

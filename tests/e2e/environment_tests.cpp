@@ -116,10 +116,13 @@ TEST_SUITE("settings before environ") {
 
     TEST_CASE("a first hook before environ exists honours PROF_OUT, and the preinit calls count") {
         std::string cwd = temp_path("preinit-cwd"), trace = temp_path("preinit.trace");
-        auto r = run_in(cwd, {PROF_TEST_PREINIT}, {{"PROF_OUT", trace}});
+        auto r = run_in(cwd, {PROF_TEST_PREINIT}, {{"PROF_OUT", trace}, {"PREINIT_PROBE", "kept"}});
         REQUIRE_MESSAGE(r.exit_code == 0, r.err);
         // The case at hand: the C library had not set environ when the hooks began.
         CHECK(printed(r.out, "environ_at_preinit") == "null");
+        // And the runtime's start there left the program its environment (it ran the C
+        // library's initializer early, with none, when it looked up the wait family by dlopen).
+        CHECK(printed(r.out, "probe") == "kept");
         CHECK(r.err.empty());
         CHECK(files_in(cwd) == 0);
         REQUIRE(std::filesystem::exists(trace));
@@ -166,12 +169,14 @@ TEST_SUITE("settings before environ") {
             std::ofstream old(trace);
             old << "an older file";
         }
-        r = run_in(cwd, {PROF_TEST_PREINIT}, {{"PROF_OUT", trace}, {"PROF_FORCE", "1"}});
+        r = run_in(cwd, {PROF_TEST_PREINIT},
+                   {{"PROF_OUT", trace}, {"PROF_FORCE", "1"}, {"PREINIT_PROBE", "kept"}});
         REQUIRE_MESSAGE(r.exit_code == 0, r.err);
         CHECK(r.err.empty());
         CHECK(traces_next_to(trace).empty()); // replaced, not written beside it
         CHECK(calls_of({trace}, "early") == 3);
         CHECK(printed(r.out, "prof_force") == "unset"); // main's environ no longer has it
+        CHECK(printed(r.out, "probe") == "kept");       // but has the others
     }
 
     TEST_CASE("profrun --mem: an allocation of the preinit function is recorded" *
