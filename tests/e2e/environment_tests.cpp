@@ -179,6 +179,30 @@ TEST_SUITE("settings before environ") {
         CHECK(printed(r.out, "probe") == "kept");       // but has the others
     }
 
+    TEST_CASE("no /proc before environ: the defaults, and one line that says so") {
+        // A mount namespace whose /proc is an empty tmpfs (needs CAP_SYS_ADMIN, as CI's root).
+        if (run({"/bin/sh", "-c", "exec unshare -m true"}).exit_code != 0) {
+            MESSAGE("unshare -m is not permitted here: not checked");
+            return;
+        }
+        std::string cwd = temp_path("preinit-cwd"), trace = temp_path("preinit-noproc.trace");
+        const std::string script =
+            std::string("mount -t tmpfs none /proc && exec ") + PROF_TEST_PREINIT;
+        auto r = run_in(cwd, {"unshare", "-m", "sh", "-c", script}, {{"PROF_OUT", trace}});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        std::string pid = printed(r.out, "pid");
+        CHECK(r.err == "libprof: level=warn event=options_unread pid=" + pid +
+                           " reason=\"the runtime started before the C library set environ, "
+                           "and /proc/self/environ could not be read\" using=defaults\n");
+        CHECK(!std::filesystem::exists(trace));
+        CHECK(std::filesystem::exists(cwd + "/prof." + pid + ".trace")); // the default path
+        CHECK(files_in(cwd) == 1);
+        // The line follows PROF_LOG, read once environ exists.
+        r = run_in(cwd, {"unshare", "-m", "sh", "-c", script}, {{"PROF_LOG", "quiet"}});
+        REQUIRE(r.exit_code == 0);
+        CHECK(r.err.empty());
+    }
+
     TEST_CASE("profrun --mem: an allocation of the preinit function is recorded" *
               doctest::skip(kSanitizerBuild)) {
         std::string cwd = temp_path("preinit-cwd"), trace = temp_path("preinit-mem.trace");
