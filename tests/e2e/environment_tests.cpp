@@ -269,7 +269,7 @@ TEST_SUITE("children with an environment of their own") {
         CHECK(calls_of(traces, "child_work(int)") == 0);
     }
 
-    TEST_CASE("an envp of 200 variables: the child is in the run; failing calls keep errno") {
+    TEST_CASE("an envp of 200 variables: the child is in the run, and failing calls keep errno") {
         std::string cwd = temp_path("clean-cwd"), dir = temp_path("clean-large");
         auto r = run_in(cwd, {PROFRUN, "-q", "-d", dir, "--", PROF_TEST_CLEAN_ENV, "large"});
         REQUIRE_MESSAGE(r.exit_code == 0, (r.err + r.out));
