@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <new>
+#include <unistd.h>
 
 #define PROF_NOINSTR __attribute__((no_instrument_function))
 #define PROF_EXPORT extern "C" __attribute__((visibility("default"))) PROF_NOINSTR
@@ -257,6 +258,40 @@ PROF_EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* usag
 }
 PROF_EXPORT int waitid(idtype_t type, id_t id, siginfo_t* info, int options) {
     return prof_waitid(type, id, info, options);
+}
+
+// ---- the calls that start a program with an envp of the caller's ------------------------------
+// The same for the run's settings and this library itself in such a child's environment
+// (runtime/child_environment.cpp): a minimal envp would leave both out.
+PROF_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
+    return prof_execve(path, argv, envp);
+}
+PROF_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
+    va_list ap;
+    va_start(ap, arg);
+    int r = prof_vexecle(path, arg, ap);
+    va_end(ap);
+    return r;
+}
+PROF_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
+    return prof_execvpe(file, argv, envp);
+}
+PROF_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) noexcept {
+    return prof_fexecve(fd, argv, envp);
+}
+PROF_EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
+                         int flags) noexcept {
+    return prof_execveat(dirfd, path, argv, envp, flags);
+}
+PROF_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
+                            const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+    return prof_posix_spawn(pid, path, actions, attr, argv, envp);
+}
+PROF_EXPORT int posix_spawnp(pid_t* pid, const char* file,
+                             const posix_spawn_file_actions_t* actions,
+                             const posix_spawnattr_t* attr, char* const argv[],
+                             char* const envp[]) {
+    return prof_posix_spawnp(pid, file, actions, attr, argv, envp);
 }
 
 // ---- C allocation functions -------------------------------------------------------------------

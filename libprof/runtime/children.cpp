@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 using namespace prof::rt;
 
@@ -45,11 +46,7 @@ template <typename Fn>
 PROF_NOINSTR Fn resolve(std::atomic<Fn>& slot, const char* name) {
     Fn fn = slot.load(std::memory_order_acquire);
     if (fn) return fn;
-    // The reference RTLD_NOLOAD takes is kept: libc is never unloaded, and dlclose here would
-    // be the runtime's own, which takes the lock runtime_start holds.
-    if (void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD))
-        fn = reinterpret_cast<Fn>(dlsym(libc, name));
-    if (!fn) fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+    fn = reinterpret_cast<Fn>(c_library_function(name));
     if (fn) slot.store(fn, std::memory_order_release);
     return fn;
 }
@@ -93,6 +90,20 @@ PROF_NOINSTR void note_status(pid_t child, int status) {
 } // namespace
 
 namespace prof::rt {
+
+PROF_NOINSTR void* c_library_function(const char* name) {
+    void* fn = nullptr;
+    // Not before the C library's initializer has run (a first hook in a .preinit_array
+    // function, `environ` still null): dlopen, even with RTLD_NOLOAD, runs an object's
+    // initializer that has not run yet, there with no environment, and `environ` would stay
+    // null for the life of the program. The library's constructor looks again (children_start).
+    // The reference RTLD_NOLOAD takes is kept: libc is never unloaded, and dlclose here would
+    // be the runtime's own, which takes the lock runtime_start holds.
+    if (environ)
+        if (void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD)) fn = dlsym(libc, name);
+    if (!fn) fn = dlsym(RTLD_NEXT, name);
+    return fn;
+}
 
 PROF_NOINSTR void children_start() {
     resolve(g_real.waitpid, "waitpid");

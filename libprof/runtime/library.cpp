@@ -15,6 +15,11 @@ __attribute__((constructor(101))) PROF_NOINSTR static void prof_library_start() 
     prof::rt::note_library_started();
     uint8_t prev = prof::rt::block_thread(); // the start path takes the global lock
     prof::rt::runtime_start();
+    // A start from a .preinit_array hook came before the C library's initializer: what needs
+    // it (`environ`, and the C library's functions found through its handle) is done now.
+    prof::rt::options_after_environ();
+    prof::rt::children_start();
+    prof::rt::child_environment_start();
     prof::rt::create_thread_key();
     prof::rt::resolve_longjmp();
     prof::rt::unblock_thread(prev);

@@ -6,9 +6,11 @@
 // runtime.hpp applies to them, and none of them changes errno.
 #pragma once
 
+#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -35,6 +37,20 @@ pid_t prof_wait(int* status);
 pid_t prof_wait3(int* status, int options, struct rusage* usage);
 pid_t prof_wait4(pid_t pid, int* status, int options, struct rusage* usage);
 int prof_waitid(idtype_t type, id_t id, siginfo_t* info, int options);
+// The calls that start a program with an envp of the caller's, through the runtime, which gives
+// that envp the run's PROF_* variables and libprof's LD_PRELOAD entries
+// (runtime/child_environment.cpp); libprofmem.so exports them too, for the same reason. They
+// set errno as the C library's calls do, and only so.
+// prof_vexecle is execle with its arguments after `arg` (up to the null, then the envp) in `ap`.
+int prof_execve(const char* path, char* const argv[], char* const envp[]);
+int prof_vexecle(const char* path, const char* arg, va_list ap);
+int prof_execvpe(const char* file, char* const argv[], char* const envp[]);
+int prof_fexecve(int fd, char* const argv[], char* const envp[]);
+int prof_execveat(int dirfd, const char* path, char* const argv[], char* const envp[], int flags);
+int prof_posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
+                     const posix_spawnattr_t* attr, char* const argv[], char* const envp[]);
+int prof_posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
+                      const posix_spawnattr_t* attr, char* const argv[], char* const envp[]);
 // Set once some PROF_LINE site exists: the interposers then measure usable sizes, for the
 // per-line heap deltas (runtime/sites.cpp).
 extern int prof_heap_tracking;

@@ -1,6 +1,12 @@
 // Reads every PROF_* environment variable once, at start, without allocating: the variables
 // are declared once, in options.inc (kind, name, default, what they accept), and parsed in the
 // table's order. docs/configuration.md is the user-facing table; a unit test keeps the two in step.
+//
+// The start may come before the C library has set `environ`: a function of the program's
+// .preinit_array (as a malloc-hook library installs one) runs before every constructor, and
+// its first hook starts the runtime. The environment is then read from /proc/self/environ,
+// into memory of the runtime's own; what needs `environ` itself (removing PROF_FORCE from it)
+// waits for the library's constructor (options_after_environ).
 #include "runtime.hpp"
 
 #include <cerrno>
@@ -8,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/auxv.h>
 #include <unistd.h>
 
@@ -17,8 +24,59 @@ Options g_options;
 
 namespace {
 
-// setuid/setgid programs must not let the environment choose where they write.
-PROF_NOINSTR const char* env(const char* name) { return secure_getenv(name); }
+// The environment read from /proc/self/environ when `environ` was not set yet at start: a
+// null-terminated array of "NAME=value" strings, in one mapping. Null otherwise.
+constinit const char* const* g_proc_environ = nullptr;
+constinit bool g_environ_unread = false; // neither `environ` nor /proc/self/environ at start
+constinit bool g_force_pending = false;  // PROF_FORCE to remove from `environ` once it exists
+
+// One pass over /proc/self/environ: its bytes and strings counted, and copied into `text` when
+// given (of the size the counting pass found). False when it cannot be read.
+PROF_NOINSTR bool scan_proc_environ(int fd, size_t& bytes, size_t& strings, char* text) {
+    if (lseek(fd, 0, SEEK_SET) != 0) return false;
+    char buf[4096];
+    bytes = strings = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return false;
+        if (n == 0) return true;
+        for (ssize_t i = 0; i < n; ++i) strings += buf[i] == '\0';
+        if (text) memcpy(text + bytes, buf, size_t(n));
+        bytes += size_t(n);
+    }
+}
+
+// The process's environment as the kernel holds it (the strings execve was given, which no
+// setenv changes): read twice, to count and to copy, since its size is known only by reading.
+PROF_NOINSTR const char* const* read_proc_environ() {
+    int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    size_t bytes = 0, strings = 0;
+    const char** vars = nullptr;
+    if (scan_proc_environ(fd, bytes, strings, nullptr)) {
+        // The pointers first, then the text (one more NUL for an unterminated last string).
+        size_t table = (strings + 2) * sizeof(char*);
+        void* m = map_anon(table + bytes + 1);
+        size_t copied = 0, copied_strings = 0;
+        if (m && scan_proc_environ(fd, copied, copied_strings, static_cast<char*>(m) + table) &&
+            copied == bytes) {
+            vars = static_cast<const char**>(m);
+            char* text = static_cast<char*>(m) + table;
+            size_t n = 0;
+            for (size_t at = 0; at < bytes; at += strlen(text + at) + 1) vars[n++] = text + at;
+            vars[n] = nullptr;
+        }
+    }
+    close(fd);
+    return vars;
+}
+
+// setuid/setgid programs must not let the environment choose where they write (read_options
+// reads nothing of theirs).
+PROF_NOINSTR const char* env(const char* name) {
+    return environ ? secure_getenv(name) : start_env(name);
+}
 
 PROF_NOINSTR void copy(char* dst, size_t cap, const char* src) {
     size_t n = strnlen(src, cap - 1);
@@ -201,6 +259,18 @@ PROF_NOINSTR void refuse(const Option& opt, const char* field, const char* v) {
 
 } // namespace
 
+PROF_NOINSTR const char* const* start_environ() {
+    return environ ? environ : g_proc_environ;
+}
+
+PROF_NOINSTR const char* start_env(const char* name) {
+    if (environ) return getenv(name);
+    size_t n = strlen(name);
+    for (const char* const* e = g_proc_environ; e && *e; ++e)
+        if (!strncmp(*e, name, n) && (*e)[n] == '=') return *e + n + 1;
+    return nullptr;
+}
+
 PROF_NOINSTR void read_options() {
     Options& o = g_options;
     memset(&o, 0, sizeof o);
@@ -213,15 +283,47 @@ PROF_NOINSTR void read_options() {
         o.secure = true;
         return;
     }
+    if (!environ) {
+        g_proc_environ = read_proc_environ();
+        g_environ_unread = !g_proc_environ;
+    }
     // In the table's order: the log settings come first, so that complaints about other
     // options honour them.
     for (const Option& opt : kOptions) {
         const char* v = env(opt.name);
         if (!v) continue;
         if (!apply(opt, base + opt.offset, v)) refuse(opt, base + opt.offset, v);
-        if (opt.kind == Kind::kOwnBool) unsetenv(opt.name);
+        // Not passed on to the children: each decides for its own file. Before `environ`
+        // exists, unsetenv would find nothing, and the C library would set it afterwards.
+        if (opt.kind == Kind::kOwnBool) {
+            if (environ)
+                unsetenv(opt.name);
+            else
+                g_force_pending = true;
+        }
     }
     o.out_given = o.out[0] != '\0';
+}
+
+PROF_NOINSTR void options_after_environ() {
+    if (!environ) return;
+    if (g_force_pending) {
+        g_force_pending = false;
+        for (const Option& opt : kOptions)
+            if (opt.kind == Kind::kOwnBool) unsetenv(opt.name);
+    }
+    if (g_environ_unread) {
+        g_environ_unread = false;
+        // The log settings, now readable, decide whether and how this is said (and the
+        // runtime's later messages).
+        char* base = reinterpret_cast<char*>(&g_options);
+        for (const Option& opt : kOptions)
+            if (!strncmp(opt.name, "PROF_LOG", 8))
+                if (const char* v = secure_getenv(opt.name)) apply(opt, base + opt.offset, v);
+        log(LogLevel::kWarn, "options_unread",
+            "reason=\"the runtime started before the C library set environ, and "
+            "/proc/self/environ could not be read\" using=defaults");
+    }
 }
 
 } // namespace prof::rt

@@ -87,6 +87,14 @@ extern Options g_options;
 // PROF_TIME: when the hooks stop reading the clock per call and count calls in a call tree.
 enum TimeMode : uint32_t { kTimeAuto = 0, kTimeTraced = 1, kTimeSampled = 2 };
 void read_options();
+// What needs `environ` itself once the C library has set it, for a start that came before
+// (a hook in a .preinit_array function): called by the library's constructor.
+void options_after_environ();
+// The environment the process started with: `environ`, or, when the runtime started before the
+// C library set it, the one read_options read from /proc/self/environ (null if none could be
+// read). start_env(NAME) is the value of one of its variables, or null.
+const char* const* start_environ();
+const char* start_env(const char* name);
 
 // ---- logging: one key=value line (or JSON line) per message, on stderr ----------------------
 // `fields` is a printf format producing `key=value key=value`; values with spaces are quoted
@@ -181,8 +189,17 @@ void vfork_child_exited(int child); // after a vfork child has left (trace_write
 // descriptor and timer.
 void rss_timer_start();
 void rss_after_fork_child();
-// The wait family's interposers (children.cpp): the C library's functions looked up.
+// The wait family's interposers (children.cpp): the C library's functions looked up (again
+// from the library's constructor, for those a start before the C library's initializer missed).
 void children_start();
+// The interposers of the calls that start a program with an envp of the caller's
+// (child_environment.cpp): the C library's functions looked up, and what the run's children
+// must carry copied from the environment the process started with.
+void child_environment_start();
+void carry_start_environment(const char* const* env);
+// A function of the C library (the reference implementations the interposers call), found in
+// libc.so.6 itself, else after libprof.so in the search order; null if none (children.cpp).
+void* c_library_function(const char* name);
 const char* trace_path();
 void record_overhead(const char* figures); // Meta records of the calibration
 void add_dropped(uint64_t n); // events a thread could not record, for the End record

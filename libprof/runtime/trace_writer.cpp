@@ -276,6 +276,29 @@ PROF_NOINSTR void read_clock_pair(uint64_t& real, uint64_t& ticks, uint64_t* mon
     }
 }
 
+// The program's name as its run files carry it: argv[0]'s last component. The C library sets
+// program_invocation_short_name in its initializer; a start before it (a hook in a
+// .preinit_array function) reads argv[0] from /proc/self/cmdline.
+PROF_NOINSTR const char* program_name() {
+    if (program_invocation_short_name && program_invocation_short_name[0])
+        return program_invocation_short_name;
+    static char name[256];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return "prof";
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return "prof";
+    buf[n] = '\0'; // argv[0] ends at its own NUL, or here
+    const char* slash = strrchr(buf, '/');
+    const char* last = slash ? slash + 1 : buf;
+    if (!*last) return "prof";
+    size_t len = strnlen(last, sizeof name - 1); // a longer name is cut, as the kernel's comm
+    memcpy(name, last, len);
+    name[len] = '\0';
+    return name;
+}
+
 // The trace's path: PROF_OUT; else in a run's directory (PROF_RUN_DIR),
 // `<dir>/<program>.<pid>.trace`; else `prof.<pid>.trace`.
 PROF_NOINSTR void choose_base_path() {
@@ -285,8 +308,7 @@ PROF_NOINSTR void choose_base_path() {
         return;
     }
     if (g_options.run_dir[0]) {
-        const char* program = program_invocation_short_name[0] ? program_invocation_short_name
-                                                               : "prof";
+        const char* program = program_name();
         int n = snprintf(g.base_path, sizeof g.base_path, "%s/%s.%d.trace", g_options.run_dir,
                          program, pid);
         if (n < int(sizeof g.base_path)) return; // else (a path of over 4 KiB) the default
@@ -338,11 +360,11 @@ PROF_NOINSTR void write_meta_file(const char* key, const char* path, bool nul_to
 // launchers' variables that is set (Open MPI, MPICH/Intel MPI, PMIx, Slurm).
 PROF_NOINSTR void write_rank_meta() {
     for (const auto& names : format::kRankVariables) {
-        const char* rank = getenv(names[0]);
+        const char* rank = start_env(names[0]);
         if (!rank || !*rank || strspn(rank, "0123456789") != strlen(rank)) continue;
         write_meta("mpi_rank", rank, strlen(rank));
         write_meta("mpi_rank_from", names[0], strlen(names[0]));
-        const char* size = getenv(names[1]);
+        const char* size = start_env(names[1]);
         if (size && *size && strspn(size, "0123456789") == strlen(size))
             write_meta("mpi_size", size, strlen(size));
         return;
@@ -362,7 +384,8 @@ PROF_NOINSTR void write_process_meta() {
     write_meta("ppid", buf, size_t(len));
     if (gethostname(buf, sizeof buf) == 0) write_meta("host", buf, strnlen(buf, sizeof buf));
     write_rank_meta();
-    if (const char* run = getenv("PROF_RUN_ID"); run && *run) write_meta("run", run, strlen(run));
+    if (const char* run = start_env("PROF_RUN_ID"); run && *run)
+        write_meta("run", run, strlen(run));
     write_meta("runtime", "libprof " PROF_VERSION_STRING, sizeof("libprof " PROF_VERSION_STRING) - 1);
     if (g.overhead[0]) write_overhead_meta(g.overhead); // a forked child: the parent's figures
     if (int sig = sampler_signal()) { // CPU-time samples (Sample records, format 1.5)
@@ -642,8 +665,12 @@ PROF_NOINSTR void runtime_start() {
     // The C library's wait family, looked up now rather than in a signal handler; the
     // interposers call it whether or not tracing is on.
     children_start();
+    child_environment_start();
     g.pid = uint32_t(getpid());
     read_options();
+    // Before the early returns: a child started with an environment of its own gets the
+    // run's settings, PROF_DISABLE among them.
+    if (!g_options.secure) carry_start_environment(start_environ());
     if (g_options.secure) {
         log(LogLevel::kWarn, "trace_disabled", "reason=\"setuid or setgid program\"");
         errno = saved;
