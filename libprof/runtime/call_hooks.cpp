@@ -583,7 +583,9 @@ PROF_NOINSTR uint8_t block_thread() {
 }
 
 PROF_NOINSTR void unblock_thread(uint8_t prev) {
-    --prof_tls.own_work;
+    // vfork's return paths set the state with it, in the child and the parent, without a
+    // block_thread of their own.
+    if (prof_tls.own_work) --prof_tls.own_work;
     prof_tls.state = prev;
 }
 
@@ -1307,7 +1309,10 @@ __longjmp_chk(struct __jmp_buf_tag* env, int val) {
 
 namespace prof::rt {
 // libprof.so's constructor has begun: calls from its dependencies count as the program's now.
+// (Their initializers are done: a call of theirs left without its exit, by an exception or a
+// longjmp, leaves nothing ignored.)
 PROF_NOINSTR void note_library_started() {
     g_library_started = true;
+    t_dependency_calls = 0;
 }
 } // namespace prof::rt
