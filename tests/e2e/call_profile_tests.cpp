@@ -291,6 +291,18 @@ std::map<std::string, uint64_t> entry_counts(const std::string& dir) {
     return counts;
 }
 
+// The program built by GCC with prof::instrument, then by Clang with its recipe
+// (-finstrument-functions-after-inlining) when the build found Clang.
+std::vector<std::string> call_builds(const std::string& gcc, const std::string& name) {
+    std::vector<std::string> builds{gcc};
+#ifdef PROF_TEST_CLANG_CALLS
+    builds.push_back(std::string(PROF_TEST_CLANG_PROGRAMS) + "/test_" + name + "_clang");
+#else
+    (void)name;
+#endif
+    return builds;
+}
+
 } // namespace
 
 // ncalls counts entries. A frame a forked child inherited open is its parent's call, continued:
@@ -312,22 +324,25 @@ TEST_CASE("ncalls counts entries across fork, fork then exec and vfork then exec
         auto truth_run = run({PROF_TEST_FORK_EXEC_COUNTED, mode}, {{"ENTRY_COUNTS_DIR", counts}});
         REQUIRE_MESSAGE(truth_run.exit_code == 0, truth_run.err);
         std::map<std::string, uint64_t> truth = entry_counts(counts);
-        std::string dir = temp_path("fork-exec-" + mode);
-        fs::remove_all(dir);
-        auto r = run({PROFRUN, "-q", "-d", dir, "--", PROF_TEST_FORK_EXEC, mode});
-        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-        std::vector<std::string> traces;
-        for (const auto& e : fs::directory_iterator(dir))
-            if (e.path().extension() == ".trace") traces.push_back(e.path().string());
-        std::sort(traces.begin(), traces.end());
-        CHECK(traces.size() == (mode == "fork" ? 4u : 2u + (mode == "exec")));
-        analysis::Session session;
-        session.add_traces(traces, 1);
-        analysis::Profile p = session.profile();
-        for (const auto& [name, n] : calls) {
-            CAPTURE(name);
-            CHECK(truth[name] == n);
-            CHECK(fn(p, name).stats.ncalls == n);
+        for (const std::string& program : call_builds(PROF_TEST_FORK_EXEC, "fork_exec")) {
+            CAPTURE(program);
+            std::string dir = temp_path("fork-exec-" + mode);
+            fs::remove_all(dir);
+            auto r = run({PROFRUN, "-q", "-d", dir, "--", program, mode});
+            REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+            std::vector<std::string> traces;
+            for (const auto& e : fs::directory_iterator(dir))
+                if (e.path().extension() == ".trace") traces.push_back(e.path().string());
+            std::sort(traces.begin(), traces.end());
+            CHECK(traces.size() == (mode == "fork" ? 4u : 2u + (mode == "exec")));
+            analysis::Session session;
+            session.add_traces(traces, 1);
+            analysis::Profile p = session.profile();
+            for (const auto& [name, n] : calls) {
+                CAPTURE(name);
+                CHECK(truth[name] == n);
+                CHECK(fn(p, name).stats.ncalls == n);
+            }
         }
     }
 }
@@ -340,9 +355,10 @@ TEST_CASE("ncalls counts entries across fork, fork then exec and vfork then exec
 // counter counts it.
 TEST_CASE("a program's own malloc: the calls libprof and its dependencies make are not counted") {
     namespace fs = std::filesystem;
-    const std::vector<std::pair<std::string, std::string>> builds = {
-        {PROF_TEST_OWN_MALLOC, PROF_TEST_OWN_MALLOC_COUNTED},
+    std::vector<std::pair<std::string, std::string>> builds = {
         {PROF_TEST_OWN_MALLOC_CXX, PROF_TEST_OWN_MALLOC_CXX_COUNTED}};
+    for (const std::string& c : call_builds(PROF_TEST_OWN_MALLOC, "own_malloc"))
+        builds.emplace_back(c, PROF_TEST_OWN_MALLOC_COUNTED);
     for (const auto& [program, counted] : builds) {
         CAPTURE(program);
         std::string counts = temp_path("own-malloc-entries");
@@ -378,23 +394,24 @@ TEST_CASE("calls in a thread's key destructors, after its start routine, are cou
     auto truth_run = run({PROF_TEST_THREAD_EXIT_CALLS_COUNTED}, {{"ENTRY_COUNTS_DIR", counts}});
     REQUIRE_MESSAGE(truth_run.exit_code == 0, truth_run.err);
     std::map<std::string, uint64_t> truth = entry_counts(counts);
-    for (std::string time : {"traced", "sampled"}) {
-        CAPTURE(time);
-        std::string trace = temp_path("thread-exit-calls.trace");
-        auto r =
-            run({PROFRUN, "-q", "--time", time, "-o", trace, "--", PROF_TEST_THREAD_EXIT_CALLS});
-        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-        analysis::Session session;
-        session.add_trace(trace);
-        analysis::Profile p = session.profile();
-        for (const auto& [name, n] : std::map<std::string, uint64_t>{
-                 {"thread_main", 1}, {"tsd_dtor", 2}, {"tsd_work", 2}, {"main", 1}}) {
-            CAPTURE(name);
-            CHECK(truth[name] == n);
-            CHECK(fn(p, name).stats.ncalls == n);
+    for (const std::string& program : call_builds(PROF_TEST_THREAD_EXIT_CALLS, "thread_exit_calls"))
+        for (std::string time : {"traced", "sampled"}) {
+            CAPTURE(program);
+            CAPTURE(time);
+            std::string trace = temp_path("thread-exit-calls.trace");
+            auto r = run({PROFRUN, "-q", "--time", time, "-o", trace, "--", program});
+            REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+            analysis::Session session;
+            session.add_trace(trace);
+            analysis::Profile p = session.profile();
+            for (const auto& [name, n] : std::map<std::string, uint64_t>{
+                     {"thread_main", 1}, {"tsd_dtor", 2}, {"tsd_work", 2}, {"main", 1}}) {
+                CAPTURE(name);
+                CHECK(truth[name] == n);
+                CHECK(fn(p, name).stats.ncalls == n);
+            }
+            check_nesting(p);
         }
-        check_nesting(p);
-    }
 }
 
 namespace {

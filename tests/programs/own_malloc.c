@@ -12,7 +12,7 @@ extern "C" {
 #endif
 extern void* __libc_malloc(size_t);
 
-void* malloc(size_t n) {
+__attribute__((noinline)) void* malloc(size_t n) {
     return __libc_malloc(n);
 }
 #ifdef __cplusplus

@@ -5,9 +5,10 @@
 #include <stdio.h>
 
 static pthread_key_t key;
+static volatile int work_done;
 
-__attribute__((noinline)) int tsd_work(int x) {
-    return x + 1;
+__attribute__((noinline)) void tsd_work(int x) {
+    work_done += x; // a call the optimizer must keep
 }
 
 void tsd_dtor(void* value) {
