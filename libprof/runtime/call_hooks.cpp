@@ -298,9 +298,11 @@ PROF_NOINSTR void thread_end(void*) {
     if (s.state == kNew) return;
     // The C library runs the key destructors in rounds (at most PTHREAD_DESTRUCTOR_ITERATIONS),
     // each in the keys' order, a next round while a destructor set a value again. This key is
-    // made at start, before the program's: the thread ends in the last round, so the calls of
-    // the program's key destructors (a destructor that runs twice too) are recorded.
-    if (++t_key_rounds < PTHREAD_DESTRUCTOR_ITERATIONS &&
+    // made at start, before the program's: the thread ends in the next-to-last round, so the
+    // calls of the program's key destructors (one that runs twice too) are recorded. The last
+    // round is left to the runtimes that end a thread there the same way (TSan's thread state
+    // is gone after it, and the runtime's own code, built with TSan, would fault).
+    if (++t_key_rounds < PTHREAD_DESTRUCTOR_ITERATIONS - 1 &&
         g_key_ready.load(std::memory_order_acquire) && pthread_setspecific(g_thread_key, &s) == 0)
         return;
     sampler_thread_stop(); // whatever the state too: the timer would outlive the thread
