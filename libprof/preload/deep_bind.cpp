@@ -250,6 +250,12 @@ PROF_NOINSTR bool inside_object(const link_map* map, uintptr_t address) {
            reinterpret_cast<uintptr_t>(info.dli_fbase) == map->l_addr;
 }
 
+// The object's RELRO pages (read-only once relocated) made `prot`.
+PROF_NOINSTR bool protect_relro(const Object& o, int prot) {
+    uintptr_t start = o.relro_start & ~uintptr_t(sysconf(_SC_PAGESIZE) - 1);
+    return mprotect(reinterpret_cast<void*>(start), o.relro_end - start, prot) == 0;
+}
+
 PROF_NOINSTR void patch_table(Object& o, uintptr_t table, size_t bytes) {
     if (!table || !bytes) return;
     if (table < o.map->l_addr) table += o.map->l_addr;
@@ -272,11 +278,7 @@ PROF_NOINSTR void patch_table(Object& o, uintptr_t table, size_t bytes) {
         if (!forwarded || !next) continue;
         auto at = reinterpret_cast<uintptr_t>(slot);
         if (at >= o.relro_start && at < o.relro_end && !o.relro_writable) {
-            long page = sysconf(_SC_PAGESIZE);
-            uintptr_t start = o.relro_start & ~uintptr_t(page - 1);
-            if (mprotect(reinterpret_cast<void*>(start), o.relro_end - start,
-                         PROT_READ | PROT_WRITE) != 0)
-                continue;
+            if (!protect_relro(o, PROT_READ | PROT_WRITE)) continue;
             o.relro_writable = true;
         }
         __atomic_store_n(slot, uintptr_t(e->address), __ATOMIC_RELAXED);
@@ -333,11 +335,7 @@ PROF_NOINSTR void bind_to_interposers(void* handle) {
         dl_iterate_phdr(relro_of, &o);
         patch_table(o, rela, rela_size);
         patch_table(o, jmprel, jmprel_size);
-        if (o.relro_writable) {
-            long page = sysconf(_SC_PAGESIZE);
-            uintptr_t start = o.relro_start & ~uintptr_t(page - 1);
-            mprotect(reinterpret_cast<void*>(start), o.relro_end - start, PROT_READ);
-        }
+        if (o.relro_writable) protect_relro(o, PROT_READ);
     }
 }
 

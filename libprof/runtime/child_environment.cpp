@@ -46,17 +46,6 @@ struct RealCalls {
 };
 constinit RealCalls g_real;
 
-template <typename Fn>
-PROF_NOINSTR Fn real(std::atomic<Fn>& slot, const char* name) {
-    Fn fn = slot.load(std::memory_order_acquire);
-    if (fn) return fn;
-    // Only when a child is started before the library's constructor (from a .preinit_array
-    // function).
-    fn = reinterpret_cast<Fn>(c_library_function(name));
-    if (fn) slot.store(fn, std::memory_order_release);
-    return fn;
-}
-
 // What a child started with an envp of its own carries, copied when the runtime starts (the
 // program may change or clear its environment later; the run's settings are those it started
 // with): "NAME=value" strings, and libprof's LD_PRELOAD entries, ':'-separated.
@@ -208,12 +197,12 @@ class ChildEnvironment {
 namespace prof::rt {
 
 PROF_NOINSTR void child_environment_start() {
-    real(g_real.execve, "execve");
-    real(g_real.execvpe, "execvpe");
-    real(g_real.fexecve, "fexecve");
-    real(g_real.execveat, "execveat");
-    real(g_real.posix_spawn, "posix_spawn");
-    real(g_real.posix_spawnp, "posix_spawnp");
+    c_library_function(g_real.execve, "execve");
+    c_library_function(g_real.execvpe, "execvpe");
+    c_library_function(g_real.fexecve, "fexecve");
+    c_library_function(g_real.execveat, "execveat");
+    c_library_function(g_real.posix_spawn, "posix_spawn");
+    c_library_function(g_real.posix_spawnp, "posix_spawnp");
 }
 
 // Called once, at start (the global lock held), before any child can be started by us.
@@ -260,7 +249,7 @@ PROF_NOINSTR void carry_start_environment(const char* const* env) {
 extern "C" {
 
 PROF_API int prof_execve(const char* path, char* const argv[], char* const envp[]) {
-    Execve fn = real(g_real.execve, "execve");
+    Execve fn = c_library_function(g_real.execve, "execve");
     if (!fn) return errno = ENOSYS, -1;
     ChildEnvironment env(envp);
     return fn(path, argv, env.envp);
@@ -295,14 +284,14 @@ PROF_API int prof_vexecle(const char* path, const char* arg, va_list ap) {
 }
 
 PROF_API int prof_execvpe(const char* file, char* const argv[], char* const envp[]) {
-    Execvpe fn = real(g_real.execvpe, "execvpe");
+    Execvpe fn = c_library_function(g_real.execvpe, "execvpe");
     if (!fn) return errno = ENOSYS, -1;
     ChildEnvironment env(envp);
     return fn(file, argv, env.envp);
 }
 
 PROF_API int prof_fexecve(int fd, char* const argv[], char* const envp[]) {
-    Fexecve fn = real(g_real.fexecve, "fexecve");
+    Fexecve fn = c_library_function(g_real.fexecve, "fexecve");
     if (!fn) return errno = ENOSYS, -1;
     ChildEnvironment env(envp);
     return fn(fd, argv, env.envp);
@@ -310,7 +299,7 @@ PROF_API int prof_fexecve(int fd, char* const argv[], char* const envp[]) {
 
 PROF_API int prof_execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
                            int flags) {
-    Execveat fn = real(g_real.execveat, "execveat");
+    Execveat fn = c_library_function(g_real.execveat, "execveat");
     if (!fn) return errno = ENOSYS, -1;
     ChildEnvironment env(envp);
     return fn(dirfd, path, argv, env.envp, flags);
@@ -320,7 +309,7 @@ PROF_API int prof_posix_spawn(pid_t* pid, const char* path,
                               const posix_spawn_file_actions_t* actions,
                               const posix_spawnattr_t* attr, char* const argv[],
                               char* const envp[]) {
-    Spawn fn = real(g_real.posix_spawn, "posix_spawn");
+    Spawn fn = c_library_function(g_real.posix_spawn, "posix_spawn");
     if (!fn) return ENOSYS;
     ChildEnvironment env(envp);
     return fn(pid, path, actions, attr, argv, env.envp);
@@ -330,7 +319,7 @@ PROF_API int prof_posix_spawnp(pid_t* pid, const char* file,
                                const posix_spawn_file_actions_t* actions,
                                const posix_spawnattr_t* attr, char* const argv[],
                                char* const envp[]) {
-    Spawn fn = real(g_real.posix_spawnp, "posix_spawnp");
+    Spawn fn = c_library_function(g_real.posix_spawnp, "posix_spawnp");
     if (!fn) return ENOSYS;
     ChildEnvironment env(envp);
     return fn(pid, file, actions, attr, argv, env.envp);

@@ -40,17 +40,8 @@ struct RealWaits {
 };
 constinit RealWaits g_real;
 
-// From the C library itself: after libprof.so in the search order there may be nothing (it
-// came in as libprofmem.so's dependency, after libc), as for dlclose (modules.cpp).
-template <typename Fn>
-PROF_NOINSTR Fn resolve(std::atomic<Fn>& slot, const char* name) {
-    Fn fn = slot.load(std::memory_order_acquire);
-    if (fn) return fn;
-    fn = reinterpret_cast<Fn>(c_library_function(name));
-    if (fn) slot.store(fn, std::memory_order_release);
-    return fn;
-}
-
+// From the C library itself (c_library_function): after libprof.so in the search order there
+// may be nothing (it came in as libprofmem.so's dependency, after libc), as for dlclose.
 // "child_status.<pid>" = "exit N" | "signal N", formatted by hand (async-signal-safe).
 PROF_NOINSTR char* put_number(char* p, unsigned long v) {
     char digits[24];
@@ -106,11 +97,11 @@ PROF_NOINSTR void* c_library_function(const char* name) {
 }
 
 PROF_NOINSTR void children_start() {
-    resolve(g_real.waitpid, "waitpid");
-    resolve(g_real.wait, "wait");
-    resolve(g_real.wait3, "wait3");
-    resolve(g_real.wait4, "wait4");
-    resolve(g_real.waitid, "waitid");
+    c_library_function(g_real.waitpid, "waitpid");
+    c_library_function(g_real.wait, "wait");
+    c_library_function(g_real.wait3, "wait3");
+    c_library_function(g_real.wait4, "wait4");
+    c_library_function(g_real.waitid, "waitid");
 }
 
 } // namespace prof::rt
@@ -120,7 +111,7 @@ PROF_NOINSTR void children_start() {
 extern "C" {
 
 PROF_API pid_t prof_waitpid(pid_t pid, int* status, int options) {
-    Waitpid real = resolve(g_real.waitpid, "waitpid");
+    Waitpid real = c_library_function(g_real.waitpid, "waitpid");
     if (!real) return errno = ENOSYS, -1;
     int local = 0;
     int* out = status ? status : &local;
@@ -130,7 +121,7 @@ PROF_API pid_t prof_waitpid(pid_t pid, int* status, int options) {
 }
 
 PROF_API pid_t prof_wait(int* status) {
-    Wait real = resolve(g_real.wait, "wait");
+    Wait real = c_library_function(g_real.wait, "wait");
     if (!real) return errno = ENOSYS, -1;
     int local = 0;
     int* out = status ? status : &local;
@@ -140,7 +131,7 @@ PROF_API pid_t prof_wait(int* status) {
 }
 
 PROF_API pid_t prof_wait3(int* status, int options, struct rusage* usage) {
-    Wait3 real = resolve(g_real.wait3, "wait3");
+    Wait3 real = c_library_function(g_real.wait3, "wait3");
     if (!real) return errno = ENOSYS, -1;
     int local = 0;
     int* out = status ? status : &local;
@@ -150,7 +141,7 @@ PROF_API pid_t prof_wait3(int* status, int options, struct rusage* usage) {
 }
 
 PROF_API pid_t prof_wait4(pid_t pid, int* status, int options, struct rusage* usage) {
-    Wait4 real = resolve(g_real.wait4, "wait4");
+    Wait4 real = c_library_function(g_real.wait4, "wait4");
     if (!real) return errno = ENOSYS, -1;
     int local = 0;
     int* out = status ? status : &local;
@@ -160,7 +151,7 @@ PROF_API pid_t prof_wait4(pid_t pid, int* status, int options, struct rusage* us
 }
 
 PROF_API int prof_waitid(idtype_t type, id_t id, siginfo_t* info, int options) {
-    Waitid real = resolve(g_real.waitid, "waitid");
+    Waitid real = c_library_function(g_real.waitid, "waitid");
     if (!real) return errno = ENOSYS, -1;
     int r = real(type, id, info, options);
     if (r == 0 && info && info->si_pid > 0 && !(options & WNOWAIT)) {

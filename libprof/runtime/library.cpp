@@ -6,7 +6,7 @@
 namespace prof::rt {
 void create_thread_key();
 void resolve_longjmp(); // call_hooks.cpp: the real functions, before any signal handler needs them
-void note_library_started(); // call_hooks.cpp: calls from libprof.so's dependencies count from now
+void note_library_started(); // own_dependencies.cpp: its dependencies' calls count from now
 }
 
 // Priority 101: before constructors of default priority in this library and, since

@@ -200,6 +200,16 @@ void carry_start_environment(const char* const* env);
 // A function of the C library (the reference implementations the interposers call), found in
 // libc.so.6 itself, else after libprof.so in the search order; null if none (children.cpp).
 void* c_library_function(const char* name);
+// The same, kept in `slot` once found (the interposers' real functions: looked up when the
+// runtime starts, or at the first call before it).
+template <typename Fn>
+PROF_NOINSTR Fn c_library_function(std::atomic<Fn>& slot, const char* name) {
+    Fn fn = slot.load(std::memory_order_acquire);
+    if (fn) return fn;
+    fn = reinterpret_cast<Fn>(c_library_function(name));
+    if (fn) slot.store(fn, std::memory_order_release);
+    return fn;
+}
 const char* trace_path();
 void record_overhead(const char* figures); // Meta records of the calibration
 void add_dropped(uint64_t n); // events a thread could not record, for the End record

@@ -162,6 +162,11 @@ constexpr bool kCountWithoutSamples = false;
 // counted them, or, in a forked child's new trace, they are the parent's calls, continued.
 // False when it cannot.
 bool begin_counting(ThreadState& s);
+// Before libprof.so's constructor: whether the call at `site` comes from a library libprof.so
+// brought that the program does not need (own_dependencies.cpp); the calls being ignored so,
+// nested, on this thread.
+bool call_from_our_dependency(uintptr_t site);
+extern thread_local uint32_t t_dependency_calls __attribute__((tls_model("initial-exec")));
 // The node of call path `parent` + `a` (a scope's site when `site` is a scope mark), made when
 // new: kNoNode when none can be (no room, the tree is full). The thread is busy.
 uint32_t tree_child(ThreadState& s, uint32_t parent, uintptr_t a, uintptr_t site);

@@ -279,10 +279,17 @@ TEST_CASE("fork: parent and child each write their own complete trace") {
 
 namespace {
 
-// The entries entry_counter.c wrote into `dir`, summed over its processes, by function name.
-std::map<std::string, uint64_t> entry_counts(const std::string& dir) {
+// The truth for the call tests: runs `command` (a *_counted build) with entry_counter.c's
+// hooks, which write each process's entries into a fresh directory, and sums them by name.
+std::map<std::string, uint64_t> entry_counts(const std::vector<std::string>& command) {
+    namespace fs = std::filesystem;
+    std::string dir = temp_path("entry-counts");
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    auto r = run(command, {{"ENTRY_COUNTS_DIR", dir}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     std::map<std::string, uint64_t> counts;
-    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    for (const auto& e : fs::directory_iterator(dir)) {
         std::ifstream in(e.path());
         std::string name;
         uint64_t n = 0;
@@ -318,12 +325,7 @@ TEST_CASE("ncalls counts entries across fork, fork then exec and vfork then exec
     };
     for (const auto& [mode, calls] : expected) {
         CAPTURE(mode);
-        std::string counts = temp_path("entries-" + mode);
-        fs::remove_all(counts);
-        fs::create_directories(counts);
-        auto truth_run = run({PROF_TEST_FORK_EXEC_COUNTED, mode}, {{"ENTRY_COUNTS_DIR", counts}});
-        REQUIRE_MESSAGE(truth_run.exit_code == 0, truth_run.err);
-        std::map<std::string, uint64_t> truth = entry_counts(counts);
+        std::map<std::string, uint64_t> truth = entry_counts({PROF_TEST_FORK_EXEC_COUNTED, mode});
         for (const std::string& program : call_builds(PROF_TEST_FORK_EXEC, "fork_exec")) {
             CAPTURE(program);
             std::string dir = temp_path("fork-exec-" + mode);
@@ -361,19 +363,13 @@ TEST_CASE("ncalls counts entries across fork, fork then exec and vfork then exec
 // cannot run under them.)
 TEST_CASE("a program's own malloc: the calls libprof and its dependencies make are not counted" *
           doctest::skip(kSanitizerBuild)) {
-    namespace fs = std::filesystem;
     std::vector<std::pair<std::string, std::string>> builds = {
         {PROF_TEST_OWN_MALLOC_CXX, PROF_TEST_OWN_MALLOC_CXX_COUNTED}};
     for (const std::string& c : call_builds(PROF_TEST_OWN_MALLOC, "own_malloc"))
         builds.emplace_back(c, PROF_TEST_OWN_MALLOC_COUNTED);
     for (const auto& [program, counted] : builds) {
         CAPTURE(program);
-        std::string counts = temp_path("own-malloc-entries");
-        fs::remove_all(counts);
-        fs::create_directories(counts);
-        auto truth_run = run({counted}, {{"ENTRY_COUNTS_DIR", counts}});
-        REQUIRE_MESSAGE(truth_run.exit_code == 0, truth_run.err);
-        std::map<std::string, uint64_t> truth = entry_counts(counts);
+        std::map<std::string, uint64_t> truth = entry_counts({counted});
         std::string trace = temp_path("own-malloc.trace");
         auto r = run({PROFRUN, "-q", "-o", trace, "--", program});
         REQUIRE_MESSAGE(r.exit_code == 0, r.err);
@@ -394,13 +390,7 @@ TEST_CASE("a program's own malloc: the calls libprof and its dependencies make a
 // returned, one of them twice (it sets its key again). Each call counts, as the independent
 // entry counter counts it.
 TEST_CASE("calls in a thread's key destructors, after its start routine, are counted") {
-    namespace fs = std::filesystem;
-    std::string counts = temp_path("thread-exit-entries");
-    fs::remove_all(counts);
-    fs::create_directories(counts);
-    auto truth_run = run({PROF_TEST_THREAD_EXIT_CALLS_COUNTED}, {{"ENTRY_COUNTS_DIR", counts}});
-    REQUIRE_MESSAGE(truth_run.exit_code == 0, truth_run.err);
-    std::map<std::string, uint64_t> truth = entry_counts(counts);
+    std::map<std::string, uint64_t> truth = entry_counts({PROF_TEST_THREAD_EXIT_CALLS_COUNTED});
     for (const std::string& program : call_builds(PROF_TEST_THREAD_EXIT_CALLS, "thread_exit_calls"))
         for (std::string time : {"traced", "sampled"}) {
             CAPTURE(program);
