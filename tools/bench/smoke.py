@@ -70,6 +70,14 @@ def benchmarks(args, work):
                       [r"^== targets", r"^target +", r"^== [^\n]*gcc"]
                       + ([] if shutil.which("uftrace") is None else [r"^== per-call cost: fib\(12\)"]),
                       lambda: perf_missing() or (None if sqlite_src(args, work) else "no SQLite")),
+        "true_shares": (lambda: ["--build", build, "--work", work / "true_shares", "--smoke",
+                                 "--reps", "1", "--busy", "--sqlite-src", src()],
+                        [r"^== summary: ", r"^program +compiler +within 3 points",
+                         r"^== zopfli, gcc: ", r"^== snappy, clang: ", r"^== sqlite, gcc, busy: ",
+                         r"^function +libprof % +perf % +diff", r"^- output of snappy: the same"],
+                        lambda: perf_missing() or next((f"{t} not found" for t in ("npm", "clang++")
+                                                        if shutil.which(t) is None), None)
+                        or (None if sqlite_src(args, work) else "no SQLite")),
         "sample_vs_perf": (lambda: ["--build", build, "--work", work / "sample_vs_perf", "--sqlite-src",
                                     src(), "--reps", "1", "--rows", "400", "--xz-mb", "0.05",
                                     "--sort-lines", "2000", "--no-attach"],

@@ -19,11 +19,13 @@ from .build import WORKLOADS, check as _check, sha256, stale
 # that two runs build the same SQLite; --sqlite-package takes another.
 SQLITE_PACKAGE = "better-sqlite3@12.11.1"
 DRIVER = WORKLOADS / "sqlite_mix.c"
-# What prof::instrument adds for each compiler (libprof/CMakeLists.txt), on a -O2 -g build.
+# What prof::instrument adds for each compiler (libprof/CMakeLists.txt), on a -O2 -g build;
+# -fno-optimize-sibling-calls keeps every call of the source a call, as prof::instrument does.
 CFLAGS = ["-O2", "-g"]
 FI_FLAGS = {
-    "gcc": ["-finstrument-functions", "-finstrument-functions-exclude-file-list=/usr/include"],
-    "clang": ["-finstrument-functions-after-inlining"],
+    "gcc": ["-finstrument-functions", "-fno-optimize-sibling-calls",
+            "-finstrument-functions-exclude-file-list=/usr/include"],
+    "clang": ["-finstrument-functions-after-inlining", "-fno-optimize-sibling-calls"],
 }
 LIBS = ["-lpthread", "-ldl", "-lm"]
 
