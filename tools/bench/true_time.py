@@ -168,7 +168,7 @@ class Samples:
                 "sampled_cpu": all_w / 1e9, "misaligned": self.misaligned}
 
 
-def charge(samples, binary, inlined=None):
+def charge(samples, binary, inlined=None, hooked=None):
     """Charges each sample to the first program frame from its leaf (frames in libc, the
     kernel, [unknown] and PLT stubs are passed over). With `inlined`, the same samples as perf
     script gives them with inlined frames: each physical frame of the program then stands for
@@ -212,6 +212,8 @@ def charge(samples, binary, inlined=None):
                 continue
             seen = []
             for name in logical[k][2]:
+                if hooked is not None and not hooked(name):
+                    continue  # no hooks (an excluded header's): its caller's
                 if name != "[unknown]" and origin(name) not in (origin(x) for x in seen):
                     seen.append(name)
             if origin(sym) not in (origin(x) for x in seen):

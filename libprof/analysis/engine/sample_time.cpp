@@ -18,12 +18,8 @@ void SampleTime::charge(ThreadReplay& t, uint32_t node, const reader::SampleReco
     }
     t.placed.push_back(PlacedSample{node, r.ip, units, r.count});
 }
-// The function whose code holds `ip` (its entry address), from the symbol table of the
-// object on disk loaded there; 0 when none is known.
-uint64_t SampleTime::function_holding(uint64_t ip) {
-    size_t m = layout->module_index_at(ip);
-    if (m == reader::kNoModule) return 0;
-    const reader::Module& mod = layout->modules[m];
+// The symbol table of the object on disk at a module's path, if it is the module's build.
+const reader::ElfSymbols* SampleTime::symbols_of(const reader::Module& mod) {
     auto [it, fresh] = module_symbols.try_emplace(mod.path);
     if (fresh) {
         auto elf = std::make_unique<reader::ElfSymbols>(mod.path);
@@ -31,31 +27,137 @@ uint64_t SampleTime::function_holding(uint64_t ip) {
         if (elf->ok() && (mod.build_id.empty() || elf->build_id() == mod.build_id))
             it->second = std::move(elf);
     }
-    if (!it->second) return 0;
-    const reader::ElfSymbols::Entry* e = it->second->find(ip - mod.base);
+    return it->second.get();
+}
+// The function whose code holds `ip` (its entry address), from the symbol table of the
+// object on disk loaded there; 0 when none is known.
+uint64_t SampleTime::function_holding(uint64_t ip) {
+    size_t m = layout->module_index_at(ip);
+    if (m == reader::kNoModule) return 0;
+    const reader::Module& mod = layout->modules[m];
+    const reader::ElfSymbols* elf = symbols_of(mod);
+    if (!elf) return 0;
+    const reader::ElfSymbols::Entry* e = elf->find(ip - mod.base);
     return e ? e->start + mod.base : 0;
 }
-// Whether function `f` is that of node `node` or of one of its ancestors.
-bool SampleTime::on_path(const ThreadReplay& t, uint32_t node, uint32_t f) {
-    for (; node; node = t.nodes[node].parent)
-        if (t.nodes[node].function == f) return true;
-    return false;
+bool SampleTime::in_hook_code(uint64_t ip) {
+    size_t m = layout->module_index_at(ip);
+    if (m == reader::kNoModule) return false;
+    const reader::Module& mod = layout->modules[m];
+    auto [it, fresh] = module_hook_code.try_emplace(mod.path);
+    if (fresh)
+        if (const reader::ElfSymbols* elf = symbols_of(mod))
+            it->second = std::make_unique<reader::HookCode>(mod.path, *elf);
+    return it->second && it->second->holds(ip - mod.base);
 }
-// The samples that named their instruction, to their nodes. A sample taken in an
-// instrumented function that is not on its node's path is in the prologue or the epilogue
-// of a function that node called (before the callee's enter hook ran, or after its exit
-// hook): code of the callee, whose node has it, as an uninstrumented program's profile
-// would. One in a function on the path stays: the node's own code, or code of a function
-// inlined into an ancestor whose hooks the compiler kept (GCC), which lies inside the
-// ancestor's symbol. Code of a function without hooks (the C library, an excluded
-// function) stays the node's.
+// A demangled name without its parameter list (and what follows it: " const").
+static std::string without_parameters(const std::string& name) {
+    size_t close = name.rfind(')');
+    if (close == std::string::npos) return name;
+    int depth = 0;
+    for (size_t i = close + 1; i-- > 0;) {
+        if (name[i] == ')') ++depth;
+        if (name[i] == '(' && --depth == 0) return name.substr(0, i);
+    }
+    return name;
+}
+reader::DwarfLines* SampleTime::dwarf_of(const reader::Module& mod) {
+    auto [it, fresh] = module_dwarf.try_emplace(mod.path);
+    if (fresh) {
+        // The symbol table's check of the build stands for the file's (function_holding ran).
+        if (symbols_of(mod)) it->second = std::make_unique<reader::DwarfLines>(mod.path);
+    }
+    return it->second.get();
+}
+const std::vector<uint32_t>& SampleTime::functions_at(uint64_t ip, bool& scoped) {
+    if (code_fns != fns) { // another trace: other function numbers
+        code_fns = fns;
+        hooked_by_name.clear();
+        code_at.clear();
+    }
+    auto [at, fresh] = code_at.try_emplace(ip);
+    CodeAt& code = at->second;
+    scoped = code.scoped;
+    if (!fresh) return code.functions;
+    uint64_t entry = function_holding(ip);
+    auto holder = entry ? fns->index.find({entry, reader::kNoModule}) : fns->index.end();
+    size_t m = layout->module_index_at(ip);
+    if (m != reader::kNoModule) {
+        const reader::Module& mod = layout->modules[m];
+        reader::DwarfLines* dwarf = entry ? dwarf_of(mod) : nullptr;
+        std::string file;
+        uint32_t line = 0;
+        if (dwarf && dwarf->lookup(ip - mod.base, file, line)) {
+            code.scoped = true;
+            auto [names, first] = hooked_by_name.try_emplace(m);
+            if (first) {
+                const reader::ElfSymbols& elf = *symbols_of(mod);
+                for (size_t f = 0; f < fns->address.size(); ++f) {
+                    uint64_t a = fns->address[f];
+                    if (fns->module[f] != reader::kNoModule || a < mod.start || a >= mod.end)
+                        continue;
+                    if (const reader::ElfSymbols::Entry* e = elf.find(a - mod.base);
+                        e && e->start == a - mod.base) {
+                        names->second.emplace(e->name, uint32_t(f));
+                        names->second.emplace(without_parameters(reader::demangle(e->name)),
+                                              uint32_t(f));
+                    }
+                }
+            }
+            std::vector<reader::DwarfLines::InlinedCall> calls = dwarf->inlined(ip - mod.base);
+            for (size_t i = calls.size(); i-- > 0;) {
+                auto f = names->second.find(calls[i].symbol);
+                if (f != names->second.end()) code.functions.push_back(f->second);
+            }
+        }
+    }
+    if (holder != fns->index.end()) code.functions.push_back(holder->second);
+    scoped = code.scoped;
+    return code.functions;
+}
+// Where a sample that named its instruction goes. The instruction is code of the functions
+// with hooks inlined there, innermost first, then of the one holding it (functions_at). The
+// nearest of them open on the node's path takes it, through the functions inlined into it
+// there (opened as its callees): the node's own code stays; code of an ancestor (GCC keeps
+// the hooks of inlined functions, so a tiny inlined callee's frame is open while the code
+// the compiler scheduled around its hooks runs, and its spills) goes to that ancestor, as
+// perf charges the uninstrumented program's; code of an inlined callee outside its hooks
+// goes to that callee. When none is on the path, the instruction is in the prologue or the
+// epilogue of a function the node called (before its enter hook ran, or after its exit
+// hook): the callee's. Without DWARF for the code, an ancestor's symbol may hold code of a
+// function inlined into it, so a function on the path keeps the sample. Code of a function
+// without hooks (the C library, an excluded function) stays the node's.
+uint32_t SampleTime::place(ThreadReplay& t, uint32_t node, uint64_t ip) {
+    bool scoped = false;
+    const std::vector<uint32_t>& at = functions_at(ip, scoped);
+    if (at.empty()) return node;
+    size_t nearest = at.size();
+    uint32_t open = node;
+    for (size_t i = 0; i < at.size() && nearest == at.size(); ++i)
+        for (uint32_t n = node; n; n = t.nodes[n].parent)
+            if (t.nodes[n].function == at[i]) {
+                nearest = i;
+                open = n;
+                break;
+            }
+    if (nearest == at.size())
+        open = node;
+    else if (!scoped)
+        return node;
+    for (size_t i = nearest; i-- > 0;) open = t.child(open, at[i]);
+    return open;
+}
+// The samples that named their instruction, to their nodes.
 void SampleTime::place_samples(ThreadReplay& t) {
     for (const PlacedSample& p : t.placed) {
-        uint32_t node = p.node;
-        uint64_t entry = function_holding(p.ip);
-        auto callee = entry ? fns->index.find({entry, reader::kNoModule}) : fns->index.end();
-        if (callee != fns->index.end() && !on_path(t, node, callee->second))
-            node = t.child(node, callee->second);
+        if (in_hook_code(p.ip)) { // the profiler's, as a sample inside the hooks is
+            t.own += p.units;
+            t.own_samples += p.samples;
+            t.hook_call_samples += p.samples;
+            t.samples -= std::min(t.samples, p.samples);
+            continue;
+        }
+        uint32_t node = place(t, p.node, p.ip);
         give(t, node, p.units);
         count_samples(t, node, p.samples);
     }
@@ -301,6 +403,7 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
         ThreadReplay& t = *threads[i];
         b.samples += t.samples;
         b.own_samples += t.own_samples;
+        b.hook_call_samples += t.hook_call_samples;
         b.cpu_seconds += double(t.sampled_cpu) * seconds_per_unit;
         b.own_seconds += double(t.own) * seconds_per_unit;
         b.off_cpu_seconds += double(t.off_cpu) * seconds_per_unit;

@@ -5,7 +5,9 @@
 
 #include "analysis/engine/session.hpp"
 #include "analysis/engine/thread_replay.hpp"
+#include "reader/dwarf_lines.hpp"
 #include "reader/elf_symbols.hpp"
+#include "reader/hook_code.hpp"
 
 #include <cstdint>
 #include <map>
@@ -122,10 +124,32 @@ class SampleTime {
 
   private:
     uint64_t function_holding(uint64_t ip);
-    static bool on_path(const ThreadReplay& t, uint32_t node, uint32_t f);
+    // The functions with hooks in this trace whose code `ip` is, innermost first: those
+    // DWARF says are inlined there, then the one holding it. `scoped`: the DWARF of the code
+    // covers `ip`, so a function left out is not there.
+    const std::vector<uint32_t>& functions_at(uint64_t ip, bool& scoped);
+    uint32_t place(ThreadReplay& t, uint32_t node, uint64_t ip);
+    reader::DwarfLines* dwarf_of(const reader::Module& mod);
+    const reader::ElfSymbols* symbols_of(const reader::Module& mod);
+    // Whether `ip` is the profiler's code in the program (reader/hook_code.hpp).
+    bool in_hook_code(uint64_t ip);
     // The symbol tables of the trace's objects on disk, by path, for place_samples (null: none
     // usable).
     std::unordered_map<std::string, std::unique_ptr<reader::ElfSymbols>> module_symbols;
+    // Their hooks' code, by path.
+    std::unordered_map<std::string, std::unique_ptr<reader::HookCode>> module_hook_code;
+    // Their DWARF, by path (null: not this build's).
+    std::unordered_map<std::string, std::unique_ptr<reader::DwarfLines>> module_dwarf;
+    // This trace's: the functions with hooks by symbol, per module (their names as the
+    // symbol table gives them, and demangled without parameters, as DWARF names functions
+    // of internal linkage); functions_at's answers by ip.
+    const TraceFunctions* code_fns = nullptr;
+    std::unordered_map<size_t, std::unordered_map<std::string, uint32_t>> hooked_by_name;
+    struct CodeAt {
+        std::vector<uint32_t> functions;
+        bool scoped = false;
+    };
+    std::unordered_map<uint64_t, CodeAt> code_at;
 };
 
 } // namespace prof::analysis::engine

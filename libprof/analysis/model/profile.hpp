@@ -95,6 +95,8 @@ struct TimeBasis {
     bool all_calls_counted() const { return uncounted_traces == 0; }
     uint64_t samples = 0;        // CPU samples charged to the program (sampled traces)
     uint64_t own_samples = 0;    // samples that landed in the profiler itself, left out
+    // Of those: samples at the hooks' calls in the program's code (reader/hook_code.hpp).
+    uint64_t hook_call_samples = 0;
     double cpu_seconds = 0;      // CPU time the samples stand for, the program's and the profiler's
     double own_seconds = 0;      // of which the profiler's
     // Sampled without instrumentation with the time off CPU (profrun --idle): the traces, the
@@ -136,6 +138,7 @@ struct TimeBasis {
         uncounted_traces += o.uncounted_traces;
         samples += o.samples;
         own_samples += o.own_samples;
+        hook_call_samples += o.hook_call_samples;
         cpu_seconds += o.cpu_seconds;
         own_seconds += o.own_seconds;
         idle_traces += o.idle_traces;

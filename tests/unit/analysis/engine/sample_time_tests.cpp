@@ -3,7 +3,9 @@
 #include "unit/analysis/analysis_support.hpp"
 
 #include "analysis/engine/sample_time.hpp"
+#include "reader/dwarf_lines.hpp"
 #include "reader/elf_symbols.hpp"
+#include "reader/trace_reader.hpp"
 #include "support/run.hpp"
 
 #include <cmath>
@@ -192,6 +194,23 @@ __attribute__((noinline)) void placed_caller() {
 __attribute__((noinline)) void placed_callee() {
     __asm__ volatile("nop; nop; nop");
 }
+
+// A function inlined into placed_host with an out-of-line copy (its address is taken), as GCC
+// leaves a function whose hooks it keeps in its inlined copies; the host has code of its own
+// before and after the inlined body.
+inline __attribute__((always_inline)) int placed_inlined(int x) {
+    int y;
+    __asm__ volatile("imul $3, %1, %0; nop; nop; nop; nop; nop; nop; nop; nop" : "=r"(y) : "r"(x));
+    return y + 1;
+}
+__attribute__((noinline)) int placed_host(int n) {
+    int s = 0;
+    __asm__ volatile("nop; nop; nop; nop; nop; nop; nop; nop" ::: "memory");
+    for (int i = 0; i < n; ++i) s += placed_inlined(i);
+    __asm__ volatile("nop; nop; nop; nop; nop; nop; nop; nop" ::: "memory");
+    return s;
+}
+int (*volatile placed_inlined_copy)(int) = placed_inlined;
 
 struct ProgramImage {
     uint64_t bias = 0, start = UINT64_MAX, end = 0;
@@ -560,4 +579,63 @@ TEST_CASE("sample time: a thread starved of samples is counted, with its CPU tim
     CHECK(same_time(p.time.starved_seconds, 300e6));
     // The sampled trace above has 3 samples for 5 ms: not starved.
     CHECK(timed(sampled_trace(), analysis::TimeSource::kSampled).time.starved_threads == 0);
+}
+
+// GCC keeps the hooks of a function it inlines, so the inlined function's frame is open while
+// code scheduled around its hooks runs, and its host's frame while the inlined body runs
+// outside them. DWARF's inlined scopes say whose code an instruction is: a sample in the
+// inlined body goes to the inlined function called from the frame, one in the host's own code
+// to the host, whichever frame was open.
+TEST_CASE("samples go to the function whose code DWARF says they interrupted (inlined scopes)") {
+    ProgramImage image;
+    dl_iterate_phdr(find_program, &image);
+    char exe[4096] = {};
+    REQUIRE(readlink("/proc/self/exe", exe, sizeof exe - 1) > 0);
+    auto host = reinterpret_cast<uint64_t>(&placed_host);
+    auto inlined = reinterpret_cast<uint64_t>(placed_inlined_copy);
+    reader::ElfSymbols elf(exe);
+    REQUIRE(elf.ok());
+    const reader::ElfSymbols::Entry* host_symbol = elf.find(host - image.bias);
+    REQUIRE(host_symbol);
+    REQUIRE(elf.find(inlined - image.bias));
+    // An address of the host in the inlined body, and one in the host's own code.
+    reader::DwarfLines dwarf(exe);
+    uint64_t in_body = 0, in_host = 0;
+    for (uint64_t a = host_symbol->start; a < host_symbol->start + host_symbol->size; ++a) {
+        std::string file;
+        uint32_t line = 0;
+        if (!dwarf.lookup(a, file, line)) continue;
+        auto calls = dwarf.inlined(a);
+        bool body = calls.size() == 1 &&
+                    reader::demangle(calls[0].symbol).find("placed_inlined") != std::string::npos;
+        if (body && !in_body) in_body = a + image.bias;
+        if (calls.empty() && a > host_symbol->start && !in_host) in_host = a + image.bias;
+    }
+    REQUIRE(in_body);
+    REQUIRE(in_host);
+
+    TraceBuilder b;
+    b.chunk(0).meta("sample_hz", "1000").module(0, image.start, image.end, exe, image.bias);
+    b.chunk(1, 0).function(host).function(inlined);
+    b.sample(0, 0, 0, 0, 0);                      // t 0: armed
+    b.enter(0, 0).enter(1, 10).exit(10);          // the host, an inlined call
+    b.sample(1000000, 1000000, 0, 0, 1, in_body); // 1 ms: the inlined body, host's frame
+    b.enter(1, 10);                               // another inlined call
+    b.sample(2000000, 3000000, 0, 0, 1, in_host); // 2 ms: the host's code, inlined's frame
+    b.sample(1000000, 4000000, 0, 0, 1, in_body); // 1 ms: the inlined body, its frame
+    b.exit(10).exit(10).thread_end(0);
+    b.chunk(0).end_record(5000000);
+    analysis::Profile p = timed(save_trace(b, "inlined.trace"), analysis::TimeSource::kSampled);
+    auto fn = [&](uint64_t address) -> const analysis::Stats& {
+        for (const analysis::Function& f : p.functions)
+            if (f.address == address) return f.stats;
+        FAIL("no function at " << address);
+        return p.functions.front().stats;
+    };
+    CHECK(p.functions.size() == 2);
+    auto near = [](double seconds, double want) { return std::abs(seconds - want) < 100e-9; };
+    CHECK(fn(inlined).ncalls == 2);
+    CHECK(near(fn(inlined).tottime, 2e-3));
+    CHECK(near(fn(host).tottime, 2e-3));
+    CHECK(near(fn(host).cumtime, 4e-3));
 }
