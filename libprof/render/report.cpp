@@ -210,6 +210,47 @@ std::string time_split_text(const TimeBasis& t) {
     return text;
 }
 
+// A function's name for a list in a sentence: without its parameters, return type and
+// anonymous namespaces.
+std::string short_name(const std::string& name) {
+    std::string n = function_display_name(name);
+    int angle = 0;
+    for (size_t i = 0; i < n.size(); ++i) {
+        if (n[i] == '<') ++angle;
+        if (n[i] == '>') --angle;
+        if (n[i] == '(' && angle == 0 && n.compare(i, 21, "(anonymous namespace)") != 0) {
+            n.resize(i);
+            break;
+        }
+    }
+    for (size_t at; (at = n.find("(anonymous namespace)::")) != std::string::npos;) n.erase(at, 23);
+    return n;
+}
+
+std::string uncertain_text(const Profile& p) {
+    UncertainTimes u = uncertain_times(p);
+    if (u.empty()) return {};
+    auto names = [&](const std::vector<size_t>& list) {
+        std::string text;
+        size_t shown = std::min<size_t>(list.size(), 4);
+        for (size_t k = 0; k < shown; ++k)
+            text += (k ? ", " : "") + short_name(p.functions[list[k]].name);
+        if (list.size() > shown) text += fmt::format(" and {} more", list.size() - shown);
+        return text;
+    };
+    bool one = u.functions.size() == 1;
+    std::string text = fmt::format(
+        "uncertain: {} {} less time per call than the hooks cost ({:.1f} ns), so {}{} may be "
+        "several points off (hook code sits in {}; GCC keeps the hooks of inlined functions: "
+        "exclude {} or build with Clang): {}",
+        u.functions.size(), one ? "function takes" : "functions take",
+        u.hook_seconds_per_call * 1e9, one ? "its time" : "their times",
+        u.callers.empty() ? "" : (one ? " and its callers'" : " and their callers'"),
+        one ? "it" : "them", one ? "it" : "them", names(u.functions));
+    if (!u.callers.empty()) text += "; callers: " + names(u.callers);
+    return text;
+}
+
 void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
     if (!o.title.empty()) fmt::print(out, "{}\n", text::printable(o.title));
     const bool counted = p.time.calls_counted();
@@ -224,6 +265,8 @@ void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
         fmt::print(out, "   {}\n", basis);
     if (std::string split = time_split_text(p.time); !split.empty())
         fmt::print(out, "   {}\n", split);
+    if (std::string uncertain = uncertain_text(p); !uncertain.empty())
+        fmt::print(out, "   {}\n", text::printable(uncertain));
     fmt::print(out, "\n");
     fmt::print(out, "   Ordered by: {}\n", sort_description(o.sort));
     std::vector<size_t> rows = selected(p, o);
@@ -356,10 +399,25 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
     fmt::print(
         out,
         "  \"clock\": \"{}\",\n  \"time_split\": {{\"on_cpu\": {}, \"runnable\": {}, "
-        "\"blocked\": {}, \"off_cpu\": {}}},\n  \"functions\": [",
+        "\"blocked\": {}, \"off_cpu\": {}}},\n",
         t.clock == Clock::kCpu ? "cpu" : "wall", seconds(t.on_cpu_seconds, sampled),
         seconds(t.runnable_seconds, split), seconds(t.blocked_seconds, split),
         seconds(t.runnable_seconds + t.blocked_seconds + t.off_cpu_unsplit_seconds, sampled));
+    // Functions whose time cannot be vouched for (uncertain_times), by name.
+    UncertainTimes u = uncertain_times(p);
+    auto name_list = [&](const std::vector<size_t>& list) {
+        std::string text;
+        for (size_t i : list)
+            text += fmt::format("{}\"{}\"", text.empty() ? "" : ", ",
+                                text::json_escape(p.functions[i].name));
+        return "[" + text + "]";
+    };
+    if (!u.empty())
+        fmt::print(out,
+                   "  \"uncertain\": {{\"hook_seconds_per_call\": {:.12f}, \"functions\": {}, "
+                   "\"callers\": {}}},\n",
+                   u.hook_seconds_per_call, name_list(u.functions), name_list(u.callers));
+    fmt::print(out, "  \"functions\": [");
     bool first = true;
     for (size_t i : selected(p, o)) {
         const Function& f = p.functions[i];

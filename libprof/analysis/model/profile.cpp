@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -239,6 +240,38 @@ std::vector<size_t> Profile::match(const std::string& regex) const {
     for (size_t i = 0; i < functions.size(); ++i)
         if (re.search(label(functions[i], true))) out.push_back(i);
     return out;
+}
+
+UncertainTimes uncertain_times(const Profile& p) {
+    UncertainTimes u;
+    const TimeBasis& t = p.time;
+    if (!t.sampled_traces || !t.all_calls_counted() || !p.total_calls || t.own_seconds <= 0 ||
+        p.total_time <= 0)
+        return u;
+    u.hook_seconds_per_call = t.own_seconds / double(p.total_calls);
+    auto large = [&](size_t i) { return p.functions[i].stats.tottime >= 0.01 * p.total_time; };
+    std::vector<bool> uncertain(p.functions.size(), false);
+    for (size_t i = 0; i < p.functions.size(); ++i) {
+        const Function& f = p.functions[i];
+        if (f.kind != "function" || !f.stats.ncalls || !large(i)) continue;
+        if (f.stats.tottime / double(f.stats.ncalls) < u.hook_seconds_per_call) {
+            uncertain[i] = true;
+            u.functions.push_back(i);
+        }
+    }
+    std::vector<bool> caller(p.functions.size(), false);
+    for (const Edge& e : p.edges)
+        if (e.caller != kRoot && uncertain[e.callee] && !uncertain[e.caller] && large(e.caller) &&
+            !caller[e.caller]) {
+            caller[e.caller] = true;
+            u.callers.push_back(e.caller);
+        }
+    auto by_time = [&](size_t a, size_t b) {
+        return p.functions[a].stats.tottime > p.functions[b].stats.tottime;
+    };
+    std::sort(u.functions.begin(), u.functions.end(), by_time);
+    std::sort(u.callers.begin(), u.callers.end(), by_time);
+    return u;
 }
 
 } // namespace prof::analysis

@@ -170,3 +170,49 @@ TEST_CASE("recursion: ncalls total/primitive, cumtime counted once") {
     CHECK(s.cumtime == approx(50e-9));
     CHECK(s.tottime == approx(50e-9));
 }
+
+// A profile timed by samples with its calls counted: the functions of at least 1% of the time
+// that take less per call than the hooks cost per call (the profiler's samples' time over the
+// calls) are uncertain, with their callers of at least 1%; a traced profile has none.
+TEST_CASE("uncertain times: less time per call than the hooks, and their callers") {
+    analysis::Profile p;
+    p.time.sampled_traces = 1;
+    p.time.own_seconds = 1.0;
+    p.total_calls = 100'000'000; // hooks: 10 ns per call
+    p.total_time = 1.0;
+    auto add = [&](std::string name, uint64_t ncalls, double tottime, std::string kind) {
+        analysis::Function f;
+        f.name = std::move(name);
+        f.kind = std::move(kind);
+        f.stats.ncalls = f.stats.pcalls = ncalls;
+        f.stats.tottime = tottime;
+        p.functions.push_back(f);
+        return p.functions.size() - 1;
+    };
+    size_t host = add("host(int)", 10, 0.40, "function");
+    size_t tiny = add("tiny(int)", 50'000'000, 0.20, "function");  // 4 ns per call
+    size_t tinier = add("tinier()", 40'000'000, 0.30, "function"); // 7.5 ns
+    size_t rare = add("rare()", 40'000'000, 0.005, "function");    // 0.5% of the time
+    size_t big = add("big()", 1'000'000, 0.09, "function");        // 90 ns
+    size_t scope = add("a scope", 9'000'000, 0.05, "scope");       // a marked scope
+    auto edge = [&](size_t caller, size_t callee) {
+        analysis::Edge e;
+        e.caller = caller;
+        e.callee = callee;
+        p.edges.push_back(e);
+    };
+    edge(analysis::kRoot, host);
+    edge(host, tiny);
+    edge(host, tinier);
+    edge(tiny, tinier); // an uncertain caller is listed once, with the functions
+    edge(big, rare);    // a caller of a function too small to matter
+    edge(host, big);
+    edge(host, scope);
+    analysis::UncertainTimes u = analysis::uncertain_times(p);
+    CHECK(u.hook_seconds_per_call == doctest::Approx(10e-9));
+    CHECK(u.functions == std::vector<size_t>{tinier, tiny});
+    CHECK(u.callers == std::vector<size_t>{host});
+    p.time.sampled_traces = 0; // timed by the hooks
+    p.time.traced_traces = 1;
+    CHECK(analysis::uncertain_times(p).empty());
+}
