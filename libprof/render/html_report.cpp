@@ -229,8 +229,9 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
                    "\"rows\":[",
                    i ? "," : "", js(lt.file), js(lt.function), lt.total_time, first, last);
         for (size_t r = 0; r < lt.rows.size(); ++r)
-            fmt::print(out, "{}{{\"line\":{},\"hits\":{},\"time\":{:.9f}}}", r ? "," : "",
-                       lt.rows[r].line, lt.rows[r].hits, lt.rows[r].time);
+            fmt::print(out, "{}{{\"line\":{},\"hits\":{},\"time\":{:.9f}{}}}", r ? "," : "",
+                       lt.rows[r].line, lt.rows[r].hits, lt.rows[r].time,
+                       lt.rows[r].sampled ? ",\"sampled\":true" : "");
         fmt::print(out, "],\"source\":[");
         for (uint32_t l = first; l <= last && l >= 1; ++l)
             fmt::print(out, "{}{}", l > first ? "," : "",

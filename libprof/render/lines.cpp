@@ -142,8 +142,12 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
         } else {
             fmt::print(out, "Total time: {:g} s\nFile: {}\nFunction: {} at line {}\n\n",
                        t.total_time, file, text::printable(t.function), start);
-            std::string header = fmt::format("{:>6} {:>9} {:>12} {:>8} {:>8}  {}", "Line #", "Hits",
-                                             "Time", "Per Hit", "% Time", "Line Contents");
+            // Sampled from outside: the counts are CPU samples, and no time is per execution.
+            bool sampled = std::all_of(t.rows.begin(), t.rows.end(),
+                                       [](const LineRow& r) { return r.sampled; });
+            std::string header = fmt::format("{:>6} {:>9} {:>12} {:>8} {:>8}  {}", "Line #",
+                                             sampled ? "Samples" : "Hits", "Time", "Per Hit",
+                                             "% Time", "Line Contents");
             fmt::print(out, "{}\n{}\n", header, std::string(header.size(), '='));
         }
         if (!have_source)
@@ -181,8 +185,9 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
                 } else if (r) {
                     double time = r->time / o.unit;
                     double pct = t.total_time > 0 ? 100.0 * r->time / t.total_time : 0;
+                    std::string per_hit = r->sampled || !r->hits ? "" : num(time / double(r->hits));
                     fmt::print(out, "{:>6} {:>9} {:>12} {:>8} {:>8}  {}\n", l, r->hits, num(time),
-                               num(r->hits ? time / double(r->hits) : 0), num(pct), text);
+                               per_hit, num(pct), text);
                 } else {
                     fmt::print(out, "{:>6} {:>9} {:>12} {:>8} {:>8}  {}\n", l, "", "", "", "",
                                text);
@@ -206,6 +211,7 @@ void print_line_json(std::FILE* out, const std::vector<LineTable>& tables) {
                        "\"kind\": \"{}\", \"hits\": {}, \"time\": {:.9f}",
                        first ? "" : ",", text::json_escape(t.file), r.line,
                        text::json_escape(t.function), r.kind, r.hits, r.time);
+            if (r.sampled) fmt::print(out, ", \"sampled\": true"); // hits are CPU samples
             // A row that measured the heap only has no RSS figures: no mem_usage, increment.
             if (r.rss_samples)
                 fmt::print(out, ", \"mem_usage\": {:.0f}, \"increment\": {:.0f}", r.rss_last,

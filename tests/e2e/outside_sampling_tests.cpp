@@ -413,8 +413,18 @@ TEST_CASE("a sampled trace in every view, timelines and traced times refuse it")
     REQUIRE(at != std::string::npos);
     CHECK(std::abs(std::stod(line_json.out.substr(at + 8)) - share_60) < 1e-6);
     CHECK(line_json.out.find("\"line\": 55") != std::string::npos); // true_time.cpp: burn(ns)
+    CHECK(line_json.out.find("\"sampled\": true") != std::string::npos);
     auto lines_text = run({PROFREPORT, "--lines", "--match", "share_60", trace});
     CHECK(lines_text.out.find("burn(ns);") != std::string::npos);
+    // Its counts are CPU samples, each standing for the CPU time since the one before: no
+    // time per hit (that would be the sampling period on every line).
+    CHECK(lines_text.out.find("Line #   Samples         Time  Per Hit") != std::string::npos);
+    size_t row = lines_text.out.find("burn(ns);");
+    size_t row_start = lines_text.out.rfind('\n', row) + 1;
+    std::istringstream fields(lines_text.out.substr(row_start, row - row_start));
+    std::vector<std::string> cells;
+    for (std::string c; fields >> c;) cells.push_back(c);
+    CHECK(cells.size() == 4); // line, samples, time, % time: no per-hit cell
 
     // Packed, it reads the same.
     std::string packed = temp_path("outside-views.packed.trace");

@@ -34,6 +34,7 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
             // A trace sampled from outside has a line per sampled source line, unmarked.
             if (row.mark.empty() && !info.meta.count("sampler"))
                 row.mark = "PROF_LINE(" + s.label + ")";
+            row.sampled = info.meta.count("sampler") != 0;
             row.hits += ls.hits;
             // Each hit measured the clock reads around the statement too (line_overhead).
             double overhead = p.compensated ? info.line_overhead : 0;

@@ -20,6 +20,9 @@ struct LineRow {
     double rss_increment = 0;    // bytes, summed over the RSS reads
     double rss_last = 0;         // bytes after the latest RSS read
     double heap_increment = 0;   // usable heap bytes, summed over memory_samples
+    // Sampled from outside (profrun --sample, --pid): `hits` are CPU samples, each the CPU time
+    // since the one before, not one execution of the line: no time per hit.
+    bool sampled = false;
     std::string kind;          // "line", "scope", "marked function", "region"
     std::string mark;          // the marking as written (PROF_LINE(statement), ...), from the
                                // trace: shown when the source file cannot be read

@@ -189,7 +189,8 @@ D.lines.forEach(function (t) {
     tr.appendChild(el("td", "", ln));
     tr.appendChild(el("td", "", r ? r.hits : ""));
     tr.appendChild(el("td", "", r ? sec(r.time, 6) : ""));
-    tr.appendChild(el("td", "", r && r.hits ? (1e6 * r.time / r.hits).toFixed(3) : ""));
+    tr.appendChild(
+        el("td", "", r && r.hits && !r.sampled ? (1e6 * r.time / r.hits).toFixed(3) : ""));
     var pct = r && t.total > 0 ? 100 * r.time / t.total : null;
     tr.appendChild(el("td", "", pct === null ? "" : pct.toFixed(1)));
     var bar = el("td", "barcell");
