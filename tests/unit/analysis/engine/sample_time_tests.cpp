@@ -216,6 +216,18 @@ struct ProgramImage {
     uint64_t bias = 0, start = UINT64_MAX, end = 0;
 };
 
+// The stats of the function at `address` in `p` (one must be there).
+const analysis::Stats& stats_at(const analysis::Profile& p, uint64_t address) {
+    for (const analysis::Function& f : p.functions)
+        if (f.address == address) return f.stats;
+    FAIL("no function at " << address);
+    return p.functions.front().stats;
+}
+// Within the wall time around a test's samples (a few tens of ns, off CPU in the frames open).
+bool near(double seconds, double want) {
+    return std::abs(seconds - want) < 100e-9;
+}
+
 int find_program(dl_phdr_info* info, size_t, void* data) {
     auto* image = static_cast<ProgramImage*>(data);
     if (info->dlpi_name && info->dlpi_name[0]) return 0; // the program is the nameless one
@@ -261,15 +273,8 @@ TEST_CASE("samples in a callee's code outside its hooks go to the callee (1.9 ip
     b.exit(10).thread_end(0);
     b.chunk(0).end_record(5000000);
     analysis::Profile p = timed(save_trace(b, "placed.trace"), analysis::TimeSource::kSampled);
-    auto fn = [&](uint64_t address) -> const analysis::Stats& {
-        for (const analysis::Function& f : p.functions)
-            if (f.address == address) return f.stats;
-        FAIL("no function at " << address);
-        return p.functions.front().stats;
-    };
+    auto fn = [&](uint64_t address) { return stats_at(p, address); };
     CHECK(p.functions.size() == 2); // no path caller > callee > caller made up
-    // The wall time around the samples (a few tens of ns) is off CPU in the frames open.
-    auto near = [](double seconds, double want) { return std::abs(seconds - want) < 100e-9; };
     CHECK(fn(callee).ncalls == 1);
     CHECK(near(fn(callee).tottime, 2e-3));
     CHECK(near(fn(caller).tottime, 2e-3));
@@ -626,14 +631,8 @@ TEST_CASE("samples go to the function whose code DWARF says they interrupted (in
     b.exit(10).exit(10).thread_end(0);
     b.chunk(0).end_record(5000000);
     analysis::Profile p = timed(save_trace(b, "inlined.trace"), analysis::TimeSource::kSampled);
-    auto fn = [&](uint64_t address) -> const analysis::Stats& {
-        for (const analysis::Function& f : p.functions)
-            if (f.address == address) return f.stats;
-        FAIL("no function at " << address);
-        return p.functions.front().stats;
-    };
+    auto fn = [&](uint64_t address) { return stats_at(p, address); };
     CHECK(p.functions.size() == 2);
-    auto near = [](double seconds, double want) { return std::abs(seconds - want) < 100e-9; };
     CHECK(fn(inlined).ncalls == 2);
     CHECK(near(fn(inlined).tottime, 2e-3));
     CHECK(near(fn(host).tottime, 2e-3));
