@@ -29,26 +29,12 @@ const reader::ElfSymbols* SampleTime::symbols_of(const reader::Module& mod) {
     }
     return it->second.get();
 }
-// The function whose code holds `ip` (its entry address), from the symbol table of the
-// object on disk loaded there; 0 when none is known.
-uint64_t SampleTime::function_holding(uint64_t ip) {
-    size_t m = layout->module_index_at(ip);
-    if (m == reader::kNoModule) return 0;
-    const reader::Module& mod = layout->modules[m];
-    const reader::ElfSymbols* elf = symbols_of(mod);
-    if (!elf) return 0;
-    const reader::ElfSymbols::Entry* e = elf->find(ip - mod.base);
-    return e ? e->start + mod.base : 0;
-}
-bool SampleTime::in_hook_code(uint64_t ip) {
-    size_t m = layout->module_index_at(ip);
-    if (m == reader::kNoModule) return false;
-    const reader::Module& mod = layout->modules[m];
+const reader::HookCode* SampleTime::hook_code_of(const reader::Module& mod) {
     auto [it, fresh] = module_hook_code.try_emplace(mod.path);
     if (fresh)
         if (const reader::ElfSymbols* elf = symbols_of(mod))
             it->second = std::make_unique<reader::HookCode>(mod.path, *elf);
-    return it->second && it->second->holds(ip - mod.base);
+    return it->second.get();
 }
 // A demangled name without its parameter list (and what follows it: " const").
 static std::string without_parameters(const std::string& name) {
@@ -64,59 +50,61 @@ static std::string without_parameters(const std::string& name) {
 reader::DwarfLines* SampleTime::dwarf_of(const reader::Module& mod) {
     auto [it, fresh] = module_dwarf.try_emplace(mod.path);
     if (fresh) {
-        // The symbol table's check of the build stands for the file's (function_holding ran).
+        // The symbol table's check of the build stands for the file's.
         if (symbols_of(mod)) it->second = std::make_unique<reader::DwarfLines>(mod.path);
     }
     return it->second.get();
 }
-const std::vector<uint32_t>& SampleTime::functions_at(uint64_t ip, bool& scoped) {
+const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
     if (code_fns != fns) { // another trace: other function numbers
         code_fns = fns;
         hooked_by_name.clear();
-        code_at.clear();
+        code_by_ip.clear();
     }
-    auto [at, fresh] = code_at.try_emplace(ip);
+    auto [at, fresh] = code_by_ip.try_emplace(ip);
     CodeAt& code = at->second;
-    scoped = code.scoped;
-    if (!fresh) return code.functions;
-    uint64_t entry = function_holding(ip);
-    auto holder = entry ? fns->index.find({entry, reader::kNoModule}) : fns->index.end();
+    if (!fresh) return code;
     size_t m = layout->module_index_at(ip);
-    if (m != reader::kNoModule) {
-        const reader::Module& mod = layout->modules[m];
-        reader::DwarfLines* dwarf = entry ? dwarf_of(mod) : nullptr;
-        std::string file;
-        uint32_t line = 0;
-        if (dwarf && dwarf->lookup(ip - mod.base, file, line)) {
-            code.scoped = true;
-            auto [names, first] = hooked_by_name.try_emplace(m);
-            if (first) {
-                const reader::ElfSymbols& elf = *symbols_of(mod);
-                for (size_t f = 0; f < fns->address.size(); ++f) {
-                    uint64_t a = fns->address[f];
-                    if (fns->module[f] != reader::kNoModule || a < mod.start || a >= mod.end)
-                        continue;
-                    if (const reader::ElfSymbols::Entry* e = elf.find(a - mod.base);
-                        e && e->start == a - mod.base) {
-                        names->second.emplace(e->name, uint32_t(f));
-                        names->second.emplace(without_parameters(reader::demangle(e->name)),
-                                              uint32_t(f));
-                    }
+    if (m == reader::kNoModule) return code;
+    const reader::Module& mod = layout->modules[m];
+    const reader::HookCode* hooks = hook_code_of(mod);
+    if (hooks && hooks->holds(ip - mod.base)) {
+        code.hook = true;
+        return code;
+    }
+    const reader::ElfSymbols* elf = symbols_of(mod);
+    const reader::ElfSymbols::Entry* holding = elf ? elf->find(ip - mod.base) : nullptr;
+    if (!holding) return code;
+    reader::DwarfLines* dwarf = dwarf_of(mod);
+    std::string file;
+    uint32_t line = 0;
+    if (dwarf && dwarf->lookup(ip - mod.base, file, line)) {
+        code.scoped = true;
+        auto [names, first] = hooked_by_name.try_emplace(m);
+        if (first) {
+            for (size_t f = 0; f < fns->address.size(); ++f) {
+                uint64_t a = fns->address[f];
+                if (fns->module[f] != reader::kNoModule || a < mod.start || a >= mod.end) continue;
+                if (const reader::ElfSymbols::Entry* e = elf->find(a - mod.base);
+                    e && e->start == a - mod.base) {
+                    names->second.emplace(e->name, uint32_t(f));
+                    names->second.emplace(without_parameters(reader::demangle(e->name)),
+                                          uint32_t(f));
                 }
             }
-            std::vector<reader::DwarfLines::InlinedCall> calls = dwarf->inlined(ip - mod.base);
-            for (size_t i = calls.size(); i-- > 0;) {
-                auto f = names->second.find(calls[i].symbol);
-                if (f != names->second.end()) code.functions.push_back(f->second);
-            }
+        }
+        std::vector<reader::DwarfLines::InlinedCall> calls = dwarf->inlined(ip - mod.base);
+        for (size_t i = calls.size(); i-- > 0;) {
+            auto f = names->second.find(calls[i].symbol);
+            if (f != names->second.end()) code.functions.push_back(f->second);
         }
     }
+    auto holder = fns->index.find({holding->start + mod.base, reader::kNoModule});
     if (holder != fns->index.end()) code.functions.push_back(holder->second);
-    scoped = code.scoped;
-    return code.functions;
+    return code;
 }
 // Where a sample that named its instruction goes. The instruction is code of the functions
-// with hooks inlined there, innermost first, then of the one holding it (functions_at). The
+// with hooks inlined there, innermost first, then of the one holding it (code_at). The
 // nearest of them open on the node's path takes it, through the functions inlined into it
 // there (opened as its callees): the node's own code stays; code of an ancestor (GCC keeps
 // the hooks of inlined functions, so a tiny inlined callee's frame is open while the code
@@ -127,9 +115,8 @@ const std::vector<uint32_t>& SampleTime::functions_at(uint64_t ip, bool& scoped)
 // hook): the callee's. Without DWARF for the code, an ancestor's symbol may hold code of a
 // function inlined into it, so a function on the path keeps the sample. Code of a function
 // without hooks (the C library, an excluded function) stays the node's.
-uint32_t SampleTime::place(ThreadReplay& t, uint32_t node, uint64_t ip) {
-    bool scoped = false;
-    const std::vector<uint32_t>& at = functions_at(ip, scoped);
+uint32_t SampleTime::place(ThreadReplay& t, uint32_t node, const CodeAt& code) {
+    const std::vector<uint32_t>& at = code.functions;
     if (at.empty()) return node;
     size_t nearest = at.size();
     uint32_t open = node;
@@ -142,7 +129,7 @@ uint32_t SampleTime::place(ThreadReplay& t, uint32_t node, uint64_t ip) {
             }
     if (nearest == at.size())
         open = node;
-    else if (!scoped)
+    else if (!code.scoped)
         return node;
     for (size_t i = nearest; i-- > 0;) open = t.child(open, at[i]);
     return open;
@@ -150,14 +137,15 @@ uint32_t SampleTime::place(ThreadReplay& t, uint32_t node, uint64_t ip) {
 // The samples that named their instruction, to their nodes.
 void SampleTime::place_samples(ThreadReplay& t) {
     for (const PlacedSample& p : t.placed) {
-        if (in_hook_code(p.ip)) { // the profiler's, as a sample inside the hooks is
+        const CodeAt& code = code_at(p.ip);
+        if (code.hook) { // the profiler's, as a sample inside the hooks is
             t.own += p.units;
             t.own_samples += p.samples;
             t.hook_call_samples += p.samples;
             t.samples -= std::min(t.samples, p.samples);
             continue;
         }
-        uint32_t node = place(t, p.node, p.ip);
+        uint32_t node = place(t, p.node, code);
         give(t, node, p.units);
         count_samples(t, node, p.samples);
     }

@@ -123,16 +123,21 @@ class SampleTime {
     void add_sampled_lines(reader::TraceInfo& info);
 
   private:
-    uint64_t function_holding(uint64_t ip);
-    // The functions with hooks in this trace whose code `ip` is, innermost first: those
-    // DWARF says are inlined there, then the one holding it. `scoped`: the DWARF of the code
-    // covers `ip`, so a function left out is not there.
-    const std::vector<uint32_t>& functions_at(uint64_t ip, bool& scoped);
-    uint32_t place(ThreadReplay& t, uint32_t node, uint64_t ip);
+    // What the instruction at `ip` is, read once per address of a trace: the profiler's (a
+    // hook's call or the loads of its arguments, reader/hook_code.hpp), or code of the functions
+    // with hooks in this trace listed innermost first: those DWARF says are inlined there, then
+    // the one holding it. `scoped`: the DWARF of the code covers `ip`, so a function left out
+    // is not there.
+    struct CodeAt {
+        bool hook = false;
+        std::vector<uint32_t> functions;
+        bool scoped = false;
+    };
+    const CodeAt& code_at(uint64_t ip);
+    uint32_t place(ThreadReplay& t, uint32_t node, const CodeAt& code);
     reader::DwarfLines* dwarf_of(const reader::Module& mod);
     const reader::ElfSymbols* symbols_of(const reader::Module& mod);
-    // Whether `ip` is the profiler's code in the program (reader/hook_code.hpp).
-    bool in_hook_code(uint64_t ip);
+    const reader::HookCode* hook_code_of(const reader::Module& mod);
     // The symbol tables of the trace's objects on disk, by path, for place_samples (null: none
     // usable).
     std::unordered_map<std::string, std::unique_ptr<reader::ElfSymbols>> module_symbols;
@@ -142,14 +147,10 @@ class SampleTime {
     std::unordered_map<std::string, std::unique_ptr<reader::DwarfLines>> module_dwarf;
     // This trace's: the functions with hooks by symbol, per module (their names as the
     // symbol table gives them, and demangled without parameters, as DWARF names functions
-    // of internal linkage); functions_at's answers by ip.
+    // of internal linkage); code_at's answers by ip.
     const TraceFunctions* code_fns = nullptr;
     std::unordered_map<size_t, std::unordered_map<std::string, uint32_t>> hooked_by_name;
-    struct CodeAt {
-        std::vector<uint32_t> functions;
-        bool scoped = false;
-    };
-    std::unordered_map<uint64_t, CodeAt> code_at;
+    std::unordered_map<uint64_t, CodeAt> code_by_ip;
 };
 
 } // namespace prof::analysis::engine

@@ -214,6 +214,7 @@ int (*volatile placed_inlined_copy)(int) = placed_inlined;
 
 struct ProgramImage {
     uint64_t bias = 0, start = UINT64_MAX, end = 0;
+    std::string path;
 };
 
 // The stats of the function at `address` in `p` (one must be there).
@@ -241,6 +242,16 @@ int find_program(dl_phdr_info* info, size_t, void* data) {
     return 1;
 }
 
+// This test binary: where it is loaded, and its file.
+ProgramImage this_program() {
+    ProgramImage image;
+    dl_iterate_phdr(find_program, &image);
+    char exe[4096] = {};
+    REQUIRE(readlink("/proc/self/exe", exe, sizeof exe - 1) > 0);
+    image.path = exe;
+    return image;
+}
+
 } // namespace
 
 // A sample that interrupted an instrumented function other than its frame's (its prologue
@@ -248,10 +259,8 @@ int find_program(dl_phdr_info* info, size_t, void* data) {
 // the callee called from the frame. One in the frame's own function stays, and so does one in
 // no known code. (Code of an ancestor while a callee is open: the DWARF test below.)
 TEST_CASE("samples in a callee's code outside its hooks go to the callee (1.9 ip)") {
-    ProgramImage image;
-    dl_iterate_phdr(find_program, &image);
-    char exe[4096] = {};
-    REQUIRE(readlink("/proc/self/exe", exe, sizeof exe - 1) > 0);
+    ProgramImage image = this_program();
+    const std::string& exe = image.path;
     auto caller = reinterpret_cast<uint64_t>(&placed_caller);
     auto callee = reinterpret_cast<uint64_t>(&placed_callee);
     reader::ElfSymbols elf(exe);
@@ -591,10 +600,8 @@ TEST_CASE("sample time: a thread starved of samples is counted, with its CPU tim
 // inlined body goes to the inlined function called from the frame, one in the host's own code
 // to the host, whichever frame was open.
 TEST_CASE("samples go to the function whose code DWARF says they interrupted (inlined scopes)") {
-    ProgramImage image;
-    dl_iterate_phdr(find_program, &image);
-    char exe[4096] = {};
-    REQUIRE(readlink("/proc/self/exe", exe, sizeof exe - 1) > 0);
+    ProgramImage image = this_program();
+    const std::string& exe = image.path;
     auto host = reinterpret_cast<uint64_t>(&placed_host);
     auto inlined = reinterpret_cast<uint64_t>(placed_inlined_copy);
     reader::ElfSymbols elf(exe);
