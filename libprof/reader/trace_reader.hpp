@@ -71,8 +71,17 @@ struct LineStats {
     int64_t rss_increment = 0;  // bytes, summed over the reads
     uint64_t rss_last = 0;      // bytes after the latest read
     int64_t heap_increment = 0; // usable heap bytes (memory profiler), summed over rss_samples
+    // Set by the replay of a trace timed by its CPU samples, for the lines of the source files
+    // whose code DWARF let it find: the samples whose instruction is the line's code (the
+    // line, or code inlined there), and the CPU time they stand for.
+    bool sample_timed = false;
+    uint64_t samples = 0;
+    double sampled_seconds = 0;
     void add(const LineStats& o) {
         hits += o.hits;
+        sample_timed |= o.sample_timed;
+        samples += o.samples;
+        sampled_seconds += o.sampled_seconds;
         heap_increment += o.heap_increment;
         ticks += o.ticks;
         rss_samples += o.rss_samples;

@@ -139,12 +139,17 @@ std::string time_basis_text(const TimeBasis& t) {
     }
     if (t.sampled_traces) {
         if (t.own_samples)
-            text += fmt::format("; {} samples in the profiler itself ({:.3f} s{}) left out",
-                                grouped(t.own_samples), t.own_seconds,
-                                t.hook_call_samples
-                                    ? fmt::format(", {} of them at its calls in the program's code",
+            text += fmt::format(
+                "; {} samples in the profiler itself ({:.3f} s{}{}) left out",
+                grouped(t.own_samples), t.own_seconds,
+                t.hook_call_samples ? fmt::format(", {} of them at its calls in the program's code",
                                                   grouped(t.hook_call_samples))
-                                    : "");
+                                    : "",
+                t.marker_samples
+                    ? fmt::format(", {} {} its line and scope markers' code in the program",
+                                  grouped(t.marker_samples),
+                                  t.hook_call_samples ? "in" : "of them in")
+                    : "");
         if (t.idle_traces)
             text += fmt::format(
                 "; {:.3f} s off CPU from {} context switches{}", t.off_cpu_seconds,

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <set>
 
 namespace prof::analysis::engine {
 
@@ -55,11 +57,44 @@ reader::DwarfLines* SampleTime::dwarf_of(const reader::Module& mod) {
     }
     return it->second.get();
 }
+// Whether `file` is one of libprof's public headers, whose inline code in the program is the
+// markers' timers (prof/prof.hpp and what it includes).
+static bool libprof_header(const std::string& file) {
+    for (const char* h : {"/prof/prof.hpp", "/prof/prof_thread.h", "/prof/prof.h"}) {
+        size_t n = std::strlen(h);
+        if (file.size() >= n && file.compare(file.size() - n, n, h) == 0) return true;
+    }
+    return false;
+}
+// Whether two names of a source file are the same file: equal, or one is the other's path
+// relative to some directory (__FILE__ as the compiler was given it, DWARF's with its
+// directory).
+static bool same_source(const std::string& a, const std::string& b) {
+    const std::string& longer = a.size() >= b.size() ? a : b;
+    const std::string& shorter = a.size() >= b.size() ? b : a;
+    if (shorter.empty()) return false;
+    size_t at = longer.size() - shorter.size();
+    return longer.compare(at, std::string::npos, shorter) == 0 &&
+           (at == 0 || longer[at - 1] == '/' || shorter.front() == '/');
+}
+// Whether the instruction at `vaddr` is code of libprof's headers (the markers' timers).
+static bool marker_code(const reader::DwarfLines& dwarf, uint64_t vaddr) {
+    std::string file;
+    uint32_t line = 0;
+    if (!dwarf.lookup(vaddr, file, line)) return false;
+    if (libprof_header(file)) return true;
+    for (const reader::DwarfLines::InlinedCall& call : dwarf.inlined(vaddr))
+        if (libprof_header(call.decl_file)) return true;
+    return false;
+}
 const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
     if (code_fns != fns) { // another trace: other function numbers
         code_fns = fns;
         hooked_by_name.clear();
         code_by_ip.clear();
+        line_sites.clear();
+        for (const auto& [address, site] : layout->sites)
+            if (site.kind == format::SiteKind::kLine) line_sites[site.line].push_back(address);
     }
     auto [at, fresh] = code_by_ip.try_emplace(ip);
     CodeAt& code = at->second;
@@ -94,9 +129,30 @@ const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
             }
         }
         std::vector<reader::DwarfLines::InlinedCall> calls = dwarf->inlined(ip - mod.base);
+        // A timer interrupt lets the instruction in flight finish: the time of a slow one
+        // (the markers' clock reads) shows at the instruction after it.
+        code.marker = libprof_header(file) || marker_code(*dwarf, ip - mod.base - 1);
+        for (const reader::DwarfLines::InlinedCall& call : calls)
+            code.marker |= libprof_header(call.decl_file);
+        if (code.marker) return code;
         for (size_t i = calls.size(); i-- > 0;) {
             auto f = names->second.find(calls[i].symbol);
             if (f != names->second.end()) code.functions.push_back(f->second);
+        }
+        // The marked lines it is code of: its own line, and the lines the functions inlined
+        // there were called from.
+        auto add_line = [&](const std::string& in, uint32_t number) {
+            auto sites = line_sites.find(number);
+            if (sites == line_sites.end()) return;
+            for (uint64_t address : sites->second)
+                if (same_source(layout->sites.at(address).file, in) &&
+                    std::find(code.lines.begin(), code.lines.end(), address) == code.lines.end())
+                    code.lines.push_back(address);
+        };
+        if (!line_sites.empty()) {
+            add_line(file, line);
+            for (const reader::DwarfLines::InlinedCall& call : calls)
+                add_line(call.call_file, call.call_line);
         }
     }
     auto holder = fns->index.find({holding->start + mod.base, reader::kNoModule});
@@ -138,16 +194,21 @@ uint32_t SampleTime::place(ThreadReplay& t, uint32_t node, const CodeAt& code) {
 void SampleTime::place_samples(ThreadReplay& t) {
     for (const PlacedSample& p : t.placed) {
         const CodeAt& code = code_at(p.ip);
-        if (code.hook) { // the profiler's, as a sample inside the hooks is
+        if (code.hook || code.marker) { // the profiler's, as a sample inside the hooks is
             t.own += p.units;
             t.own_samples += p.samples;
-            t.hook_call_samples += p.samples;
+            (code.hook ? t.hook_call_samples : t.marker_samples) += p.samples;
             t.samples -= std::min(t.samples, p.samples);
             continue;
         }
         uint32_t node = place(t, p.node, code);
         give(t, node, p.units);
         count_samples(t, node, p.samples);
+        for (uint64_t site : code.lines) {
+            MarkedLine& l = marked_line_samples[{t.stream, site}];
+            l.samples += p.samples;
+            l.units += p.units;
+        }
     }
     std::vector<PlacedSample>().swap(t.placed);
 }
@@ -392,6 +453,7 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
         b.samples += t.samples;
         b.own_samples += t.own_samples;
         b.hook_call_samples += t.hook_call_samples;
+        b.marker_samples += t.marker_samples;
         b.cpu_seconds += double(t.sampled_cpu) * seconds_per_unit;
         b.own_seconds += double(t.own) * seconds_per_unit;
         b.off_cpu_seconds += double(t.off_cpu) * seconds_per_unit;
@@ -495,6 +557,32 @@ void SampleTime::add_sampled_lines(reader::TraceInfo& info) {
         ls.ticks = l.ns;
         info.lines[{stream, it->second}].add(ls);
     }
+}
+
+} // namespace prof::analysis::engine
+
+namespace prof::analysis::engine {
+
+// A trace timed by its samples: the samples that landed in marked lines' code are the lines'
+// too, for every line of a source file where some did (its DWARF was read; lines.cpp decides
+// which measure of a line to show).
+void SampleTime::add_marked_line_samples(reader::TraceInfo& info) {
+    double tps = info.ticks_per_second > 0 ? info.ticks_per_second : 1e9;
+    bool timed = !time_bases.empty() && time_bases.back().sampled_traces;
+    std::set<std::string> found;
+    for (const auto& [key, l] : marked_line_samples) {
+        if (!timed) break;
+        found.insert(info.sites.at(key.second).file);
+        reader::LineStats ls;
+        ls.samples = l.samples;
+        ls.sampled_seconds = double(l.units) * kClockUnit / tps;
+        info.lines[key].add(ls);
+    }
+    for (auto& [key, ls] : info.lines)
+        if (auto site = info.sites.find(key.second);
+            site != info.sites.end() && found.count(site->second.file))
+            ls.sample_timed = true;
+    marked_line_samples.clear();
 }
 
 } // namespace prof::analysis::engine

@@ -121,6 +121,9 @@ class SampleTime {
     void time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& threads, size_t first_thread);
     // The line tables of a trace sampled from outside, as sites of `info`.
     void add_sampled_lines(reader::TraceInfo& info);
+    // The samples of the trace just timed that landed in marked lines' code, to `info`'s lines
+    // (LineStats::samples, sampled_seconds), if it was timed by its samples.
+    void add_marked_line_samples(reader::TraceInfo& info);
 
   private:
     // What the instruction at `ip` is, read once per address of a trace: the profiler's (a
@@ -128,10 +131,16 @@ class SampleTime {
     // with hooks in this trace listed innermost first: those DWARF says are inlined there, then
     // the one holding it. `scoped`: the DWARF of the code covers `ip`, so a function left out
     // is not there.
+    // `marker`: code of libprof's headers inlined in the program (the timers of PROF_LINE,
+    // PROF_SCOPE and PROF_FUNCTION), the profiler's as the hooks' calls are. `lines`: the
+    // PROF_LINE sites (addresses in the trace's sites) whose line the instruction is code of,
+    // the line itself or one a function inlined there was called from.
     struct CodeAt {
         bool hook = false;
+        bool marker = false;
         std::vector<uint32_t> functions;
         bool scoped = false;
+        std::vector<uint64_t> lines;
     };
     const CodeAt& code_at(uint64_t ip);
     uint32_t place(ThreadReplay& t, uint32_t node, const CodeAt& code);
@@ -151,6 +160,13 @@ class SampleTime {
     const TraceFunctions* code_fns = nullptr;
     std::unordered_map<size_t, std::unordered_map<std::string, uint32_t>> hooked_by_name;
     std::unordered_map<uint64_t, CodeAt> code_by_ip;
+    // This trace's PROF_LINE sites by source line, and their samples by (stream, site).
+    std::unordered_map<uint32_t, std::vector<uint64_t>> line_sites;
+    struct MarkedLine {
+        uint64_t samples = 0;
+        int64_t units = 0;
+    };
+    std::map<std::pair<uint32_t, uint64_t>, MarkedLine> marked_line_samples;
 };
 
 } // namespace prof::analysis::engine

@@ -600,6 +600,7 @@ struct Session::Impl : reader::EventSink {
         if (options.memory) heap.finish_memory(info);
         traces.push_back(info);
         if (timing.stack_sampled) timing.add_sampled_lines(traces.back());
+        timing.add_marked_line_samples(traces.back());
         // Name the frames of the memory sites found in this trace, and merge alike stacks.
         if (options.memory && name_sites) heap.merge_sites(traces, resolver);
     }

@@ -146,6 +146,7 @@ struct ThreadReplay {
     uint32_t charged_node = 0; // the node charge_stack gave its time to last
     uint64_t samples = 0, own_samples = 0;
     uint64_t hook_call_samples = 0;   // of own_samples: at the hooks' calls in program code
+    uint64_t marker_samples = 0;      // of own_samples: in the line and scope markers' code
     int64_t own = 0, sampled_cpu = 0; // the profiler's CPU time, all CPU time sampled
     int64_t off_cpu = 0;              // time off CPU of a sampled thread (OffCpu records)
     uint64_t off_cpu_records = 0;

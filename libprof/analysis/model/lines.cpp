@@ -36,10 +36,16 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
                 row.mark = "PROF_LINE(" + s.label + ")";
             row.sampled = info.meta.count("sampler") != 0;
             row.hits += ls.hits;
-            // Each hit measured the clock reads around the statement too (line_overhead).
+            // Each hit measured the clock reads around the statement too (line_overhead). Their
+            // cost in place differs from the calibrated one by about its own size (the CPU
+            // overlaps them with the statement, or stalls on them), so a statement that takes
+            // under ten times that per hit is timed by its samples in a trace timed by them
+            // (those of its own code and of code inlined there: a call out of line there is
+            // not seen). A longer one keeps its clock reads, which also see it wait off CPU.
             double overhead = p.compensated ? info.line_overhead : 0;
             double ticks = std::max(0.0, double(ls.ticks) - overhead * double(ls.hits));
-            row.time += ticks / tps;
+            bool short_hits = double(ticks) < 10 * info.line_overhead * double(ls.hits);
+            row.time += ls.sample_timed && short_hits ? ls.sampled_seconds : ticks / tps;
             row.memory_samples += ls.rss_samples;
             row.rss_samples += ls.rss_reads;
             row.rss_increment += double(ls.rss_increment);

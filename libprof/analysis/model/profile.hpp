@@ -97,6 +97,9 @@ struct TimeBasis {
     uint64_t own_samples = 0;    // samples that landed in the profiler itself, left out
     // Of those: samples at the hooks' calls in the program's code (reader/hook_code.hpp).
     uint64_t hook_call_samples = 0;
+    // And those in the code of the PROF_LINE, PROF_SCOPE and PROF_FUNCTION markers, inlined in
+    // the program's functions (DWARF: code of libprof's headers).
+    uint64_t marker_samples = 0;
     double cpu_seconds = 0;      // CPU time the samples stand for, the program's and the profiler's
     double own_seconds = 0;      // of which the profiler's
     // Sampled without instrumentation with the time off CPU (profrun --idle): the traces, the
@@ -139,6 +142,7 @@ struct TimeBasis {
         samples += o.samples;
         own_samples += o.own_samples;
         hook_call_samples += o.hook_call_samples;
+        marker_samples += o.marker_samples;
         cpu_seconds += o.cpu_seconds;
         own_seconds += o.own_seconds;
         idle_traces += o.idle_traces;
