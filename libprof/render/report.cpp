@@ -243,17 +243,29 @@ std::string uncertain_text(const Profile& p) {
         if (list.size() > shown) text += fmt::format(" and {} more", list.size() - shown);
         return text;
     };
-    bool one = u.functions.size() == 1;
-    std::string text = fmt::format(
-        "uncertain: {} {} less time per call than the hooks cost ({:.1f} ns), so {}{} may be "
-        "several points off (hook code sits in {}; GCC keeps the hooks of inlined functions: "
-        "exclude {} or build with Clang): {}",
-        u.functions.size(), one ? "function takes" : "functions take",
-        u.hook_seconds_per_call * 1e9, one ? "its time" : "their times",
-        u.callers.empty() ? "" : (one ? " and its callers'" : " and their callers'"),
-        one ? "it" : "them", one ? "it" : "them", names(u.functions));
-    if (!u.callers.empty()) text += "; callers: " + names(u.callers);
-    return text;
+    std::string text;
+    if (!u.functions.empty()) {
+        bool one = u.functions.size() == 1;
+        text = fmt::format(
+            "{} {} less time per call than the hooks cost ({:.1f} ns), so {}{} may be several "
+            "points off (hook code sits in {}; GCC keeps the hooks of inlined functions: "
+            "exclude {} or build with Clang): {}",
+            u.functions.size(), one ? "function takes" : "functions take",
+            u.hook_seconds_per_call * 1e9, one ? "its time" : "their times",
+            u.callers.empty() ? "" : (one ? " and its callers'" : " and their callers'"),
+            one ? "it" : "them", one ? "it" : "them", names(u.functions));
+        if (!u.callers.empty()) text += "; callers: " + names(u.callers);
+    }
+    if (!u.marked.empty()) {
+        bool one = u.marked.size() == 1;
+        text += fmt::format(
+            "{}{} marked {} under ten clock reads ({:.1f} ns each) per activation, so {} {} "
+            "no better than that (mark a larger block): {}",
+            text.empty() ? "" : "; ", u.marked.size(), one ? "scope takes" : "scopes take",
+            u.clock_read_seconds * 1e9, one ? "its time is" : "their times are", "measured",
+            names(u.marked));
+    }
+    return "uncertain: " + text;
 }
 
 void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
@@ -420,8 +432,9 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
     if (!u.empty())
         fmt::print(out,
                    "  \"uncertain\": {{\"hook_seconds_per_call\": {:.12f}, \"functions\": {}, "
-                   "\"callers\": {}}},\n",
-                   u.hook_seconds_per_call, name_list(u.functions), name_list(u.callers));
+                   "\"callers\": {}, \"clock_read_seconds\": {:.12f}, \"marked\": {}}},\n",
+                   u.hook_seconds_per_call, name_list(u.functions), name_list(u.callers),
+                   u.clock_read_seconds, name_list(u.marked));
     fmt::print(out, "  \"functions\": [");
     bool first = true;
     for (size_t i : selected(p, o)) {

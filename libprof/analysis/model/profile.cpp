@@ -244,6 +244,22 @@ std::vector<size_t> Profile::match(const std::string& regex) const {
 
 UncertainTimes uncertain_times(const Profile& p) {
     UncertainTimes u;
+    for (const reader::TraceInfo& info : p.traces)
+        if (info.ticks_per_second > 0)
+            u.clock_read_seconds =
+                std::max(u.clock_read_seconds, info.line_overhead / info.ticks_per_second);
+    if (p.compensated && u.clock_read_seconds > 0 && p.total_time > 0) {
+        for (size_t i = 0; i < p.functions.size(); ++i) {
+            const Function& f = p.functions[i];
+            if ((f.kind == "scope" || f.kind == "marked function") && f.stats.ncalls &&
+                f.stats.cumtime >= 0.01 * p.total_time &&
+                f.stats.cumtime < 10 * u.clock_read_seconds * double(f.stats.ncalls))
+                u.marked.push_back(i);
+        }
+        std::sort(u.marked.begin(), u.marked.end(), [&](size_t a, size_t b) {
+            return p.functions[a].stats.cumtime > p.functions[b].stats.cumtime;
+        });
+    }
     const TimeBasis& t = p.time;
     if (!t.sampled_traces || !t.all_calls_counted() || !p.total_calls || t.own_seconds <= 0 ||
         p.total_time <= 0)

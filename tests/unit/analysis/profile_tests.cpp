@@ -216,3 +216,37 @@ TEST_CASE("uncertain times: less time per call than the hooks, and their callers
     p.time.traced_traces = 1;
     CHECK(analysis::uncertain_times(p).empty());
 }
+
+// Marked scopes and functions of at least 1% of the time that take under ten clock reads per
+// activation (the trace's calibrated PROF_LINE cost) are uncertain, timed by samples or not;
+// none when the clock reads' cost was not subtracted.
+TEST_CASE("uncertain times: marked scopes under ten clock reads per activation") {
+    analysis::Profile p;
+    p.total_time = 1.0;
+    p.compensated = true;
+    reader::TraceInfo info;
+    info.ticks_per_second = 2e9;
+    info.line_overhead = 40; // 20 ns
+    p.traces.push_back(info);
+    auto add = [&](std::string name, uint64_t ncalls, double cumtime, std::string kind) {
+        analysis::Function f;
+        f.name = std::move(name);
+        f.kind = std::move(kind);
+        f.stats.ncalls = f.stats.pcalls = ncalls;
+        f.stats.cumtime = f.stats.tottime = cumtime;
+        p.functions.push_back(f);
+        return p.functions.size() - 1;
+    };
+    size_t short_scope = add("scan", 1'000'000, 0.10, "scope");         // 100 ns
+    size_t shorter = add("probe", 10'000'000, 0.15, "marked function"); // 15 ns
+    add("long", 1'000'000, 0.30, "scope");                              // 300 ns
+    add("rare", 1'000'000, 0.005, "scope");                             // 0.5% of the time
+    add("tiny(int)", 50'000'000, 0.20, "function"); // a function: the hooks' question
+    analysis::UncertainTimes u = analysis::uncertain_times(p);
+    CHECK(u.clock_read_seconds == doctest::Approx(20e-9));
+    CHECK(u.marked == std::vector<size_t>{shorter, short_scope});
+    CHECK(u.functions.empty()); // traced
+    CHECK(!u.empty());
+    p.compensated = false;
+    CHECK(analysis::uncertain_times(p).empty());
+}
