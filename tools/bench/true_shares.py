@@ -64,7 +64,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from libprofbench import perf, sqlite
+from libprofbench import marked_lines, perf, sqlite
 from libprofbench.build import REPO, WORKLOADS, check, stale
 from libprofbench.host import first_line, git_revision, loadavg, machine_line
 from libprofbench.runner import clean_env, event_logger, run
@@ -256,6 +256,7 @@ class Bench:
         self.binaries = {}  # (program, cc, instrumented) -> path
         self.outputs = defaultdict(lambda: defaultdict(int))  # program -> output hash -> runs
         self.samples = defaultdict(list)  # (program, cc) -> per rep (physical, inlined or None)
+        self.lines = {}  # the marked-lines case's builds: "marked", "plain"
 
     def argv(self, p, cc, instrumented):
         return [self.binaries[p, cc, instrumented], *self.progs[p].args]
@@ -320,6 +321,36 @@ class Bench:
             total_s=rec["tables"]["cpu" if busy else "default"]["total"],
             trace_mb=rec["trace_bytes"] / 1e6)
         return rec
+
+    def lines_perf(self, rep):
+        """perf record of the unmarked build of the marked-lines case: its truth."""
+        data = self.work / "perf" / "snappy-lines.data"
+        data.parent.mkdir(exist_ok=True)
+        plain = self.lines["plain"]
+        r = self.timed("snappy", [*PERF_RECORD, "-o", data, "--", plain, *self.progs["snappy"].args])
+        share, lines = marked_lines.truth(data, plain)
+        log("perf", program="snappy-lines", rep=rep, wall_s=r.wall, cpu_s=r.cpu,
+            compress_fragment_pct=share)
+        return {"perf_share": share, "perf_lines": lines}
+
+    def lines_plain(self, rep):
+        r = self.timed("snappy", [self.lines["plain"], *self.progs["snappy"].args])
+        log("plain", program="snappy-lines", rep=rep, wall_s=r.wall, cpu_s=r.cpu)
+        return {"plain_cpu": r.cpu}
+
+    def lines_profiled(self, rep):
+        trace = self.rundir / "snappy-lines.trace"
+        trace.unlink(missing_ok=True)
+        r = self.timed("snappy", [self.profrun, "-q", "-f", "-o", trace, "--",
+                                  self.lines["marked"], *self.progs["snappy"].args])
+        done = subprocess.run([self.profreport, "--lines", "--format", "json", trace],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"true_shares: profreport --lines failed on {trace}: {done.stderr[-2000:]}")
+        total, lines = marked_lines.ours(json.loads(done.stdout))
+        trace.unlink()
+        log("libprof", program="snappy-lines", rep=rep, wall_s=r.wall, cpu_s=r.cpu, total_s=total)
+        return {"total": total, "lines": lines}
 
     def truth(self, p, cc, hooked_keys):
         """perf's shares per rep, by key: GCC with inlined frames whose key libprof's table has."""
@@ -492,6 +523,8 @@ def main():
     ap.add_argument("--busy-cpu", default="0", help="the CPU of --busy (default 0)")
     ap.add_argument("--sqlite-src", type=Path,
                     help="a directory with sqlite3.c and sqlite3.h instead of the npm package's")
+    ap.add_argument("--no-lines", action="store_true",
+                    help="leave out the marked-lines case (run with snappy and gcc)")
     ap.add_argument("--json", type=Path, help="write the raw per-rep results to this file")
     args = ap.parse_args()
 
@@ -530,17 +563,28 @@ def main():
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:  # the machine's 2 cores
         for job, binary in zip(jobs, ex.map(lambda j: build(work, libprof, progs[j[0]], *j[1:]), jobs)):
             b.binaries[job] = binary
+    lines_case = "snappy" in names and "gcc" in ccs and not args.no_lines
+    if lines_case:
+        b.lines, lines_source, scope_end = marked_lines.build(work, libprof, progs["snappy"], log)
     prep = time.monotonic() - t0
     log("built", seconds=prep)
 
     kinds = ["perf", "plain", "prof"] + (["plain_busy", "prof_busy"] if args.busy else [])
     recs = {(p, cc): {k: [] for k in kinds} for p in names for cc in ccs}
+    line_recs = []  # the marked-lines case, per rep
     shuffle = random.Random()
     for rep in range(1, args.reps + 1):
         tasks = [(p, cc, k) for p in names for cc in ccs for k in kinds]
+        tasks += [("lines", None, k) for k in ("perf", "plain", "prof")] if lines_case else []
         shuffle.shuffle(tasks)
         log("rep", rep=rep, of=args.reps)
+        if lines_case:
+            line_recs.append({"source": lines_source, "scope_end": scope_end})
         for p, cc, kind in tasks:
+            if p == "lines":
+                line_recs[-1].update({"perf": b.lines_perf, "plain": b.lines_plain,
+                                      "prof": b.lines_profiled}[kind](rep))
+                continue
             run_one = {"perf": b.perf, "plain": b.plain, "prof": b.profiled,
                        "plain_busy": lambda *a: b.plain(*a, busy=True),
                        "prof_busy": lambda *a: b.profiled(*a, busy=True)}[kind]
@@ -557,6 +601,7 @@ def main():
             out, line = section(p, cc, r, truths[p, cc], args.reps, b.busy_cpu)
             blocks += out
             summary.append(line)
+    lines_block, lines_summary = marked_lines.report(line_recs, args.reps) if lines_case else (None, None)
     took = time.monotonic() - t0
 
     rev = git_revision(REPO, ["libprof", "tools/profreport", "tools/profrun"], "libprof/ or tools/")
@@ -585,7 +630,11 @@ def main():
           f"points of perf, the same top function, libprof's total over the uninstrumented CPU "
           f"time, the largest run-to-run spread of a share (points)\n")
     print(render_text(shead, summary))
-    for title, head, rows, notes in blocks:
+    if lines_summary:
+        print(f"\nmarked lines (snappy, gcc): CompressFragment's total {lines_summary[0]} its "
+              f"uninstrumented time (target within 1.3x), the FindMatchLength line "
+              f"{lines_summary[1]} points from perf's share (target within 5)")
+    for title, head, rows, notes in blocks + ([lines_block] if lines_block else []):
         print(f"\n== {title}\n")
         print(render_text(head, rows))
         for line in notes:
@@ -606,7 +655,8 @@ def main():
         args.json.write_text(json.dumps({
             "command": command, "machine": machine_line(), "date": started.isoformat(),
             "sizes": size, "outputs": b.outputs,
-            "runs": {f"{p}/{cc}": {**r, "perf_shares": truths[p, cc]} for (p, cc), r in recs.items()}},
+            "runs": {f"{p}/{cc}": {**r, "perf_shares": truths[p, cc]} for (p, cc), r in recs.items()},
+            "marked_lines": [{k: v for k, v in r.items() if k != "source"} for r in line_recs]},
             indent=1, default=str))
         log("json", path=args.json)
     log("done", seconds=took)

@@ -130,8 +130,10 @@ const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
         }
         std::vector<reader::DwarfLines::InlinedCall> calls = dwarf->inlined(ip - mod.base);
         // A timer interrupt lets the instruction in flight finish: the time of a slow one
-        // (the markers' clock reads) shows at the instruction after it.
-        code.marker = libprof_header(file) || marker_code(*dwarf, ip - mod.base - 1);
+        // (the markers' clock reads) shows at the instruction after it. (Only a trace with
+        // marked sites has markers' code.)
+        code.marker = libprof_header(file) ||
+                      (!layout->sites.empty() && marker_code(*dwarf, ip - mod.base - 1));
         for (const reader::DwarfLines::InlinedCall& call : calls)
             code.marker |= libprof_header(call.decl_file);
         if (code.marker) return code;
