@@ -89,6 +89,31 @@ struct DwarfLines::Impl {
             if (any || tag == DW_TAG_lexical_block) gather(&child, v, depth + 1);
         } while (dwarf_siblingof(&child, &child) == 0);
     }
+    // The unit and the subprogram holding `vaddr`, and its address in the unit (`pc`), from the
+    // unit's index of subprograms. (dwarf_getscopes walks the whole unit per address, far too slow
+    // for an amalgamation such as sqlite3.c, and continues past an inlined subroutine with its
+    // abstract origin's scopes.)
+    bool subprogram_at(uint64_t vaddr, Dwarf_Die*& cu, Dwarf_Die& subprogram, uint64_t& pc) {
+        if (!module) return false;
+        Dwarf_Addr addr = vaddr + bias, cu_bias = 0;
+        cu = dwfl_module_addrdie(module, addr, &cu_bias);
+        if (!cu) // no .debug_aranges (Clang): the units' own ranges
+            while ((cu = dwfl_module_nextcu(module, cu, &cu_bias)) != nullptr)
+                if (dwarf_haspc(cu, addr - cu_bias) == 1) break;
+        if (!cu) return false;
+        pc = addr - cu_bias;
+        const std::vector<Subprogram>& subs = subprograms_of(cu);
+        auto it = std::upper_bound(subs.begin(), subs.end(), Dwarf_Addr(pc),
+                                   [](Dwarf_Addr a, const Subprogram& s) { return a < s.low; });
+        for (int back = 0; it != subs.begin() && back < 8; ++back) {
+            --it;
+            if (pc < it->high) {
+                subprogram = it->die;
+                return true;
+            }
+        }
+        return false;
+    }
     const std::vector<Subprogram>& subprograms_of(Dwarf_Die* cu) {
         auto [it, fresh] = subprograms.try_emplace(dwarf_dieoffset(cu));
         if (!fresh) return it->second;
@@ -156,33 +181,42 @@ DwarfLines::~DwarfLines() {
     if (impl_->dwfl) dwfl_end(impl_->dwfl);
 }
 
+std::vector<uint64_t> DwarfLines::block_statics(uint64_t vaddr) const {
+    std::vector<uint64_t> out;
+    Dwarf_Die* cu = nullptr;
+    Dwarf_Die scope;
+    uint64_t pc = 0;
+    if (!impl_->subprogram_at(vaddr, cu, scope, pc)) return out;
+    // Preorder: a block inside an inlined subroutine comes after it; those are left out.
+    std::vector<std::pair<Dwarf_Addr, Dwarf_Addr>> inlined_at;
+    for (const Impl::Scope& sc : impl_->scopes_of(&scope)) {
+        bool holds = false;
+        for (const auto& [low, high] : sc.ranges) holds |= pc >= low && pc < high;
+        if (!holds) continue;
+        if (sc.inlined) break; // the rest holding pc are the inlined function's
+        Dwarf_Die block = sc.die, child;
+        if (dwarf_child(&block, &child) != 0) continue;
+        do {
+            if (dwarf_tag(&child) != DW_TAG_variable) continue;
+            Dwarf_Attribute a;
+            Dwarf_Op* expr = nullptr;
+            size_t n = 0;
+            if (dwarf_attr(&child, DW_AT_location, &a) && dwarf_getlocation(&a, &expr, &n) == 0 &&
+                n == 1 && expr[0].atom == DW_OP_addr)
+                out.push_back(expr[0].number + (vaddr - pc)); // the unit's addresses to the file's
+        } while (dwarf_siblingof(&child, &child) == 0);
+    }
+    return out;
+}
+
 std::vector<DwarfLines::InlinedCall> DwarfLines::inlined(uint64_t vaddr) const {
     std::vector<InlinedCall> calls;
-    if (!impl_->module) return calls;
-    Dwarf_Addr addr = vaddr + impl_->bias, cu_bias = 0;
-    Dwarf_Die* cu = dwfl_module_addrdie(impl_->module, addr, &cu_bias);
-    if (!cu) // no .debug_aranges (Clang): the units' own ranges
-        while ((cu = dwfl_module_nextcu(impl_->module, cu, &cu_bias)) != nullptr)
-            if (dwarf_haspc(cu, addr - cu_bias) == 1) break;
-    if (!cu) return calls;
-    Dwarf_Addr pc = addr - cu_bias;
-    // The subprogram holding pc, from the unit's index; then down its tree, through the scopes
-    // that hold pc: the inlined subroutines met on the way are the calls, outermost first.
-    // (dwarf_getscopes walks the whole unit per address, far too slow for an amalgamation such
-    // as sqlite3.c, and continues past an inlined subroutine with its abstract origin's scopes.)
-    const std::vector<Impl::Subprogram>& subs = impl_->subprograms_of(cu);
-    auto it = std::upper_bound(subs.begin(), subs.end(), pc,
-                               [](Dwarf_Addr a, const Impl::Subprogram& s) { return a < s.low; });
+    Dwarf_Die* cu = nullptr;
     Dwarf_Die scope;
-    bool found = false;
-    for (int back = 0; it != subs.begin() && back < 8 && !found; ++back) {
-        --it;
-        if (pc < it->high) {
-            scope = it->die;
-            found = true;
-        }
-    }
-    if (!found) return calls;
+    uint64_t pc = 0;
+    // The subprogram holding pc; then down its tree, through the scopes that hold pc: the
+    // inlined subroutines met on the way are the calls, outermost first.
+    if (!impl_->subprogram_at(vaddr, cu, scope, pc)) return calls;
     Dwarf_Files* files = nullptr;
     size_t nfiles = 0;
     if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0) files = nullptr;

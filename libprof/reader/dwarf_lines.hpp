@@ -44,6 +44,11 @@ class DwarfLines {
     // Empty when nothing is inlined there or the file has no DWARF.
     std::vector<InlinedCall> inlined(uint64_t vaddr) const;
 
+    // The addresses (as laid out in the file) of the static variables declared in the lexical
+    // blocks that hold `vaddr`, in the function holding it (not in functions inlined there):
+    // PROF_SCOPE's site is one, so the code of a marked scope's block is known by its site.
+    std::vector<uint64_t> block_statics(uint64_t vaddr) const;
+
   private:
     struct Impl;
     std::unique_ptr<Impl> impl_;

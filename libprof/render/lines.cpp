@@ -140,8 +140,15 @@ void print_line_tables(std::FILE* out, const std::vector<LineTable>& tables, con
                 heap ? fmt::format("{:>12}  ", "Heap incr.") : "", "Occurrences", "Line Contents");
             fmt::print(out, "{}\n{}\n", header, std::string(header.size(), '='));
         } else {
-            fmt::print(out, "Total time: {:g} s\nFile: {}\nFunction: {} at line {}\n\n",
-                       t.total_time, file, text::printable(t.function), start);
+            // A total that holds the markers' own cost says so (lines.md).
+            std::string markers =
+                t.markers_in_total
+                    ? fmt::format(", with the markers' own cost of {} line executions (left out "
+                                  "of a run timed by CPU samples, built with -g)",
+                                  text::grouped(t.markers_in_total))
+                    : "";
+            fmt::print(out, "Total time: {:g} s{}\nFile: {}\nFunction: {} at line {}\n\n",
+                       t.total_time, markers, file, text::printable(t.function), start);
             // Sampled from outside: the counts are CPU samples, and no time is per execution.
             bool sampled = std::all_of(t.rows.begin(), t.rows.end(),
                                        [](const LineRow& r) { return r.sampled; });

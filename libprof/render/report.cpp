@@ -113,15 +113,7 @@ std::string shown_label(const Function& f, bool full_paths) {
 
 namespace {
 
-// 2713 -> "2,713"
-std::string grouped(uint64_t n) {
-    std::string digits = std::to_string(n), out;
-    for (size_t i = 0; i < digits.size(); ++i) {
-        if (i && (digits.size() - i) % 3 == 0) out += ',';
-        out += digits[i];
-    }
-    return out;
-}
+using text::grouped;
 
 } // namespace
 
@@ -264,6 +256,18 @@ std::string uncertain_text(const Profile& p) {
             text.empty() ? "" : "; ", u.marked.size(), one ? "scope takes" : "scopes take",
             u.clock_read_seconds * 1e9, one ? "its time is" : "their times are", "measured",
             names(u.marked));
+    }
+    if (!u.marker_functions.empty()) {
+        std::string names;
+        for (size_t k = 0; k < u.marker_functions.size() && k < 4; ++k)
+            names += (k ? ", " : "") + short_name(u.marker_functions[k]);
+        if (u.marker_functions.size() > 4)
+            names += fmt::format(" and {} more", u.marker_functions.size() - 4);
+        text +=
+            fmt::format("{}the markers' own code took {:.0f}% of the samples, so the times "
+                        "of the code around them may be a third off (fewer markers in hot "
+                        "loops: one PROF_SCOPE around a loop rather than a PROF_LINE in it): {}",
+                        text.empty() ? "" : "; ", 100 * u.marker_share, names);
     }
     return "uncertain: " + text;
 }
@@ -432,9 +436,16 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
     if (!u.empty())
         fmt::print(out,
                    "  \"uncertain\": {{\"hook_seconds_per_call\": {:.12f}, \"functions\": {}, "
-                   "\"callers\": {}, \"clock_read_seconds\": {:.12f}, \"marked\": {}}},\n",
+                   "\"callers\": {}, \"clock_read_seconds\": {:.12f}, \"marked\": {}, "
+                   "\"marker_share\": {:.4f}, \"marker_functions\": {}}},\n",
                    u.hook_seconds_per_call, name_list(u.functions), name_list(u.callers),
-                   u.clock_read_seconds, name_list(u.marked));
+                   u.clock_read_seconds, name_list(u.marked), u.marker_share, [&] {
+                       std::string text;
+                       for (const std::string& n : u.marker_functions)
+                           text += fmt::format("{}\"{}\"", text.empty() ? "" : ", ",
+                                               text::json_escape(n));
+                       return "[" + text + "]";
+                   }());
     fmt::print(out, "  \"functions\": [");
     bool first = true;
     for (size_t i : selected(p, o)) {

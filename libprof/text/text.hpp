@@ -42,4 +42,7 @@ std::string xml_escape(std::string_view s);
 // "512 B", "9.81 MiB", "-2.00 KiB": binary units up to TiB, two decimals above bytes.
 std::string format_bytes(double bytes);
 
+// 2713 -> "2,713"
+std::string grouped(uint64_t n);
+
 } // namespace prof::text

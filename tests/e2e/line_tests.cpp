@@ -92,6 +92,12 @@ TEST_CASE("lines and scopes without -finstrument-functions: exact hits, timing")
     }
     CHECK(outer);
     CHECK(inner);
+    // Timed by the clock reads (too few samples), branchy's PROF_FUNCTION time holds its
+    // markers' own cost, and its table says over how many executions of marked lines.
+    if (!l->profile.time.sampled_traces)
+        for (const auto& t : analysis::line_tables(l->profile))
+            if (t.function.find("branchy") != std::string::npos)
+                CHECK(t.markers_in_total == 3000 + 1002 + 6000);
     // Per thread: each worker's branchy(1000) hits its `s += i` line 1000 times.
     size_t threads_with_rows = 0;
     for (const auto& t : l->builder.thread_list()) {
@@ -748,7 +754,7 @@ TEST_CASE("profrun --mem with PROF_LINE_RSS=1: the heap growth and the RSS per l
 
 // Marked lines of a few nanoseconds in a hot loop: the markers cost about four times the
 // statements (marked_hot.cpp), and their code, inlined in the function, is the profiler's.
-TEST_CASE("marked lines in a hot loop: the function's total leaves out the markers' code") {
+TEST_CASE("marked lines and scopes in a hot loop: totals leave out the markers' code") {
     std::string trace = temp_path("marked_hot.trace");
     test::RunResult r = run({PROF_TEST_MARKED_HOT}, {{"PROF_OUT", trace}});
     REQUIRE_MESSAGE(r.exit_code == 0, "stderr: ", r.err);
@@ -786,10 +792,32 @@ TEST_CASE("marked lines in a hot loop: the function's total leaves out the marke
     CHECK(second.hits == 8192000);
     // Timed by their samples, a subset of the function's.
     CHECK(first.time + second.time <= work * (1 + 1e-9));
+    for (const auto& t : tables)
+        if (t.function.find("work") != std::string::npos) CHECK(t.markers_in_total == 0);
     // A line whose statement calls out of line for microseconds per hit keeps its clock reads'
     // time, which holds spin()'s CPU time (the samples there are spin's code, not the line's).
-    const analysis::LineRow& calls = row(tables, 26);
+    const analysis::LineRow& calls = row(tables, 38);
     CHECK(calls.hits == 2000);
     INFO("the slow line ", calls.time, " s; spin() measured ", spin, " s; slow() ", slow, " s");
     CHECK(calls.time >= 0.95 * spin);
+    // A scope of a few nanoseconds per activation, whose activations join runs: DWARF gives its
+    // block, whose samples time it (its clock reads measured about 5 times its time).
+    double plain_scoped = test::seconds_printed(r.err, "plain_scoped");
+    REQUIRE(plain_scoped > 0.03);
+    const analysis::Function* mixing = nullptr;
+    for (const auto& f : p.functions)
+        if (f.name == "mixing" && f.kind == "scope") mixing = &f;
+    REQUIRE(mixing);
+    CHECK(mixing->stats.ncalls == 4096000);
+    CHECK(p.time.measured_run_threads == 0);
+    analysis::UncertainTimes u = analysis::uncertain_times(p);
+    CHECK(u.marked.empty());
+    // The markers' code took most of the samples (about three quarters): the header says so,
+    // naming the functions with marked code.
+    CHECK(u.marker_share == doctest::Approx(double(p.time.marker_samples) /
+                                            double(p.time.marker_samples + p.time.samples)));
+    CHECK(u.marker_functions.size() == 3);
+    INFO("mixing ", mixing->stats.cumtime, " s; the same code unmarked ", plain_scoped, " s");
+    CHECK(mixing->stats.cumtime >= 0.4 * plain_scoped);
+    CHECK(mixing->stats.cumtime <= 2.0 * plain_scoped);
 }

@@ -2,7 +2,9 @@
 // own cost). work() marks two statements of a few nanoseconds each, 2 x 8 M hits, about 30
 // times the statements' own time in markers; plain_work() is the same code built with
 // -DPROF_DISABLE (marked_hot_plain.cpp). main runs plain_work, then work, and prints each one's
-// CPU time (`plain_ns=N`, `work_ns=N`, the thread's CPU clock); then slow(), a marked line whose
+// CPU time (`plain_ns=N`, `work_ns=N`, the thread's CPU clock); then plain_scoped() and
+// scoped(), a PROF_SCOPE of a few nanoseconds in a loop, 4 M activations (`plain_scoped_ns=N`,
+// the unmarked copy's CPU time); then slow(), a marked line whose
 // statement calls spin() out of line, 300 hits of about 2000 multiply rounds, and the CPU time
 // spin took in all (`spin_ns=N`). Prints the checksums on stdout.
 #include <prof/prof.hpp>
@@ -15,8 +17,10 @@
 extern "C" uint64_t spin(int rounds);
 extern "C" uint64_t plain_work(const uint64_t* v, size_t n, int rounds);
 extern "C" uint64_t plain_slow(int hits);
+extern "C" uint64_t plain_scoped(const uint64_t* v, size_t n, int rounds);
 
 #define WORK_NAME work
+#define SCOPED_NAME scoped
 #define SLOW_NAME slow
 #include "marked_hot.inc"
 
@@ -45,11 +49,15 @@ int main() {
     uint64_t t1 = cpu_ns();
     uint64_t b = work(v.data(), v.size(), rounds);
     uint64_t t2 = cpu_ns();
+    uint64_t t3 = cpu_ns();
+    uint64_t d = plain_scoped(v.data(), v.size(), 1000);
+    uint64_t t4 = cpu_ns();
+    uint64_t e = scoped(v.data(), v.size(), 1000);
     uint64_t c = slow(2000);
     std::printf("%llu %llu %llu\n", (unsigned long long)a, (unsigned long long)b,
                 (unsigned long long)c);
-    std::fprintf(stderr, "plain_ns=%llu\nwork_ns=%llu\nspin_ns=%llu\n",
+    std::fprintf(stderr, "plain_ns=%llu\nwork_ns=%llu\nspin_ns=%llu\nplain_scoped_ns=%llu\n",
                  (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1),
-                 (unsigned long long)spin_total_ns);
-    return a == b ? 0 : 1;
+                 (unsigned long long)spin_total_ns, (unsigned long long)(t4 - t3));
+    return a == b && d == e ? 0 : 1;
 }

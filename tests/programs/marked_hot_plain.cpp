@@ -8,5 +8,6 @@
 extern "C" uint64_t spin(int rounds);
 
 #define WORK_NAME plain_work
+#define SCOPED_NAME plain_scoped
 #define SLOW_NAME plain_slow
 #include "marked_hot.inc"

@@ -632,7 +632,7 @@ def main():
     print(render_text(shead, summary))
     if lines_summary:
         print(f"\nmarked lines (snappy, gcc): CompressFragment's total {lines_summary[0]} its "
-              f"uninstrumented time (target within 1.3x), the FindMatchLength line "
+              f"uninstrumented time (target within 1.3x either way), the FindMatchLength line "
               f"{lines_summary[1]} points from perf's share (target within 5)")
     for title, head, rows, notes in blocks + ([lines_block] if lines_block else []):
         print(f"\n== {title}\n")

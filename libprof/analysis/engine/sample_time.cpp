@@ -12,13 +12,13 @@ namespace prof::analysis::engine {
 // A sample's CPU time to the node open where it was taken; one that names the instruction
 // it interrupted waits for the end of the trace (place_samples).
 void SampleTime::charge(ThreadReplay& t, uint32_t node, const reader::SampleRecord& r,
-                        int64_t units) {
+                        int64_t units, int64_t credit) {
     if (!r.ip) {
         give(t, node, units);
         count_samples(t, node, r.count);
         return;
     }
-    t.placed.push_back(PlacedSample{node, r.ip, units, r.count});
+    t.placed.push_back(PlacedSample{node, r.ip, units, r.count, credit});
 }
 // The symbol table of the object on disk at a module's path, if it is the module's build.
 const reader::ElfSymbols* SampleTime::symbols_of(const reader::Module& mod) {
@@ -93,8 +93,11 @@ const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
         hooked_by_name.clear();
         code_by_ip.clear();
         line_sites.clear();
-        for (const auto& [address, site] : layout->sites)
+        scope_sites = false;
+        for (const auto& [address, site] : layout->sites) {
             if (site.kind == format::SiteKind::kLine) line_sites[site.line].push_back(address);
+            scope_sites |= site.kind == format::SiteKind::kScope;
+        }
     }
     auto [at, fresh] = code_by_ip.try_emplace(ip);
     CodeAt& code = at->second;
@@ -111,9 +114,23 @@ const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
     const reader::ElfSymbols::Entry* holding = elf ? elf->find(ip - mod.base) : nullptr;
     if (!holding) return code;
     reader::DwarfLines* dwarf = dwarf_of(mod);
+    // A timer interrupt lets the instruction in flight finish and names the one after it: a
+    // sample stands for the instruction before the one it names. Where the markers' code and
+    // the program's meet (traces with marked sites), a sample goes by that one: named after
+    // the markers' code it is the profiler's, named at the markers' first instruction it is
+    // the program's code before them. Elsewhere the named instruction stands, as perf names
+    // it in the unmarked program.
+    uint64_t vaddr = ip - mod.base;
+    if (dwarf && !layout->sites.empty()) {
+        if (marker_code(*dwarf, vaddr - 1)) {
+            code.marker = true;
+            return code;
+        }
+        if (marker_code(*dwarf, vaddr) && elf->find(vaddr - 1) == holding) --vaddr;
+    }
     std::string file;
     uint32_t line = 0;
-    if (dwarf && dwarf->lookup(ip - mod.base, file, line)) {
+    if (dwarf && dwarf->lookup(vaddr, file, line)) {
         code.scoped = true;
         auto [names, first] = hooked_by_name.try_emplace(m);
         if (first) {
@@ -128,12 +145,8 @@ const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
                 }
             }
         }
-        std::vector<reader::DwarfLines::InlinedCall> calls = dwarf->inlined(ip - mod.base);
-        // A timer interrupt lets the instruction in flight finish: the time of a slow one
-        // (the markers' clock reads) shows at the instruction after it. (Only a trace with
-        // marked sites has markers' code.)
-        code.marker = libprof_header(file) ||
-                      (!layout->sites.empty() && marker_code(*dwarf, ip - mod.base - 1));
+        std::vector<reader::DwarfLines::InlinedCall> calls = dwarf->inlined(vaddr);
+        code.marker = libprof_header(file);
         for (const reader::DwarfLines::InlinedCall& call : calls)
             code.marker |= libprof_header(call.decl_file);
         if (code.marker) return code;
@@ -156,6 +169,16 @@ const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
             for (const reader::DwarfLines::InlinedCall& call : calls)
                 add_line(call.call_file, call.call_line);
         }
+        // The marked scopes whose block holds it: their sites are static variables there.
+        if (scope_sites)
+            for (uint64_t vaddr : dwarf->block_statics(ip - mod.base)) {
+                uint64_t address = mod.base + vaddr;
+                auto site = layout->sites.find(address);
+                if (site == layout->sites.end() || site->second.kind != format::SiteKind::kScope)
+                    continue;
+                auto f = fns->index.find({address, reader::kNoModule});
+                if (f != fns->index.end()) code.scopes.push_back(f->second);
+            }
     }
     auto holder = fns->index.find({holding->start + mod.base, reader::kNoModule});
     if (holder != fns->index.end()) code.functions.push_back(holder->second);
@@ -192,24 +215,49 @@ uint32_t SampleTime::place(ThreadReplay& t, uint32_t node, const CodeAt& code) {
     for (size_t i = nearest; i-- > 0;) open = t.child(open, at[i]);
     return open;
 }
-// The samples that named their instruction, to their nodes.
+// The samples that named their instruction, to their nodes. A scope run's samples landed in
+// its parent (its records are written after it), and the run kept the time its clock reads
+// measured, no better than their cost for a short scope (profile.hpp, UncertainTimes): where
+// DWARF finds the blocks of every scope with runs in the thread (a sample landed in each),
+// the samples in a block go to its scope instead, and the runs' measured time is taken back.
 void SampleTime::place_samples(ThreadReplay& t) {
+    bool by_samples = !t.run_given.empty();
+    if (by_samples) {
+        std::set<uint32_t> found;
+        for (const PlacedSample& p : t.placed)
+            for (uint32_t f : code_at(p.ip).scopes) found.insert(f);
+        for (const auto& [node, units] : t.run_given)
+            by_samples &= found.count(t.nodes[node].function) != 0;
+    }
+    t.runs_measured = !t.run_given.empty() && !by_samples;
+    if (by_samples) {
+        t.self.resize(t.nodes.size(), 0);
+        for (const auto& [node, units] : t.run_given) t.self[node] -= units;
+    }
     for (const PlacedSample& p : t.placed) {
         const CodeAt& code = code_at(p.ip);
+        int64_t units = p.units + (by_samples ? p.credit : 0);
         if (code.hook || code.marker) { // the profiler's, as a sample inside the hooks is
-            t.own += p.units;
+            t.own += units;
             t.own_samples += p.samples;
             (code.hook ? t.hook_call_samples : t.marker_samples) += p.samples;
             t.samples -= std::min(t.samples, p.samples);
             continue;
         }
         uint32_t node = place(t, p.node, code);
-        give(t, node, p.units);
+        if (by_samples)
+            for (uint32_t scope : code.scopes) { // outermost first: each opens in the one before
+                bool open = false;
+                for (uint32_t n = node; n && !open; n = t.nodes[n].parent)
+                    open = t.nodes[n].function == scope;
+                if (!open) node = t.child(node, scope);
+            }
+        give(t, node, units);
         count_samples(t, node, p.samples);
         for (uint64_t site : code.lines) {
             MarkedLine& l = marked_line_samples[{t.stream, site}];
             l.samples += p.samples;
-            l.units += p.units;
+            l.units += units;
         }
     }
     std::vector<PlacedSample>().swap(t.placed);
@@ -253,7 +301,7 @@ void SampleTime::sample(ThreadReplay& t, const reader::SampleRecord& r) {
     // at the end, or the one closed last.
     if (r.count) {
         t.sampled_cpu += cpu;
-        charge(t, node, r, cpu - own - t.scope_credit);
+        charge(t, node, r, cpu - own - t.scope_credit, t.scope_credit);
         t.last_sample_node = node;
     } else if (!first && !t.spans_closed) {
         // The thread's last clocks (1.11: always written): its CPU time since the last sample
@@ -456,6 +504,7 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
         b.own_samples += t.own_samples;
         b.hook_call_samples += t.hook_call_samples;
         b.marker_samples += t.marker_samples;
+        b.measured_run_threads += t.runs_measured ? 1 : 0;
         b.cpu_seconds += double(t.sampled_cpu) * seconds_per_unit;
         b.own_seconds += double(t.own) * seconds_per_unit;
         b.off_cpu_seconds += double(t.off_cpu) * seconds_per_unit;

@@ -107,7 +107,10 @@ class SampleTime {
     // Thread `t` begins counting at `ticks`, its CPU clock then `cpu_ns`.
     void begin_counting(ThreadReplay& t, uint64_t ticks, uint64_t cpu_ns);
     // A sample's CPU time to the node open where it was taken (or later, by place_samples).
-    void charge(ThreadReplay& t, uint32_t node, const reader::SampleRecord& r, int64_t units);
+    // `credit`: scope runs' measured time taken off `units` (a sample in a scope's block gives
+    // it back, place_samples).
+    void charge(ThreadReplay& t, uint32_t node, const reader::SampleRecord& r, int64_t units,
+                int64_t credit = 0);
     // The samples that named their instruction, to their nodes (at the end of the trace).
     void place_samples(ThreadReplay& t);
     // Ends the span at `ticks`, of which `cpu` was on CPU: its time off CPU goes to its long
@@ -141,6 +144,7 @@ class SampleTime {
         std::vector<uint32_t> functions;
         bool scoped = false;
         std::vector<uint64_t> lines;
+        std::vector<uint32_t> scopes; // marked scopes whose block holds it (their functions)
     };
     const CodeAt& code_at(uint64_t ip);
     uint32_t place(ThreadReplay& t, uint32_t node, const CodeAt& code);
@@ -160,8 +164,10 @@ class SampleTime {
     const TraceFunctions* code_fns = nullptr;
     std::unordered_map<size_t, std::unordered_map<std::string, uint32_t>> hooked_by_name;
     std::unordered_map<uint64_t, CodeAt> code_by_ip;
-    // This trace's PROF_LINE sites by source line, and their samples by (stream, site).
+    // This trace's PROF_LINE sites by source line, and their samples by (stream, site); its
+    // PROF_SCOPE sites.
     std::unordered_map<uint32_t, std::vector<uint64_t>> line_sites;
+    bool scope_sites = false;
     struct MarkedLine {
         uint64_t samples = 0;
         int64_t units = 0;

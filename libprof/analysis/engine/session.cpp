@@ -522,6 +522,7 @@ struct Session::Impl : reader::EventSink {
         if (long_interval != INT64_MAX) {
             SampleTime::give(t, top(t), run);
             t.scope_credit += run;
+            t.run_given[top(t)] += run;
         }
         close(t);
         t.last = ticks + total > t.last ? ticks + total : t.last;

@@ -97,6 +97,7 @@ struct PlacedSample {
     uint64_t ip;
     int64_t units;
     uint64_t samples;
+    int64_t credit; // scope runs' measured time taken off `units` (SampleTime::place_samples)
 };
 
 // One thread of one trace.
@@ -128,6 +129,8 @@ struct ThreadReplay {
     int64_t own_waiting = 0;                  // the profiler's CPU time reported since then
     std::vector<LongInterval> long_intervals; // of this span
     int64_t scope_credit = 0;      // scope runs' time in this span, already given to their nodes
+    std::unordered_map<uint32_t, int64_t> run_given; // that time by scope node, in all spans
+    bool runs_measured = false;    // and kept: DWARF did not find every scope's block
     uint32_t last_top = 0;         // the last frame closed, once none is open
     std::vector<int64_t> self;     // on CPU (and scope runs' measured time)
     std::vector<int64_t> self_off; // off CPU: blocked, sleeping (or unsplit, see below)

@@ -17,6 +17,7 @@ namespace prof::analysis {
 std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
     std::map<std::pair<std::string, std::string>, std::map<uint32_t, LineRow>> groups;
     std::map<std::pair<std::string, std::string>, double> function_time;
+    std::map<std::pair<std::string, std::string>, uint64_t> markers_in_total;
     std::set<std::pair<size_t, uint32_t>> covered; // (trace, stream) of this profile
     for (const ThreadSummary& t : p.threads) covered.insert({t.trace, t.stream});
 
@@ -36,6 +37,8 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
                 row.mark = "PROF_LINE(" + s.label + ")";
             row.sampled = info.meta.count("sampler") != 0;
             row.hits += ls.hits;
+            if (!row.sampled && !ls.sample_timed)
+                markers_in_total[{s.file, function_display_name(s.function)}] += ls.hits;
             // Each hit measured the clock reads around the statement too (line_overhead). Their
             // cost in place differs from the calibrated one by about its own size (the CPU
             // overlaps them with the statement, or stalls on them), so a statement that takes
@@ -94,6 +97,8 @@ std::vector<LineTable> line_tables(const Profile& p, const std::string& match) {
         auto ft = function_time.find(key);
         if (ft != function_time.end()) {
             t.total_time = ft->second;
+            if (auto m = markers_in_total.find(key); m != markers_in_total.end())
+                t.markers_in_total = m->second;
         } else {
             for (const LineRow& r : t.rows) t.total_time += r.time;
         }

@@ -32,6 +32,10 @@ struct LineTable {
     std::string file;          // as recorded (the compiler's __FILE__)
     std::string function;      // display name of the enclosing function
     double total_time = 0;     // the PROF_FUNCTION time when marked, else the sum of the rows
+    // Executions of marked lines whose markers' own cost that PROF_FUNCTION time still holds:
+    // those of traces timed by their clock reads (too few samples), or of code whose DWARF
+    // was not found (the samples in the markers' code cannot be told apart).
+    uint64_t markers_in_total = 0;
     std::vector<LineRow> rows; // by line
     // Heap increments were recorded (the memory profiler ran, or some row has one): the heap
     // column is shown even for a function whose rows are all 0.

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 namespace prof::analysis {
 
@@ -248,7 +249,8 @@ UncertainTimes uncertain_times(const Profile& p) {
         if (info.ticks_per_second > 0)
             u.clock_read_seconds =
                 std::max(u.clock_read_seconds, info.line_overhead / info.ticks_per_second);
-    if (p.compensated && u.clock_read_seconds > 0 && p.total_time > 0) {
+    bool measured = p.time.traced_traces || p.time.measured_run_threads;
+    if (measured && p.compensated && u.clock_read_seconds > 0 && p.total_time > 0) {
         for (size_t i = 0; i < p.functions.size(); ++i) {
             const Function& f = p.functions[i];
             if ((f.kind == "scope" || f.kind == "marked function") && f.stats.ncalls &&
@@ -261,6 +263,16 @@ UncertainTimes uncertain_times(const Profile& p) {
         });
     }
     const TimeBasis& t = p.time;
+    uint64_t seen = t.samples + t.marker_samples;
+    if (t.sampled_traces && t.marker_samples && 2 * t.marker_samples >= seen) {
+        u.marker_share = double(t.marker_samples) / double(seen);
+        std::set<std::string> names;
+        for (const reader::TraceInfo& info : p.traces)
+            for (const auto& [address, site] : info.sites)
+                if (site.kind == format::SiteKind::kLine || site.kind == format::SiteKind::kScope)
+                    names.insert(function_display_name(site.function));
+        u.marker_functions.assign(names.begin(), names.end());
+    }
     if (!t.sampled_traces || !t.all_calls_counted() || !p.total_calls || t.own_seconds <= 0 ||
         p.total_time <= 0)
         return u;

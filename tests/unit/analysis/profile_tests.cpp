@@ -218,12 +218,13 @@ TEST_CASE("uncertain times: less time per call than the hooks, and their callers
 }
 
 // Marked scopes and functions of at least 1% of the time that take under ten clock reads per
-// activation (the trace's calibrated PROF_LINE cost) are uncertain, timed by samples or not;
-// none when the clock reads' cost was not subtracted.
+// activation (the trace's calibrated PROF_LINE cost) are uncertain where scopes are timed by
+// their clock reads; none when the clock reads' cost was not subtracted.
 TEST_CASE("uncertain times: marked scopes under ten clock reads per activation") {
     analysis::Profile p;
     p.total_time = 1.0;
     p.compensated = true;
+    p.time.traced_traces = 1;
     reader::TraceInfo info;
     info.ticks_per_second = 2e9;
     info.line_overhead = 40; // 20 ns
@@ -247,6 +248,39 @@ TEST_CASE("uncertain times: marked scopes under ten clock reads per activation")
     CHECK(u.marked == std::vector<size_t>{shorter, short_scope});
     CHECK(u.functions.empty()); // traced
     CHECK(!u.empty());
+    p.time.traced_traces = 0; // timed by samples, scopes too: DWARF found their blocks
+    p.time.sampled_traces = 1;
+    CHECK(analysis::uncertain_times(p).marked.empty());
+    p.time.measured_run_threads = 1; // not all of them
+    CHECK(analysis::uncertain_times(p).marked == std::vector<size_t>{shorter, short_scope});
     p.compensated = false;
+    CHECK(analysis::uncertain_times(p).empty());
+}
+
+// Timed by samples of which the markers' own code took at least half: the functions holding
+// marked lines and scopes are named, with the share.
+TEST_CASE("uncertain times: the markers' code took most of the samples") {
+    analysis::Profile p;
+    p.total_time = 1.0;
+    p.time.sampled_traces = 1;
+    p.time.samples = 20;
+    p.time.marker_samples = 80;
+    reader::TraceInfo info;
+    reader::Site line, scope, function;
+    line.kind = format::SiteKind::kLine;
+    line.function = "int step(int)";
+    scope.kind = format::SiteKind::kScope;
+    scope.function = "void run()";
+    function.kind = format::SiteKind::kFunction; // PROF_FUNCTION alone marks no code inside
+    function.function = "void other()";
+    info.sites[1] = line;
+    info.sites[2] = scope;
+    info.sites[3] = function;
+    p.traces.push_back(info);
+    analysis::UncertainTimes u = analysis::uncertain_times(p);
+    CHECK(u.marker_share == doctest::Approx(0.8));
+    CHECK(u.marker_functions == std::vector<std::string>{"run()", "step(int)"});
+    p.time.marker_samples = 19; // under half
+    CHECK(analysis::uncertain_times(p).marker_functions.empty());
     CHECK(analysis::uncertain_times(p).empty());
 }
