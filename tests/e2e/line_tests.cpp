@@ -812,11 +812,13 @@ TEST_CASE("marked lines and scopes in a hot loop: totals leave out the markers' 
     CHECK(p.time.measured_run_threads == 0);
     analysis::UncertainTimes u = analysis::uncertain_times(p);
     CHECK(u.marked.empty());
-    // The markers' code took most of the samples (about three quarters): the header says so,
-    // naming the functions with marked code.
-    CHECK(u.marker_share == doctest::Approx(double(p.time.marker_samples) /
-                                            double(p.time.marker_samples + p.time.samples)));
-    CHECK(u.marker_functions.size() == 3);
+    // Where the markers' code took most of the samples (about three quarters here), the header
+    // says so, naming the three functions with marked code.
+    bool most = 2 * p.time.marker_samples >= p.time.marker_samples + p.time.samples;
+    CHECK(u.marker_functions.size() == (most ? 3u : 0u));
+    if (most)
+        CHECK(u.marker_share == doctest::Approx(double(p.time.marker_samples) /
+                                                double(p.time.marker_samples + p.time.samples)));
     INFO("mixing ", mixing->stats.cumtime, " s; the same code unmarked ", plain_scoped, " s");
     CHECK(mixing->stats.cumtime >= 0.4 * plain_scoped);
     CHECK(mixing->stats.cumtime <= 2.0 * plain_scoped);

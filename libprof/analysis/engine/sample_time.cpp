@@ -171,8 +171,8 @@ const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
         }
         // The marked scopes whose block holds it: their sites are static variables there.
         if (scope_sites)
-            for (uint64_t vaddr : dwarf->block_statics(ip - mod.base)) {
-                uint64_t address = mod.base + vaddr;
+            for (uint64_t variable : dwarf->block_statics(vaddr)) {
+                uint64_t address = mod.base + variable;
                 auto site = layout->sites.find(address);
                 if (site == layout->sites.end() || site->second.kind != format::SiteKind::kScope)
                     continue;
@@ -610,10 +610,6 @@ void SampleTime::add_sampled_lines(reader::TraceInfo& info) {
     }
 }
 
-} // namespace prof::analysis::engine
-
-namespace prof::analysis::engine {
-
 // A trace timed by its samples: the samples that landed in marked lines' code are the lines'
 // too, for every line of a source file where some did (its DWARF was read; lines.cpp decides
 // which measure of a line to show).
@@ -622,8 +618,9 @@ void SampleTime::add_marked_line_samples(reader::TraceInfo& info) {
     bool timed = !time_bases.empty() && time_bases.back().sampled_traces;
     std::set<std::string> found;
     for (const auto& [key, l] : marked_line_samples) {
-        if (!timed) break;
-        found.insert(info.sites.at(key.second).file);
+        auto site = info.sites.find(key.second);
+        if (!timed || site == info.sites.end()) continue;
+        found.insert(site->second.file);
         reader::LineStats ls;
         ls.samples = l.samples;
         ls.sampled_seconds = double(l.units) * kClockUnit / tps;
