@@ -125,8 +125,9 @@ std::string time_basis_text(const TimeBasis& t) {
         text = "times from 0 CPU samples: the run's CPU time is known, not how it splits among "
                "functions (the frame open at its end, or closed last, has it all)";
     } else if (t.sampled_traces) {
-        text = fmt::format("times from {} CPU samples at {:.0f} Hz (a 10% share is within +-{:.1f} "
-                           "points, 95%)",
+        // The sampling error alone: a run of the same program on a busy host varies more.
+        text = fmt::format("times from {} CPU samples at {:.0f} Hz (sampling error: a 10% share "
+                           "is within +-{:.1f} points, 95%)",
                            grouped(t.samples), t.hz(), t.points_at_10());
     }
     if (t.sampled_traces) {

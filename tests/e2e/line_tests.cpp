@@ -754,6 +754,11 @@ TEST_CASE("profrun --mem with PROF_LINE_RSS=1: the heap growth and the RSS per l
 
 // Marked lines of a few nanoseconds in a hot loop: the markers cost about four times the
 // statements (marked_hot.cpp), and their code, inlined in the function, is the profiler's.
+// Under a sanitizer the sampler is off (its interposers are not reached): nothing to place.
+#ifdef PROF_SANITIZER_BUILD
+TEST_CASE("marked lines and scopes in a hot loop: totals leave out the markers' code" *
+          doctest::skip(true)) {}
+#else
 TEST_CASE("marked lines and scopes in a hot loop: totals leave out the markers' code") {
     std::string trace = temp_path("marked_hot.trace");
     test::RunResult r = run({PROF_TEST_MARKED_HOT}, {{"PROF_OUT", trace}});
@@ -823,3 +828,4 @@ TEST_CASE("marked lines and scopes in a hot loop: totals leave out the markers' 
     CHECK(mixing->stats.cumtime >= 0.4 * plain_scoped);
     CHECK(mixing->stats.cumtime <= 2.0 * plain_scoped);
 }
+#endif
