@@ -115,6 +115,13 @@ namespace {
 
 using text::grouped;
 
+// The full names of the profile's functions at `indices`.
+std::vector<std::string> names_of(const Profile& p, const std::vector<size_t>& indices) {
+    std::vector<std::string> out;
+    for (size_t i : indices) out.push_back(p.functions[i].name);
+    return out;
+}
+
 } // namespace
 
 std::string time_basis_text(const TimeBasis& t) {
@@ -228,14 +235,15 @@ std::string short_name(const std::string& name) {
 std::string uncertain_text(const Profile& p) {
     UncertainTimes u = uncertain_times(p);
     if (u.empty()) return {};
-    auto names = [&](const std::vector<size_t>& list) {
+    auto listed = [](const std::vector<std::string>& full_names) {
         std::string text;
-        size_t shown = std::min<size_t>(list.size(), 4);
-        for (size_t k = 0; k < shown; ++k)
-            text += (k ? ", " : "") + short_name(p.functions[list[k]].name);
-        if (list.size() > shown) text += fmt::format(" and {} more", list.size() - shown);
+        size_t shown = std::min<size_t>(full_names.size(), 4);
+        for (size_t k = 0; k < shown; ++k) text += (k ? ", " : "") + short_name(full_names[k]);
+        if (full_names.size() > shown)
+            text += fmt::format(" and {} more", full_names.size() - shown);
         return text;
     };
+    auto names = [&](const std::vector<size_t>& list) { return listed(names_of(p, list)); };
     std::string text;
     if (!u.functions.empty()) {
         bool one = u.functions.size() == 1;
@@ -252,23 +260,17 @@ std::string uncertain_text(const Profile& p) {
     if (!u.marked.empty()) {
         bool one = u.marked.size() == 1;
         text += fmt::format(
-            "{}{} marked {} under ten clock reads ({:.1f} ns each) per activation, so {} {} "
-            "no better than that (mark a larger block): {}",
+            "{}{} marked {} under ten clock reads ({:.1f} ns each) per activation, so {} "
+            "measured no better than that (mark a larger block): {}",
             text.empty() ? "" : "; ", u.marked.size(), one ? "scope takes" : "scopes take",
-            u.clock_read_seconds * 1e9, one ? "its time is" : "their times are", "measured",
-            names(u.marked));
+            u.clock_read_seconds * 1e9, one ? "its time is" : "their times are", names(u.marked));
     }
     if (!u.marker_functions.empty()) {
-        std::string names;
-        for (size_t k = 0; k < u.marker_functions.size() && k < 4; ++k)
-            names += (k ? ", " : "") + short_name(u.marker_functions[k]);
-        if (u.marker_functions.size() > 4)
-            names += fmt::format(" and {} more", u.marker_functions.size() - 4);
         text +=
             fmt::format("{}the markers' own code took {:.0f}% of the samples, so the times "
                         "of the code around them may be a third off (fewer markers in hot "
                         "loops: one PROF_SCOPE around a loop rather than a PROF_LINE in it): {}",
-                        text.empty() ? "" : "; ", 100 * u.marker_share, names);
+                        text.empty() ? "" : "; ", 100 * u.marker_share, listed(u.marker_functions));
     }
     return "uncertain: " + text;
 }
@@ -427,26 +429,21 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
         seconds(t.runnable_seconds + t.blocked_seconds + t.off_cpu_unsplit_seconds, sampled));
     // Functions whose time cannot be vouched for (uncertain_times), by name.
     UncertainTimes u = uncertain_times(p);
-    auto name_list = [&](const std::vector<size_t>& list) {
+    auto json_list = [](const std::vector<std::string>& full_names) {
         std::string text;
-        for (size_t i : list)
-            text += fmt::format("{}\"{}\"", text.empty() ? "" : ", ",
-                                text::json_escape(p.functions[i].name));
+        for (const std::string& n : full_names)
+            text += fmt::format("{}\"{}\"", text.empty() ? "" : ", ", text::json_escape(n));
         return "[" + text + "]";
     };
+    auto name_list = [&](const std::vector<size_t>& list) { return json_list(names_of(p, list)); };
     if (!u.empty())
         fmt::print(out,
                    "  \"uncertain\": {{\"hook_seconds_per_call\": {:.12f}, \"functions\": {}, "
                    "\"callers\": {}, \"clock_read_seconds\": {:.12f}, \"marked\": {}, "
                    "\"marker_share\": {:.4f}, \"marker_functions\": {}}},\n",
                    u.hook_seconds_per_call, name_list(u.functions), name_list(u.callers),
-                   u.clock_read_seconds, name_list(u.marked), u.marker_share, [&] {
-                       std::string text;
-                       for (const std::string& n : u.marker_functions)
-                           text += fmt::format("{}\"{}\"", text.empty() ? "" : ", ",
-                                               text::json_escape(n));
-                       return "[" + text + "]";
-                   }());
+                   u.clock_read_seconds, name_list(u.marked), u.marker_share,
+                   json_list(u.marker_functions));
     fmt::print(out, "  \"functions\": [");
     bool first = true;
     for (size_t i : selected(p, o)) {

@@ -77,15 +77,19 @@ static bool same_source(const std::string& a, const std::string& b) {
     return longer.compare(at, std::string::npos, shorter) == 0 &&
            (at == 0 || longer[at - 1] == '/' || shorter.front() == '/');
 }
+// Whether code of `file` (its line table's), with `calls` inlined there, is the markers'.
+static bool marker_code(const std::string& file,
+                        const std::vector<reader::DwarfLines::InlinedCall>& calls) {
+    if (libprof_header(file)) return true;
+    for (const reader::DwarfLines::InlinedCall& call : calls)
+        if (libprof_header(call.decl_file)) return true;
+    return false;
+}
 // Whether the instruction at `vaddr` is code of libprof's headers (the markers' timers).
 static bool marker_code(const reader::DwarfLines& dwarf, uint64_t vaddr) {
     std::string file;
     uint32_t line = 0;
-    if (!dwarf.lookup(vaddr, file, line)) return false;
-    if (libprof_header(file)) return true;
-    for (const reader::DwarfLines::InlinedCall& call : dwarf.inlined(vaddr))
-        if (libprof_header(call.decl_file)) return true;
-    return false;
+    return dwarf.lookup(vaddr, file, line) && marker_code(file, dwarf.inlined(vaddr));
 }
 const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
     if (code_fns != fns) { // another trace: other function numbers
@@ -146,9 +150,7 @@ const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
             }
         }
         std::vector<reader::DwarfLines::InlinedCall> calls = dwarf->inlined(vaddr);
-        code.marker = libprof_header(file);
-        for (const reader::DwarfLines::InlinedCall& call : calls)
-            code.marker |= libprof_header(call.decl_file);
+        code.marker = marker_code(file, calls);
         if (code.marker) return code;
         for (size_t i = calls.size(); i-- > 0;) {
             auto f = names->second.find(calls[i].symbol);

@@ -15,7 +15,8 @@ import subprocess
 from collections import defaultdict
 
 from . import perf
-from .build import REPO, check
+from .build import REPO, check, stale
+from .sqlite import CFLAGS
 from .table import med
 
 FUNCTION = "CompressFragment"
@@ -67,12 +68,11 @@ def build(work, libprof, prog, log):
     for kind, extra in (("marked", [f"-L{lib}", f"-Wl,-rpath,{lib}", "-lprof"]),
                         ("plain", ["-DPROF_DISABLE"])):
         binary = d / f"snappy_driver_{kind}"
-        cmd = ["g++", "-O2", "-g", f"-I{include}", *map(str, prog.flags), "-o", str(binary),
+        cmd = ["g++", *CFLAGS, f"-I{include}", *map(str, prog.flags), "-o", str(binary),
                str(src), *map(str, prog.sources[1:]), *extra]
         stamp = d / f"{kind}.command.txt"
         line = " ".join(cmd)
-        if not binary.exists() or not stamp.exists() or stamp.read_text() != line or \
-                any(os.path.getmtime(s) > os.path.getmtime(binary) for s in [src, *prog.sources[1:]]):
+        if stale(binary, [src, *prog.sources[1:]]) or not stamp.exists() or stamp.read_text() != line:
             log("step", msg=f"building {binary}")
             check(cmd, "true_shares", tail=4000)
             stamp.write_text(line)
