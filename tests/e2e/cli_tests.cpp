@@ -190,6 +190,64 @@ TEST_CASE("profrun passes the exit status through and writes the trace") {
     CHECK(nocmd.err.find("no command given") != std::string::npos);
 }
 
+// python -m cProfile -s KEY: the report's table after the run, here on standard error (the
+// program's own output stays alone on standard output); the same table profreport prints.
+TEST_CASE("profrun -s KEY -n N prints the report's table after the run, in each mode") {
+    std::string out = temp_path("profrun-sort.trace");
+    auto r = run({PROFRUN, "-f", "-s", "ncalls", "-n", "1", "-o", out, "--", PROF_SAMPLE_FIB, "10"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "fib(10) = 55\n");
+    auto table = run({PROFREPORT, "--sort", "ncalls", "--limit", "1", out});
+    REQUIRE(table.exit_code == 0);
+    CHECK(table.out.find("177/1") != std::string::npos);
+    CHECK(table.out.find("List reduced from 2 to 1") != std::string::npos);
+    CHECK(r.err.find(table.out) != std::string::npos);
+    // -q keeps the report asked for, and drops profrun's own line.
+    auto quiet = run({PROFRUN, "-q", "-f", "-s", "calls", "-o", out, "--", PROF_SAMPLE_FIB, "10"});
+    CHECK(quiet.exit_code == 0);
+    CHECK(quiet.err.find("trace written") == std::string::npos);
+    CHECK(quiet.err.find("Ordered by: call count") != std::string::npos);
+    CHECK(quiet.err.find("fib.cpp:13(main)") != std::string::npos);
+
+    // A run directory: the report of the run.
+    std::string dir = temp_path("profrun-sort-dir");
+    std::filesystem::remove_all(dir);
+    auto in_dir = run({PROFRUN, "-q", "-s", "tottime", "-d", dir, "--", PROF_SAMPLE_FIB, "10"});
+    CHECK(in_dir.exit_code == 0);
+    CHECK(in_dir.err.find("Ordered by: internal time") != std::string::npos);
+    CHECK(in_dir.err.find("177/1") != std::string::npos);
+
+    // Asked wrong: one line and exit 2 before anything runs.
+    std::string never = temp_path("profrun-sort-never.trace");
+    std::filesystem::remove(never);
+    auto bad = run({PROFRUN, "-s", "bogus", "-o", never, "--", PROF_SAMPLE_FIB, "10"});
+    CHECK(bad.exit_code == 2);
+    CHECK(lines(bad.err) == 1);
+    CHECK(bad.err.find("unknown sort key 'bogus'") != std::string::npos);
+    CHECK(bad.out.empty());
+    CHECK_FALSE(std::filesystem::exists(never));
+    auto rows_alone = run({PROFRUN, "-n", "3", "--", PROF_SAMPLE_FIB, "10"});
+    CHECK(rows_alone.exit_code == 2);
+    CHECK(lines(rows_alone.err) == 1);
+}
+
+TEST_CASE("profrun --mem -s adds the memory summary, and the report is not profiled itself" *
+          doctest::skip(kNoMemoryProfiler)) {
+    std::string out = temp_path("profrun-sort-mem.trace");
+    auto r = run({PROFRUN, "-q", "-f", "--mem", "-s", "cumtime", "-n", "2", "-o", out, "--",
+                  PROF_TEST_ALLOC_AMOUNT});
+    CHECK(r.exit_code == 0);
+    auto memory = run({PROFREPORT, "memory", "--limit", "2", out});
+    REQUIRE(memory.exit_code == 0);
+    CHECK(memory.out.find("calls to allocation functions:") != std::string::npos);
+    CHECK(r.err.find(memory.out) != std::string::npos);
+    CHECK(r.err.find("Ordered by: cumulative time") < r.err.find(memory.out));
+    // profreport ran without the preload and PROF_OUT given to COMMAND: no trace of its own,
+    // no line of the runtime's.
+    CHECK(r.err.find("libprof") == std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(out + ".old"));
+}
+
 // The README's table of profrun's exit statuses, row by row: COMMAND's own status, or 125 when
 // COMMAND succeeded and the trace it should have written is missing or unreadable (said in one
 // line, -q or not), 2 for bad usage, 127 for a command not found.

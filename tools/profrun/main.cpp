@@ -6,6 +6,7 @@
 #include "profrun/run_dir.hpp"
 #include "profrun/sampled.hpp"
 #include "reader/run_manifest.hpp"
+#include "render/report.hpp"
 #include "text/text.hpp"
 
 #include <prof/trace_format.hpp>
@@ -97,6 +98,12 @@ struct RunOptions {
          {},
          nullptr}};
     std::vector<std::string> command; // COMMAND [ARGS...]
+    // -s KEY: the report's table on standard error after the run, ordered by KEY; -n rows.
+    std::string sort;
+    unsigned long long limit = 0;
+    CLI::Option *sort_option = nullptr, *limit_option = nullptr;
+    // LD_PRELOAD as profrun found it: the report runs without the libraries added for COMMAND.
+    std::optional<std::string> preload_before;
     // Sampling from outside (--sample, --pid).
     bool sample = false, subprocesses = false, idle = false;
     std::string sampler = "auto";
@@ -213,7 +220,27 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
     cli.excludes(o.pid_option, o.run_dir_option,
                  "-d DIR holds a command's run; --pid writes one trace (-o)");
     cli.needs(o.subprocess_flag, o.sample_flag, "--subprocesses is for --sample");
-    app.add_flag("-q,--quiet", o.quiet, "no message after the run");
+    o.sort_option =
+        app.add_option("-s,--sort", o.sort,
+                       "after the run, print the report's table to standard error,\n"
+                       "ordered by KEY (as python -m cProfile -s KEY): cumtime,\n"
+                       "tottime, ncalls, pcalls, name, file, line, nfl, stdname, or\n"
+                       "a pstats alias (cumulative, time, calls, filename, module);\n"
+                       "with --mem, the memory summary follows")
+            ->type_name("KEY")
+            ->check([](const std::string& key) -> std::string {
+                if (prof::render::parse_sort_key(key)) return {};
+                return fmt::format("unknown sort key '{}' (expected cumtime, tottime, ncalls, "
+                                   "pcalls, name, file, line, nfl or stdname)",
+                                   key);
+            });
+    o.limit_option = app.add_option("-n,--limit", o.limit,
+                                    "with -s: print at most N rows (and N sites per memory\n"
+                                    "section; default: all)")
+                         ->type_name("N")
+                         ->check(prof::tools::whole_number(0, 1000000000, "a number of rows"));
+    cli.needs(o.limit_option, o.sort_option, "-n sets the rows of the report -s prints");
+    app.add_flag("-q,--quiet", o.quiet, "no message after the run (the report of -s is still printed)");
     return flags;
 }
 
@@ -617,6 +644,53 @@ int report_traces(const RunOptions& o, int status, int code, const std::vector<s
     return code;
 }
 
+// -s KEY: the report of what the run wrote (a trace, or the run's directory), printed by the
+// profreport next to this profrun on standard error, where cProfile's -s would print it on
+// standard output: the program's own output stays apart. --mem adds the memory summary. The
+// run's exit status is not changed by it; a report that cannot be printed says why itself.
+void print_report(const RunOptions& o, const std::string& traces, const std::string& log_format,
+                  const ToolLog& log) {
+    if (o.sort.empty() || traces.empty() || !exists(traces)) return;
+    std::string profreport = self_dir() + "/profreport";
+    if (access(profreport.c_str(), X_OK) != 0) {
+        log.warn(fmt::format("-s: cannot print the report: no profreport next to profrun ({})",
+                             profreport));
+        return;
+    }
+    std::string limit = std::to_string(o.limit);
+    std::vector<std::vector<std::string>> commands{
+        {profreport, "--sort", o.sort, "--limit", limit, traces}};
+    if (o.mem) commands.push_back({profreport, "memory", "--limit", limit, traces});
+    for (size_t k = 0; k < commands.size(); ++k) {
+        std::vector<std::string>& command = commands[k];
+        if (!log_format.empty()) command.insert(command.begin() + 1, {"--log-format", log_format});
+        std::fflush(nullptr);
+        pid_t pid = fork();
+        if (pid < 0) {
+            log.warn(fmt::format("-s: cannot print the report: {}", std::strerror(errno)));
+            return;
+        }
+        if (pid == 0) {
+            std::vector<char*> argv;
+            for (std::string& a : command) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            // What profrun set for COMMAND is not profreport's.
+            if (o.preload_before)
+                setenv("LD_PRELOAD", o.preload_before->c_str(), 1);
+            else
+                unsetenv("LD_PRELOAD");
+            for (const char* name : {"PROF_OUT", "PROF_RUN_DIR", "PROF_RUN_ID"}) unsetenv(name);
+            dup2(STDERR_FILENO, STDOUT_FILENO);
+            execv(argv[0], argv.data());
+            _exit(127);
+        }
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        if (k + 1 < commands.size()) std::fputs("\n", stderr);
+    }
+}
+
 // The dynamic loader ignores LD_PRELOAD for setuid/setgid programs.
 bool preload_ignored(const RunOptions& o, const std::string& program, const ToolLog& log) {
     if (!o.mem && !o.preload) return false;
@@ -694,6 +768,7 @@ int run_in_directory(RunOptions& o, const std::string& log_format, const std::st
     if (!o.quiet && prof::tools::launcher_rank().value_or(0) == 0)
         log.info(fmt::format("run written to {}: {} trace{}; read it with: profreport {}",
                              o.run_dir, processes, processes == 1 ? "" : "s", o.run_dir));
+    if (prof::tools::launcher_rank().value_or(0) == 0) print_report(o, o.run_dir, log_format, log);
     return code;
 }
 
@@ -703,6 +778,7 @@ int main(int argc, char** argv) {
     prof::tools::Cli cli("profrun", "[options] [--] COMMAND [ARGS...]", kDescription);
     RunOptions o;
     PackFlags flags = declare(cli, o);
+    if (const char* preload = std::getenv("LD_PRELOAD")) o.preload_before = preload;
     if (auto status = cli.parse(argc, argv)) return *status;
     if (auto status = finish_command_line(cli, o, flags)) return *status;
     const ToolLog& log = cli.log();
@@ -738,7 +814,9 @@ int main(int argc, char** argv) {
         so.idle = o.idle;
         so.sampler = o.sampler;
         so.quiet = o.quiet;
-        return o.sample ? prof::tools::run_sampled(so, log) : prof::tools::attach_sampled(so, log);
+        int code = o.sample ? prof::tools::run_sampled(so, log) : prof::tools::attach_sampled(so, log);
+        if (trace_header_readable(o.output)) print_report(o, o.output, cli.log_format(), log);
+        return code;
     }
     std::string program = resolve_command(o.command[0]);
     bool setuid_program = preload_ignored(o, program, log);
@@ -755,5 +833,7 @@ int main(int argc, char** argv) {
         pack_traces(o, others, log);
     else if (o.mem)
         suggest_packing(o, others, log);
-    return report_traces(o, status, code, others, program, setuid_program, log);
+    code = report_traces(o, status, code, others, program, setuid_program, log);
+    if (trace_header_readable(o.output)) print_report(o, o.output, cli.log_format(), log);
+    return code;
 }
