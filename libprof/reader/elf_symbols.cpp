@@ -165,4 +165,10 @@ const ElfSymbols::Entry* ElfSymbols::find(uint64_t vaddr) const {
     return nullptr;
 }
 
+std::string unversioned(const std::string& symbol) {
+    size_t at = symbol.find('@');
+    if (at == std::string::npos || at == 0 || symbol.compare(at, 4, "@plt") == 0) return symbol;
+    return symbol.substr(0, at);
+}
+
 } // namespace prof::reader

@@ -12,6 +12,10 @@ namespace prof::reader {
 
 class ElfFile;
 
+// A symbol without the version a dynamic symbol carries (memcpy@@GLIBC_2.14 is memcpy). A PLT
+// stub's name (memcpy@plt) keeps its suffix: the stub is not the function it jumps to.
+std::string unversioned(const std::string& symbol);
+
 class ElfSymbols {
 public:
     // Loads the function symbols of `path`. ok() is false when the file is missing or not a

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <dirent.h>
+#include <fcntl.h>
 #include <fstream>
 #include <linux/perf_event.h>
 #include <poll.h>
@@ -102,6 +103,34 @@ std::vector<Mapping> executable_maps(uint32_t pid) {
         out.push_back(std::move(m));
     }
     return out;
+}
+
+std::optional<BlockedRegisters> blocked_registers(uint32_t pid, uint32_t tid) {
+    int fd = open(fmt::format("/proc/{}/task/{}/syscall", pid, tid).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    char buf[256];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return std::nullopt;
+    buf[n] = 0;
+    if (std::strncmp(buf, "running", 7) == 0) return std::nullopt;
+    // "NR ARG1..ARG6 SP PC" in a system call; "-1 SP PC" blocked outside one.
+    std::vector<uint64_t> fields;
+    for (char* p = buf; *p;) {
+        char* end = nullptr;
+        uint64_t v = std::strtoull(p, &end, 0);
+        if (end == p) break;
+        fields.push_back(v);
+        p = end;
+        while (*p == ' ' || *p == '\n') ++p;
+    }
+    if (fields.size() < 3) return std::nullopt;
+    BlockedRegisters r;
+    r.syscall = long(int64_t(fields[0]));
+    r.sp = fields[fields.size() - 2];
+    r.pc = fields.back();
+    if (!r.sp || !r.pc) return std::nullopt;
+    return r;
 }
 
 struct PerfSampler::Buffer {

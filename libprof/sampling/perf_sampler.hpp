@@ -196,6 +196,17 @@ std::vector<pid_t> threads_of(pid_t pid);
 // The executable mappings of process `pid` now (/proc/PID/maps; time_ns left 0).
 std::vector<Mapping> executable_maps(uint32_t pid);
 
+// Where a thread blocked in the kernel left user space: the system call it is in (-1 when it
+// waits outside one, as on a page fault), its user stack pointer and instruction pointer,
+// from /proc/PID/task/TID/syscall ("NR ARGS... SP PC"). Nothing for a thread on a CPU
+// ("running"), or without the right to read it: the right to ptrace the thread (the same
+// user, and under Yama's ptrace_scope 1 a descendant). The thread is not stopped or touched.
+struct BlockedRegisters {
+    long syscall = -1;
+    uint64_t sp = 0, pc = 0;
+};
+std::optional<BlockedRegisters> blocked_registers(uint32_t pid, uint32_t tid);
+
 // Why perf_event_open failed, in a user's words: the setting that decides it and what to do.
 std::string explain_perf_error(int err, pid_t target);
 

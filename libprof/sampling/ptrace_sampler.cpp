@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -61,23 +62,6 @@ std::string comm_of(uint32_t pid, pid_t tid) {
     return name;
 }
 
-std::string explain_ptrace_error(int err, pid_t pid) {
-    if (err == EPERM) {
-        std::ifstream in("/proc/sys/kernel/yama/ptrace_scope");
-        int scope = -1;
-        if (in >> scope && scope >= 1)
-            return fmt::format("ptrace of process {} is refused: kernel.yama.ptrace_scope is {} "
-                               "(0 lets a user trace their own processes; 1 only their "
-                               "children{})",
-                               pid, scope, scope >= 2 ? "; 2 only root; 3 nobody" : "");
-        return fmt::format("ptrace of process {} is refused (another user's process, a "
-                           "seccomp filter, or a tracer already attached)",
-                           pid);
-    }
-    if (err == ESRCH) return fmt::format("no process {} (it exited?)", pid);
-    return fmt::format("ptrace of process {} failed: {}", pid, std::strerror(err));
-}
-
 constexpr int kStopSignals[] = {SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU};
 
 // waitpid for one thread, for at most `ms`: a thread the program stopped (group-stop) may
@@ -93,6 +77,29 @@ pid_t wait_thread(pid_t tid, int& status, int ms) {
 }
 
 } // namespace
+
+std::string explain_ptrace_error(int err, pid_t pid) {
+    if (err == EPERM) {
+        struct stat st;
+        if (geteuid() != 0 && stat(fmt::format("/proc/{}", pid).c_str(), &st) == 0 &&
+            st.st_uid != geteuid())
+            return fmt::format("ptrace of process {} is refused: it belongs to another user (uid "
+                               "{}), and only root (or CAP_SYS_PTRACE) may trace it",
+                               pid, st.st_uid);
+        std::ifstream in("/proc/sys/kernel/yama/ptrace_scope");
+        int scope = -1;
+        if (in >> scope && scope >= 1)
+            return fmt::format("ptrace of process {} is refused: kernel.yama.ptrace_scope is {} "
+                               "(0 lets a user trace their own processes; 1 only their "
+                               "children{})",
+                               pid, scope, scope >= 2 ? "; 2 only root; 3 nobody" : "");
+        return fmt::format("ptrace of process {} is refused (another user's process, a "
+                           "seccomp filter, or a tracer already attached)",
+                           pid);
+    }
+    if (err == ESRCH) return fmt::format("no process {} (it exited?)", pid);
+    return fmt::format("ptrace of process {} failed: {}", pid, std::strerror(err));
+}
 
 PtraceSampler::~PtraceSampler() {
     if (!detached_) disable();

@@ -22,6 +22,10 @@
 
 namespace prof::sampling {
 
+// Why ptrace of `pid` failed with `err`, naming the setting that decides it (Yama's
+// ptrace_scope) or the likely cause.
+std::string explain_ptrace_error(int err, pid_t pid);
+
 class PtraceSampler : public Sampler {
   public:
     static constexpr double kMaxHz = 100;

@@ -83,34 +83,6 @@ std::string build_id_of(const std::string& path) {
     return reader::ElfFile(path).build_id_in_segments();
 }
 
-// The user stack pointer and instruction pointer of a thread blocked in the kernel, from
-// /proc/PID/task/TID/syscall ("NR ARGS... SP PC"; "running" for a thread on a CPU). It takes
-// the right to ptrace the thread: the same user, and under Yama's ptrace_scope 1 a descendant.
-bool blocked_registers(uint32_t pid, uint32_t tid, uint64_t& sp, uint64_t& pc) {
-    int fd = open(fmt::format("/proc/{}/task/{}/syscall", pid, tid).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    char buf[256];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return false;
-    buf[n] = 0;
-    if (std::strncmp(buf, "running", 7) == 0) return false;
-    // The last two fields.
-    std::vector<uint64_t> fields;
-    for (char* p = buf; *p;) {
-        char* end = nullptr;
-        uint64_t v = std::strtoull(p, &end, 0);
-        if (end == p) break;
-        fields.push_back(v);
-        p = end;
-        while (*p == ' ' || *p == '\n') ++p;
-    }
-    if (fields.size() < 3) return false;
-    sp = fields[fields.size() - 2];
-    pc = fields.back();
-    return sp != 0 && pc != 0;
-}
-
 // ---- writing a trace file ----------------------------------------------------------------
 
 // One stream's current chunk: its records, and the place in the file it was given when opened
@@ -502,7 +474,10 @@ struct SampledRun::Impl {
             Pending r;
             r.sample.pid = p.pid;
             r.sample.tid = tid;
-            if (!blocked_registers(p.pid, tid, r.sample.sp, r.sample.ip)) continue;
+            std::optional<BlockedRegisters> blocked = blocked_registers(p.pid, tid);
+            if (!blocked) continue;
+            r.sample.sp = blocked->sp;
+            r.sample.ip = blocked->pc;
             r.stack.resize(d.stack_bytes ? d.stack_bytes : 8192);
             iovec local{r.stack.data(), r.stack.size()}, remote{reinterpret_cast<void*>(r.sample.sp), r.stack.size()};
             ssize_t n = process_vm_readv(pid_t(p.pid), &local, 1, &remote, 1, 0);
@@ -510,9 +485,8 @@ struct SampledRun::Impl {
             r.stack.resize(size_t(n));
             r.sample.regs = true;
             // Still blocked after the copy: the registers and the stack are of one wait.
-            uint64_t sp2 = 0, pc2 = 0;
-            if (!blocked_registers(p.pid, tid, sp2, pc2) || sp2 != r.sample.sp || pc2 != r.sample.ip)
-                continue;
+            std::optional<BlockedRegisters> still = blocked_registers(p.pid, tid);
+            if (!still || still->sp != r.sample.sp || still->pc != r.sample.ip) continue;
             st->snapshot_stack = stack_of(p, *st, r);
             st->snapshot_from = from;
             st->snapshot_to = now_ns(CLOCK_MONOTONIC);
@@ -879,12 +853,7 @@ struct SampledRun::Impl {
                     line = r->line;
                     calls = r->calls;
                 }
-                // Dynamic symbols carry their version (memcpy@@GLIBC_2.14): not part of the name.
-                // A PLT stub's name (memcpy@plt, reader/elf_symbols.hpp) keeps its suffix: it is
-                // not the function it jumps to.
-                if (size_t at = symbol.find('@'); named && at != std::string::npos && at > 0 &&
-                                                  symbol.compare(at, 4, "@plt") != 0)
-                    symbol.resize(at);
+                if (named) symbol = reader::unversioned(symbol);
                 if (named) {
                     entry = m.base + start;
                     if (!functions.count(entry)) {
@@ -904,7 +873,7 @@ struct SampledRun::Impl {
                         if (nm.by_symbol.empty() && nm.elf->ok())
                             for (const reader::ElfSymbols::Entry& e : nm.elf->entries()) {
                                 if (e.name.ends_with("@plt")) continue; // a stub, not a copy
-                                std::string s = e.name.substr(0, e.name.find('@'));
+                                std::string s = reader::unversioned(e.name);
                                 nm.by_symbol.emplace(s, e.start);
                             }
                         if (auto it = nm.by_symbol.find(c.symbol); it != nm.by_symbol.end()) {

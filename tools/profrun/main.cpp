@@ -2,6 +2,7 @@
 #include "common/cli.hpp"
 #include "common/tool_log.hpp"
 #include "pack/trace_packer.hpp"
+#include "profrun/dump.hpp"
 #include "profrun/passed_signals.hpp"
 #include "profrun/run_dir.hpp"
 #include "profrun/sampled.hpp"
@@ -107,6 +108,9 @@ struct RunOptions {
     // Sampling from outside (--sample, --pid).
     bool sample = false, subprocesses = false, idle = false;
     std::string sampler = "auto";
+    bool dump = false;           // --dump: every thread's stack of --pid, once
+    std::string format = "text"; // of the dump
+    CLI::Option *dump_flag = nullptr, *format_option = nullptr;
     pid_t pid = 0;
     double rate = 999, duration = 0;
     unsigned stack_bytes = 8192;
@@ -208,6 +212,23 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
                                "with --sample or --pid: also the time off CPU (sleeping,\n"
                                "blocked, waiting for a CPU), charged where each thread left\n"
                                "the CPU: cumtime becomes wall time");
+    o.dump_flag = app.add_flag("--dump", o.dump,
+                               "with --pid: print every thread's call stack now (state,\n"
+                               "system call, function, file:line, inlined frames) and\n"
+                               "leave; threads blocked in the kernel are not stopped, a\n"
+                               "running one only to copy its registers and stack");
+    o.format_option = app.add_option("--format", o.format, "with --dump: text (default) or json")
+                          ->type_name("FORMAT")
+                          ->check(CLI::Validator(
+                              [](std::string& f) -> std::string {
+                                  return f == "text" || f == "json"
+                                             ? std::string()
+                                             : "unknown format '" + f + "' (expected text or json)";
+                              },
+                              ""));
+    cli.needs(o.dump_flag, o.pid_option, "--dump reads a running process: give --pid PID");
+    cli.needs(o.format_option, o.dump_flag,
+              "--format is for --dump (traces are read with profreport)");
     cli.excludes(o.sample_flag, o.pid_option,
                  "--sample runs COMMAND, --pid attaches to a running process: choose one");
     for (CLI::Option* other : {o.mem_flag, o.preload_flag}) {
@@ -274,6 +295,14 @@ std::optional<int> finish_command_line(prof::tools::Cli& cli, RunOptions& o, Pac
         if (!o.command.empty())
             return cli.usage_error(fmt::format(
                 "--pid samples a running process: give no COMMAND ('{}')", o.command[0]));
+        if (o.dump)
+            for (const CLI::Option* sampling_only :
+                 {o.output_option, o.duration_option, o.rate_option, o.stack_option, o.idle_flag,
+                  o.sampler_option, o.sort_option})
+                if (sampling_only->count())
+                    return cli.usage_error(
+                        fmt::format("{} is for sampling; --dump prints each thread's stack once",
+                                    sampling_only->get_name()));
         return std::nullopt;
     }
     if (o.command.empty()) return cli.usage_error("no command given (see profrun --help)");
@@ -783,6 +812,7 @@ int main(int argc, char** argv) {
     if (auto status = finish_command_line(cli, o, flags)) return *status;
     const ToolLog& log = cli.log();
 
+    if (o.dump) return prof::tools::dump_stacks(o.pid, o.format, log);
     if (o.pid_option->count()) {
         if (auto why = prof::tools::check_attachable(o.pid)) {
             log.error(fmt::format("cannot attach: {}", *why));

@@ -1,0 +1,517 @@
+// Every thread's call stack in a running process: see stack_dump.hpp.
+#include "sampling/stack_dump.hpp"
+
+#include "reader/dwarf_lines.hpp"
+#include "reader/elf_file.hpp"
+#include "reader/elf_symbols.hpp"
+#include "reader/trace_reader.hpp"
+#include "sampling/perf_sampler.hpp"
+#include "sampling/ptrace_sampler.hpp"
+#include "sampling/stack_unwinder.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <asm/unistd.h>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace prof::sampling {
+namespace {
+
+constexpr uint32_t kMaxFrames = 1024;
+// How long a thread asked to stop may take to report it: one that the kernel keeps busy
+// longer is dumped without its stack rather than holding up the others.
+constexpr int kStopWaitMs = 200;
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// Every mapping of the process: the executable ones name and unwind frames, the others hold
+// the stacks.
+struct Map {
+    uint64_t start = 0, end = 0, offset = 0;
+    bool executable = false;
+    std::string path;
+};
+
+std::vector<Map> maps_of(pid_t pid) {
+    std::vector<Map> out;
+    std::istringstream lines(read_text(fmt::format("/proc/{}/maps", pid)));
+    std::string line;
+    while (std::getline(lines, line)) {
+        std::istringstream in(line);
+        std::string range, perms, offset, dev, inode, path;
+        in >> range >> perms >> offset >> dev >> inode;
+        std::getline(in >> std::ws, path);
+        size_t dash = range.find('-');
+        if (dash == std::string::npos || perms.size() < 3) continue;
+        Map m;
+        m.start = std::strtoull(range.substr(0, dash).c_str(), nullptr, 16);
+        m.end = std::strtoull(range.substr(dash + 1).c_str(), nullptr, 16);
+        m.offset = std::strtoull(offset.c_str(), nullptr, 16);
+        m.executable = perms[2] == 'x';
+        m.path = path;
+        out.push_back(std::move(m));
+    }
+    return out;
+}
+
+const Map* map_at(const std::vector<Map>& maps, uint64_t address) {
+    auto it = std::upper_bound(maps.begin(), maps.end(), address,
+                               [](uint64_t a, const Map& m) { return a < m.start; });
+    if (it == maps.begin()) return nullptr;
+    --it;
+    return address < it->end ? &*it : nullptr;
+}
+
+// A file on disk behind a mapping ("[stack]", "[vdso]", anonymous memory and deleted files
+// are not).
+bool on_disk(const Map& m) {
+    return !m.path.empty() && m.path[0] == '/' && m.path.find(" (deleted)") == std::string::npos;
+}
+
+// The thread's state letter and name from /proc/PID/task/TID/stat ("TID (NAME) S ...": the
+// name may hold spaces and parentheses, so the last ')' ends it).
+bool thread_stat(pid_t pid, pid_t tid, char& state, std::string& name) {
+    std::string stat = read_text(fmt::format("/proc/{}/task/{}/stat", pid, tid));
+    size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size())
+        return false;
+    name = stat.substr(open + 1, close - open - 1);
+    state = stat[close + 2];
+    return true;
+}
+
+// Whether a signal waits for the thread or its process: a system call it cut short stays so.
+bool signal_pending(pid_t pid, pid_t tid) {
+    std::istringstream in(read_text(fmt::format("/proc/{}/task/{}/status", pid, tid)));
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)
+            if (std::strtoull(line.c_str() + 7, nullptr, 16) != 0) return true;
+    return false;
+}
+
+// What is read of one thread: its registers (bp only when it was stopped) and the top of its
+// stack.
+struct Registers {
+    uint64_t ip = 0, sp = 0, bp = 0;
+    bool bp_known = false;
+    std::vector<uint8_t> stack;
+};
+
+// The stack from `sp` to the end of its mapping, at most `max` bytes.
+void copy_stack(pid_t pid, const std::vector<Map>& maps, size_t max, Registers& r) {
+    const Map* m = map_at(maps, r.sp);
+    size_t size = m ? size_t(std::min<uint64_t>(m->end - r.sp, max)) : 0;
+    r.stack.resize(size);
+    if (!size) return;
+    iovec local{r.stack.data(), size}, remote{reinterpret_cast<void*>(r.sp), size};
+    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    r.stack.resize(n > 0 ? size_t(n) : 0);
+}
+
+// A thread blocked in the kernel, read without stopping it: its pointers from /proc, its
+// stack copied, and the pointers read again to know the copy belongs to the same wait.
+bool read_blocked(pid_t pid, pid_t tid, const std::vector<Map>& maps, size_t max,
+                  DumpThread& t, Registers& r) {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        std::optional<BlockedRegisters> before = blocked_registers(uint32_t(pid), uint32_t(tid));
+        if (!before) return false;
+        r.ip = before->pc;
+        r.sp = before->sp;
+        copy_stack(pid, maps, max, r);
+        std::optional<BlockedRegisters> after = blocked_registers(uint32_t(pid), uint32_t(tid));
+        if (after && after->sp == before->sp && after->pc == before->pc &&
+            after->syscall == before->syscall) {
+            t.syscall = before->syscall;
+            return true;
+        }
+    }
+    return false; // it keeps waking up: read it as a running one
+}
+
+// A thread on a CPU: stopped alone, its registers and stack copied, detached. False when it
+// ended meanwhile (nothing to dump) or could not be read (`t.error` says why).
+bool read_running(pid_t pid, pid_t tid, const std::vector<Map>& maps, size_t max,
+                  DumpThread& t, Registers& r) {
+    if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+        if (errno == ESRCH) return false;
+        t.error = explain_ptrace_error(errno, pid);
+        return true;
+    }
+    uint64_t from = now_ns();
+    ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
+    int status = 0, deliver = 0;
+    bool stopped = false;
+    uint64_t seen = 0; // when its stop was reported
+    // Its stop reports with SIGCHLD (blocked by dump_process): waited for without polling, so
+    // that the time measured is the stop's, not a sleep's.
+    uint64_t until = from + uint64_t(kStopWaitMs) * 1000000ull;
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    while (!stopped) {
+        pid_t w = waitpid(tid, &status, __WALL | WNOHANG);
+        if (w == tid) {
+            if (WIFEXITED(status) || WIFSIGNALED(status)) return false;
+            if (WIFSTOPPED(status)) {
+                // Our stop, a stop the program asked for (group-stop), or a signal on its way:
+                // the registers are the thread's in each; the signal goes on with the detach.
+                if ((status >> 16) == 0) deliver = WSTOPSIG(status);
+                stopped = true;
+                seen = now_ns();
+            }
+            continue;
+        }
+        if (w < 0 && errno != EINTR) break;
+        uint64_t now = now_ns();
+        if (now >= until) break;
+        timespec left{long((until - now) / 1000000000ull), long((until - now) % 1000000000ull)};
+        sigtimedwait(&chld, nullptr, &left);
+    }
+    if (!stopped) {
+        // Left traced: the kernel detaches it when it stops, or when profrun exits.
+        ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+        t.error = "it did not stop within 200 ms to have its registers read";
+        return true;
+    }
+    user_regs_struct regs{};
+    if (ptrace(PTRACE_GETREGS, tid, nullptr, &regs) == 0) {
+        // Entering a system call as the interrupt came, the thread may have had it fail with
+        // EINTR (epoll_wait does, a restartable one does not): it is set back to the syscall
+        // instruction, so that it is made again as if nothing had happened. Not when a signal
+        // of the program's is pending: that EINTR is the program's.
+        if (int64_t(regs.orig_rax) >= 0 && int64_t(regs.rax) == -EINTR && !deliver &&
+            !signal_pending(pid, tid)) {
+            uint16_t code = 0;
+            iovec local{&code, 2}, remote{reinterpret_cast<void*>(regs.rip - 2), 2};
+            if (process_vm_readv(pid, &local, 1, &remote, 1, 0) == 2 && code == 0x050f) {
+                user_regs_struct again = regs;
+                again.rax = again.orig_rax;
+                again.rip -= 2;
+                if (ptrace(PTRACE_SETREGS, tid, nullptr, &again) == 0) t.syscall_restarted = true;
+            }
+        }
+        r.ip = regs.rip;
+        r.sp = regs.rsp;
+        r.bp = regs.rbp;
+        r.bp_known = true;
+        copy_stack(pid, maps, max, r);
+    } else {
+        t.error = fmt::format("its registers could not be read: {}", std::strerror(errno));
+    }
+    ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(long(deliver)));
+    uint64_t detached = now_ns();
+    t.stopped = true;
+    t.stop_ns = detached - from;
+    t.held_ns = detached - seen;
+    return true;
+}
+
+// The names of one binary on disk.
+struct Names {
+    std::unique_ptr<reader::ElfSymbols> elf;
+    std::unique_ptr<reader::DwarfLines> dwarf;
+};
+
+class Dumper {
+  public:
+    Dumper(std::vector<Map> maps, const DumpOptions& o) : maps_(std::move(maps)), options_(o) {}
+
+    const std::vector<Map>& maps() const { return maps_; }
+
+    // The return addresses of the thread's stack, innermost first; `complete` when they reach
+    // its first frame, else `end` says why they stop.
+    std::vector<uint64_t> unwind(const Registers& r, std::string& end, bool& complete) {
+        std::vector<uint64_t> pcs;
+        end.clear();
+        complete = false;
+        UnwindResult u = UnwindResult::kNone;
+        if (!r.stack.empty())
+            u = unwinder_.unwind(
+                r.ip, r.sp, r.bp_known ? r.bp : 0, r.stack.data(), r.stack.size(),
+                [&](uint64_t address) { return module_at(address); }, pcs, kMaxFrames);
+        if (u == UnwindResult::kComplete) {
+            complete = true;
+            return pcs;
+        }
+        // The frame-pointer chain from the frame the tables could not describe: the rest of
+        // the stack where it was built with frame pointers.
+        std::vector<uint64_t> chain = frame_chain(r);
+        if (pcs.size() > 1) {
+            uint64_t last = pcs.back();
+            size_t from = chain.size();
+            for (size_t i = 1; i < chain.size(); ++i)
+                if (chain[i] == last) from = i + 1;
+            pcs.insert(pcs.end(), chain.begin() + long(std::min(from, chain.size())), chain.end());
+        } else {
+            pcs = chain.empty() ? std::vector<uint64_t>{r.ip} : chain;
+        }
+        const Map* outer = map_at(maps_, pcs.back());
+        bool known = outer && outer->executable;
+        if (r.stack.empty())
+            end = "its stack could not be read";
+        else if (!r.bp_known && pcs.size() > 1)
+            end = "the next frame is found through the frame pointer, which a thread left "
+                  "blocked in the kernel does not show";
+        else if (!known)
+            end = "the last address is in no mapped code";
+        else
+            end = "no unwind table or frame pointer describes the next frame";
+        return pcs;
+    }
+
+    // The frames of the addresses: each named, with the functions inlined at it first.
+    std::vector<DumpFrame> frames(const std::vector<uint64_t>& pcs) {
+        std::vector<DumpFrame> out;
+        for (size_t i = 0; i < pcs.size(); ++i) {
+            DumpFrame f;
+            f.address = pcs[i];
+            // A return address is looked up at the call: one byte back.
+            uint64_t at = i == 0 ? pcs[i] : pcs[i] - 1;
+            const Map* m = map_at(maps_, at);
+            if (!m || !m->executable) {
+                out.push_back(f);
+                continue;
+            }
+            f.module = m->path;
+            uint64_t base = m->start - m->offset;
+            if (on_disk(*m)) {
+                if (std::optional<uint64_t> b = load_base(*m)) base = *b;
+            }
+            uint64_t vaddr = at - base;
+            f.offset = pcs[i] - base;
+            if (!on_disk(*m)) {
+                out.push_back(f);
+                continue;
+            }
+            Names& n = names(m->path);
+            std::string symbol;
+            if (!n.dwarf->function(vaddr, symbol))
+                if (const reader::ElfSymbols::Entry* e = n.elf->find(vaddr)) symbol = e->name;
+            if (!symbol.empty()) f.function = reader::demangle(reader::unversioned(symbol));
+            n.dwarf->lookup(vaddr, f.file, f.line);
+            std::vector<reader::DwarfLines::InlinedCall> calls;
+            if (options_.inlined) calls = n.dwarf->inlined(vaddr);
+            // Innermost first: the function inlined last holds the address's own line; each
+            // one out is at the line its callee was inlined at.
+            std::string file = f.file;
+            uint32_t line = f.line;
+            for (size_t k = calls.size(); k-- > 0;) {
+                DumpFrame inl = f;
+                inl.function = reader::demangle(calls[k].symbol);
+                inl.file = file;
+                inl.line = line;
+                inl.inlined = true;
+                out.push_back(inl);
+                file = calls[k].call_file;
+                line = calls[k].call_line;
+            }
+            f.file = file;
+            f.line = line;
+            out.push_back(f);
+        }
+        return out;
+    }
+
+  private:
+    const UnwindModule* module_at(uint64_t address) {
+        const Map* m = map_at(maps_, address);
+        if (!m || !m->executable) return nullptr;
+        if (m->path == "[vdso]") return unwinder_.vdso(m->start);
+        if (!on_disk(*m)) return nullptr;
+        std::optional<uint64_t> base = load_base(*m);
+        return base ? unwinder_.module(m->path, *base) : nullptr;
+    }
+
+    std::optional<uint64_t> load_base(const Map& m) {
+        auto key = std::make_pair(m.path, m.start);
+        if (auto it = bases_.find(key); it != bases_.end()) return it->second;
+        return bases_[key] = reader::ElfFile(m.path).load_base(m.start, m.offset);
+    }
+
+    Names& names(const std::string& path) {
+        Names& n = names_[path];
+        if (!n.elf) {
+            n.elf = std::make_unique<reader::ElfSymbols>(path);
+            n.dwarf = std::make_unique<reader::DwarfLines>(path);
+        }
+        return n;
+    }
+
+    // The frame-pointer chain within the copy (what a kernel's frame-pointer walk gives).
+    std::vector<uint64_t> frame_chain(const Registers& r) const {
+        std::vector<uint64_t> chain;
+        if (!r.bp_known) return chain;
+        chain.push_back(r.ip);
+        uint64_t bp = r.bp;
+        while (chain.size() < kMaxFrames && bp >= r.sp && bp + 16 <= r.sp + r.stack.size() &&
+               (bp & 7) == 0) {
+            uint64_t next, ret;
+            std::memcpy(&next, r.stack.data() + (bp - r.sp), 8);
+            std::memcpy(&ret, r.stack.data() + (bp - r.sp) + 8, 8);
+            const Map* m = map_at(maps_, ret);
+            if (!m || !m->executable) break;
+            chain.push_back(ret);
+            if (next <= bp) break;
+            bp = next;
+        }
+        return chain;
+    }
+
+    std::vector<Map> maps_;
+    DumpOptions options_;
+    StackUnwinder unwinder_;
+    std::map<std::pair<std::string, uint64_t>, std::optional<uint64_t>> bases_;
+    std::map<std::string, Names> names_;
+};
+
+} // namespace
+
+bool dump_process(pid_t pid, const DumpOptions& options, ProcessDump& out, std::string& error) {
+    uint64_t from = now_ns();
+    out = ProcessDump{};
+    out.pid = pid;
+    std::vector<pid_t> tids = threads_of(pid);
+    if (tids.empty()) {
+        error = fmt::format("no process {} (it exited?)", pid);
+        return false;
+    }
+    // The right to read a thread's registers from /proc is the right to ptrace it: asked once
+    // here, so that a refusal is one line and not one per thread.
+    int fd = open(fmt::format("/proc/{}/syscall", pid).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        error = errno == ENOENT ? fmt::format("no process {} (it exited?)", pid)
+                                : explain_ptrace_error(EPERM, pid);
+        return false;
+    }
+    close(fd);
+    char exe[4096];
+    ssize_t n = readlink(fmt::format("/proc/{}/exe", pid).c_str(), exe, sizeof exe - 1);
+    if (n > 0) out.exe.assign(exe, size_t(n));
+    out.cmdline = read_text(fmt::format("/proc/{}/cmdline", pid));
+    while (!out.cmdline.empty() && out.cmdline.back() == '\0') out.cmdline.pop_back();
+    std::replace(out.cmdline.begin(), out.cmdline.end(), '\0', ' ');
+
+    // The stops of the threads read running report with SIGCHLD, waited for in read_running.
+    sigset_t chld, mask;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &chld, &mask);
+    struct RestoreMask {
+        sigset_t mask;
+        ~RestoreMask() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
+    } restore{mask};
+    Dumper dumper(maps_of(pid), options);
+    const std::vector<Map>& maps = dumper.maps();
+    for (pid_t tid : tids) {
+        DumpThread t;
+        t.tid = tid;
+        if (!thread_stat(pid, tid, t.state, t.name)) continue; // it ended
+        if (t.state == 'Z' || t.state == 'X') {
+            t.error = "it has exited";
+            out.threads.push_back(std::move(t));
+            continue;
+        }
+        Registers r;
+        std::vector<uint64_t> pcs;
+        bool complete = false;
+        if (read_blocked(pid, tid, maps, options.max_stack_bytes, t, r)) {
+            pcs = dumper.unwind(r, t.stack_end, complete);
+            // Code with frame pointers finds its caller through rbp, which /proc does not show:
+            // where the walk needs it, a thread in an interruptible wait is stopped after all
+            // (read_running makes sure its system call goes on). One in an uninterruptible
+            // wait (D) would not stop before the wait ends: its stack stays as read.
+            if (!complete && t.state == 'S') {
+                DumpThread again = t;
+                Registers stopped;
+                again.stack_end.clear();
+                if (!read_running(pid, tid, maps, options.max_stack_bytes, again, stopped))
+                    continue; // it ended
+                if (again.error.empty()) {
+                    t = std::move(again);
+                    pcs = dumper.unwind(stopped, t.stack_end, complete);
+                }
+            }
+        } else {
+            if (!read_running(pid, tid, maps, options.max_stack_bytes, t, r)) continue; // ended
+            if (t.error.empty()) pcs = dumper.unwind(r, t.stack_end, complete);
+        }
+        if (t.error.empty()) t.frames = dumper.frames(pcs);
+        out.threads.push_back(std::move(t));
+    }
+    if (out.threads.empty()) {
+        error = fmt::format("no process {} (it exited?)", pid);
+        return false;
+    }
+    out.elapsed_ns = now_ns() - from;
+    return true;
+}
+
+std::string syscall_name(long number) {
+#define PROF_SYSCALL(name) {__NR_##name, #name},
+    static const std::map<long, const char*> names{
+        PROF_SYSCALL(read) PROF_SYSCALL(write) PROF_SYSCALL(open) PROF_SYSCALL(close)
+        PROF_SYSCALL(poll) PROF_SYSCALL(ppoll) PROF_SYSCALL(select) PROF_SYSCALL(pselect6)
+        PROF_SYSCALL(readv) PROF_SYSCALL(writev) PROF_SYSCALL(pread64) PROF_SYSCALL(pwrite64)
+        PROF_SYSCALL(preadv) PROF_SYSCALL(pwritev) PROF_SYSCALL(openat) PROF_SYSCALL(ioctl)
+        PROF_SYSCALL(nanosleep) PROF_SYSCALL(clock_nanosleep) PROF_SYSCALL(pause)
+        PROF_SYSCALL(futex) PROF_SYSCALL(epoll_wait) PROF_SYSCALL(epoll_pwait)
+        PROF_SYSCALL(epoll_pwait2) PROF_SYSCALL(accept) PROF_SYSCALL(accept4)
+        PROF_SYSCALL(connect) PROF_SYSCALL(recvfrom) PROF_SYSCALL(recvmsg)
+        PROF_SYSCALL(recvmmsg) PROF_SYSCALL(sendto) PROF_SYSCALL(sendmsg) PROF_SYSCALL(sendmmsg)
+        PROF_SYSCALL(wait4) PROF_SYSCALL(waitid) PROF_SYSCALL(rt_sigsuspend)
+        PROF_SYSCALL(rt_sigtimedwait) PROF_SYSCALL(sched_yield) PROF_SYSCALL(flock)
+        PROF_SYSCALL(fcntl) PROF_SYSCALL(fsync) PROF_SYSCALL(fdatasync) PROF_SYSCALL(msync)
+        PROF_SYSCALL(msgrcv) PROF_SYSCALL(msgsnd) PROF_SYSCALL(semop) PROF_SYSCALL(semtimedop)
+        PROF_SYSCALL(io_getevents) PROF_SYSCALL(io_uring_enter) PROF_SYSCALL(splice)
+        PROF_SYSCALL(sendfile) PROF_SYSCALL(mmap) PROF_SYSCALL(munmap) PROF_SYSCALL(madvise)
+        PROF_SYSCALL(brk) PROF_SYSCALL(clone) PROF_SYSCALL(clone3) PROF_SYSCALL(execve)
+        PROF_SYSCALL(exit) PROF_SYSCALL(exit_group) PROF_SYSCALL(getdents64)
+        PROF_SYSCALL(newfstatat) PROF_SYSCALL(statx) PROF_SYSCALL(getrandom)
+        PROF_SYSCALL(inotify_add_watch) PROF_SYSCALL(pidfd_open) PROF_SYSCALL(membarrier) PROF_SYSCALL(restart_syscall)};
+#undef PROF_SYSCALL
+    auto it = names.find(number);
+    return it != names.end() ? it->second : fmt::format("system call {}", number);
+}
+
+std::string state_name(char state) {
+    switch (state) {
+    case 'R': return "running";
+    case 'S': return "sleeping";
+    case 'D': return "blocked";
+    case 'T': return "stopped";
+    case 't': return "stopped by a tracer";
+    case 'Z': return "exited";
+    case 'X': return "exited";
+    case 'I': return "idle";
+    case 'P': return "parked";
+    default: return fmt::format("state {}", state);
+    }
+}
+
+} // namespace prof::sampling
