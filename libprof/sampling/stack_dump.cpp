@@ -154,57 +154,26 @@ bool read_blocked(pid_t pid, pid_t tid, const std::vector<Map>& maps, size_t max
     return false; // it keeps waking up: read it as a running one
 }
 
-// A thread on a CPU: stopped alone, its registers and stack copied, detached. False when it
-// ended meanwhile (nothing to dump) or could not be read (`t.error` says why).
-bool read_running(pid_t pid, pid_t tid, const std::vector<Map>& maps, size_t max,
-                  DumpThread& t, Registers& r) {
-    if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
-        if (errno == ESRCH) return false;
-        t.error = explain_ptrace_error(errno, pid);
-        return true;
-    }
-    uint64_t from = now_ns();
-    ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
-    int status = 0, deliver = 0;
-    bool stopped = false;
-    uint64_t seen = 0; // when its stop was reported
-    // Its stop reports with SIGCHLD (blocked by dump_process): waited for without polling, so
-    // that the time measured is the stop's, not a sleep's.
-    uint64_t until = from + uint64_t(kStopWaitMs) * 1000000ull;
-    sigset_t chld;
-    sigemptyset(&chld);
-    sigaddset(&chld, SIGCHLD);
-    while (!stopped) {
-        pid_t w = waitpid(tid, &status, __WALL | WNOHANG);
-        if (w == tid) {
-            if (WIFEXITED(status) || WIFSIGNALED(status)) return false;
-            if (WIFSTOPPED(status)) {
-                // Our stop, a stop the program asked for (group-stop), or a signal on its way:
-                // the registers are the thread's in each; the signal goes on with the detach.
-                if ((status >> 16) == 0) deliver = WSTOPSIG(status);
-                stopped = true;
-                seen = now_ns();
-            }
-            continue;
-        }
-        if (w < 0 && errno != EINTR) break;
-        uint64_t now = now_ns();
-        if (now >= until) break;
-        timespec left{long((until - now) / 1000000000ull), long((until - now) % 1000000000ull)};
-        sigtimedwait(&chld, nullptr, &left);
-    }
-    if (!stopped) {
-        // Left traced: the kernel detaches it when it stops, or when profrun exits.
-        ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
-        t.error = "it did not stop within 200 ms to have its registers read";
-        return true;
-    }
+// A thread to stop: its dump so far, and what its stop gives.
+struct ToStop {
+    DumpThread thread;
+    Registers regs;
+    bool seized = false, done = false, gone = false;
+    uint64_t from = 0; // the interrupt
+};
+
+// A stopped thread: its registers and stack copied, then detached at once.
+void read_stopped(pid_t pid, const std::vector<Map>& maps, size_t max, int deliver, uint64_t seen,
+                  ToStop& s) {
+    pid_t tid = s.thread.tid;
+    DumpThread& t = s.thread;
+    Registers& r = s.regs;
     user_regs_struct regs{};
     if (ptrace(PTRACE_GETREGS, tid, nullptr, &regs) == 0) {
-        // Entering a system call as the interrupt came, the thread may have had it fail with
-        // EINTR (epoll_wait does, a restartable one does not): it is set back to the syscall
-        // instruction, so that it is made again as if nothing had happened. Not when a signal
-        // of the program's is pending: that EINTR is the program's.
+        // Entering a system call as the interrupt came, or waiting in one, the thread may have
+        // had it fail with EINTR (epoll_wait does; a restartable one does not): it is set back
+        // to the syscall instruction, so that the call is made again as if nothing had
+        // happened. Not when a signal of the program's is pending: that EINTR is the program's.
         if (int64_t(regs.orig_rax) >= 0 && int64_t(regs.rax) == -EINTR && !deliver &&
             !signal_pending(pid, tid)) {
             uint16_t code = 0;
@@ -216,20 +185,83 @@ bool read_running(pid_t pid, pid_t tid, const std::vector<Map>& maps, size_t max
                 if (ptrace(PTRACE_SETREGS, tid, nullptr, &again) == 0) t.syscall_restarted = true;
             }
         }
+        r = Registers{};
         r.ip = regs.rip;
         r.sp = regs.rsp;
         r.bp = regs.rbp;
         r.bp_known = true;
         copy_stack(pid, maps, max, r);
+        t.error.clear();
     } else {
         t.error = fmt::format("its registers could not be read: {}", std::strerror(errno));
     }
     ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(long(deliver)));
     uint64_t detached = now_ns();
     t.stopped = true;
-    t.stop_ns = detached - from;
+    t.stop_ns = detached - s.from;
     t.held_ns = detached - seen;
-    return true;
+    s.done = true;
+}
+
+// Threads on a CPU, or whose wait /proc could not unwind: all interrupted at once, then each
+// read and detached as its stop comes. A thread is held only while its own registers and stack
+// are copied; waiting for the stops together keeps a process with many busy threads (each
+// stopping only when it next gets a CPU) from waiting for them one after another. A thread
+// that ends meanwhile is marked gone; one that cannot be seized keeps its error.
+void stop_and_read(pid_t pid, const std::vector<Map>& maps, size_t max, std::vector<ToStop>& all) {
+    std::map<pid_t, ToStop*> waiting;
+    for (ToStop& s : all) {
+        if (ptrace(PTRACE_SEIZE, s.thread.tid, nullptr, nullptr) != 0) {
+            if (errno == ESRCH)
+                s.gone = true;
+            else if (s.thread.error.empty() && s.thread.frames.empty() && !s.regs.sp)
+                s.thread.error = explain_ptrace_error(errno, pid);
+            continue;
+        }
+        s.seized = true;
+        s.from = now_ns();
+        ptrace(PTRACE_INTERRUPT, s.thread.tid, nullptr, nullptr);
+        waiting[s.thread.tid] = &s;
+    }
+    // Their stops report with SIGCHLD (blocked by dump_process): waited for without polling,
+    // so that the time measured is the stop's, not a sleep's.
+    uint64_t until = now_ns() + uint64_t(kStopWaitMs) * 1000000ull;
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    while (!waiting.empty()) {
+        int status = 0;
+        pid_t w = waitpid(-1, &status, __WALL | WNOHANG);
+        if (w > 0) {
+            auto it = waiting.find(w);
+            if (it == waiting.end()) continue;
+            ToStop& s = *it->second;
+            if (WIFEXITED(status) || WIFSIGNALED(status)) {
+                s.gone = true;
+                waiting.erase(it);
+            } else if (WIFSTOPPED(status)) {
+                // Our stop, a stop the program asked for (group-stop), or a signal on its way:
+                // the registers are the thread's in each; the signal goes on with the detach.
+                int deliver = (status >> 16) == 0 ? WSTOPSIG(status) : 0;
+                read_stopped(pid, maps, max, deliver, now_ns(), s);
+                waiting.erase(it);
+            }
+            continue;
+        }
+        if (w < 0 && errno != EINTR) break;
+        uint64_t now = now_ns();
+        if (now >= until) break;
+        timespec left{long((until - now) / 1000000000ull), long((until - now) % 1000000000ull)};
+        sigtimedwait(&chld, nullptr, &left);
+    }
+    for (auto& [tid, s] : waiting) {
+        // Left traced: the kernel detaches it when profrun exits.
+        ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+        if (!s->regs.sp)
+            s->thread.error = fmt::format("it did not stop within {} ms to have its registers "
+                                          "read",
+                                          kStopWaitMs);
+    }
 }
 
 // The names of one binary on disk.
@@ -309,36 +341,53 @@ class Dumper {
                 out.push_back(f);
                 continue;
             }
-            Names& n = names(m->path);
-            std::string symbol;
-            if (!n.dwarf->function(vaddr, symbol))
-                if (const reader::ElfSymbols::Entry* e = n.elf->find(vaddr)) symbol = e->name;
-            if (!symbol.empty()) f.function = reader::demangle(reader::unversioned(symbol));
-            n.dwarf->lookup(vaddr, f.file, f.line);
-            std::vector<reader::DwarfLines::InlinedCall> calls;
-            if (options_.inlined) calls = n.dwarf->inlined(vaddr);
-            // Innermost first: the function inlined last holds the address's own line; each
-            // one out is at the line its callee was inlined at.
-            std::string file = f.file;
-            uint32_t line = f.line;
-            for (size_t k = calls.size(); k-- > 0;) {
-                DumpFrame inl = f;
-                inl.function = reader::demangle(calls[k].symbol);
-                inl.file = file;
-                inl.line = line;
-                inl.inlined = true;
-                out.push_back(inl);
-                file = calls[k].call_file;
-                line = calls[k].call_line;
+            // Threads waiting or working in the same place share their addresses: each is
+            // named once.
+            auto key = std::make_pair(m->path, vaddr);
+            auto cached = named_.find(key);
+            if (cached == named_.end()) cached = named_.emplace(key, name(m->path, vaddr, f)).first;
+            for (DumpFrame frame : cached->second) {
+                frame.address = f.address;
+                frame.offset = f.offset;
+                out.push_back(std::move(frame));
             }
-            f.file = file;
-            f.line = line;
-            out.push_back(f);
         }
         return out;
     }
 
   private:
+    // The frames of one address (`vaddr` in the file at `path`): the functions inlined there,
+    // innermost first, then the function it is in. `f` has its module filled in.
+    std::vector<DumpFrame> name(const std::string& path, uint64_t vaddr, DumpFrame f) {
+        std::vector<DumpFrame> out;
+        Names& n = names(path);
+        std::string symbol;
+        if (!n.dwarf->function(vaddr, symbol))
+            if (const reader::ElfSymbols::Entry* e = n.elf->find(vaddr)) symbol = e->name;
+        if (!symbol.empty()) f.function = reader::demangle(reader::unversioned(symbol));
+        n.dwarf->lookup(vaddr, f.file, f.line);
+        std::vector<reader::DwarfLines::InlinedCall> calls;
+        if (options_.inlined) calls = n.dwarf->inlined(vaddr);
+        // The function inlined last holds the address's own line; each one out is at the line
+        // its callee was inlined at.
+        std::string file = f.file;
+        uint32_t line = f.line;
+        for (size_t k = calls.size(); k-- > 0;) {
+            DumpFrame inl = f;
+            inl.function = reader::demangle(calls[k].symbol);
+            inl.file = file;
+            inl.line = line;
+            inl.inlined = true;
+            out.push_back(inl);
+            file = calls[k].call_file;
+            line = calls[k].call_line;
+        }
+        f.file = file;
+        f.line = line;
+        out.push_back(f);
+        return out;
+    }
+
     const UnwindModule* module_at(uint64_t address) {
         const Map* m = map_at(maps_, address);
         if (!m || !m->executable) return nullptr;
@@ -388,6 +437,7 @@ class Dumper {
     StackUnwinder unwinder_;
     std::map<std::pair<std::string, uint64_t>, std::optional<uint64_t>> bases_;
     std::map<std::string, Names> names_;
+    std::map<std::pair<std::string, uint64_t>, std::vector<DumpFrame>> named_;
 };
 
 } // namespace
@@ -428,41 +478,44 @@ bool dump_process(pid_t pid, const DumpOptions& options, ProcessDump& out, std::
     } restore{mask};
     Dumper dumper(maps_of(pid), options);
     const std::vector<Map>& maps = dumper.maps();
+    std::vector<ToStop> threads;
     for (pid_t tid : tids) {
-        DumpThread t;
+        ToStop s;
+        DumpThread& t = s.thread;
         t.tid = tid;
         if (!thread_stat(pid, tid, t.state, t.name)) continue; // it ended
         if (t.state == 'Z' || t.state == 'X') {
             t.error = "it has exited";
-            out.threads.push_back(std::move(t));
-            continue;
-        }
-        Registers r;
-        std::vector<uint64_t> pcs;
-        bool complete = false;
-        if (read_blocked(pid, tid, maps, options.max_stack_bytes, t, r)) {
-            pcs = dumper.unwind(r, t.stack_end, complete);
+            s.done = true;
+        } else if (read_blocked(pid, tid, maps, options.max_stack_bytes, t, s.regs)) {
+            bool complete = false;
+            t.frames = dumper.frames(dumper.unwind(s.regs, t.stack_end, complete));
             // Code with frame pointers finds its caller through rbp, which /proc does not show:
             // where the walk needs it, a thread in an interruptible wait is stopped after all
-            // (read_running makes sure its system call goes on). One in an uninterruptible
-            // wait (D) would not stop before the wait ends: its stack stays as read.
-            if (!complete && t.state == 'S') {
-                DumpThread again = t;
-                Registers stopped;
-                again.stack_end.clear();
-                if (!read_running(pid, tid, maps, options.max_stack_bytes, again, stopped))
-                    continue; // it ended
-                if (again.error.empty()) {
-                    t = std::move(again);
-                    pcs = dumper.unwind(stopped, t.stack_end, complete);
-                }
-            }
-        } else {
-            if (!read_running(pid, tid, maps, options.max_stack_bytes, t, r)) continue; // ended
-            if (t.error.empty()) pcs = dumper.unwind(r, t.stack_end, complete);
+            // (read_stopped makes sure its system call goes on). One in an uninterruptible wait
+            // (D) would not stop before the wait ends: its stack stays as read.
+            s.done = complete || t.state != 'S';
         }
-        if (t.error.empty()) t.frames = dumper.frames(pcs);
-        out.threads.push_back(std::move(t));
+        threads.push_back(std::move(s));
+    }
+    std::vector<ToStop> stop;
+    for (ToStop& s : threads)
+        if (!s.done) stop.push_back(s);
+    stop_and_read(pid, maps, options.max_stack_bytes, stop);
+    for (ToStop& s : stop)
+        if (s.done && s.thread.error.empty()) {
+            bool complete = false;
+            s.thread.frames = dumper.frames(dumper.unwind(s.regs, s.thread.stack_end, complete));
+        }
+    size_t k = 0;
+    for (ToStop& s : threads) {
+        if (!s.done) {
+            ToStop& stopped = stop[k++];
+            if (stopped.gone) continue;
+            // Not stopped (refused, or too slow): a wait read from /proc keeps what it gave.
+            if (stopped.done || s.thread.frames.empty()) s = std::move(stopped);
+        }
+        out.threads.push_back(std::move(s.thread));
     }
     if (out.threads.empty()) {
         error = fmt::format("no process {} (it exited?)", pid);

@@ -342,7 +342,10 @@ TEST_CASE("--help on every tool") {
               "\n      --exclude-modules S   do not record functions of objects",
               "\n      --chunk-size BYTES    per-thread buffer size (PROF_CHUNK_SIZE, default "
               "256K)\n",
-              "\n  -q, --quiet               no message after the run\n",
+              "\n  -q, --quiet               no message after the run (the report of -s is "
+              "still printed)\n",
+              "\n  -s, --sort KEY            after the run, print the report's table",
+              "\n      --dump                with --pid: print every thread's call stack now",
               "\n      --log-format F        text (default) or json",
               "\n  -h, --help                show this help\n  -V, --version             show "
               "the version\n\nEvery PROF_* variable (docs/configuration.md) set in the "

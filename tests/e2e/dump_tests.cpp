@@ -233,6 +233,53 @@ TEST_CASE("profrun --pid --dump: a stopped process is dumped and stays stopped")
     CHECK(failed == "epoll_wait failed: Interrupted system call\n");
 }
 
+TEST_CASE(
+    "profrun --pid --dump: stripped code by module and offset, named through .gnu_debuglink") {
+    // Copies of the program: stripped, and stripped with its debug information beside it.
+    std::string dir = prof::test::temp_path("dump-strip");
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::string stripped = dir + "/stripped", linked = dir + "/linked";
+    for (const std::vector<std::string>& step :
+         {std::vector<std::string>{"/usr/bin/strip", "--strip-all", "-o", stripped,
+                                   PROF_TEST_STACKS},
+          {"/usr/bin/objcopy", "--only-keep-debug", PROF_TEST_STACKS, dir + "/linked.debug"},
+          {"/usr/bin/strip", "--strip-all", "-o", linked, PROF_TEST_STACKS},
+          {"/usr/bin/objcopy", "--add-gnu-debuglink=" + dir + "/linked.debug", linked}})
+        REQUIRE(run(step).exit_code == 0);
+    // The reader thread's frame in read_pipe: "0x... (stripped+0xOFFSET)" in the stripped copy,
+    // and read_pipe at the same offset in the linked one.
+    auto reader_frame = [](const std::string& program, const std::string& json_key) {
+        StacksProgram target(program.c_str());
+        auto r = run({PROFRUN, "--pid", std::to_string(target.pid), "--dump"});
+        auto j = run({PROFRUN, "--pid", std::to_string(target.pid), "--dump", "--format", "json"});
+        std::string failed;
+        CHECK(target.finish(failed) == 0);
+        REQUIRE(r.exit_code == 0);
+        REQUIRE(j.exit_code == 0);
+        std::string block = thread_block(r.out, "reader");
+        // The JSON frame of the program's own code nearest the read: its offset.
+        size_t at = j.out.find("\"name\": \"reader\"");
+        REQUIRE(at != std::string::npos);
+        at = j.out.find(json_key, at);
+        REQUIRE_MESSAGE(at != std::string::npos, json_key);
+        size_t open = j.out.rfind('{', at);
+        std::string frame = j.out.substr(open, j.out.find('}', at) - open);
+        size_t offset = frame.find("\"offset\": \"");
+        REQUIRE(offset != std::string::npos);
+        offset += 11;
+        return std::make_pair(block, frame.substr(offset, frame.find('"', offset) - offset));
+    };
+    auto [stripped_block, stripped_offset] =
+        reader_frame(stripped, "\"module\": \"" + stripped + "\"");
+    auto [linked_block, linked_offset] = reader_frame(linked, "\"function\": \"read_pipe\"");
+    CHECK(stripped_block.find(" (stripped+" + stripped_offset + ")") != std::string::npos);
+    CHECK(linked_block.find(
+              "read_pipe (stacks.c:" + std::to_string(source_line("ssize_t n = read(pipe_fds[0]")) +
+              ")") != std::string::npos);
+    CHECK(stripped_offset == linked_offset);
+}
+
 TEST_CASE("profrun --dump: what cannot be dumped gets one line and a non-zero exit") {
     auto no_pid = run({PROFRUN, "--dump"});
     CHECK(no_pid.exit_code == 2);

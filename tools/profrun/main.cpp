@@ -47,7 +47,8 @@ constexpr const char* kDescription =
 pkg-config libprof-instrument); with --preload, any program built with
 -finstrument-functions; with --mem (memory) or --sample (CPU time), any program. The exit
 status of COMMAND is passed through (128+N when it was killed by signal N).
-With --pid, samples a running process instead, until --duration ends, Ctrl-C, or its exit.)";
+With --pid, samples a running process instead, until --duration ends, Ctrl-C, or its exit;
+with --pid and --dump, prints every thread's stack now and leaves.)";
 
 constexpr const char* kFooter =
     "Every PROF_* variable (docs/configuration.md) set in the environment is passed on as well.";
