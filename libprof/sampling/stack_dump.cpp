@@ -1,13 +1,9 @@
 // Every thread's call stack in a running process: see stack_dump.hpp.
 #include "sampling/stack_dump.hpp"
 
-#include "reader/dwarf_lines.hpp"
-#include "reader/elf_file.hpp"
-#include "reader/elf_symbols.hpp"
-#include "reader/trace_reader.hpp"
 #include "sampling/perf_sampler.hpp"
+#include "sampling/process_stacks.hpp"
 #include "sampling/ptrace_sampler.hpp"
-#include "sampling/stack_unwinder.hpp"
 
 #include <fmt/format.h>
 
@@ -31,7 +27,6 @@
 namespace prof::sampling {
 namespace {
 
-constexpr uint32_t kMaxFrames = 1024;
 // How long a thread asked to stop may take to report it: one that the kernel keeps busy
 // longer is dumped without its stack rather than holding up the others.
 constexpr int kStopWaitMs = 200;
@@ -47,50 +42,6 @@ std::string read_text(const std::string& path) {
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
-}
-
-// Every mapping of the process: the executable ones name and unwind frames, the others hold
-// the stacks.
-struct Map {
-    uint64_t start = 0, end = 0, offset = 0;
-    bool executable = false;
-    std::string path;
-};
-
-std::vector<Map> maps_of(pid_t pid) {
-    std::vector<Map> out;
-    std::istringstream lines(read_text(fmt::format("/proc/{}/maps", pid)));
-    std::string line;
-    while (std::getline(lines, line)) {
-        std::istringstream in(line);
-        std::string range, perms, offset, dev, inode, path;
-        in >> range >> perms >> offset >> dev >> inode;
-        std::getline(in >> std::ws, path);
-        size_t dash = range.find('-');
-        if (dash == std::string::npos || perms.size() < 3) continue;
-        Map m;
-        m.start = std::strtoull(range.substr(0, dash).c_str(), nullptr, 16);
-        m.end = std::strtoull(range.substr(dash + 1).c_str(), nullptr, 16);
-        m.offset = std::strtoull(offset.c_str(), nullptr, 16);
-        m.executable = perms[2] == 'x';
-        m.path = path;
-        out.push_back(std::move(m));
-    }
-    return out;
-}
-
-const Map* map_at(const std::vector<Map>& maps, uint64_t address) {
-    auto it = std::upper_bound(maps.begin(), maps.end(), address,
-                               [](uint64_t a, const Map& m) { return a < m.start; });
-    if (it == maps.begin()) return nullptr;
-    --it;
-    return address < it->end ? &*it : nullptr;
-}
-
-// A file on disk behind a mapping ("[stack]", "[vdso]", anonymous memory and deleted files
-// are not).
-bool on_disk(const Map& m) {
-    return !m.path.empty() && m.path[0] == '/' && m.path.find(" (deleted)") == std::string::npos;
 }
 
 // The thread's state letter and name from /proc/PID/task/TID/stat ("TID (NAME) S ...": the
@@ -121,11 +72,24 @@ struct Registers {
     uint64_t ip = 0, sp = 0, bp = 0;
     bool bp_known = false;
     std::vector<uint8_t> stack;
+
+    StackCopy copy() const {
+        StackCopy c;
+        c.ip = ip;
+        c.sp = sp;
+        c.bp = bp;
+        c.bp_known = bp_known;
+        c.stack = stack.data();
+        c.size = stack.size();
+        return c;
+    }
 };
 
 // The stack from `sp` to the end of its mapping, at most `max` bytes.
-void copy_stack(pid_t pid, const std::vector<Map>& maps, size_t max, Registers& r) {
-    const Map* m = map_at(maps, r.sp);
+void copy_stack(pid_t pid, const std::vector<ProcessMap>& maps, size_t max, Registers& r) {
+    auto it = std::upper_bound(maps.begin(), maps.end(), r.sp,
+                               [](uint64_t a, const ProcessMap& m) { return a < m.start; });
+    const ProcessMap* m = it != maps.begin() && r.sp < std::prev(it)->end ? &*std::prev(it) : nullptr;
     size_t size = m ? size_t(std::min<uint64_t>(m->end - r.sp, max)) : 0;
     r.stack.resize(size);
     if (!size) return;
@@ -136,7 +100,7 @@ void copy_stack(pid_t pid, const std::vector<Map>& maps, size_t max, Registers& 
 
 // A thread blocked in the kernel, read without stopping it: its pointers from /proc, its
 // stack copied, and the pointers read again to know the copy belongs to the same wait.
-bool read_blocked(pid_t pid, pid_t tid, const std::vector<Map>& maps, size_t max,
+bool read_blocked(pid_t pid, pid_t tid, const std::vector<ProcessMap>& maps, size_t max,
                   DumpThread& t, Registers& r) {
     for (int attempt = 0; attempt < 3; ++attempt) {
         std::optional<BlockedRegisters> before = blocked_registers(uint32_t(pid), uint32_t(tid));
@@ -163,7 +127,7 @@ struct ToStop {
 };
 
 // A stopped thread: its registers and stack copied, then detached at once.
-void read_stopped(pid_t pid, const std::vector<Map>& maps, size_t max, int deliver, uint64_t seen,
+void read_stopped(pid_t pid, const std::vector<ProcessMap>& maps, size_t max, int deliver, uint64_t seen,
                   ToStop& s) {
     pid_t tid = s.thread.tid;
     DumpThread& t = s.thread;
@@ -208,7 +172,7 @@ void read_stopped(pid_t pid, const std::vector<Map>& maps, size_t max, int deliv
 // are copied; waiting for the stops together keeps a process with many busy threads (each
 // stopping only when it next gets a CPU) from waiting for them one after another. A thread
 // that ends meanwhile is marked gone; one that cannot be seized keeps its error.
-void stop_and_read(pid_t pid, const std::vector<Map>& maps, size_t max, std::vector<ToStop>& all) {
+void stop_and_read(pid_t pid, const std::vector<ProcessMap>& maps, size_t max, std::vector<ToStop>& all) {
     std::map<pid_t, ToStop*> waiting;
     for (ToStop& s : all) {
         if (ptrace(PTRACE_SEIZE, s.thread.tid, nullptr, nullptr) != 0) {
@@ -264,182 +228,6 @@ void stop_and_read(pid_t pid, const std::vector<Map>& maps, size_t max, std::vec
     }
 }
 
-// The names of one binary on disk.
-struct Names {
-    std::unique_ptr<reader::ElfSymbols> elf;
-    std::unique_ptr<reader::DwarfLines> dwarf;
-};
-
-class Dumper {
-  public:
-    Dumper(std::vector<Map> maps, const DumpOptions& o) : maps_(std::move(maps)), options_(o) {}
-
-    const std::vector<Map>& maps() const { return maps_; }
-
-    // The return addresses of the thread's stack, innermost first; `complete` when they reach
-    // its first frame, else `end` says why they stop.
-    std::vector<uint64_t> unwind(const Registers& r, std::string& end, bool& complete) {
-        std::vector<uint64_t> pcs;
-        end.clear();
-        complete = false;
-        UnwindResult u = UnwindResult::kNone;
-        if (!r.stack.empty())
-            u = unwinder_.unwind(
-                r.ip, r.sp, r.bp_known ? r.bp : 0, r.stack.data(), r.stack.size(),
-                [&](uint64_t address) { return module_at(address); }, pcs, kMaxFrames);
-        if (u == UnwindResult::kComplete) {
-            complete = true;
-            return pcs;
-        }
-        // The frame-pointer chain from the frame the tables could not describe: the rest of
-        // the stack where it was built with frame pointers.
-        std::vector<uint64_t> chain = frame_chain(r);
-        if (pcs.size() > 1) {
-            uint64_t last = pcs.back();
-            size_t from = chain.size();
-            for (size_t i = 1; i < chain.size(); ++i)
-                if (chain[i] == last) from = i + 1;
-            pcs.insert(pcs.end(), chain.begin() + long(std::min(from, chain.size())), chain.end());
-        } else {
-            pcs = chain.empty() ? std::vector<uint64_t>{r.ip} : chain;
-        }
-        const Map* outer = map_at(maps_, pcs.back());
-        bool known = outer && outer->executable;
-        if (r.stack.empty())
-            end = "its stack could not be read";
-        else if (!r.bp_known && pcs.size() > 1)
-            end = "the next frame is found through the frame pointer, which a thread left "
-                  "blocked in the kernel does not show";
-        else if (!known)
-            end = "the last address is in no mapped code";
-        else
-            end = "no unwind table or frame pointer describes the next frame";
-        return pcs;
-    }
-
-    // The frames of the addresses: each named, with the functions inlined at it first.
-    std::vector<DumpFrame> frames(const std::vector<uint64_t>& pcs) {
-        std::vector<DumpFrame> out;
-        for (size_t i = 0; i < pcs.size(); ++i) {
-            DumpFrame f;
-            f.address = pcs[i];
-            // A return address is looked up at the call: one byte back.
-            uint64_t at = i == 0 ? pcs[i] : pcs[i] - 1;
-            const Map* m = map_at(maps_, at);
-            if (!m || !m->executable) {
-                out.push_back(f);
-                continue;
-            }
-            f.module = m->path;
-            uint64_t base = m->start - m->offset;
-            if (on_disk(*m)) {
-                if (std::optional<uint64_t> b = load_base(*m)) base = *b;
-            }
-            uint64_t vaddr = at - base;
-            f.offset = pcs[i] - base;
-            if (!on_disk(*m)) {
-                out.push_back(f);
-                continue;
-            }
-            // Threads waiting or working in the same place share their addresses: each is
-            // named once.
-            auto key = std::make_pair(m->path, vaddr);
-            auto cached = named_.find(key);
-            if (cached == named_.end()) cached = named_.emplace(key, name(m->path, vaddr, f)).first;
-            for (DumpFrame frame : cached->second) {
-                frame.address = f.address;
-                frame.offset = f.offset;
-                out.push_back(std::move(frame));
-            }
-        }
-        return out;
-    }
-
-  private:
-    // The frames of one address (`vaddr` in the file at `path`): the functions inlined there,
-    // innermost first, then the function it is in. `f` has its module filled in.
-    std::vector<DumpFrame> name(const std::string& path, uint64_t vaddr, DumpFrame f) {
-        std::vector<DumpFrame> out;
-        Names& n = names(path);
-        std::string symbol;
-        if (!n.dwarf->function(vaddr, symbol))
-            if (const reader::ElfSymbols::Entry* e = n.elf->find(vaddr)) symbol = e->name;
-        if (!symbol.empty()) f.function = reader::demangle(reader::unversioned(symbol));
-        n.dwarf->lookup(vaddr, f.file, f.line);
-        std::vector<reader::DwarfLines::InlinedCall> calls;
-        if (options_.inlined) calls = n.dwarf->inlined(vaddr);
-        // The function inlined last holds the address's own line; each one out is at the line
-        // its callee was inlined at.
-        std::string file = f.file;
-        uint32_t line = f.line;
-        for (size_t k = calls.size(); k-- > 0;) {
-            DumpFrame inl = f;
-            inl.function = reader::demangle(calls[k].symbol);
-            inl.file = file;
-            inl.line = line;
-            inl.inlined = true;
-            out.push_back(inl);
-            file = calls[k].call_file;
-            line = calls[k].call_line;
-        }
-        f.file = file;
-        f.line = line;
-        out.push_back(f);
-        return out;
-    }
-
-    const UnwindModule* module_at(uint64_t address) {
-        const Map* m = map_at(maps_, address);
-        if (!m || !m->executable) return nullptr;
-        if (m->path == "[vdso]") return unwinder_.vdso(m->start);
-        if (!on_disk(*m)) return nullptr;
-        std::optional<uint64_t> base = load_base(*m);
-        return base ? unwinder_.module(m->path, *base) : nullptr;
-    }
-
-    std::optional<uint64_t> load_base(const Map& m) {
-        auto key = std::make_pair(m.path, m.start);
-        if (auto it = bases_.find(key); it != bases_.end()) return it->second;
-        return bases_[key] = reader::ElfFile(m.path).load_base(m.start, m.offset);
-    }
-
-    Names& names(const std::string& path) {
-        Names& n = names_[path];
-        if (!n.elf) {
-            n.elf = std::make_unique<reader::ElfSymbols>(path);
-            n.dwarf = std::make_unique<reader::DwarfLines>(path);
-        }
-        return n;
-    }
-
-    // The frame-pointer chain within the copy (what a kernel's frame-pointer walk gives).
-    std::vector<uint64_t> frame_chain(const Registers& r) const {
-        std::vector<uint64_t> chain;
-        if (!r.bp_known) return chain;
-        chain.push_back(r.ip);
-        uint64_t bp = r.bp;
-        while (chain.size() < kMaxFrames && bp >= r.sp && bp + 16 <= r.sp + r.stack.size() &&
-               (bp & 7) == 0) {
-            uint64_t next, ret;
-            std::memcpy(&next, r.stack.data() + (bp - r.sp), 8);
-            std::memcpy(&ret, r.stack.data() + (bp - r.sp) + 8, 8);
-            const Map* m = map_at(maps_, ret);
-            if (!m || !m->executable) break;
-            chain.push_back(ret);
-            if (next <= bp) break;
-            bp = next;
-        }
-        return chain;
-    }
-
-    std::vector<Map> maps_;
-    DumpOptions options_;
-    StackUnwinder unwinder_;
-    std::map<std::pair<std::string, uint64_t>, std::optional<uint64_t>> bases_;
-    std::map<std::string, Names> names_;
-    std::map<std::pair<std::string, uint64_t>, std::vector<DumpFrame>> named_;
-};
-
 } // namespace
 
 bool dump_process(pid_t pid, const DumpOptions& options, ProcessDump& out, std::string& error) {
@@ -476,8 +264,8 @@ bool dump_process(pid_t pid, const DumpOptions& options, ProcessDump& out, std::
         sigset_t mask;
         ~RestoreMask() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
     } restore{mask};
-    Dumper dumper(maps_of(pid), options);
-    const std::vector<Map>& maps = dumper.maps();
+    ProcessStacks dumper(pid, options.inlined);
+    const std::vector<ProcessMap>& maps = dumper.maps();
     std::vector<ToStop> threads;
     for (pid_t tid : tids) {
         ToStop s;
@@ -489,7 +277,7 @@ bool dump_process(pid_t pid, const DumpOptions& options, ProcessDump& out, std::
             s.done = true;
         } else if (read_blocked(pid, tid, maps, options.max_stack_bytes, t, s.regs)) {
             bool complete = false;
-            t.frames = dumper.frames(dumper.unwind(s.regs, t.stack_end, complete));
+            t.frames = dumper.frames(dumper.unwind(s.regs.copy(), t.stack_end, complete));
             // Code with frame pointers finds its caller through rbp, which /proc does not show:
             // where the walk needs it, a thread in an interruptible wait is stopped after all
             // (read_stopped makes sure its system call goes on). One in an uninterruptible wait
@@ -505,7 +293,7 @@ bool dump_process(pid_t pid, const DumpOptions& options, ProcessDump& out, std::
     for (ToStop& s : stop)
         if (s.done && s.thread.error.empty()) {
             bool complete = false;
-            s.thread.frames = dumper.frames(dumper.unwind(s.regs, s.thread.stack_end, complete));
+            s.thread.frames = dumper.frames(dumper.unwind(s.regs.copy(), s.thread.stack_end, complete));
         }
     size_t k = 0;
     for (ToStop& s : threads) {

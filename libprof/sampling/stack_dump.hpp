@@ -16,6 +16,8 @@
 // .gnu_debuglink); a frame in code without symbols is its module and offset.
 #pragma once
 
+#include "sampling/process_stacks.hpp"
+
 #include <cstdint>
 #include <string>
 #include <sys/types.h>
@@ -23,15 +25,7 @@
 
 namespace prof::sampling {
 
-struct DumpFrame {
-    uint64_t address = 0;   // the instruction (innermost frame) or the return address
-    std::string module;     // the mapped file, as /proc/PID/maps names it; empty: none
-    uint64_t offset = 0;    // the address as laid out in the module's file
-    std::string function;   // demangled; empty when no symbol covers the address
-    std::string file;       // the source file, as DWARF names it; empty when unknown
-    uint32_t line = 0;
-    bool inlined = false;   // a function inlined into the frame below it
-};
+using DumpFrame = NamedFrame;
 
 struct DumpThread {
     pid_t tid = 0;
