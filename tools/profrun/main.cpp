@@ -6,6 +6,7 @@
 #include "profrun/passed_signals.hpp"
 #include "profrun/run_dir.hpp"
 #include "profrun/sampled.hpp"
+#include "profrun/top.hpp"
 #include "reader/run_manifest.hpp"
 #include "render/report.hpp"
 #include "text/text.hpp"
@@ -110,6 +111,8 @@ struct RunOptions {
     bool sample = false, subprocesses = false, idle = false;
     std::string sampler = "auto";
     bool dump = false;           // --dump: every thread's stack of --pid, once
+    bool top = false;            // --top: the live view of --pid or of COMMAND, sampled
+    CLI::Option* top_flag = nullptr;
     std::string format = "text"; // of the dump
     CLI::Option *dump_flag = nullptr, *format_option = nullptr;
     pid_t pid = 0;
@@ -227,6 +230,12 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
                                              : "unknown format '" + f + "' (expected text or json)";
                               },
                               ""));
+    o.top_flag = app.add_flag("--top", o.top,
+                              "with --pid, or before -- COMMAND: where the CPU time goes now,\n"
+                              "sampled from outside and refreshed every second (keys: s, t,\n"
+                              "i, space, q); a table per second when not on a terminal; a\n"
+                              "trace of what was seen with -o");
+    cli.excludes(o.top_flag, o.dump_flag, "--dump prints the stacks once, --top watches: choose one");
     cli.needs(o.dump_flag, o.pid_option, "--dump reads a running process: give --pid PID");
     cli.needs(o.format_option, o.dump_flag,
               "--format is for --dump (traces are read with profreport)");
@@ -258,10 +267,11 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
             });
     o.limit_option = app.add_option("-n,--limit", o.limit,
                                     "with -s: print at most N rows (and N sites per memory\n"
-                                    "section; default: all)")
+                                    "section; default: all); with --top: rows of each table\n"
+                                    "printed without a terminal (default 20)")
                          ->type_name("N")
                          ->check(prof::tools::whole_number(0, 1000000000, "a number of rows"));
-    cli.needs(o.limit_option, o.sort_option, "-n sets the rows of the report -s prints");
+
     app.add_flag("-q,--quiet", o.quiet, "no message after the run (the report of -s is still printed)");
     return flags;
 }
@@ -276,6 +286,22 @@ std::optional<int> finish_command_line(prof::tools::Cli& cli, RunOptions& o, Pac
         o.command.erase(o.command.begin());
     else if (!o.command.empty() && o.command.front().rfind('-', 0) == 0)
         return cli.usage_error(cli.unknown_option(o.command.front()));
+    if (o.limit_option->count() && !o.sort_option->count() && !o.top)
+        return cli.usage_error("-n sets the rows of the report -s prints, or of --top's tables");
+    if (o.top) {
+        if (o.sort_option->count())
+            return cli.usage_error("--top sorts with its keys (s: self, t: total); -s is the "
+                                   "report after a run");
+        if (o.idle) return cli.usage_error("--top shows CPU time: --idle is for traces");
+        if (!o.pid_option->count() && o.command.empty())
+            return cli.usage_error("--top needs --pid PID or a COMMAND");
+        for (CLI::Option* other : {o.mem_flag, o.preload_flag, o.run_dir_option})
+            if (other->count())
+                return cli.usage_error(fmt::format("--top samples from outside: it cannot be used "
+                                                   "with {}",
+                                                   other->get_name()));
+        o.sample = o.pid_option->count() == 0; // a COMMAND is sampled like --sample
+    }
     bool sampling = o.sample || o.pid_option->count();
     if (!sampling &&
         (o.rate_option->count() || o.stack_option->count() || o.idle || o.sampler_option->count()))
@@ -802,6 +828,25 @@ int run_in_directory(RunOptions& o, const std::string& log_format, const std::st
     return code;
 }
 
+// --top: the live view; a trace only with -o.
+int top(const RunOptions& o, const ToolLog& log) {
+    if (!o.output.empty())
+        if (auto status = prepare_output(o, log)) return *status;
+    prof::tools::SampleOptions so;
+    so.command = o.command;
+    so.program = o.command.empty() ? std::string() : resolve_command(o.command[0]);
+    so.pid = o.pid;
+    so.duration = o.duration;
+    so.output = o.output;
+    so.rate = o.rate;
+    so.stack_bytes = o.stack_bytes;
+    so.sampler = o.sampler;
+    so.quiet = o.quiet;
+    prof::tools::TopOptions to;
+    to.rows = size_t(o.limit);
+    return prof::tools::run_top(so, to, log);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -814,6 +859,7 @@ int main(int argc, char** argv) {
     const ToolLog& log = cli.log();
 
     if (o.dump) return prof::tools::dump_stacks(o.pid, o.format, log);
+    if (o.top) return top(o, log);
     if (o.pid_option->count()) {
         if (auto why = prof::tools::check_attachable(o.pid)) {
             log.error(fmt::format("cannot attach: {}", *why));

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <optional>
 #include <csignal>
 #include <cstring>
 #include <ctime>
@@ -122,6 +123,40 @@ void report(const SampleOptions& o, const RunSummary& s, Sampler& sampler, const
         log.info(fmt::format("{} more from the run's other processes: {}", s.traces.size() - 1,
                              fmt::join(s.traces.begin() + 1, s.traces.end(), ", ")));
 }
+
+// The records to the trace writer (when a trace is written) and to --top's counts (when it
+// runs).
+class Tee : public sampling::RecordSink {
+  public:
+    Tee(sampling::RecordSink* a, sampling::RecordSink* b) : a_(a), b_(b) {}
+    void on_sample(const sampling::Sample& s) override {
+        if (a_) a_->on_sample(s);
+        if (b_) b_->on_sample(s);
+    }
+    void on_mapping(const sampling::Mapping& m) override {
+        if (a_) a_->on_mapping(m);
+        if (b_) b_->on_mapping(m);
+    }
+    void on_task(const sampling::TaskEvent& t) override {
+        if (a_) a_->on_task(t);
+        if (b_) b_->on_task(t);
+    }
+    void on_comm(const sampling::CommEvent& c) override {
+        if (a_) a_->on_comm(c);
+        if (b_) b_->on_comm(c);
+    }
+    void on_lost(uint64_t n) override {
+        if (a_) a_->on_lost(n);
+        if (b_) b_->on_lost(n);
+    }
+    void on_switch(const sampling::SwitchEvent& e) override {
+        if (a_) a_->on_switch(e);
+        if (b_) b_->on_switch(e);
+    }
+
+  private:
+    sampling::RecordSink *a_, *b_;
+};
 
 sampling::SamplerOptions sampler_options(const SampleOptions& o) {
     sampling::SamplerOptions so;
@@ -241,8 +276,12 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
     d.kernel = sampler->kernel_time();
     if (o.idle) d.idle = sampler->switch_stacks() ? "switch" : "proc";
     d.how = "launch";
-    SampledRun run(d);
-    if (!run.start(error)) return abandon(error);
+    std::optional<SampledRun> run;
+    if (!o.output.empty()) {
+        run.emplace(d);
+        if (!run->start(error)) return abandon(error);
+    }
+    Tee records(run ? &*run : nullptr, o.live);
 
     // The terminal's Ctrl-C reaches the program directly; profrun waits to report its end.
     std::signal(SIGINT, SIG_IGN);
@@ -252,10 +291,19 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
     int status = 0;
     // Without stacks of the switches, the threads waiting are read from /proc: often.
     const int poll_ms = o.idle && !sampler->switch_stacks() ? 10 : 100;
+    bool sampling = true;
     for (;;) {
         sampler->wait(poll_ms);
-        sampler->drain(run);
-        run.process();
+        if (sampling) {
+            sampler->drain(records);
+            if (run) run->process();
+            if (o.refresh && !o.refresh(child)) {
+                // --top quit: the program runs to its end unsampled.
+                sampling = false;
+                sampler->disable();
+                sampler->drain(records);
+            }
+        }
         // A tracer (the ptrace sampler) reaps the child itself.
         if (std::optional<int> st = sampler->child_status()) {
             status = *st;
@@ -266,14 +314,15 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
         if (r == child || (r < 0 && errno != EINTR)) break;
     }
     signals.reaped();
-    sampler->drain(run);
-    RunSummary s = run.finish(sampler->sample_bytes());
+    if (sampling) sampler->drain(records);
+    RunSummary s;
+    if (run) s = run->finish(sampler->sample_bytes());
     if (o.wait_status) *o.wait_status = status;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (WIFSIGNALED(status) && !o.quiet)
         log.warn(fmt::format("{} was killed by signal {} ({})", o.command[0], WTERMSIG(status),
                              strsignal(WTERMSIG(status))));
-    report(o, s, *sampler, log);
+    if (run) report(o, s, *sampler, log);
     return code;
 }
 
@@ -346,12 +395,16 @@ int attach_sampled(const SampleOptions& o, const ToolLog& log) {
     d.kernel = sampler->kernel_time();
     if (o.idle) d.idle = sampler->switch_stacks() ? "switch" : "proc";
     d.how = "attach";
-    SampledRun run(d);
-    if (!run.start(error)) {
-        log.error(error);
-        return 1;
+    std::optional<SampledRun> run;
+    if (!o.output.empty()) {
+        run.emplace(d);
+        if (!run->start(error)) {
+            log.error(error);
+            return 1;
+        }
+        run->add_existing(uint32_t(pid), threads);
     }
-    run.add_existing(uint32_t(pid), threads);
+    Tee records(run ? &*run : nullptr, o.live);
     // Ctrl-C and SIGTERM end the sampling, not profrun: the trace is written first.
     struct sigaction sa{};
     sa.sa_handler = on_stop;
@@ -367,8 +420,9 @@ int attach_sampled(const SampleOptions& o, const ToolLog& log) {
     const int poll_ms = o.idle && !sampler->switch_stacks() ? 10 : 100;
     while (!g_stop) {
         sampler->wait(poll_ms);
-        sampler->drain(run);
-        run.process();
+        sampler->drain(records);
+        if (run) run->process();
+        if (o.refresh && !o.refresh(pid)) break;
         char st = 0;
         pid_t pp;
         unsigned fl;
@@ -382,10 +436,11 @@ int attach_sampled(const SampleOptions& o, const ToolLog& log) {
         if (o.duration > 0 && elapsed >= o.duration) break;
     }
     sampler->disable();
-    sampler->drain(run);
-    RunSummary s = run.finish(sampler->sample_bytes());
+    sampler->drain(records);
+    RunSummary s;
+    if (run) s = run->finish(sampler->sample_bytes());
     if (exited && !o.quiet) log.info(fmt::format("process {} exited", pid));
-    report(o, s, *sampler, log);
+    if (run) report(o, s, *sampler, log);
     return 0;
 }
 

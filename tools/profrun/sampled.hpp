@@ -3,10 +3,16 @@
 
 #include "common/tool_log.hpp"
 
+#include <functional>
+
 #include <optional>
 #include <string>
 #include <sys/types.h>
 #include <vector>
+
+namespace prof::sampling {
+class RecordSink;
+}
 
 namespace prof::tools {
 
@@ -24,6 +30,11 @@ struct SampleOptions {
     std::string sampler = "auto";
     // -d DIR: the run's directory and id; the traces are DIR/<command>.<pid>.trace.
     std::string run_dir, run_id;
+    // --top: every record goes to `live` as well, and `refresh` is called after each read of
+    // the records (at least every 100 ms); it returns false to end the sampling. With `output`
+    // empty, no trace is written.
+    sampling::RecordSink* live = nullptr;
+    std::function<bool(pid_t)> refresh;
     // Set by run_sampled: the launched process and its wait status.
     pid_t* launched = nullptr;
     int* wait_status = nullptr;
