@@ -28,6 +28,8 @@ packages=(g++ cmake ninja-build pkg-config python3 libfmt-dev doctest-dev
 [[ $mode == test ]] && packages+=(openmpi-bin libopenmpi-dev)
 # The pprof export tests: go tool pprof. zlib: pprof files are gzipped.
 [[ $mode == test || $mode == sanitize ]] && packages+=(golang-go)
+# profrun --top is driven in tmux by its tests (send-keys, capture-pane).
+[[ $mode == test || $mode == sanitize ]] && packages+=(tmux)
 # The benchmarks' smoke runs (tools/bench/smoke.py) run every benchmark beside its peers: perf,
 # uftrace and heaptrack (a peer that is missing makes its benchmark's smoke test report skipped).
 [[ $mode == test ]] && packages+=(linux-perf uftrace heaptrack)
