@@ -164,3 +164,32 @@ TEST_CASE("profrun --top -- COMMAND: its exit status, and -o keeps the trace of 
     auto mem = run({PROFRUN, "--top", "--mem", "--", "/bin/true"});
     CHECK(mem.exit_code == 2);
 }
+
+// Threads that start and end all the time while the process is watched and dumped.
+TEST_CASE("profrun --top and --dump of a process whose threads come and go") {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execl(PROF_TEST_SPINNERS, PROF_TEST_SPINNERS, "many", "1000000", nullptr);
+        _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::string p = std::to_string(pid);
+    for (int i = 0; i < 5; ++i) {
+        auto d = run({PROFRUN, "--pid", p, "--dump"});
+        CHECK_MESSAGE(d.exit_code == 0, d.err);
+        CHECK(d.out.find("Thread " + p + " (") != std::string::npos);
+        CHECK(d.out.find("(no stack") == std::string::npos);
+    }
+    auto t = run({PROFRUN, "--pid", p, "--top", "--duration", "2.5"});
+    CHECK_MESSAGE(t.exit_code == 0, t.err);
+    CHECK(t.out.find("== process " + p + ": since start") != std::string::npos);
+    std::ifstream stat("/proc/" + p + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    char state = line.substr(line.rfind(')') + 2, 1)[0];
+    CHECK((state == 'R' || state == 'S'));
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+}

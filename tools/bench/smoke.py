@@ -105,6 +105,12 @@ def benchmarks(args, work):
                       [r"^== profrun --dump of a 9-thread process", r"^tool +wall s",
                        r"^profrun --dump +[0-9.]+ \(", r"stacks complete"],
                       lambda: None),
+        "top_cost": (lambda: ["--build", build, "--work", work / "top_cost", "--reps", "1",
+                              "--xz-mb", "1", "--sort-lines", "20000"],
+                     [r"^== profrun --top's cost to the program it watches, at 199 Hz",
+                      r"^-- xz: ", r"^top +[0-9.]+ ", r"^verdict: --top "],
+                     lambda: next((f"{t} not found" for t in ("xz", "sort")
+                                   if shutil.which(t) is None), None)),
         "sampling": (lambda: ["--build", build, "--reps", "1", "--fib", "20", "--cost-seconds", "0.05"],
                      [r"^\| fib 20 \| wall s \| CPU s \|", r"^\| sample_cost, 0.05 CPU s \|",
                       r"^cost per sample, at 125 Hz"],
