@@ -4,6 +4,7 @@
 // checked against the source, every wait against failing (the program counts its EINTRs),
 // and a process the user stopped stays stopped.
 #include "support/run.hpp"
+#include "support/spinner.hpp"
 #include "support/temp_dir.hpp"
 
 #include <doctest/doctest.h>
@@ -221,10 +222,7 @@ TEST_CASE("profrun --pid --dump: a stopped process is dumped and stays stopped")
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("(stopped): \"spinner\"") != std::string::npos);
     check_frames(thread_block(r.out, "spinner"), {"spin_outer (stacks.c:", "start_thread ("});
-    std::ifstream stat("/proc/" + std::to_string(target.pid) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    CHECK(line.substr(line.rfind(')') + 2, 1) == "T");
+    CHECK(prof::test::state_of(target.pid) == 'T');
     REQUIRE(kill(target.pid, SIGCONT) == 0);
     // The stop signal itself makes epoll_wait fail with EINTR once resumed, as signal(7)
     // says of stop signals; the dump adds no failure of its own.

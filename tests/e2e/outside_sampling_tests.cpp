@@ -5,6 +5,7 @@
 // and every view of the trace with its calls shown as unknown.
 #include "support/figures.hpp"
 #include "support/run.hpp"
+#include "support/spinner.hpp"
 #include "support/temp_dir.hpp"
 
 #include "analysis/engine/session.hpp"
@@ -65,34 +66,7 @@ const analysis::Function& function_named(const analysis::Profile& p, const std::
     return p.functions[m[0]];
 }
 
-// The state letter of /proc/PID/stat (R, S, T, Z...), or 0.
-char state_of(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    if (!std::getline(in, line)) return 0;
-    size_t close = line.rfind(')');
-    return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : 0;
-}
-
-// A child running `spinners forever`, killed and reaped at the end of the scope.
-struct Target {
-    pid_t pid = -1;
-    Target() {
-        pid = fork();
-        if (pid == 0) {
-            int null = open("/dev/null", O_WRONLY);
-            dup2(null, 1);
-            execl(PROF_TEST_SPINNERS, PROF_TEST_SPINNERS, "forever", nullptr);
-            _exit(127);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ~Target() {
-        kill(pid, SIGKILL);
-        int st;
-        waitpid(pid, &st, 0);
-    }
-};
+using Target = SpinningProcess;
 
 std::string one_line(const std::string& s) {
     return s.substr(0, s.find('\n'));

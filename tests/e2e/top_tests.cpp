@@ -3,6 +3,7 @@
 // given back), the snapshot tables without a terminal, a launched COMMAND with its exit status,
 // and the trace of what was seen.
 #include "support/run.hpp"
+#include "support/spinner.hpp"
 #include "support/temp_dir.hpp"
 
 #include <doctest/doctest.h>
@@ -21,32 +22,6 @@
 using prof::test::run;
 
 namespace {
-
-// `spinners forever`, killed at the end of the scope.
-struct Spinner {
-    pid_t pid = -1;
-    Spinner() {
-        pid = fork();
-        if (pid == 0) {
-            int null = open("/dev/null", O_WRONLY);
-            dup2(null, 1);
-            execl(PROF_TEST_SPINNERS, PROF_TEST_SPINNERS, "forever", nullptr);
-            _exit(127);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ~Spinner() {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-    }
-    char state() const {
-        std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-        std::string line;
-        std::getline(in, line);
-        size_t close = line.rfind(')');
-        return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : 0;
-    }
-};
 
 size_t count(const std::string& s, const std::string& what) {
     size_t n = 0;
@@ -92,7 +67,7 @@ struct Tmux {
 
 TEST_CASE("profrun --pid --top in tmux: keys sort, switch, pause and quit, the terminal back" *
           doctest::skip(!have_tmux())) {
-    Spinner target;
+    prof::test::SpinningProcess target;
     Tmux tmux;
     tmux.keys({std::string(PROFRUN) + " --pid " + std::to_string(target.pid) + " --top", "Enter"});
     std::string s = tmux.wait_for("forever_spin()");
@@ -121,12 +96,12 @@ TEST_CASE("profrun --pid --top in tmux: keys sort, switch, pause and quit, the t
     tmux.keys({"echo typed-$((20+22))", "Enter"});
     s = tmux.wait_for("typed-42\n");
     CHECK(s.find("echo typed-$((20+22))") != std::string::npos);
-    char state = target.state();
+    char state = prof::test::state_of(target.pid);
     CHECK((state == 'R' || state == 'S'));
 }
 
 TEST_CASE("profrun --top without a terminal: a table per second, then the whole time") {
-    Spinner target;
+    prof::test::SpinningProcess target;
     std::string pid = std::to_string(target.pid);
     auto r = run({PROFRUN, "--pid", pid, "--top", "--duration", "3.5", "-n", "4"});
     CHECK(r.exit_code == 0);
@@ -138,7 +113,7 @@ TEST_CASE("profrun --top without a terminal: a table per second, then the whole 
     std::string last = r.out.substr(r.out.find("== process " + pid + ": since start"));
     CHECK(count(last, "\n") == 2 + 4);
     CHECK(last.find("burn(double)") != std::string::npos);
-    char state = target.state();
+    char state = prof::test::state_of(target.pid);
     CHECK((state == 'R' || state == 'S'));
 }
 
@@ -185,10 +160,7 @@ TEST_CASE("profrun --top and --dump of a process whose threads come and go") {
     auto t = run({PROFRUN, "--pid", p, "--top", "--duration", "2.5"});
     CHECK_MESSAGE(t.exit_code == 0, t.err);
     CHECK(t.out.find("== process " + p + ": since start") != std::string::npos);
-    std::ifstream stat("/proc/" + p + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    char state = line.substr(line.rfind(')') + 2, 1)[0];
+    char state = prof::test::state_of(pid);
     CHECK((state == 'R' || state == 'S'));
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);

@@ -759,6 +759,23 @@ bool preload_ignored(const RunOptions& o, const std::string& program, const Tool
     return setuid_program;
 }
 
+// What --sample, --pid and --top take from the command line.
+prof::tools::SampleOptions sample_options(const RunOptions& o) {
+    prof::tools::SampleOptions so;
+    so.command = o.command;
+    so.program = o.command.empty() ? std::string() : resolve_command(o.command[0]);
+    so.pid = o.pid;
+    so.duration = o.duration;
+    so.output = o.output;
+    so.rate = o.rate;
+    so.stack_bytes = o.stack_bytes;
+    so.subprocesses = o.subprocesses;
+    so.idle = o.idle;
+    so.sampler = o.sampler;
+    so.quiet = o.quiet;
+    return so;
+}
+
 // profrun -d DIR: the command's processes write into DIR; then the manifest. The exit status
 // of COMMAND, or profrun's own.
 int run_in_directory(RunOptions& o, const std::string& log_format, const std::string& run,
@@ -766,15 +783,8 @@ int run_in_directory(RunOptions& o, const std::string& log_format, const std::st
     pid_t child = 0;
     int status = 0, code = 0;
     if (o.sample) {
-        prof::tools::SampleOptions so;
-        so.command = o.command;
-        so.program = resolve_command(o.command[0]);
+        prof::tools::SampleOptions so = sample_options(o);
         so.output = o.run_dir + "/" + basename_of(o.command[0]) + ".trace";
-        so.rate = o.rate;
-        so.stack_bytes = o.stack_bytes;
-        so.subprocesses = o.subprocesses;
-        so.idle = o.idle;
-        so.sampler = o.sampler;
         so.quiet = true; // the run's message below names the directory
         so.run_dir = o.run_dir;
         so.run_id = run;
@@ -832,19 +842,11 @@ int run_in_directory(RunOptions& o, const std::string& log_format, const std::st
 int top(const RunOptions& o, const ToolLog& log) {
     if (!o.output.empty())
         if (auto status = prepare_output(o, log)) return *status;
-    prof::tools::SampleOptions so;
-    so.command = o.command;
-    so.program = o.command.empty() ? std::string() : resolve_command(o.command[0]);
-    so.pid = o.pid;
-    so.duration = o.duration;
-    so.output = o.output;
+    prof::tools::SampleOptions so = sample_options(o);
     // A view refreshed each second needs fewer samples than a trace: 199 a second of a busy
     // thread put a 10% share within +-4.2 points per interval (closer since the start), at a
     // fifth of the cost to the program (docs/overhead.md).
     so.rate = o.rate_option->count() ? o.rate : 199;
-    so.stack_bytes = o.stack_bytes;
-    so.sampler = o.sampler;
-    so.quiet = o.quiet;
     prof::tools::TopOptions to;
     to.rows = size_t(o.limit);
     return prof::tools::run_top(so, to, log);
@@ -882,18 +884,7 @@ int main(int argc, char** argv) {
     if (o.output.empty()) o.output = basename_of(o.command[0]) + ".trace";
     if (o.sample || o.pid_option->count()) {
         if (auto status = prepare_output(o, log)) return *status;
-        prof::tools::SampleOptions so;
-        so.command = o.command;
-        so.program = o.command.empty() ? std::string() : resolve_command(o.command[0]);
-        so.pid = o.pid;
-        so.duration = o.duration;
-        so.output = o.output;
-        so.rate = o.rate;
-        so.stack_bytes = o.stack_bytes;
-        so.subprocesses = o.subprocesses;
-        so.idle = o.idle;
-        so.sampler = o.sampler;
-        so.quiet = o.quiet;
+        prof::tools::SampleOptions so = sample_options(o);
         int code = o.sample ? prof::tools::run_sampled(so, log) : prof::tools::attach_sampled(so, log);
         if (trace_header_readable(o.output)) print_report(o, o.output, cli.log_format(), log);
         return code;
