@@ -294,15 +294,12 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
     bool sampling = true;
     for (;;) {
         sampler->wait(poll_ms);
-        if (sampling) {
-            sampler->drain(records);
-            if (run) run->process();
-            if (o.refresh && !o.refresh(child)) {
-                // --top quit: the program runs to its end unsampled.
-                sampling = false;
-                sampler->disable();
-                sampler->drain(records);
-            }
+        sampler->drain(records);
+        if (run) run->process();
+        if (sampling && o.refresh && !o.refresh(child)) {
+            // --top quit: the program runs to its end unsampled.
+            sampling = false;
+            sampler->disable();
         }
         // A tracer (the ptrace sampler) reaps the child itself.
         if (std::optional<int> st = sampler->child_status()) {
@@ -314,7 +311,7 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
         if (r == child || (r < 0 && errno != EINTR)) break;
     }
     signals.reaped();
-    if (sampling) sampler->drain(records);
+    sampler->drain(records);
     RunSummary s;
     if (run) s = run->finish(sampler->sample_bytes());
     if (o.wait_status) *o.wait_status = status;

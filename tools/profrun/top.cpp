@@ -119,7 +119,10 @@ class TopView {
         bool redraw = false;
         if (term)
             for (char k : term->keys()) {
-                if (k == 'q' || k == 'Q') return false;
+                if (k == 'q' || k == 'Q') {
+                    ended_ = now_seconds();
+                    return false;
+                }
                 if (k == 's') total_sort_ = false;
                 if (k == 't') total_sort_ = true;
                 if (k == 'i' || k == 'c') cumulative_ = !cumulative_;
@@ -160,8 +163,9 @@ class TopView {
     void finish(pid_t pid) {
         std::string out;
         const LiveCounts& c = live_.cumulative();
+        if (!ended_) ended_ = now_seconds();
         out += fmt::format("== process {}: since start, {:.1f} s: {} samples, {:.3f} s of CPU\n",
-                           pid, now_seconds() - started_, c.samples, double(c.ns) / 1e9);
+                           pid, ended_ - started_, c.samples, double(c.ns) / 1e9);
         for (const std::string& line : table(c, rows_, 0)) out += line + "\n";
         std::fputs(out.c_str(), stdout);
         std::fflush(stdout);
@@ -263,7 +267,8 @@ class TopView {
     bool total_sort_, terminal_;
     size_t rows_;
     bool cumulative_ = false, paused_ = false;
-    double started_ = 0, last_ = 0, cpu_at_last_ = 0, own_share_ = 0, shown_seconds_ = 1;
+    double started_ = 0, ended_ = 0, last_ = 0, cpu_at_last_ = 0, own_share_ = 0,
+           shown_seconds_ = 1;
     LiveCounts shown_;
     std::vector<std::pair<std::string, double>> threads_;
     std::map<pid_t, uint64_t> cpu_before_;
@@ -285,7 +290,13 @@ int run_top(SampleOptions sampling, const TopOptions& o, const ToolLog& log) {
             view = std::make_unique<TopView>(*live, o, terminal);
             if (terminal && !term.enter()) terminal = false;
         }
-        return view->refresh(pid, terminal ? &term : nullptr);
+        if (view->refresh(pid, terminal ? &term : nullptr)) return true;
+        // Quit: the screen is given back at once, and a launched command runs on to its end.
+        term.leave();
+        if (!sampling.command.empty())
+            log.info(fmt::format("stopped watching; waiting for {} (pid {}) to end",
+                                 sampling.command[0], pid));
+        return false;
     };
     struct Forward : sampling::RecordSink {
         std::unique_ptr<LiveProfile>* live;
