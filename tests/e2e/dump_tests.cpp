@@ -214,6 +214,36 @@ TEST_CASE("profrun --pid --dump: every thread's stack at its lines, -O0 with fra
     check_dump(PROF_TEST_STACKS_FP, false);
 }
 
+// profrun killed (SIGKILL) at random moments of its dumps: the kernel detaches whatever it had
+// stopped, so no thread is left stopped, and no wait of the program failed.
+TEST_CASE("profrun --pid --dump killed mid-dump leaves no thread stopped") {
+    StacksProgram target(PROF_TEST_STACKS_FP); // its waiting threads are stopped too
+    std::string pid = std::to_string(target.pid);
+    for (int i = 0; i < 20; ++i) {
+        pid_t dumper = fork();
+        if (dumper == 0) {
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, 1);
+            dup2(null, 2);
+            execl(PROFRUN, PROFRUN, "--pid", pid.c_str(), "--dump", nullptr);
+            _exit(127);
+        }
+        usleep(useconds_t(1000 + (i * 7919) % 60000)); // 1 to 61 ms into it
+        kill(dumper, SIGKILL);
+        waitpid(dumper, nullptr, 0);
+        usleep(20 * 1000);
+        for (const auto& task : std::filesystem::directory_iterator("/proc/" + pid + "/task")) {
+            std::string stat = prof::test::slurp(task.path().string() + "/stat");
+            char state = stat[stat.rfind(')') + 2];
+            CHECK_MESSAGE(state != 't', task.path().string());
+            CHECK_MESSAGE(state != 'T', task.path().string());
+        }
+    }
+    std::string failed;
+    CHECK(target.finish(failed) == 0);
+    CHECK(failed == "");
+}
+
 TEST_CASE("profrun --pid --dump: a stopped process is dumped and stays stopped") {
     StacksProgram target(PROF_TEST_STACKS);
     REQUIRE(kill(target.pid, SIGSTOP) == 0);
