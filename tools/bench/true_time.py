@@ -256,8 +256,10 @@ class Table:
             self.cumtime[name] += f["cumtime"]
 
     def shares(self):
-        return ({f: 100 * t / self.total for f, t in self.tot.items()},
-                {f: 100 * t / self.total for f, t in self.cumtime.items()})
+        # A run too short for any time (a smoke run's few rows on a busy machine): no shares.
+        total = self.total or float("inf")
+        return ({f: 100 * t / total for f, t in self.tot.items()},
+                {f: 100 * t / total for f, t in self.cumtime.items()})
 
 
 def time_basis(profreport, trace):
