@@ -21,11 +21,6 @@ std::string pct_text(double p, bool present) {
     return fmt::format("{:+.1f}%", p);
 }
 
-// A function the base did not have is new, whatever its numbers.
-double row_percent(const DiffRow& r, double base, double next) {
-    return r.in_base ? percent(base, next) : std::numeric_limits<double>::infinity();
-}
-
 // A site's change of measure `w`: a site the base did not have is new in every measure, even
 // one that is 0 in both (a block freed before the peak has no peak bytes anywhere).
 double site_percent(const MemoryDiffRow& r, MemoryWeight w) {
@@ -41,20 +36,25 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
     if (format == "csv") {
         fmt::print(out, "name,file,line,status,ncalls_base,ncalls_new,tottime_base,tottime_new,"
                         "tottime_change_percent,cumtime_base,cumtime_new,cumtime_change_percent,"
-                        "regression\n");
+                        "regression,metric,change_percent,change_uncertainty_percent,undecided\n");
         for (const DiffRow& r : d.rows) {
             auto pc = [&](double b, double n) {
                 double v = percent(b, n);
                 return std::isinf(v) ? std::string("") : fmt::format("{:.3f}", v);
             };
-            fmt::print(out, "{},{},{},{},{},{},{:.9f},{:.9f},{},{:.9f},{:.9f},{},{}\n",
+            auto finite = [](double v) {
+                return std::isinf(v) ? std::string("") : fmt::format("{:.3f}", v);
+            };
+            fmt::print(out, "{},{},{},{},{},{},{:.9f},{:.9f},{},{:.9f},{:.9f},{},{},{},{},{},{}\n",
                        text::csv_escape(r.name), text::csv_escape(r.file), r.line,
                        !r.in_base  ? "new"
                        : !r.in_new ? "gone"
                                    : "both",
                        r.base.ncalls, r.next.ncalls, r.base.tottime, r.next.tottime,
                        pc(r.base.tottime, r.next.tottime), r.base.cumtime, r.next.cumtime,
-                       pc(r.base.cumtime, r.next.cumtime), r.regression ? 1 : 0);
+                       pc(r.base.cumtime, r.next.cumtime), r.regression ? 1 : 0,
+                       metric_name(o.metric), finite(r.percent), finite(r.percent_uncertainty),
+                       r.undecided ? 1 : 0);
         }
         return;
     }
@@ -65,50 +65,72 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
         fmt::print(
             out,
             "{{\n  \"metric\": \"{}\",\n  \"fail_above\": {},\n  \"base_runs\": {},\n"
-            "  \"new_runs\": {},\n  \"total\": {{\"base_time\": {:.9f}, \"new_time\": {:.9f}, "
-            "\"base_calls\": {}, \"new_calls\": {}, \"change_percent\": {}, \"regression\": {}}},\n"
-            "  \"failed\": {},\n  \"functions\": [",
+            "  \"new_runs\": {},\n  \"spread_known\": {},\n  \"total\": {{\"base_time\": {:.9f}, "
+            "\"new_time\": {:.9f}, \"base_calls\": {}, \"new_calls\": {}, \"change_percent\": {}, "
+            "\"change_uncertainty_percent\": {}, \"regression\": {}, \"undecided\": {}}},\n"
+            "  \"failed\": {},\n  \"undecided\": {},\n  \"functions\": [",
             metric_name(o.metric),
             o.fail_above < 0 ? std::string("null") : fmt::format("{}", o.fail_above), d.base_runs,
-            d.new_runs, d.base_total.tottime, d.new_total.tottime, d.base_total.ncalls,
-            d.new_total.ncalls, num(d.total_percent), d.total_regression ? "true" : "false",
-            d.failed() ? "true" : "false");
+            d.new_runs, d.spread_known ? "true" : "false", d.base_total.tottime,
+            d.new_total.tottime, d.base_total.ncalls, d.new_total.ncalls, num(d.total_percent),
+            num(d.total_uncertainty), d.total_regression ? "true" : "false",
+            d.total_undecided ? "true" : "false", d.failed() ? "true" : "false",
+            d.undecided() ? "true" : "false");
         for (size_t i = 0; i < d.rows.size(); ++i) {
             const DiffRow& r = d.rows[i];
             fmt::print(
                 out,
                 "{}\n    {{\"name\": \"{}\", \"file\": \"{}\", \"line\": {}, \"in_base\": {}, "
                 "\"in_new\": {}, \"ncalls\": [{}, {}], \"tottime\": [{:.9f}, {:.9f}], "
-                "\"cumtime\": [{:.9f}, {:.9f}], \"change_percent\": {}, \"regression\": {}}}",
+                "\"cumtime\": [{:.9f}, {:.9f}], \"change_percent\": {}, "
+                "\"change_uncertainty_percent\": {}, \"regression\": {}, \"undecided\": {}}}",
                 i ? "," : "", text::json_escape(r.name), text::json_escape(r.file), r.line,
                 r.in_base ? "true" : "false", r.in_new ? "true" : "false", r.base.ncalls,
                 r.next.ncalls, r.base.tottime, r.next.tottime, r.base.cumtime, r.next.cumtime,
-                num(r.percent), r.regression ? "true" : "false");
+                num(r.percent), num(r.percent_uncertainty), r.regression ? "true" : "false",
+                r.undecided ? "true" : "false");
         }
         fmt::print(out, "\n  ]\n}}\n");
         return;
     }
+    auto change = [](double percent, double uncertainty, bool present) {
+        std::string c = pct_text(percent, present);
+        if (present && !std::isinf(percent) && uncertainty > 0 && !std::isinf(uncertainty))
+            c += fmt::format(" +-{:.1f}", uncertainty);
+        return c;
+    };
     fmt::print(out, "   base: {} run{}, {} calls in {:.{}f} seconds per run\n", d.base_runs,
                d.base_runs == 1 ? "" : "s", d.base_total.ncalls, d.base_total.tottime, p);
-    fmt::print(out, "    new: {} run{}, {} calls in {:.{}f} seconds per run ({})\n\n", d.new_runs,
+    fmt::print(out, "    new: {} run{}, {} calls in {:.{}f} seconds per run ({} {})\n", d.new_runs,
                d.new_runs == 1 ? "" : "s", d.new_total.ncalls, d.new_total.tottime, p,
-               pct_text(percent(d.base_total.tottime, d.new_total.tottime), true));
+               o.metric == DiffMetric::kNcalls ? "calls" : "time",
+               change(d.total_percent, d.total_uncertainty, true));
+    fmt::print(out, "   change: of {}, +- its uncertainty (95%): {}\n", metric_name(o.metric),
+               d.spread_known ? "the spread between the runs and the sampling error"
+               : o.metric == DiffMetric::kNcalls
+                   ? "exact with one run a side (the spread between runs needs two or more)"
+                   : "the sampling error only (the spread between runs needs two or more a side)");
     fmt::print(out, "   Ordered by: largest {} increase{}\n\n", metric_name(o.metric),
-               o.fail_above >= 0 ? fmt::format("; ! marks a regression above {}%", o.fail_above)
-                                 : "");
+               o.fail_above >= 0
+                   ? fmt::format("; ! marks a regression above {0}% beyond the noise, ? one above "
+                                 "{0}% within it",
+                                 o.fail_above)
+                   : "");
     int w = p + 6;
-    fmt::print(
-        out, "  {:>10} {:>10} {:>{}} {:>{}} {:>8} {:>{}} {:>{}} {:>8}  filename:lineno(function)\n",
-        "ncalls", "(new)", "tottime", w, "(new)", w, "change", "cumtime", w, "(new)", w, "change");
+    fmt::print(out,
+               "  {:>10} {:>10} {:>{}} {:>{}} {:>{}} {:>{}} {:>16}  filename:lineno(function)\n",
+               "ncalls", "(new)", "tottime", w, "(new)", w, "cumtime", w, "(new)", w, "change");
     for (const DiffRow& r : d.rows) {
-        fmt::print(
-            out, "{} {:>10} {:>10} {:>{}.{}f} {:>{}.{}f} {:>8} {:>{}.{}f} {:>{}.{}f} {:>8}  {}\n",
-            r.regression ? "!" : " ", r.in_base ? fmt::format("{}", r.base.ncalls) : "-",
-            r.in_new ? fmt::format("{}", r.next.ncalls) : "-", r.base.tottime, w, p, r.next.tottime,
-            w, p, pct_text(row_percent(r, r.base.tottime, r.next.tottime), r.in_new),
-            r.base.cumtime, w, p, r.next.cumtime, w, p,
-            pct_text(row_percent(r, r.base.cumtime, r.next.cumtime), r.in_new),
-            text::printable(fmt::format("{}:{}({})", r.file, r.line, r.name)));
+        fmt::print(out, "{} {:>10} {:>10} {:>{}.{}f} {:>{}.{}f} {:>{}.{}f} {:>{}.{}f} {:>16}  {}\n",
+                   r.regression  ? "!"
+                   : r.undecided ? "?"
+                                 : " ",
+                   r.in_base ? fmt::format("{}", r.base.ncalls) : "-",
+                   r.in_new ? fmt::format("{}", r.next.ncalls) : "-", r.base.tottime, w, p,
+                   r.next.tottime, w, p, r.base.cumtime, w, p, r.next.cumtime, w, p,
+                   change(r.in_base ? r.percent : std::numeric_limits<double>::infinity(),
+                          r.percent_uncertainty, r.in_new),
+                   text::printable(fmt::format("{}:{}({})", r.file, r.line, r.name)));
     }
     fmt::print(out, "\n");
 }

@@ -8,6 +8,7 @@
 #include "support/temp_dir.hpp"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -397,6 +398,14 @@ TEST_CASE("diff: per-function deltas, exit status flips at --fail-above") {
     auto over = run({PROFREPORT, "diff", "--metric", "ncalls", "--fail-above",
                      std::to_string(change + 1), fib15(), fib20()});
     CHECK(over.exit_code == 0);
+    // The change column is the gated metric's: fib's calls, not its time.
+    auto calls = run({PROFREPORT, "diff", "--metric", "ncalls", fib15(), fib20()});
+    REQUIRE(calls.exit_code == 0);
+    CHECK(calls.out.find(
+              "   change: of ncalls, +- its uncertainty (95%): exact with one run a side") !=
+          std::string::npos);
+    CHECK(calls.out.find(fmt::format("{:+.1f}%  fib.cpp:8(fib(int))",
+                                     100.0 * (21891 - 1973) / 1973)) != std::string::npos);
 
     // Sets are compared per run: two runs of fib(15) against one is no change in calls.
     auto sets = run({PROFREPORT, "diff", "--metric", "ncalls", "--fail-above", "0", fib15(),

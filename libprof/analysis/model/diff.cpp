@@ -95,47 +95,147 @@ std::optional<DiffMetric> parse_diff_metric(const std::string& s) {
     return std::nullopt;
 }
 
+bool DiffResult::undecided() const {
+    if (total_undecided) return true;
+    return std::any_of(rows.begin(), rows.end(), [](const DiffRow& r) { return r.undecided; });
+}
+
 bool DiffResult::failed() const {
     if (total_regression) return true;
     return std::any_of(rows.begin(), rows.end(), [](const DiffRow& r) { return r.regression; });
 }
 
-DiffResult diff_profiles(const Profile& base, size_t base_runs, const Profile& next,
-                         size_t new_runs, const DiffOptions& o) {
+namespace {
+
+// The runs of one side of a diff: one profile per run, or one merged from `runs` runs.
+struct Side {
+    std::vector<const Profile*> profiles;
+    size_t runs = 1;
+    bool per_run() const { return profiles.size() == runs && runs >= 2; }
+};
+
+// Seconds per CPU sample of a profile timed by samples; 0 for one a clock timed per call.
+double sample_period(const Profile& p) {
+    // cpu_seconds stands for every sample, the profiler's own included.
+    uint64_t samples = p.time.samples + p.time.own_samples;
+    return p.time.samples && p.time.cpu_seconds > 0 ? p.time.cpu_seconds / double(samples) : 0;
+}
+
+// What one side knows of one measure: its sum over the side's profiles, each run's value, and
+// the variance of the sum that sampling alone gives.
+struct Measure {
+    double sum = 0, sampling_var = 0;
+    std::vector<double> each;
+    void add(size_t run, double value, double period, bool timed) {
+        sum += value;
+        if (run < each.size()) each[run] += value;
+        // A time from n samples of period s: n s with variance n s^2 = value * s.
+        if (timed) sampling_var += std::max(value, 0.0) * period;
+    }
+    // The variance of the side's mean per run.
+    double mean_variance(const Side& side) const {
+        double runs = double(side.runs);
+        double sampling = sampling_var / (runs * runs);
+        if (!side.per_run()) return sampling;
+        double mean = sum / runs, between = 0;
+        for (double v : each) between += (v - mean) * (v - mean);
+        between /= (runs - 1) * runs; // the sample variance, over the runs
+        return std::max(between, sampling);
+    }
+};
+
+bool timed(DiffMetric m) {
+    return m != DiffMetric::kNcalls;
+}
+
+// The 97.5% quantile of Student's t with `df` degrees of freedom: two-sided 95%.
+double t_quantile(double df) {
+    static constexpr std::pair<double, double> kTable[] = {
+        {1, 12.71}, {2, 4.30}, {3, 3.18},  {4, 2.78},  {5, 2.57},  {6, 2.45},  {7, 2.36},
+        {8, 2.31},  {9, 2.26}, {10, 2.23}, {12, 2.18}, {15, 2.13}, {20, 2.09}, {30, 2.04}};
+    for (auto [d, t] : kTable)
+        if (df <= d) return t;
+    return 1.96;
+}
+
+// Two standard errors (95%) of the difference of two means with variances `vb` and `vn`: with
+// the spread between runs known, Student's t at Welch's degrees of freedom (few runs widen
+// it); with the sampling error alone, the normal's.
+double uncertainty(double vb, double vn, const Side& base, const Side& next) {
+    double var = vb + vn;
+    if (var <= 0) return 0;
+    if (!base.per_run() || !next.per_run()) return 1.96 * std::sqrt(var);
+    double df = var * var / (vb * vb / double(base.runs - 1) + vn * vn / double(next.runs - 1));
+    return t_quantile(std::floor(df)) * std::sqrt(var);
+}
+
+DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) {
     DiffResult d;
-    d.base_runs = std::max<size_t>(base_runs, 1);
-    d.new_runs = std::max<size_t>(new_runs, 1);
-    std::map<std::pair<std::string, std::string>, DiffRow> rows;
-    auto add = [&](const Profile& p, size_t runs, bool is_new) {
-        for (const Function& f : p.functions) {
-            DiffRow& r = rows[{f.name, base_name(f.file)}];
-            r.name = f.name;
-            r.file = f.file.empty() ? base_name(f.module) : base_name(f.file);
-            r.line = f.line;
-            Stats& s = is_new ? r.next : r.base;
-            Stats per_run = scaled(f.stats, runs);
-            s.add(per_run);
-            (is_new ? r.in_new : r.in_base) = true;
+    d.base_runs = std::max<size_t>(base.runs, 1);
+    d.new_runs = std::max<size_t>(next.runs, 1);
+    d.spread_known = base.per_run() && next.per_run();
+    struct Entry {
+        DiffRow row;
+        Measure base, next;
+    };
+    std::map<std::pair<std::string, std::string>, Entry> rows;
+    Measure base_total, new_total;
+    auto add = [&](const Side& side, bool is_new) {
+        Measure& total = is_new ? new_total : base_total;
+        total.each.assign(side.per_run() ? side.runs : 0, 0.0);
+        for (size_t run = 0; run < side.profiles.size(); ++run) {
+            const Profile& p = *side.profiles[run];
+            double period = sample_period(p);
+            for (const Function& f : p.functions) {
+                Entry& e = rows[{f.name, base_name(f.file)}];
+                DiffRow& r = e.row;
+                r.name = f.name;
+                r.file = f.file.empty() ? base_name(f.module) : base_name(f.file);
+                r.line = f.line;
+                (is_new ? r.next : r.base).add(f.stats);
+                (is_new ? r.in_new : r.in_base) = true;
+                Measure& m = is_new ? e.next : e.base;
+                if (m.each.size() != total.each.size()) m.each.assign(total.each.size(), 0.0);
+                m.add(run, metric(f.stats, o.metric), period, timed(o.metric));
+            }
+            total.add(run, o.metric == DiffMetric::kNcalls ? double(p.total_calls) : p.total_time,
+                      period, timed(o.metric));
+            Stats& t = is_new ? d.new_total : d.base_total;
+            t.ncalls += p.total_calls;
+            t.pcalls += p.primitive_calls;
+            t.tottime += p.total_time;
+            t.cumtime += p.total_time;
         }
     };
-    add(base, d.base_runs, false);
-    add(next, d.new_runs, true);
-    d.base_total = Stats{uint64_t(std::llround(double(base.total_calls) / d.base_runs)),
-                         uint64_t(std::llround(double(base.primitive_calls) / d.base_runs)),
-                         base.total_time / d.base_runs, base.total_time / d.base_runs};
-    d.new_total = Stats{uint64_t(std::llround(double(next.total_calls) / d.new_runs)),
-                        uint64_t(std::llround(double(next.primitive_calls) / d.new_runs)),
-                        next.total_time / d.new_runs, next.total_time / d.new_runs};
-    double base_total = metric(d.base_total, o.metric), new_total = metric(d.new_total, o.metric);
-    d.total_percent = percent(base_total, new_total);
-    d.total_regression = o.fail_above >= 0 && d.total_percent > o.fail_above;
-    for (auto& [key, r] : rows) {
+    add(base, false);
+    add(next, true);
+    d.base_total = scaled(d.base_total, d.base_runs);
+    d.new_total = scaled(d.new_total, d.new_runs);
+    double base_sum = metric(d.base_total, o.metric), new_sum = metric(d.new_total, o.metric);
+    d.total_percent = percent(base_sum, new_sum);
+    double total_uncertainty =
+        uncertainty(base_total.mean_variance(base), new_total.mean_variance(next), base, next);
+    d.total_uncertainty = base_sum > 0 ? 100.0 * total_uncertainty / base_sum : 0;
+    bool total_over = o.fail_above >= 0 && d.total_percent > o.fail_above;
+    bool total_significant = new_sum - base_sum > total_uncertainty;
+    d.total_regression = total_over && total_significant;
+    d.total_undecided = total_over && !total_significant;
+    for (auto& [key, e] : rows) {
+        DiffRow& r = e.row;
+        r.base = scaled(r.base, d.base_runs);
+        r.next = scaled(r.next, d.new_runs);
         double b = metric(r.base, o.metric), n = metric(r.next, o.metric);
         r.change = n - b;
         r.percent = percent(b, n);
-        bool big = (base_total > 0 && 100.0 * b / base_total >= o.min_share) ||
-                   (new_total > 0 && 100.0 * n / new_total >= o.min_share);
-        r.regression = o.fail_above >= 0 && big && r.in_new && r.percent > o.fail_above;
+        r.uncertainty =
+            uncertainty(e.base.mean_variance(base), e.next.mean_variance(next), base, next);
+        r.percent_uncertainty =
+            b > 0 ? 100.0 * r.uncertainty / b : std::numeric_limits<double>::infinity();
+        bool big = (base_sum > 0 && 100.0 * b / base_sum >= o.min_share) ||
+                   (new_sum > 0 && 100.0 * n / new_sum >= o.min_share);
+        bool over = o.fail_above >= 0 && big && r.in_new && r.percent > o.fail_above;
+        r.regression = over && r.change > r.uncertainty;
+        r.undecided = over && !r.regression;
         d.rows.push_back(std::move(r));
     }
     std::stable_sort(d.rows.begin(), d.rows.end(), [](const DiffRow& a, const DiffRow& b) {
@@ -153,19 +253,79 @@ DiffResult diff_profiles(const Profile& base, size_t base_runs, const Profile& n
     return d;
 }
 
+} // namespace
+
+DiffResult diff_runs(const std::vector<Profile>& base, const std::vector<Profile>& next,
+                     const DiffOptions& o) {
+    Side b, n;
+    for (const Profile& p : base) b.profiles.push_back(&p);
+    for (const Profile& p : next) n.profiles.push_back(&p);
+    b.runs = std::max<size_t>(base.size(), 1);
+    n.runs = std::max<size_t>(next.size(), 1);
+    return diff_sides(b, n, o);
+}
+
+DiffResult diff_profiles(const Profile& base, size_t base_runs, const Profile& next,
+                         size_t new_runs, const DiffOptions& o) {
+    Side b, n;
+    b.profiles = {&base};
+    n.profiles = {&next};
+    b.runs = std::max<size_t>(base_runs, 1);
+    n.runs = std::max<size_t>(new_runs, 1);
+    return diff_sides(b, n, o);
+}
+
+namespace {
+
+// "12.3% +-2.1" ("+12.3% +-2.1" `sign`ed), or "12.3%" when exact.
+std::string change_text(double percent, double uncertainty, bool sign = false) {
+    std::string p = sign ? fmt::format("{:+.1f}%", percent) : fmt::format("{:.1f}%", percent);
+    if (uncertainty <= 0 || std::isinf(uncertainty)) return p;
+    return fmt::format("{} +-{:.1f}", p, uncertainty);
+}
+
+} // namespace
+
 std::vector<std::string> diff_failures(const DiffResult& d, const DiffOptions& o) {
     std::vector<std::string> out;
     const char* m = metric_name(o.metric);
     if (d.total_regression)
-        out.push_back(fmt::format("total {} regressed by {:.1f}% (limit {}%)",
+        out.push_back(fmt::format("total {} regressed by {} (limit {}%)",
                                   o.metric == DiffMetric::kNcalls ? "calls" : "time",
-                                  d.total_percent, o.fail_above));
+                                  change_text(d.total_percent, d.total_uncertainty), o.fail_above));
     for (const DiffRow& r : d.rows)
         if (r.regression)
             out.push_back(std::isinf(r.percent)
                               ? fmt::format("{} of {}:{}({}) is new", m, r.file, r.line, r.name)
-                              : fmt::format("{} of {}:{}({}) regressed by {:.1f}% (limit {}%)", m,
-                                            r.file, r.line, r.name, r.percent, o.fail_above));
+                              : fmt::format("{} of {}:{}({}) regressed by {} (limit {}%)", m,
+                                            r.file, r.line, r.name,
+                                            change_text(r.percent, r.percent_uncertainty),
+                                            o.fail_above));
+    return out;
+}
+
+std::vector<std::string> diff_undecided(const DiffResult& d, const DiffOptions& o) {
+    std::vector<std::string> out;
+    const char* m = metric_name(o.metric);
+    std::string more = d.spread_known
+                           ? "more runs per side would narrow it"
+                           : "give 3 or more runs per side (BASE... --vs NEW...): with one, only "
+                             "the sampling error is known, not the spread between runs";
+    if (d.total_undecided)
+        out.push_back(fmt::format("total {} changed by {}: above the limit ({}%) but within the "
+                                  "noise; {}",
+                                  o.metric == DiffMetric::kNcalls ? "calls" : "time",
+                                  change_text(d.total_percent, d.total_uncertainty, true),
+                                  o.fail_above, more));
+    for (const DiffRow& r : d.rows)
+        if (r.undecided)
+            out.push_back(fmt::format("{} of {}:{}({}) changed by {}: above the limit ({}%) but "
+                                      "within the noise; {}",
+                                      m, r.file, r.line, r.name,
+                                      std::isinf(r.percent)
+                                          ? std::string("new")
+                                          : change_text(r.percent, r.percent_uncertainty, true),
+                                      o.fail_above, more));
     return out;
 }
 

@@ -1,6 +1,16 @@
 // Per-function comparison of two profiles (two traces, or two sets of runs averaged per run):
 // ncalls, tottime and cumtime deltas and ratios, ordered by the largest regression, and a
-// pass/fail verdict for CI gates.
+// pass/fail verdict for CI gates that knows the noise.
+//
+// Each change comes with its uncertainty, 95%: about two standard errors of the difference of
+// the two means (Student's t at Welch's degrees of freedom when the spread between runs is
+// known, so that three runs a side widen it to 2.8). A side's standard error is what its runs know:
+// the spread between them (two runs or more), and never less than the sampling error of times taken
+// from CPU samples (a function's time from n samples of period s varies by about s*sqrt(n): the
+// square root of its time times the period). Counts, and times a clock measured per call, have no
+// sampling error: with one run a side they are compared exactly. A change beyond --fail-above fails
+// the gate only when it is beyond its uncertainty too; one within it is undecided, and the report
+// says more runs would decide.
 #pragma once
 
 #include "analysis/model/profile.hpp"
@@ -32,23 +42,39 @@ struct DiffRow {
     Stats base, next;        // per run
     double change = 0;       // metric: new - base
     double percent = 0;      // metric: relative change; +inf for a new function
-    bool regression = false; // beyond fail_above and above min_share
+    double uncertainty = 0;  // of `change`, in the metric's unit (95%); 0: exact
+    double percent_uncertainty = 0; // the same in percent of the base; inf for a new function
+    bool regression = false;        // beyond fail_above and its uncertainty, above min_share
+    bool undecided = false;         // beyond fail_above, above min_share, within its uncertainty
 };
 
 struct DiffResult {
     size_t base_runs = 1, new_runs = 1;
     Stats base_total, new_total; // ncalls, pcalls, tottime (= total time) per run
     double total_percent = 0;    // of the metric's total
-    bool total_regression = false;
+    double total_uncertainty = 0; // of the total's change, in percent of the base (95%)
+    bool total_regression = false, total_undecided = false;
+    // Whether the spread between runs is known (two runs or more on each side); otherwise
+    // only the sampling error is.
+    bool spread_known = false;
     std::vector<DiffRow> rows; // ordered by `change`, largest first
     bool failed() const;
+    bool undecided() const; // something changed beyond the limit within the noise
 };
 
 std::optional<DiffMetric> parse_diff_metric(const std::string& s);
+// Two sets of runs, one profile per run: means per run, and the spread between runs.
+DiffResult diff_runs(const std::vector<Profile>& base, const std::vector<Profile>& next,
+                     const DiffOptions& o);
+// Two profiles, each merged from `runs` runs: means per run; the spread between runs is not
+// known, only the sampling error.
 DiffResult diff_profiles(const Profile& base, size_t base_runs, const Profile& next,
                          size_t new_runs, const DiffOptions& o);
-// One line per reason the gate fails ("cumtime of f regressed by 12.3% (limit 5%)").
+// One line per reason the gate fails ("cumtime of f regressed by 12.3% +-2.1 (limit 5%)").
 std::vector<std::string> diff_failures(const DiffResult& d, const DiffOptions& o);
+// One line per change beyond the limit that the noise cannot tell from none, and what would
+// decide it.
+std::vector<std::string> diff_undecided(const DiffResult& d, const DiffOptions& o);
 
 // ---- memory diff (profreport diff --memory) ---------------------------------------------------
 // Allocation sites are matched by the function names of their stacks (memory_frame_name,

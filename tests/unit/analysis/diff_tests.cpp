@@ -131,3 +131,110 @@ TEST_CASE("diff: sets of runs compared per run") {
     CHECK(d.new_total.tottime == approx(1400e-9));
     CHECK(d.new_total.ncalls == 4);
 }
+
+namespace {
+
+// A profile of one run: `work` and `rest` with these cumtimes (seconds), timed by `samples`
+// CPU samples of `period` seconds (0: by the clock per call).
+analysis::Profile run_of(double work, double rest, uint64_t samples = 0, double period = 0) {
+    analysis::Profile p;
+    for (auto [name, t] : {std::pair{"work", work}, std::pair{"rest", rest}}) {
+        analysis::Function f;
+        f.name = name;
+        f.file = "app.cpp";
+        f.stats.ncalls = 10;
+        f.stats.pcalls = 10;
+        f.stats.tottime = f.stats.cumtime = t;
+        p.functions.push_back(f);
+    }
+    p.total_calls = p.primitive_calls = 20;
+    p.total_time = work + rest;
+    p.time.samples = samples;
+    p.time.cpu_seconds = double(samples) * period;
+    return p;
+}
+
+} // namespace
+
+TEST_CASE("diff: a change fails the gate only beyond the limit and beyond the runs' noise") {
+    DiffOptions o;
+    o.fail_above = 10;
+    // Three runs a side that vary by a few percent: no change beyond the limit.
+    std::vector<analysis::Profile> base{run_of(1.00, 1.0), run_of(1.04, 1.0), run_of(0.96, 1.0)};
+    std::vector<analysis::Profile> same{run_of(1.02, 1.0), run_of(0.97, 1.0), run_of(1.01, 1.0)};
+    DiffResult d = analysis::views::diff_runs(base, same, o);
+    CHECK(d.spread_known);
+    CHECK_FALSE(d.failed());
+    CHECK_FALSE(d.undecided());
+    // Work 40% slower in every run: a regression, with its uncertainty from the spread. The
+    // sample standard deviations are 0.04 on each side, so the standard error of the
+    // difference is sqrt(2 * 0.04^2 / 3) = 0.0327 s; Welch's degrees of freedom are 4, and
+    // Student's t(4) at 97.5% is 2.78: +-0.0907 s, 9.07% of the base's 1.00 s.
+    std::vector<analysis::Profile> slower{run_of(1.40, 1.0), run_of(1.44, 1.0), run_of(1.36, 1.0)};
+    d = analysis::views::diff_runs(base, slower, o);
+    const DiffRow& work = row(d, "work");
+    CHECK(work.percent == approx(40));
+    CHECK(work.uncertainty == approx(2.78 * std::sqrt(2 * 0.04 * 0.04 / 3)));
+    CHECK(work.percent_uncertainty == approx(100 * work.uncertainty / 1.00));
+    CHECK(work.regression);
+    CHECK_FALSE(row(d, "rest").regression);
+    CHECK(d.failed());
+    std::vector<std::string> failures = analysis::views::diff_failures(d, o);
+    // The total (2.00 s a run) gained the same 0.40 s, with the same uncertainty.
+    std::vector<std::string> expected{"total time regressed by 20.0% +-4.5 (limit 10%)",
+                                      "cumtime of app.cpp:0(work) regressed by 40.0% +-9.1 "
+                                      "(limit 10%)"};
+    CHECK(failures == expected);
+
+    // The same mean change where the new runs scatter: above the limit, within the noise.
+    std::vector<analysis::Profile> scattered{run_of(0.80, 1.0), run_of(2.00, 1.0),
+                                             run_of(1.40, 1.0)};
+    d = analysis::views::diff_runs(base, scattered, o);
+    CHECK(row(d, "work").percent == approx(40));
+    CHECK_FALSE(row(d, "work").regression);
+    CHECK(row(d, "work").undecided);
+    CHECK_FALSE(d.failed());
+    std::vector<std::string> undecided = analysis::views::diff_undecided(d, o);
+    REQUIRE_FALSE(undecided.empty());
+    CHECK(undecided.back().find("cumtime of app.cpp:0(work) changed by +40.0% +-") == 0);
+    CHECK(undecided.back().find("more runs per side would narrow it") != std::string::npos);
+}
+
+TEST_CASE("diff: one run a side knows the sampling error of sampled times, and counts exactly") {
+    DiffOptions o;
+    o.fail_above = 10;
+    // 1000 samples of 1 ms: work's 0.2 s is 200 samples, +-sqrt(200) ms on each side.
+    analysis::Profile base = run_of(0.2, 0.8, 1000, 0.001);
+    analysis::Profile next = run_of(0.23, 0.8, 1030, 0.001);
+    DiffResult d = analysis::views::diff_runs({base}, {next}, o);
+    CHECK_FALSE(d.spread_known);
+    const DiffRow& work = row(d, "work");
+    CHECK(work.percent == approx(15));
+    CHECK(work.uncertainty == approx(1.96 * std::sqrt(0.2 * 0.001 + 0.23 * 0.001)));
+    CHECK_FALSE(work.regression); // +15% +-20.3: within the sampling error
+    CHECK(work.undecided);
+    std::vector<std::string> undecided = analysis::views::diff_undecided(d, o);
+    REQUIRE_FALSE(undecided.empty());
+    CHECK(undecided.back().find("give 3 or more runs per side") != std::string::npos);
+
+    // Twice the samples' worth of change is beyond it.
+    d = analysis::views::diff_runs({base}, {run_of(0.4, 0.8, 1200, 0.001)}, o);
+    CHECK(row(d, "work").regression);
+
+    // A profile timed by the clock per call has no sampling error: compared exactly.
+    d = analysis::views::diff_runs({run_of(0.2, 0.8)}, {run_of(0.23, 0.8)}, o);
+    CHECK(row(d, "work").uncertainty == 0);
+    CHECK(row(d, "work").regression);
+
+    // Counts are exact, sampled or not.
+    o.metric = analysis::views::DiffMetric::kNcalls;
+    analysis::Profile more = run_of(0.2, 0.8, 1000, 0.001);
+    more.functions[0].stats.ncalls = 12;
+    more.total_calls = 22;
+    d = analysis::views::diff_runs({base}, {more}, o);
+    CHECK(row(d, "work").percent == approx(20));
+    CHECK(row(d, "work").uncertainty == 0);
+    CHECK(row(d, "work").regression);
+    CHECK(analysis::views::diff_failures(d, o).back() ==
+          "ncalls of app.cpp:0(work) regressed by 20.0% (limit 10%)");
+}

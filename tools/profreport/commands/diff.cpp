@@ -23,7 +23,9 @@ CLI::Option* declare_diff_options(CLI::App& app, Args& a) {
         app, "--fail-above", "PCT",
         [&d](const std::string& v) { d.fail_above = parse_percent("--fail-above", v); },
         "exit with status 3 when the total or a function (at least\n"
-        "--min-share of the total) regressed by more than PCT percent");
+        "--min-share of the total) regressed by more than PCT percent\n"
+        "and by more than its uncertainty: the sampling error of times\n"
+        "from samples and, with 2 or more runs a side, their spread");
     CLI::Option* metric = value(
         app, "--metric", "KEY",
         [&a](const std::string& m) {
@@ -47,7 +49,9 @@ CLI::App* add_diff(tools::Cli& cli, Args& a) {
         "diff", "[options] BASE NEW       (or: BASE... --vs NEW...)",
         "Compares two traces or two sets of traces.\n"
         "\n"
-        "Compares per-function ncalls, tottime and cumtime, mean per run of each set.");
+        "Compares per-function ncalls, tottime and cumtime, mean per run of each set, each\n"
+        "change with its uncertainty (95%). Give 3 or more runs a side for a gate: with one,\n"
+        "the spread between runs is unknown.");
     declare_diff_options(*sub, a);
     CLI::Option* metric = sub->get_option("--metric");
     CLI::Option* traces = declare_traces(cli, *sub, a);
@@ -110,18 +114,21 @@ int run_diff(const Args& a, const tools::ToolLog& log) {
             for (const std::string& f : failures) log.error("regression: " + f);
             return failures.empty() ? 0 : 3;
         }
-        Reading base(a, {a.traces.begin(), a.traces.begin() + ptrdiff_t(vs)});
-        Reading next(a, {a.traces.begin() + ptrdiff_t(vs), a.traces.end()});
-        warn_partial(log, *base.session);
-        warn_partial(log, *next.session);
+        // One profile per run: the spread between the runs of a side is part of the noise.
+        std::vector<analysis::Profile> base, next;
+        for (size_t i = 0; i < a.traces.size(); ++i) {
+            Reading r(a, {a.traces[i]});
+            warn_partial(log, *r.session);
+            (i < vs ? base : next).push_back(r.session->profile());
+        }
         views::DiffOptions o = a.diff.opts;
         o.limit = a.table.limit;
         if (a.table.precision != 3) o.precision = a.table.precision;
-        views::DiffResult d = views::diff_profiles(
-            base.session->profile(), vs, next.session->profile(), a.traces.size() - vs, o);
+        views::DiffResult d = views::diff_runs(base, next, o);
         if (!out.open(log)) return 1;
         render::print_diff(out.file(), d, o, a.format);
         if (!out.close(log)) return 1;
+        for (const std::string& u : views::diff_undecided(d, o)) log.warn("undecided: " + u);
         std::vector<std::string> failures = views::diff_failures(d, o);
         for (const std::string& f : failures) log.error("regression: " + f);
         return failures.empty() ? 0 : 3;
