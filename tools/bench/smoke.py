@@ -111,6 +111,13 @@ def benchmarks(args, work):
                       r"^-- xz: ", r"^top +[0-9.]+ ", r"^verdict: --top "],
                      lambda: next((f"{t} not found" for t in ("xz", "sort")
                                    if shutil.which(t) is None), None)),
+        "diff_gate": (lambda: ["--build", build, "--work", work / "diff_gate", "--comparisons",
+                               "1", "--base-runs", "6", "--slow-runs", "3", "--round-trips", "10"],
+                      [r"^== diff --metric tottime --fail-above 10% on snappy \(clang\)",
+                       r"^identical builds +",
+                       r"^checksum\(\) 40% slower +", r"^verdict: "],
+                      lambda: next((f"{t} not found" for t in ("npm", "clang++")
+                                    if shutil.which(t) is None), None)),
         "sampling": (lambda: ["--build", build, "--reps", "1", "--fib", "20", "--cost-seconds", "0.05"],
                      [r"^\| fib 20 \| wall s \| CPU s \|", r"^\| sample_cost, 0.05 CPU s \|",
                       r"^cost per sample, at 125 Hz"],

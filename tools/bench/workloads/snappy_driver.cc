@@ -3,6 +3,10 @@
 // smallest one that runs its hot paths. It prints one line, the same for the same arguments and
 // the same build of any compiler, so that a run that did other work shows.
 // Usage: snappy_driver ITERATIONS FILE
+//
+// Built with -DSNAPPY_DRIVER_CHECKSUM_PASSES=N (diff_gate.py), each round trip also runs
+// checksum() over a slice of the data N times: a function whose cost the build sets, so that
+// a regression of known size in one function is known to be the only one.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +15,17 @@
 #include <string>
 
 #include "snappy.h"
+
+#ifdef SNAPPY_DRIVER_CHECKSUM_PASSES
+// FNV-1a over the first quarter of `data`, SNAPPY_DRIVER_CHECKSUM_PASSES times.
+__attribute__((noinline)) std::uint64_t checksum(const std::string& data) {
+    std::uint64_t hash = 14695981039346656037ull;
+    for (int pass = 0; pass < SNAPPY_DRIVER_CHECKSUM_PASSES; ++pass)
+        for (size_t i = 0; i < data.size() / 4; ++i)
+            hash = (hash ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
+    return hash;
+}
+#endif
 
 int main(int argc, char** argv) {
     if (argc != 3) {
@@ -35,6 +50,11 @@ int main(int argc, char** argv) {
             return 1;
         }
         packed_bytes += packed.size();
+#ifdef SNAPPY_DRIVER_CHECKSUM_PASSES
+        // Its result is not printed: the output stays the same whatever the passes.
+        volatile std::uint64_t sum = checksum(unpacked);
+        (void)sum;
+#endif
     }
     // FNV-1a of the last compressed form: a compiler that compressed differently would show.
     std::uint64_t hash = 14695981039346656037ull;
