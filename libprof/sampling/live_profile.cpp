@@ -45,6 +45,10 @@ LiveProfile::LiveProfile(pid_t pid) : pid_(pid), stacks_(pid, true) {}
 
 void LiveProfile::on_sample(const Sample& s) {
     if (pid_t(s.pid) != pid_ || s.switch_out) return;
+    if (maps_stale_) {
+        stacks_.reload_maps();
+        maps_stale_ = false;
+    }
     StackCopy c;
     c.ip = s.ip;
     c.sp = s.sp;

@@ -40,9 +40,11 @@ class LiveProfile : public RecordSink {
     explicit LiveProfile(pid_t pid);
 
     void on_sample(const Sample& s) override;
-    void on_mapping(const Mapping&) override {} // read from /proc when an address is new
+    // A new executable mapping, or an exec: the mappings are read again at the next sample (an
+    // address of a new library may lie where an old one was).
+    void on_mapping(const Mapping& m) override { maps_stale_ |= m.executable; }
     void on_task(const TaskEvent&) override {}
-    void on_comm(const CommEvent&) override {}
+    void on_comm(const CommEvent& c) override { maps_stale_ |= c.exec; }
     void on_lost(uint64_t samples) override { lost_ += samples; }
 
     const LiveCounts& interval() const { return interval_; }
@@ -59,6 +61,7 @@ class LiveProfile : public RecordSink {
     ProcessStacks stacks_;
     LiveCounts interval_, cumulative_;
     uint64_t lost_ = 0;
+    bool maps_stale_ = false;
 };
 
 } // namespace prof::sampling

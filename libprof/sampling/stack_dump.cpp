@@ -27,8 +27,8 @@
 namespace prof::sampling {
 namespace {
 
-// How long a thread asked to stop may take to report it: one that the kernel keeps busy
-// longer is dumped without its stack rather than holding up the others.
+// How long the threads asked to stop are waited for together, SIGCHLD by SIGCHLD; one that
+// takes longer (kept off every CPU) is then waited for alone (stop_and_read).
 constexpr int kStopWaitMs = 200;
 
 uint64_t now_ns() {
@@ -100,22 +100,57 @@ void copy_stack(pid_t pid, const std::vector<ProcessMap>& maps, size_t max, Regi
 
 // A thread blocked in the kernel, read without stopping it: its pointers from /proc, its
 // stack copied, and the pointers read again to know the copy belongs to the same wait.
+// How many times the thread has been on a CPU (schedstat's third field): unchanged across a
+// copy, the thread did not run while it was made, even if it woke and waited again at the
+// same place.
+uint64_t times_run(pid_t pid, pid_t tid) {
+    std::istringstream in(read_text(fmt::format("/proc/{}/task/{}/schedstat", pid, tid)));
+    uint64_t on_cpu = 0, waiting = 0, slices = 0;
+    in >> on_cpu >> waiting >> slices;
+    return slices;
+}
+
 bool read_blocked(pid_t pid, pid_t tid, const std::vector<ProcessMap>& maps, size_t max,
                   DumpThread& t, Registers& r) {
     for (int attempt = 0; attempt < 3; ++attempt) {
+        uint64_t runs = times_run(pid, tid);
         std::optional<BlockedRegisters> before = blocked_registers(uint32_t(pid), uint32_t(tid));
-        if (!before) return false;
+        if (!before) break;
         r.ip = before->pc;
         r.sp = before->sp;
         copy_stack(pid, maps, max, r);
         std::optional<BlockedRegisters> after = blocked_registers(uint32_t(pid), uint32_t(tid));
         if (after && after->sp == before->sp && after->pc == before->pc &&
-            after->syscall == before->syscall) {
+            after->syscall == before->syscall && times_run(pid, tid) == runs) {
             t.syscall = before->syscall;
             return true;
         }
     }
-    return false; // it keeps waking up: read it as a running one
+    r = Registers{}; // it keeps waking up: read it as a running one
+    return false;
+}
+
+// Whether a system call that failed with EINTR can be made again as if it had never been
+// interrupted: a wait without a timeout (made again, a timeout would start over) that changed
+// nothing before it failed. close() is never made again (its descriptor is gone already, and
+// another thread may have its number now), nor connect(), nor a read or a receive (a socket's
+// own timeout is not in the registers).
+bool restartable(const user_regs_struct& regs) {
+    switch (long(regs.orig_rax)) {
+    case __NR_epoll_wait:
+    case __NR_epoll_pwait:
+        return int(regs.r10) == -1; // the timeout, in ms
+    case __NR_epoll_pwait2:
+        return regs.r10 == 0; // a null timespec: none
+    case __NR_rt_sigtimedwait:
+        return regs.rdx == 0;
+    case __NR_io_getevents:
+        return regs.r8 == 0;
+    case __NR_semop:
+        return true;
+    default:
+        return false;
+    }
 }
 
 // A thread to stop: its dump so far, and what its stop gives.
@@ -135,11 +170,12 @@ void read_stopped(pid_t pid, const std::vector<ProcessMap>& maps, size_t max, in
     user_regs_struct regs{};
     if (ptrace(PTRACE_GETREGS, tid, nullptr, &regs) == 0) {
         // Entering a system call as the interrupt came, or waiting in one, the thread may have
-        // had it fail with EINTR (epoll_wait does; a restartable one does not): it is set back
-        // to the syscall instruction, so that the call is made again as if nothing had
-        // happened. Not when a signal of the program's is pending: that EINTR is the program's.
+        // had it fail with EINTR (epoll_wait does; the kernel restarts the others itself): it
+        // is set back to the syscall instruction, so that the call is made again, where making
+        // it again is the same call (restartable()). Not when a signal of the program's is
+        // pending: that EINTR is the program's.
         if (int64_t(regs.orig_rax) >= 0 && int64_t(regs.rax) == -EINTR && !deliver &&
-            !signal_pending(pid, tid)) {
+            restartable(regs) && !signal_pending(pid, tid)) {
             uint16_t code = 0;
             iovec local{&code, 2}, remote{reinterpret_cast<void*>(regs.rip - 2), 2};
             if (process_vm_readv(pid, &local, 1, &remote, 1, 0) == 2 && code == 0x050f) {
@@ -188,43 +224,54 @@ void stop_and_read(pid_t pid, const std::vector<ProcessMap>& maps, size_t max, s
         waiting[s.thread.tid] = &s;
     }
     // Their stops report with SIGCHLD (blocked by dump_process): waited for without polling,
-    // so that the time measured is the stop's, not a sleep's.
+    // so that the time measured is the stop's, not a sleep's. Only these threads are waited
+    // for (waitpid on each): a child of the caller's is not reaped here.
     uint64_t until = now_ns() + uint64_t(kStopWaitMs) * 1000000ull;
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     while (!waiting.empty()) {
-        int status = 0;
-        pid_t w = waitpid(-1, &status, __WALL | WNOHANG);
-        if (w > 0) {
-            auto it = waiting.find(w);
-            if (it == waiting.end()) continue;
+        bool any = false;
+        for (auto it = waiting.begin(); it != waiting.end();) {
+            int status = 0;
+            pid_t w = waitpid(it->first, &status, __WALL | WNOHANG);
             ToStop& s = *it->second;
-            if (WIFEXITED(status) || WIFSIGNALED(status)) {
+            if (w == it->first && (WIFEXITED(status) || WIFSIGNALED(status))) {
                 s.gone = true;
-                waiting.erase(it);
-            } else if (WIFSTOPPED(status)) {
+            } else if (w == it->first && WIFSTOPPED(status)) {
                 // Our stop, a stop the program asked for (group-stop), or a signal on its way:
                 // the registers are the thread's in each; the signal goes on with the detach.
                 int deliver = (status >> 16) == 0 ? WSTOPSIG(status) : 0;
                 read_stopped(pid, maps, max, deliver, now_ns(), s);
-                waiting.erase(it);
+            } else if (w < 0 && errno == ECHILD) {
+                s.gone = true; // not ours any more: it ended and was reaped
+            } else {
+                ++it;
+                continue;
             }
-            continue;
+            any = true;
+            it = waiting.erase(it);
         }
-        if (w < 0 && errno != EINTR) break;
+        if (any || waiting.empty()) continue;
         uint64_t now = now_ns();
         if (now >= until) break;
         timespec left{long((until - now) / 1000000000ull), long((until - now) % 1000000000ull)};
         sigtimedwait(&chld, nullptr, &left);
     }
+    // A thread that has not stopped by now (a busy machine that kept it off every CPU) stays
+    // traced with the interrupt pending, and would stop at its next return to user space and
+    // wait there: it cannot be detached before it stops, so it is detached when it does, here,
+    // however long that takes. The dump is late rather than the program stopped.
     for (auto& [tid, s] : waiting) {
-        // Left traced: the kernel detaches it when profrun exits.
-        ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
-        if (!s->regs.sp)
-            s->thread.error = fmt::format("it did not stop within {} ms to have its registers "
-                                          "read",
-                                          kStopWaitMs);
+        int status = 0;
+        while (waitpid(tid, &status, __WALL) < 0 && errno == EINTR) {
+        }
+        if (WIFSTOPPED(status)) {
+            int deliver = (status >> 16) == 0 ? WSTOPSIG(status) : 0;
+            read_stopped(pid, maps, max, deliver, now_ns(), *s);
+        } else {
+            s->gone = true;
+        }
     }
 }
 
@@ -241,13 +288,17 @@ bool dump_process(pid_t pid, const DumpOptions& options, ProcessDump& out, std::
     }
     // The right to read a thread's registers from /proc is the right to ptrace it: asked once
     // here, so that a refusal is one line and not one per thread.
+    // (The kernel checks it when the file is read, not when it is opened.)
     int fd = open(fmt::format("/proc/{}/syscall", pid).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        error = errno == ENOENT ? fmt::format("no process {} (it exited?)", pid)
-                                : explain_ptrace_error(EPERM, pid);
+    char probe[256];
+    ssize_t got = fd >= 0 ? read(fd, probe, sizeof probe) : -1;
+    int err = errno;
+    if (fd >= 0) close(fd);
+    if (got < 0) {
+        error = err == ENOENT || err == ESRCH ? fmt::format("no process {} (it exited?)", pid)
+                                              : explain_ptrace_error(EPERM, pid);
         return false;
     }
-    close(fd);
     char exe[4096];
     ssize_t n = readlink(fmt::format("/proc/{}/exe", pid).c_str(), exe, sizeof exe - 1);
     if (n > 0) out.exe.assign(exe, size_t(n));

@@ -736,6 +736,12 @@ void print_report(const RunOptions& o, const std::string& traces, const std::str
             else
                 unsetenv("LD_PRELOAD");
             for (const char* name : {"PROF_OUT", "PROF_RUN_DIR", "PROF_RUN_ID"}) unsetenv(name);
+            // The signals profrun ignored while COMMAND ran (Ctrl-C was COMMAND's) are the
+            // report's again.
+            for (int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
+            sigset_t none;
+            sigemptyset(&none);
+            sigprocmask(SIG_SETMASK, &none, nullptr);
             dup2(STDERR_FILENO, STDOUT_FILENO);
             execv(argv[0], argv.data());
             _exit(127);
@@ -743,6 +749,11 @@ void print_report(const RunOptions& o, const std::string& traces, const std::str
         int status = 0;
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+            log.warn(fmt::format("-s: cannot run {}", profreport));
+            return;
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return; // it said why itself
         if (k + 1 < commands.size()) std::fputs("\n", stderr);
     }
 }

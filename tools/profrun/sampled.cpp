@@ -218,6 +218,10 @@ int run_sampled(const SampleOptions& o, const ToolLog& log) {
     }
     if (child == 0) {
         signals.in_child();
+        if (o.stdin_null) {
+            int null = open("/dev/null", O_RDONLY);
+            if (null >= 0) dup2(null, STDIN_FILENO);
+        }
         // Waits until the events are open (they start at the exec), or profrun gave up.
         close(go[1]);
         char c;
@@ -405,8 +409,7 @@ int attach_sampled(const SampleOptions& o, const ToolLog& log) {
     // Ctrl-C and SIGTERM end the sampling, not profrun: the trace is written first.
     struct sigaction sa{};
     sa.sa_handler = on_stop;
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
+    for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP}) sigaction(sig, &sa, nullptr);
     if (!o.quiet)
         log.info(fmt::format("sampling process {} ({} threads) at {:.0f} Hz{}; Ctrl-C ends", pid,
                              threads.size(), 1e9 / double(sampler->period_ns()),

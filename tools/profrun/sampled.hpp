@@ -34,6 +34,7 @@ struct SampleOptions {
     // the records (at least every 100 ms); it returns false to end the sampling. With `output`
     // empty, no trace is written.
     sampling::RecordSink* live = nullptr;
+    bool stdin_null = false; // launch: COMMAND's standard input is /dev/null
     std::function<bool(pid_t)> refresh;
     // Set by run_sampled: the launched process and its wait status.
     pid_t* launched = nullptr;

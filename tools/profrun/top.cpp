@@ -287,8 +287,8 @@ int run_top(SampleOptions sampling, const TopOptions& o, const ToolLog& log) {
         watched = pid;
         if (!live) {
             live = std::make_unique<LiveProfile>(pid);
-            view = std::make_unique<TopView>(*live, o, terminal);
             if (terminal && !term.enter()) terminal = false;
+            view = std::make_unique<TopView>(*live, o, terminal);
         }
         if (view->refresh(pid, terminal ? &term : nullptr)) return true;
         // Quit: the screen is given back at once, and a launched command runs on to its end.
@@ -303,9 +303,13 @@ int run_top(SampleOptions sampling, const TopOptions& o, const ToolLog& log) {
         void on_sample(const sampling::Sample& s) override {
             if (*live) (*live)->on_sample(s);
         }
-        void on_mapping(const sampling::Mapping&) override {}
+        void on_mapping(const sampling::Mapping& m) override {
+            if (*live) (*live)->on_mapping(m);
+        }
         void on_task(const sampling::TaskEvent&) override {}
-        void on_comm(const sampling::CommEvent&) override {}
+        void on_comm(const sampling::CommEvent& c) override {
+            if (*live) (*live)->on_comm(c);
+        }
         void on_lost(uint64_t n) override {
             if (*live) (*live)->on_lost(n);
         }
@@ -313,7 +317,12 @@ int run_top(SampleOptions sampling, const TopOptions& o, const ToolLog& log) {
     forward.live = &live;
     sampling.live = &forward;
     sampling.refresh = refresh;
-    if (terminal) sampling.quiet = true; // the screen is the view's
+    if (terminal) {
+        sampling.quiet = true; // the screen is the view's
+        // Its keys are the view's: a launched command reads no terminal (its output still
+        // shares the screen).
+        sampling.stdin_null = true;
+    }
     int code = sampling.command.empty() ? attach_sampled(sampling, log) : run_sampled(sampling, log);
     term.leave();
     if (view) view->finish(watched);

@@ -132,16 +132,18 @@ struct Measure {
         // A time from n samples of period s: n s with variance n s^2 = value * s.
         if (timed) sampling_var += std::max(value, 0.0) * period;
     }
-    // The variance of the side's mean per run.
-    double mean_variance(const Side& side) const {
+    // The variance of one run's value: the sample variance between the side's runs (two or
+    // more), never less than one run's sampling variance.
+    double run_variance(const Side& side) const {
         double runs = double(side.runs);
-        double sampling = sampling_var / (runs * runs);
+        double sampling = sampling_var / runs;
         if (!side.per_run()) return sampling;
         double mean = sum / runs, between = 0;
         for (double v : each) between += (v - mean) * (v - mean);
-        between /= (runs - 1) * runs; // the sample variance, over the runs
-        return std::max(between, sampling);
+        return std::max(between / (runs - 1), sampling);
     }
+    // The variance of the side's mean per run.
+    double mean_variance(const Side& side) const { return run_variance(side) / double(side.runs); }
 };
 
 bool timed(DiffMetric m) {
@@ -149,31 +151,53 @@ bool timed(DiffMetric m) {
 }
 
 // The 97.5% quantile of Student's t with `df` degrees of freedom: two-sided 95%.
+// Between the table's rows, the row of fewer degrees (the larger t): never narrower than it is.
 double t_quantile(double df) {
     static constexpr std::pair<double, double> kTable[] = {
-        {1, 12.71}, {2, 4.30}, {3, 3.18},  {4, 2.78},  {5, 2.57},  {6, 2.45},  {7, 2.36},
-        {8, 2.31},  {9, 2.26}, {10, 2.23}, {12, 2.18}, {15, 2.13}, {20, 2.09}, {30, 2.04}};
-    for (auto [d, t] : kTable)
-        if (df <= d) return t;
-    return 1.96;
+        {1, 12.71}, {2, 4.30},  {3, 3.18},  {4, 2.78},  {5, 2.57},  {6, 2.45},
+        {7, 2.36},  {8, 2.31},  {9, 2.26},  {10, 2.23}, {12, 2.18}, {15, 2.13},
+        {20, 2.09}, {30, 2.04}, {40, 2.02}, {60, 2.00}, {120, 1.98}};
+    double t = 12.71;
+    for (auto [d, q] : kTable)
+        if (df >= d) t = q;
+    return df >= 1000 ? 1.96 : t;
 }
 
 // Two standard errors (95%) of the difference of two means with variances `vb` and `vn`: with
 // the spread between runs known, Student's t at Welch's degrees of freedom (few runs widen
 // it); with the sampling error alone, the normal's.
-double uncertainty(double vb, double vn, const Side& base, const Side& next) {
+//
+// With several runs on one side only, the other side's one run is taken to vary as much as
+// the runs of the side that shows it (a single run has no spread of its own), at that side's
+// runs - 1 degrees of freedom: three base runs against one new run do not take a change from
+// run to run for a regression.
+double uncertainty(const Measure& b, const Measure& n, const Side& base, const Side& next) {
+    double vb = b.mean_variance(base), vn = n.mean_variance(next);
+    if (base.per_run() && next.per_run()) {
+        double var = vb + vn;
+        if (var <= 0) return 0;
+        double df = var * var / (vb * vb / double(base.runs - 1) + vn * vn / double(next.runs - 1));
+        return t_quantile(df) * std::sqrt(var);
+    }
+    if (base.per_run() != next.per_run()) {
+        const Side& known = base.per_run() ? base : next;
+        const Side& single = base.per_run() ? next : base;
+        const Measure& spread = base.per_run() ? b : n;
+        double single_var =
+            std::max(spread.run_variance(known) / double(single.runs), base.per_run() ? vn : vb);
+        double var = (base.per_run() ? vb : vn) + single_var;
+        if (var <= 0) return 0;
+        return t_quantile(double(known.runs - 1)) * std::sqrt(var);
+    }
     double var = vb + vn;
-    if (var <= 0) return 0;
-    if (!base.per_run() || !next.per_run()) return 1.96 * std::sqrt(var);
-    double df = var * var / (vb * vb / double(base.runs - 1) + vn * vn / double(next.runs - 1));
-    return t_quantile(std::floor(df)) * std::sqrt(var);
+    return var > 0 ? 1.96 * std::sqrt(var) : 0;
 }
 
 DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) {
     DiffResult d;
     d.base_runs = std::max<size_t>(base.runs, 1);
     d.new_runs = std::max<size_t>(next.runs, 1);
-    d.spread_known = base.per_run() && next.per_run();
+    d.spread_known = base.per_run() || next.per_run();
     struct Entry {
         DiffRow row;
         Measure base, next;
@@ -213,8 +237,7 @@ DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) 
     d.new_total = scaled(d.new_total, d.new_runs);
     double base_sum = metric(d.base_total, o.metric), new_sum = metric(d.new_total, o.metric);
     d.total_percent = percent(base_sum, new_sum);
-    double total_uncertainty =
-        uncertainty(base_total.mean_variance(base), new_total.mean_variance(next), base, next);
+    double total_uncertainty = uncertainty(base_total, new_total, base, next);
     d.total_uncertainty = base_sum > 0 ? 100.0 * total_uncertainty / base_sum : 0;
     bool total_over = o.fail_above >= 0 && d.total_percent > o.fail_above;
     bool total_significant = new_sum - base_sum > total_uncertainty;
@@ -227,8 +250,7 @@ DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) 
         double b = metric(r.base, o.metric), n = metric(r.next, o.metric);
         r.change = n - b;
         r.percent = percent(b, n);
-        r.uncertainty =
-            uncertainty(e.base.mean_variance(base), e.next.mean_variance(next), base, next);
+        r.uncertainty = uncertainty(e.base, e.next, base, next);
         r.percent_uncertainty =
             b > 0 ? 100.0 * r.uncertainty / b : std::numeric_limits<double>::infinity();
         bool big = (base_sum > 0 && 100.0 * b / base_sum >= o.min_share) ||
@@ -243,11 +265,12 @@ DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) 
         return a.name < b.name;
     });
     if (o.limit && d.rows.size() > o.limit) {
-        // Rows past the limit are not shown, but a regression among them still fails the gate.
+        // Rows past the limit are not shown, but a regression among them still fails the gate,
+        // and an undecided change is still said.
         std::stable_partition(d.rows.begin() + long(o.limit), d.rows.end(),
-                              [](const DiffRow& r) { return r.regression; });
+                              [](const DiffRow& r) { return r.regression || r.undecided; });
         size_t keep = o.limit;
-        while (keep < d.rows.size() && d.rows[keep].regression) ++keep;
+        while (keep < d.rows.size() && (d.rows[keep].regression || d.rows[keep].undecided)) ++keep;
         d.rows.resize(keep);
     }
     return d;

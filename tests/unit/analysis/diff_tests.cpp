@@ -238,3 +238,21 @@ TEST_CASE("diff: one run a side knows the sampling error of sampled times, and c
     CHECK(analysis::views::diff_failures(d, o).back() ==
           "ncalls of app.cpp:0(work) regressed by 20.0% (limit 10%)");
 }
+
+TEST_CASE("diff: several runs on one side against one on the other: that one varies like them") {
+    DiffOptions o;
+    o.fail_above = 10;
+    std::vector<analysis::Profile> base{run_of(1.00, 1.0), run_of(1.04, 1.0), run_of(0.96, 1.0)};
+    // One new run 12% slower: as far from the base's mean as its runs go from each other, three
+    // times over. Its own spread is unknown: taken as the base's (sd 0.04), at the base's 2
+    // degrees of freedom (t 4.30): +-4.30 * sqrt(0.04^2 / 3 + 0.04^2) = 0.199 s.
+    DiffResult d = analysis::views::diff_runs(base, {run_of(1.12, 1.0)}, o);
+    CHECK(d.spread_known);
+    const DiffRow& work = row(d, "work");
+    CHECK(work.uncertainty == approx(4.30 * std::sqrt(0.04 * 0.04 / 3 + 0.04 * 0.04)));
+    CHECK(work.undecided);
+    CHECK_FALSE(d.failed());
+    // 60% slower is beyond it.
+    d = analysis::views::diff_runs(base, {run_of(1.60, 1.0)}, o);
+    CHECK(row(d, "work").regression);
+}
