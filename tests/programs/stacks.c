@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile int stop;
+static int stop; // read and written atomically (the program runs under TSan too)
 static int failures;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
@@ -34,7 +34,7 @@ __attribute__((noinline)) static unsigned spin_inner(unsigned x) {
 
 __attribute__((noinline)) static unsigned spin_outer(void) {
     unsigned x = 1;
-    while (!stop) x = spin_inner(x);
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) x = spin_inner(x);
     return x;
 }
 
@@ -60,9 +60,11 @@ static void* reader(void* arg) {
 // Long steps, so that a dump never finds it awake; the end wakes it with SIGUSR1.
 __attribute__((noinline)) static void sleep_in_steps(void) {
     __atomic_add_fetch(&in_place, 1, __ATOMIC_RELAXED);
-    while (!stop) {
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
         struct timespec step = {10, 0};
-        if (nanosleep(&step, NULL) != 0 && !(errno == EINTR && stop)) failed("nanosleep", errno);
+        if (nanosleep(&step, NULL) != 0 &&
+            !(errno == EINTR && __atomic_load_n(&stop, __ATOMIC_RELAXED)))
+            failed("nanosleep", errno);
     }
 }
 
@@ -92,7 +94,7 @@ static void* poller(void* arg) {
 __attribute__((noinline)) static void wait_condition(void) {
     pthread_mutex_lock(&lock);
     __atomic_add_fetch(&in_place, 1, __ATOMIC_RELAXED);
-    while (!stop) pthread_cond_wait(&cond, &lock);
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) pthread_cond_wait(&cond, &lock);
     pthread_mutex_unlock(&lock);
 }
 
@@ -129,7 +131,7 @@ int main(void) {
         failed("read (main)", err);
         if (err != EINTR) break;
     }
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     if (write(pipe_fds[1], "x", 1) != 1 || write(event_fds[1], "x", 1) != 1) return 100;
     pthread_mutex_lock(&lock);
     pthread_cond_broadcast(&cond);
