@@ -52,6 +52,7 @@ class LiveProfile : public RecordSink {
     // The interval's counts start again.
     void next_interval() { interval_ = LiveCounts{}; }
     uint64_t lost() const { return lost_; }
+    pid_t pid() const { return pid_; }
 
     // The process's threads now, with their CPU time so far.
     std::vector<LiveThread> threads() const;

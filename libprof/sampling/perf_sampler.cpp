@@ -81,6 +81,19 @@ std::vector<pid_t> threads_of(pid_t pid) {
     return tids;
 }
 
+std::string arguments_of(pid_t pid) {
+    std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!s.empty() && s.back() == '\0') s.pop_back();
+    return s;
+}
+
+std::string command_line_of(pid_t pid) {
+    std::string s = arguments_of(pid);
+    std::replace(s.begin(), s.end(), '\0', ' ');
+    return s;
+}
+
 // The executable mappings of process `pid` now (/proc/PID/maps).
 std::vector<Mapping> executable_maps(uint32_t pid) {
     std::vector<Mapping> out;

@@ -193,6 +193,10 @@ uint64_t parse_ring(const uint8_t* data, size_t size, uint64_t tail, uint64_t he
 
 // The thread ids of process `pid` now (/proc/PID/task), sorted.
 std::vector<pid_t> threads_of(pid_t pid);
+// The arguments of process `pid` (/proc/PID/cmdline), each ended by a NUL but the last.
+std::string arguments_of(pid_t pid);
+// Its command line: the arguments separated by spaces.
+std::string command_line_of(pid_t pid);
 // The executable mappings of process `pid` now (/proc/PID/maps; time_ns left 0).
 std::vector<Mapping> executable_maps(uint32_t pid);
 

@@ -302,9 +302,7 @@ bool dump_process(pid_t pid, const DumpOptions& options, ProcessDump& out, std::
     char exe[4096];
     ssize_t n = readlink(fmt::format("/proc/{}/exe", pid).c_str(), exe, sizeof exe - 1);
     if (n > 0) out.exe.assign(exe, size_t(n));
-    out.cmdline = read_text(fmt::format("/proc/{}/cmdline", pid));
-    while (!out.cmdline.empty() && out.cmdline.back() == '\0') out.cmdline.pop_back();
-    std::replace(out.cmdline.begin(), out.cmdline.end(), '\0', ' ');
+    out.cmdline = command_line_of(pid);
 
     // The stops of the threads read running report with SIGCHLD, waited for in read_running.
     sigset_t chld, mask;

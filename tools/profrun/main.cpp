@@ -4,6 +4,7 @@
 #include "pack/trace_packer.hpp"
 #include "profrun/dump.hpp"
 #include "profrun/passed_signals.hpp"
+#include "profrun/report_at_end.hpp"
 #include "profrun/run_dir.hpp"
 #include "profrun/sampled.hpp"
 #include "profrun/top.hpp"
@@ -700,62 +701,16 @@ int report_traces(const RunOptions& o, int status, int code, const std::vector<s
     return code;
 }
 
-// -s KEY: the report of what the run wrote (a trace, or the run's directory), printed by the
-// profreport next to this profrun on standard error, where cProfile's -s would print it on
-// standard output: the program's own output stays apart. --mem adds the memory summary. The
-// run's exit status is not changed by it; a report that cannot be printed says why itself.
+// -s KEY: the report after the run (report_at_end.hpp).
 void print_report(const RunOptions& o, const std::string& traces, const std::string& log_format,
                   const ToolLog& log) {
-    if (o.sort.empty() || traces.empty() || !exists(traces)) return;
-    std::string profreport = self_dir() + "/profreport";
-    if (access(profreport.c_str(), X_OK) != 0) {
-        log.warn(fmt::format("-s: cannot print the report: no profreport next to profrun ({})",
-                             profreport));
-        return;
-    }
-    std::string limit = std::to_string(o.limit);
-    std::vector<std::vector<std::string>> commands{
-        {profreport, "--sort", o.sort, "--limit", limit, traces}};
-    if (o.mem) commands.push_back({profreport, "memory", "--limit", limit, traces});
-    for (size_t k = 0; k < commands.size(); ++k) {
-        std::vector<std::string>& command = commands[k];
-        if (!log_format.empty()) command.insert(command.begin() + 1, {"--log-format", log_format});
-        std::fflush(nullptr);
-        pid_t pid = fork();
-        if (pid < 0) {
-            log.warn(fmt::format("-s: cannot print the report: {}", std::strerror(errno)));
-            return;
-        }
-        if (pid == 0) {
-            std::vector<char*> argv;
-            for (std::string& a : command) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            // What profrun set for COMMAND is not profreport's.
-            if (o.preload_before)
-                setenv("LD_PRELOAD", o.preload_before->c_str(), 1);
-            else
-                unsetenv("LD_PRELOAD");
-            for (const char* name : {"PROF_OUT", "PROF_RUN_DIR", "PROF_RUN_ID"}) unsetenv(name);
-            // The signals profrun ignored while COMMAND ran (Ctrl-C was COMMAND's) are the
-            // report's again.
-            for (int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
-            sigset_t none;
-            sigemptyset(&none);
-            sigprocmask(SIG_SETMASK, &none, nullptr);
-            dup2(STDERR_FILENO, STDOUT_FILENO);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-        int status = 0;
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-            log.warn(fmt::format("-s: cannot run {}", profreport));
-            return;
-        }
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return; // it said why itself
-        if (k + 1 < commands.size()) std::fputs("\n", stderr);
-    }
+    if (o.sort.empty()) return;
+    prof::tools::ReportAtEnd r;
+    r.sort = o.sort;
+    r.limit = o.limit;
+    r.memory = o.mem;
+    r.preload_before = o.preload_before;
+    prof::tools::print_report_at_end(r, traces, self_dir(), log_format, log);
 }
 
 // The dynamic loader ignores LD_PRELOAD for setuid/setgid programs.

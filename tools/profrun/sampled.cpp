@@ -41,22 +41,6 @@ std::string read_link(const std::string& path) {
     return n > 0 ? std::string(buf, size_t(n)) : std::string();
 }
 
-// The arguments of a process, each ended by a NUL but the last.
-std::string argv_of(pid_t pid) {
-    std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
-    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    while (!s.empty() && s.back() == '\0') s.pop_back();
-    return s;
-}
-
-// Its command line, the arguments separated by spaces.
-std::string cmdline_of(pid_t pid) {
-    std::string s = argv_of(pid);
-    for (char& c : s)
-        if (c == '\0') c = ' ';
-    return s;
-}
-
 // The state letter and parent of a process, from /proc/PID/stat; false when there is none.
 bool stat_of(pid_t pid, char& state, pid_t& ppid, unsigned& flags) {
     std::ifstream in(fmt::format("/proc/{}/stat", pid));
@@ -381,8 +365,8 @@ int attach_sampled(const SampleOptions& o, const ToolLog& log) {
     sampling::RunDescription d;
     d.output = o.output;
     d.exe = read_link(fmt::format("/proc/{}/exe", pid));
-    d.cmdline = cmdline_of(pid);
-    d.argv = argv_of(pid);
+    d.cmdline = sampling::command_line_of(pid);
+    d.argv = sampling::arguments_of(pid);
     d.cwd = read_link(fmt::format("/proc/{}/cwd", pid));
     char state;
     pid_t ppid = 0;

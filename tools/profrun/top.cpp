@@ -40,19 +40,6 @@ double own_cpu_seconds() {
            double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-std::string command_line(pid_t pid) {
-    std::FILE* f = std::fopen(fmt::format("/proc/{}/cmdline", pid).c_str(), "rb");
-    std::string s;
-    if (!f) return s;
-    char buf[512];
-    size_t n = std::fread(buf, 1, sizeof buf, f);
-    std::fclose(f);
-    s.assign(buf, n);
-    while (!s.empty() && s.back() == '\0') s.pop_back();
-    std::replace(s.begin(), s.end(), '\0', ' ');
-    return text::printable(s);
-}
-
 // The terminal in the state the view needs (no echo, keys one by one, the alternate screen,
 // no cursor), and back as it was, whatever ends the view.
 class Terminal {
@@ -109,6 +96,7 @@ class TopView {
         : live_(live), total_sort_(o.sort == "total"), terminal_(terminal),
           rows_(o.rows ? o.rows : kSnapshotRows) {
         started_ = last_ = now_seconds();
+        command_line_ = text::printable(sampling::command_line_of(live.pid()));
         cpu_at_last_ = own_cpu_seconds();
         for (const sampling::LiveThread& t : live_.threads()) cpu_before_[t.tid] = t.cpu_ns;
     }
@@ -224,8 +212,8 @@ class TopView {
         std::string out = fmt::format(
             "== {} process {} ({}): last {:.1f} s, {} samples, {:.3f} s of CPU; profrun {:.1f}% "
             "of a CPU\n{}\n",
-            clock, pid, command_line(pid), shown_seconds_, shown_.samples,
-            double(shown_.ns) / 1e9, 100 * own_share_, threads_line(0));
+            clock, pid, command_line_, shown_seconds_, shown_.samples, double(shown_.ns) / 1e9,
+            100 * own_share_, threads_line(0));
         for (const std::string& line : table(shown_, rows_, 0)) out += line + "\n";
         out += "\n";
         std::fputs(out.c_str(), stdout);
@@ -238,7 +226,7 @@ class TopView {
         const LiveCounts& c = cumulative_ ? live_.cumulative() : shown_;
         double seconds = cumulative_ ? now_seconds() - started_ : shown_seconds_;
         std::vector<std::string> lines;
-        lines.push_back(fmt::format("profrun --top: process {} ({}){}", pid, command_line(pid),
+        lines.push_back(fmt::format("profrun --top: process {} ({}){}", pid, command_line_,
                                     paused_ ? "   PAUSED" : ""));
         lines.push_back(fmt::format(
             "{}: {} samples, {:.3f} s of CPU in {:.1f} s; sorted by {}; lost {}; profrun {:.1f}% "
@@ -264,6 +252,7 @@ class TopView {
     }
 
     LiveProfile& live_;
+    std::string command_line_; // read once: the process may be gone before the last table
     bool total_sort_, terminal_;
     size_t rows_;
     bool cumulative_ = false, paused_ = false;
