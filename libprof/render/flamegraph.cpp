@@ -140,13 +140,15 @@ void write_flamegraph(std::FILE* out, const CallTree& t, const FlameOptions& o) 
         double percent = root.total_ns ? 100.0 * n.total_ns / root.total_ns : 0;
         fmt::print(out,
                    "<g class=\"f\" data-o=\"{}\" data-n=\"{}\" data-d=\"{}\" data-c=\"{}\">"
-                   "<title>{}\n{} {}, {:.2f}%, {} {}</title>"
+                   "<title>{}\n{} {}, {:.2f}%, {} {}{}</title>"
                    "<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" "
                    "rx=\"2\" ry=\"2\"/>"
                    "<text x=\"{:.2f}\" y=\"{}\">{}</text></g>\n",
                    p.offset, n.total_ns, n.depth, n.calls, text::xml_escape(name), n.total_ns,
-                   text::xml_escape(o.unit), percent, n.calls, text::xml_escape(o.count_label), x,
-                   y, w, kFrameHeight - 1, color(t, n, memory), x + 3, y + 11,
+                   text::xml_escape(o.unit), percent, n.calls, text::xml_escape(o.count_label),
+                   p.node < o.notes.size() ? "\n" + text::xml_escape(o.notes[p.node]) : "", x, y, w,
+                   kFrameHeight - 1,
+                   p.node < o.fills.size() ? o.fills[p.node] : color(t, n, memory), x + 3, y + 11,
                    text::xml_escape(fit(name, w)));
     }
     fmt::print(out, "</g>\n</svg>\n");

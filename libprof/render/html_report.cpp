@@ -241,7 +241,8 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
     fmt::print(out, "],\n\"memory\":");
     if (memory) write_memory_data(out, *memory);
     else fmt::print(out, "null");
-    fmt::print(out, "}}</script>\n<script>\n{}</script>\n</body>\n</html>\n", assets::report_js);
+    fmt::print(out, "}}</script>\n<script>\n{}{}</script>\n</body>\n</html>\n", assets::page_js,
+               assets::report_js);
 }
 
 } // namespace prof::render

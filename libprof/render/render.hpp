@@ -29,6 +29,9 @@ struct FlameOptions {
     std::string unit = "ns";
     std::string count_label = "calls";
     std::string graph_name; // default "Flame Graph" ("Icicle Graph")
+    // Per node of the tree, when given: its fill and a line added to its tooltip (the
+    // differential flame graph colours by change and says it).
+    std::vector<std::string> fills, notes;
 };
 // A self-contained SVG (inline script: hover details, click to zoom, search), frame widths
 // from the exact inclusive nanoseconds of each call path.

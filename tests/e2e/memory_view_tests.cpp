@@ -26,6 +26,7 @@ using prof::test::temp_path;
 using prof::test::browse;
 using prof::test::check_console;
 using prof::test::chromium;
+using prof::test::selftest_dom;
 using prof::test::which;
 
 namespace {
@@ -270,32 +271,24 @@ TEST_CASE("HTML report: memory section with summary, heap/RSS plot and sortable 
     REQUIRE(run({PROFREPORT, "--html", plain, fib_trace()}).exit_code == 0);
     CHECK(slurp(plain).find("<section id=\"memory\">") == std::string::npos);
 
-    if (chromium().empty()) {
-        MESSAGE("chromium not installed (Debian: chromium): skipping the browser check");
-        return;
-    }
-    auto dom = browse({"--dump-dom"}, "file://" + html + "#selftest");
-    REQUIRE_MESSAGE(dom.exit_code == 0, dom.err);
-    CHECK_MESSAGE(dom.out.find("data-ready=\"1\"") != std::string::npos, dom.err);
-    CHECK(dom.out.find("data-selftest=\"ok\"") != std::string::npos);
-    CHECK_MESSAGE(dom.out.find(" data-error=\"") == std::string::npos, dom.out.substr(0, 400));
-    CHECK(dom.out.find("data-memory=\"1\"") != std::string::npos);
+    std::string dom = selftest_dom(html);
+    if (dom.empty()) return;
+    CHECK(dom.find("data-memory=\"1\"") != std::string::npos);
     // One row per allocation site (all of them: far fewer than the page's top 500 per column).
     size_t sites = site_count(trace);
     CHECK(sites > 5);
-    CHECK(dom.out.find("data-mem-rows=\"" + std::to_string(sites) + "\"") != std::string::npos);
-    CHECK(count(dom.out, "<tr data-site=") == sites);
+    CHECK(dom.find("data-mem-rows=\"" + std::to_string(sites) + "\"") != std::string::npos);
+    CHECK(count(dom, "<tr data-site=") == sites);
     // The summary and known sites with their stacks.
     for (const char* part : {"calls to allocation functions", "peak heap", "peak RSS", "leaked",
                              "<td>" /* summary values */, "leaky() (alloc_pattern.cpp:",
                              "pattern() (alloc_pattern.cpp:", "mismatches() (alloc_pattern.cpp:",
                              "allocated with new and released with free"})
-        CHECK_MESSAGE(dom.out.find(part) != std::string::npos, part);
-    CHECK(dom.out.find("<td>" + std::to_string(summary_value(trace, "allocations")) + "</td>") !=
+        CHECK_MESSAGE(dom.find(part) != std::string::npos, part);
+    CHECK(dom.find("<td>" + std::to_string(summary_value(trace, "allocations")) + "</td>") !=
           std::string::npos);
     // The self test sorted by leaked, then by bytes twice (descending, then ascending).
-    CHECK(dom.out.find("class=\"sorted-asc\">bytes") != std::string::npos);
-    check_console(dom.err);
+    CHECK(dom.find("class=\"sorted-asc\">bytes") != std::string::npos);
 
     // Calls and allocations together: both sections work.
     std::string both = temp_path("both.html");

@@ -34,6 +34,7 @@ using prof::test::trace_of;
 using prof::test::browse;
 using prof::test::check_console;
 using prof::test::chromium;
+using prof::test::selftest_dom;
 using prof::test::which;
 
 namespace {
@@ -324,30 +325,20 @@ TEST_CASE("HTML report: self-contained, escaped, and working in headless Chromiu
         CHECK_MESSAGE(text.find(remote) == std::string::npos, remote);
     CHECK(text.find("default-src 'none'") != std::string::npos); // no network, even by mistake
 
-    if (chromium().empty()) {
-        MESSAGE("chromium not installed (Debian: chromium): skipping the browser check");
-        return;
-    }
     // After the scripts ran, with the interactions exercised once (#selftest).
-    auto dom = browse({"--dump-dom"}, "file://" + html + "#selftest");
-    REQUIRE_MESSAGE(dom.exit_code == 0, dom.err);
-    CHECK_MESSAGE(dom.out.find("data-ready=\"1\"") != std::string::npos, dom.err);
-    CHECK(dom.out.find("data-selftest=\"ok\"") != std::string::npos);
-    CHECK_MESSAGE(dom.out.find(" data-error=\"") == std::string::npos, dom.out.substr(0, 400));
+    std::string dom = selftest_dom(html);
+    if (dom.empty()) return;
     // One row per function of the pstats table.
     auto json = run({PROFREPORT, "--format", "json", odd_trace()});
     size_t functions = count(json.out, "\"ncalls\": ");
-    CHECK(dom.out.find("data-rows=\"" + std::to_string(functions) + "\"") != std::string::npos);
-    CHECK(count(dom.out, "<tr data-fn=") == functions);
-    CHECK(dom.out.find("data-detail=\"callers=") != std::string::npos);
-    CHECK(dom.out.find("data-icicle=\"") != std::string::npos);
+    CHECK(dom.find("data-rows=\"" + std::to_string(functions) + "\"") != std::string::npos);
+    CHECK(count(dom, "<tr data-fn=") == functions);
+    CHECK(dom.find("data-detail=\"callers=") != std::string::npos);
+    CHECK(dom.find("data-icicle=\"") != std::string::npos);
     // Names are text in the page, never markup.
-    CHECK(dom.out.find("odd::operator&lt;(odd::V, odd::V)") != std::string::npos);
-    CHECK(dom.out.find("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;") !=
-          std::string::npos);
-    CHECK(count(dom.out, "<script") == 2);
-    // No console errors (Chromium logs page console messages as CONSOLE lines).
-    check_console(dom.err);
+    CHECK(dom.find("odd::operator&lt;(odd::V, odd::V)") != std::string::npos);
+    CHECK(dom.find("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;") != std::string::npos);
+    CHECK(count(dom, "<script") == 2);
 
     std::string png = temp_path("report.png");
     auto shot = browse({"--screenshot=" + png, "--window-size=1280,900", "--hide-scrollbars"},
@@ -416,6 +407,93 @@ TEST_CASE("diff: per-function deltas, exit status flips at --fail-above") {
     auto csv = run({PROFREPORT, "diff", "--format", "csv", fib15(), fib20()});
     CHECK(csv.out.rfind("name,file,line,status,ncalls_base,ncalls_new,", 0) == 0);
     CHECK(lines(csv.out) == 3);
+}
+
+TEST_CASE("diff --html, --flamegraph, --folded: each call path's change, in headless Chromium") {
+    // grows calls mix 10^5 times in each base run and 4 x 10^5 in each new one; shrinks the
+    // other way round; steady does the same work in every run.
+    std::vector<std::string> args{PROFREPORT, "diff"};
+    for (const char* side : {"base", "new"}) {
+        if (std::string(side) == "new") args.push_back("--vs");
+        for (int i = 0; i < 3; ++i)
+            args.push_back(trace_of(fmt::format("diff-work-{}-{}.trace", side, i),
+                                    {PROF_TEST_DIFF_WORK, side == std::string("base") ? "1" : "4",
+                                     side == std::string("base") ? "4" : "1"}));
+    }
+    std::string html = temp_path("diff.html"), svg = temp_path("diff.svg"),
+                folded = temp_path("diff.folded");
+    std::vector<std::string> argv = args;
+    argv.insert(argv.end(),
+                {"--html", html, "--flamegraph", svg, "--folded", folded, "--fail-above", "10"});
+    auto r = run(argv);
+    CHECK_MESSAGE(r.exit_code == 3, r.out << r.err);
+    CHECK(
+        r.err.find("regression: cumtime of diff_work.cpp:28((anonymous namespace)::grows(long))") !=
+        std::string::npos);
+    CHECK(r.out.find("base: 3 runs, 800007 calls") != std::string::npos); // the table, as ever
+
+    // Folded: per call path, the mean self time of each side; grows' subtree four times as
+    // long, shrinks' a quarter (CPU work: a factor of 2 is far outside any noise).
+    std::map<std::string, std::pair<double, double>> by_top;
+    double base_sum = 0, new_sum = 0;
+    size_t rows = 0;
+    std::istringstream in(slurp(folded));
+    for (std::string line; std::getline(in, line); ++rows) {
+        std::smatch m;
+        REQUIRE_MESSAGE(std::regex_match(line, m, std::regex(R"(main(;[^;]+)*? (\d+) (\d+))")),
+                        line);
+        size_t second = line.find(';');
+        std::string top = second == std::string::npos
+                              ? "main"
+                              : line.substr(second + 1, line.find(';', second + 1) - second - 1);
+        double b = std::stod(m[2]), n = std::stod(m[3]);
+        by_top[top].first += b;
+        by_top[top].second += n;
+        base_sum += b;
+        new_sum += n;
+    }
+    const std::string grows = "(anonymous namespace)::grows(long)",
+                      shrinks = "(anonymous namespace)::shrinks(long)";
+    CHECK(by_top[grows].second > 2 * by_top[grows].first);
+    CHECK(by_top[shrinks].first > 2 * by_top[shrinks].second);
+    // The self times add up to each side's mean total (each line rounded to 1 ns).
+    auto j = run({args[0], "diff", "--format", "json", args[2], args[3], args[4], "--vs", args[6],
+                  args[7], args[8]});
+    REQUIRE(j.exit_code == 0);
+    CHECK(std::fabs(base_sum - 1e9 * json_number(j.out, "base_time")) <= double(rows));
+    CHECK(std::fabs(new_sum - 1e9 * json_number(j.out, "new_time")) <= double(rows));
+
+    // The flame graph: well formed, children inside their parents, colour by change.
+    auto c = check({"svg", svg});
+    CHECK_MESSAGE(c.exit_code == 0, c.err);
+    std::string text = slurp(svg);
+    auto fill_of = [&](const std::string& name) {
+        size_t title = text.find("<title>" + name + "\n");
+        size_t fill = text.find("fill=\"", title);
+        return title == std::string::npos
+                   ? std::string()
+                   : text.substr(fill + 6, text.find('"', fill + 6) - fill - 6);
+    };
+    CHECK(fill_of(grows).rfind("rgb(255,", 0) == 0);
+    CHECK(fill_of(shrinks).find(",255)") != std::string::npos);
+
+    // --memory draws nothing: one line, exit 2.
+    auto mem = run({PROFREPORT, "diff", "--memory", "--html", html, args[2], args[6]});
+    CHECK(mem.exit_code == 2);
+    CHECK(mem.err.find("diff's pictures are of the time diff, not of --memory") !=
+          std::string::npos);
+
+    std::string dom = selftest_dom(html);
+    if (dom.empty()) return;
+    CHECK(dom.find("data-rows=\"6\"") != std::string::npos); // main, steady, grows, ...
+    CHECK(count(dom, "<tr data-fn=") == 6);
+    CHECK(dom.find("data-detail=\"callers=") != std::string::npos);
+    CHECK(dom.find("data-widths=\"new\"") != std::string::npos);
+    // The icicle's frames: grows and what it calls slower, shrinks' faster.
+    std::regex slower(R"(data-dir="\+"[^>]*>\(anonymous namespace\)::grows\(long\)</div>)");
+    std::regex faster(R"(data-dir="-"[^>]*>\(anonymous namespace\)::shrinks\(long\)</div>)");
+    CHECK(std::regex_search(dom, slower));
+    CHECK(std::regex_search(dom, faster));
 }
 
 TEST_CASE("--threads --format json and csv: one document, each thread with its tid") {

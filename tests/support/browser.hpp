@@ -62,4 +62,22 @@ inline void check_console(const std::string& err) {
             FAIL_CHECK(line);
 }
 
+// A page's DOM after its script ran with its interactions exercised once (#selftest), checked:
+// the script finished, its self-test passed, and no error was thrown. "" when Chromium is not
+// installed (said in a message: the caller skips its browser checks).
+inline std::string selftest_dom(const std::string& page) {
+    if (chromium().empty()) {
+        MESSAGE("chromium not installed (Debian: chromium): skipping the browser check");
+        return {};
+    }
+    auto dom = browse({"--dump-dom"}, "file://" + page + "#selftest");
+    REQUIRE_MESSAGE(dom.exit_code == 0, dom.err);
+    CHECK_MESSAGE(dom.out.find("data-ready=\"1\"") != std::string::npos, dom.err);
+    CHECK(dom.out.find("data-selftest=\"ok\"") != std::string::npos);
+    CHECK_MESSAGE(dom.out.find(" data-error=\"") == std::string::npos, dom.out.substr(0, 400));
+    // No console errors (Chromium logs page console messages as CONSOLE lines).
+    check_console(dom.err);
+    return dom.out;
+}
+
 } // namespace prof::test

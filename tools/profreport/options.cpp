@@ -249,7 +249,8 @@ std::string check_outputs(const Args& a) {
     const std::pair<const char*, std::string> outs[] = {{"-o", a.output},
                                                         {"--flamegraph", a.flamegraph.file},
                                                         {"--html", a.html.file},
-                                                        {"--plot", a.memory_report.plot}};
+                                                        {"--plot", a.memory_report.plot},
+                                                        {"--folded", a.diff.folded}};
     auto same = [](const struct stat& x, const struct stat& y) {
         return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
     };

@@ -72,6 +72,10 @@ struct DiffArgs {
     bool chosen = false;
     size_t vs = SIZE_MAX; // index of the first new trace
     analysis::views::DiffOptions opts;
+    // The pictures (their files: Args::html, Args::flamegraph, and this one): the folded
+    // "stack base new" lines, and whether the flame graph's widths are the base's.
+    std::string folded;
+    bool base_widths = false;
 };
 
 struct Args {

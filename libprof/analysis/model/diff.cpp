@@ -1,6 +1,7 @@
 // diff: functions are matched by name and source file (not by line or address, which move
 // between builds); sets of runs are compared per run.
 #include "analysis/model/diff.hpp"
+#include "analysis/model/noise.hpp"
 
 #include "reader/trace_reader.hpp"
 #include "text/text.hpp"
@@ -107,97 +108,23 @@ bool DiffResult::failed() const {
 
 namespace {
 
+using noise::Measure;
+
 // The runs of one side of a diff: one profile per run, or one merged from `runs` runs.
 struct Side {
     std::vector<const Profile*> profiles;
-    size_t runs = 1;
-    bool per_run() const { return profiles.size() == runs && runs >= 2; }
-};
-
-// Seconds per CPU sample of a profile timed by samples; 0 for one a clock timed per call.
-double sample_period(const Profile& p) {
-    // cpu_seconds stands for every sample, the profiler's own included.
-    uint64_t samples = p.time.samples + p.time.own_samples;
-    return p.time.samples && p.time.cpu_seconds > 0 ? p.time.cpu_seconds / double(samples) : 0;
-}
-
-// What one side knows of one measure: its sum over the side's profiles, each run's value, and
-// the variance of the sum that sampling alone gives.
-struct Measure {
-    double sum = 0, sampling_var = 0;
-    std::vector<double> each;
-    void add(size_t run, double value, double period, bool timed) {
-        sum += value;
-        if (run < each.size()) each[run] += value;
-        // A time from n samples of period s: n s with variance n s^2 = value * s.
-        if (timed) sampling_var += std::max(value, 0.0) * period;
-    }
-    // The variance of one run's value: the sample variance between the side's runs (two or
-    // more), never less than one run's sampling variance.
-    double run_variance(const Side& side) const {
-        double runs = double(side.runs);
-        double sampling = sampling_var / runs;
-        if (!side.per_run()) return sampling;
-        double mean = sum / runs, between = 0;
-        for (double v : each) between += (v - mean) * (v - mean);
-        return std::max(between / (runs - 1), sampling);
-    }
-    // The variance of the side's mean per run.
-    double mean_variance(const Side& side) const { return run_variance(side) / double(side.runs); }
+    noise::Side noise;
 };
 
 bool timed(DiffMetric m) {
     return m != DiffMetric::kNcalls;
 }
 
-// The 97.5% quantile of Student's t with `df` degrees of freedom: two-sided 95%.
-// Between the table's rows, the row of fewer degrees (the larger t): never narrower than it is.
-double t_quantile(double df) {
-    static constexpr std::pair<double, double> kTable[] = {
-        {1, 12.71}, {2, 4.30},  {3, 3.18},  {4, 2.78},  {5, 2.57},  {6, 2.45},
-        {7, 2.36},  {8, 2.31},  {9, 2.26},  {10, 2.23}, {12, 2.18}, {15, 2.13},
-        {20, 2.09}, {30, 2.04}, {40, 2.02}, {60, 2.00}, {120, 1.98}};
-    double t = 12.71;
-    for (auto [d, q] : kTable)
-        if (df >= d) t = q;
-    return df >= 1000 ? 1.96 : t;
-}
-
-// Two standard errors (95%) of the difference of two means with variances `vb` and `vn`: with
-// the spread between runs known, Student's t at Welch's degrees of freedom (few runs widen
-// it); with the sampling error alone, the normal's.
-//
-// With several runs on one side only, the other side's one run is taken to vary as much as
-// the runs of the side that shows it (a single run has no spread of its own), at that side's
-// runs - 1 degrees of freedom: three base runs against one new run do not take a change from
-// run to run for a regression.
-double uncertainty(const Measure& b, const Measure& n, const Side& base, const Side& next) {
-    double vb = b.mean_variance(base), vn = n.mean_variance(next);
-    if (base.per_run() && next.per_run()) {
-        double var = vb + vn;
-        if (var <= 0) return 0;
-        double df = var * var / (vb * vb / double(base.runs - 1) + vn * vn / double(next.runs - 1));
-        return t_quantile(df) * std::sqrt(var);
-    }
-    if (base.per_run() != next.per_run()) {
-        const Side& known = base.per_run() ? base : next;
-        const Side& single = base.per_run() ? next : base;
-        const Measure& spread = base.per_run() ? b : n;
-        double single_var =
-            std::max(spread.run_variance(known) / double(single.runs), base.per_run() ? vn : vb);
-        double var = (base.per_run() ? vb : vn) + single_var;
-        if (var <= 0) return 0;
-        return t_quantile(double(known.runs - 1)) * std::sqrt(var);
-    }
-    double var = vb + vn;
-    return var > 0 ? 1.96 * std::sqrt(var) : 0;
-}
-
 DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) {
     DiffResult d;
-    d.base_runs = std::max<size_t>(base.runs, 1);
-    d.new_runs = std::max<size_t>(next.runs, 1);
-    d.spread_known = base.per_run() || next.per_run();
+    d.base_runs = std::max<size_t>(base.noise.runs, 1);
+    d.new_runs = std::max<size_t>(next.noise.runs, 1);
+    d.spread_known = base.noise.per_run() || next.noise.per_run();
     struct Entry {
         DiffRow row;
         Measure base, next;
@@ -206,10 +133,10 @@ DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) 
     Measure base_total, new_total;
     auto add = [&](const Side& side, bool is_new) {
         Measure& total = is_new ? new_total : base_total;
-        total.each.assign(side.per_run() ? side.runs : 0, 0.0);
+        total.each.assign(side.noise.per_run() ? side.noise.runs : 0, 0.0);
         for (size_t run = 0; run < side.profiles.size(); ++run) {
             const Profile& p = *side.profiles[run];
-            double period = sample_period(p);
+            double period = noise::sample_period(p.time);
             for (const Function& f : p.functions) {
                 Entry& e = rows[{f.name, base_name(f.file)}];
                 DiffRow& r = e.row;
@@ -237,7 +164,7 @@ DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) 
     d.new_total = scaled(d.new_total, d.new_runs);
     double base_sum = metric(d.base_total, o.metric), new_sum = metric(d.new_total, o.metric);
     d.total_percent = percent(base_sum, new_sum);
-    double total_uncertainty = uncertainty(base_total, new_total, base, next);
+    double total_uncertainty = noise::uncertainty(base_total, new_total, base.noise, next.noise);
     d.total_uncertainty = base_sum > 0 ? 100.0 * total_uncertainty / base_sum : 0;
     bool total_over = o.fail_above >= 0 && d.total_percent > o.fail_above;
     bool total_significant = new_sum - base_sum > total_uncertainty;
@@ -250,7 +177,7 @@ DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) 
         double b = metric(r.base, o.metric), n = metric(r.next, o.metric);
         r.change = n - b;
         r.percent = percent(b, n);
-        r.uncertainty = uncertainty(e.base, e.next, base, next);
+        r.uncertainty = noise::uncertainty(e.base, e.next, base.noise, next.noise);
         r.percent_uncertainty =
             b > 0 ? 100.0 * r.uncertainty / b : std::numeric_limits<double>::infinity();
         bool big = (base_sum > 0 && 100.0 * b / base_sum >= o.min_share) ||
@@ -283,8 +210,8 @@ DiffResult diff_runs(const std::vector<Profile>& base, const std::vector<Profile
     Side b, n;
     for (const Profile& p : base) b.profiles.push_back(&p);
     for (const Profile& p : next) n.profiles.push_back(&p);
-    b.runs = std::max<size_t>(base.size(), 1);
-    n.runs = std::max<size_t>(next.size(), 1);
+    b.noise = {std::max<size_t>(base.size(), 1), true};
+    n.noise = {std::max<size_t>(next.size(), 1), true};
     return diff_sides(b, n, o);
 }
 
@@ -293,9 +220,60 @@ DiffResult diff_profiles(const Profile& base, size_t base_runs, const Profile& n
     Side b, n;
     b.profiles = {&base};
     n.profiles = {&next};
-    b.runs = std::max<size_t>(base_runs, 1);
-    n.runs = std::max<size_t>(new_runs, 1);
+    b.noise = {std::max<size_t>(base_runs, 1), false};
+    n.noise = {std::max<size_t>(new_runs, 1), false};
     return diff_sides(b, n, o);
+}
+
+std::vector<DiffEdge> diff_edges(const DiffResult& d, const std::vector<Profile>& base,
+                                 const std::vector<Profile>& next) {
+    // Rows by the key diff_sides matched functions with.
+    std::map<std::pair<std::string, std::string>, size_t> row_of;
+    for (size_t i = 0; i < d.rows.size(); ++i) row_of[{d.rows[i].name, d.rows[i].file}] = i;
+    auto key = [](const Function& f) {
+        return std::make_pair(f.name, f.file.empty() ? base_name(f.module) : base_name(f.file));
+    };
+    struct Entry {
+        DiffEdge edge;
+        Measure base, next;
+    };
+    std::map<std::pair<size_t, size_t>, Entry> edges;
+    const noise::Side base_side{std::max<size_t>(base.size(), 1), true},
+        new_side{std::max<size_t>(next.size(), 1), true};
+    auto add = [&](const std::vector<Profile>& runs, const noise::Side& side, bool is_new) {
+        for (size_t run = 0; run < runs.size(); ++run) {
+            const Profile& p = runs[run];
+            double period = noise::sample_period(p.time);
+            for (const Edge& e : p.edges) {
+                auto callee = row_of.find(key(p.functions[e.callee]));
+                if (callee == row_of.end()) continue;
+                size_t caller = SIZE_MAX;
+                if (e.caller != kRoot) {
+                    auto c = row_of.find(key(p.functions[e.caller]));
+                    if (c == row_of.end()) continue;
+                    caller = c->second;
+                }
+                Entry& entry = edges[{caller, callee->second}];
+                entry.edge.caller = caller;
+                entry.edge.callee = callee->second;
+                (is_new ? entry.edge.next : entry.edge.base).add(e.stats);
+                Measure& m = is_new ? entry.next : entry.base;
+                if (m.each.size() != (side.per_run() ? side.runs : 0))
+                    m.each.assign(side.per_run() ? side.runs : 0, 0.0);
+                m.add(run, e.stats.cumtime, period, true);
+            }
+        }
+    };
+    add(base, base_side, false);
+    add(next, new_side, true);
+    std::vector<DiffEdge> out;
+    for (auto& [k, e] : edges) {
+        e.edge.base = scaled(e.edge.base, base_side.runs);
+        e.edge.next = scaled(e.edge.next, new_side.runs);
+        e.edge.uncertainty = noise::uncertainty(e.base, e.next, base_side, new_side);
+        out.push_back(e.edge);
+    }
+    return out;
 }
 
 namespace {

@@ -70,6 +70,18 @@ DiffResult diff_runs(const std::vector<Profile>& base, const std::vector<Profile
 // known, only the sampling error.
 DiffResult diff_profiles(const Profile& base, size_t base_runs, const Profile& next,
                          size_t new_runs, const DiffOptions& o);
+// Caller -> callee pairs of both sides, matched like the rows: what the differential views
+// show as a function's callers and callees.
+struct DiffEdge {
+    size_t caller = SIZE_MAX; // index into DiffResult::rows; SIZE_MAX: the start of a thread
+    size_t callee = 0;        // index into DiffResult::rows
+    Stats base, next;         // the callee's calls from this caller, per run
+    double uncertainty = 0;   // of next.cumtime - base.cumtime (95%); 0: exact
+};
+// The edges of the runs `d` was made from (by diff_runs, without a limit: every function has
+// its row).
+std::vector<DiffEdge> diff_edges(const DiffResult& d, const std::vector<Profile>& base,
+                                 const std::vector<Profile>& next);
 // One line per reason the gate fails ("cumtime of f regressed by 12.3% +-2.1 (limit 5%)").
 std::vector<std::string> diff_failures(const DiffResult& d, const DiffOptions& o);
 // One line per change beyond the limit that the noise cannot tell from none, and what would

@@ -1,22 +1,8 @@
 (function () {
 "use strict";
-var root = document.documentElement;
-window.addEventListener("error", function (e) { root.setAttribute("data-error", String(e.message)); });
+var P = LibprofPage, root = P.root, el = P.el, human = P.human, label = P.label;
 var D = JSON.parse(document.getElementById("profile-data").textContent);
-function el(tag, cls, text) {
-  var e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined && text !== null) e.textContent = String(text);
-  return e;
-}
 function sec(x, p) { return x.toFixed(p === undefined ? 3 : p); }
-function human(ns) {
-  if (ns >= 1e9) return (ns / 1e9).toFixed(3) + " s";
-  if (ns >= 1e6) return (ns / 1e6).toFixed(3) + " ms";
-  if (ns >= 1e3) return (ns / 1e3).toFixed(3) + " us";
-  return ns + " ns";
-}
-function label(f) { return f.file + ":" + f.line + "(" + f.name + ")"; }
 // A trace sampled without instrumentation counted no calls: "?", never 0.
 var counted = D.calls_counted !== false;
 function ncalls(n, p) { return !counted ? "?" : n === p ? String(n) : n + "/" + p; }
@@ -38,44 +24,13 @@ var cols = [
   {k: "cumpc", t: "percall", v: function (f) { return f.pcalls ? f.cumtime / f.pcalls : 0; }, s: function (f) { return counted ? sec(f.pcalls ? f.cumtime / f.pcalls : 0, 6) : "?"; }},
   {k: "name", t: "filename:lineno(function)", v: function (f) { return label(f); }, s: function (f) { return label(f); }, name: true}
 ];
-var sortCol = 3, sortDesc = true, selected = -1;
-var table = document.getElementById("ftable"), thead = table.tHead, tbody = table.tBodies[0];
-var hr = thead.insertRow();
-cols.forEach(function (c, i) {
-  var th = el("th", c.name ? "name" : "", c.t);
-  th.setAttribute("data-col", c.k);
-  th.addEventListener("click", function () {
-    if (sortCol === i) sortDesc = !sortDesc; else { sortCol = i; sortDesc = !c.name; }
-    renderTable();
-  });
-  hr.appendChild(th);
+var selected = -1;
+var ftable = P.table({
+  table: document.getElementById("ftable"), filter: document.getElementById("filter"),
+  rows: D.functions, cols: cols, sortCol: 3, text: label, rowAttr: "data-fn", count: "data-rows",
+  rowClass: function (f, i) { return i === selected ? "selected" : ""; },
+  click: function (i) { select(i); }
 });
-var filterBox = document.getElementById("filter");
-filterBox.addEventListener("input", renderTable);
-function renderTable() {
-  var q = filterBox.value.toLowerCase();
-  var idx = [];
-  for (var i = 0; i < D.functions.length; i++)
-    if (!q || label(D.functions[i]).toLowerCase().indexOf(q) >= 0) idx.push(i);
-  var c = cols[sortCol];
-  idx.sort(function (a, b) {
-    var x = c.v(D.functions[a]), y = c.v(D.functions[b]);
-    if (x === y) return a - b;
-    return (x < y ? -1 : 1) * (sortDesc ? -1 : 1);
-  });
-  Array.prototype.forEach.call(hr.cells, function (th, i) {
-    th.className = (cols[i].name ? "name " : "") + (i === sortCol ? (sortDesc ? "sorted-desc" : "sorted-asc") : "");
-  });
-  while (tbody.firstChild) tbody.removeChild(tbody.firstChild);
-  idx.forEach(function (i) {
-    var f = D.functions[i], tr = tbody.insertRow();
-    tr.setAttribute("data-fn", i);
-    if (i === selected) tr.className = "selected";
-    cols.forEach(function (c) { tr.appendChild(el("td", c.name ? "name" : "", c.s(f))); });
-    tr.addEventListener("click", function () { select(i); });
-  });
-  root.setAttribute("data-rows", String(idx.length));
-}
 function edgeTable(title, rows, which) {
   var box = el("div");
   box.appendChild(el("h3", "", title));
@@ -99,7 +54,7 @@ function edgeTable(title, rows, which) {
 }
 function select(i) {
   selected = i;
-  renderTable();
+  ftable.render();
   var d = document.getElementById("detail");
   while (d.firstChild) d.removeChild(d.firstChild);
   var f = D.functions[i];
@@ -111,13 +66,10 @@ function select(i) {
   d.appendChild(edgeTable("called...", callees, "callee"));
   root.setAttribute("data-detail", "callers=" + callers.length + " callees=" + callees.length);
 }
-renderTable();
+ftable.render();
 
 // ---- icicle of the call tree, click to zoom
-var T = D.tree, box = document.getElementById("icicle"), info = document.getElementById("icicle-info");
-var pathBox = document.getElementById("icicle-path");
-var kids = T.nodes.map(function () { return []; });
-T.nodes.forEach(function (n, i) { if (i > 0) kids[n.p].push(i); });
+var T = D.tree;
 function hue(s) { var h = 0; for (var i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) >>> 0; return h; }
 function color(n) {
   if (n.f < 0) return "rgb(205,205,205)";
@@ -126,52 +78,15 @@ function color(n) {
                                      : "rgb(" + (215 + h % 40) + "," + (90 + (h >> 8) % 120) + "," + (40 + (h >> 16) % 40) + ")";
 }
 function nodeName(n) { return n.f < 0 ? n.l : T.names[n.f]; }
-var zoom = 0;
-function drawIcicle() {
-  while (box.firstChild) box.removeChild(box.firstChild);
-  var z = T.nodes[zoom], total = z.t || 1, W = box.clientWidth || 1000, maxDepth = 0, drawn = 0;
-  // The zoomed node's ancestors on top, full width.
-  var chain = [];
-  for (var a = zoom; a > 0; a = T.nodes[a].p) chain.unshift(a);
-  chain.unshift(0);
-  function cell(i, depth, x, w, faded) {
-    var n = T.nodes[i], d = el("div", "", w * W > 30 ? nodeName(n) : "");
-    d.style.left = (x * 100).toFixed(4) + "%";
-    d.style.width = (w * 100).toFixed(4) + "%";
-    d.style.top = (depth * 18) + "px";
-    d.style.background = color(n);
-    if (faded) d.style.opacity = "0.55";
-    d.title = nodeName(n) + "\n" + human(n.t) + " (" + (100 * n.t / (T.nodes[0].t || 1)).toFixed(2) + "% of all), self " + human(n.s) + ", " + n.c + " calls";
-    d.addEventListener("click", function () { zoom = i; drawIcicle(); });
-    d.addEventListener("mouseenter", function () { info.textContent = d.title.replace("\n", " \u2014 "); });
-    box.appendChild(d);
-    drawn++;
-    maxDepth = Math.max(maxDepth, depth);
+var box = document.getElementById("icicle");
+var tree = P.icicle({
+  box: box, info: document.getElementById("icicle-info"), path: document.getElementById("icicle-path"),
+  nodes: T.nodes, width: function (n) { return n.t; }, name: nodeName, fill: color,
+  title: function (n) {
+    return nodeName(n) + "\n" + human(n.t) + " (" + (100 * n.t / (T.nodes[0].t || 1)).toFixed(2) + "% of all), self " + human(n.s) + ", " + n.c + " calls";
   }
-  chain.forEach(function (i, depth) { if (i !== zoom) cell(i, depth, 0, 1, true); });
-  var base = chain.length - 1;
-  (function walk(i, depth, x) {
-    var n = T.nodes[i], w = n.t / total;
-    if (w * W < 0.5 && i !== zoom) return;
-    cell(i, depth, x, w, false);
-    var off = x;
-    kids[i].slice().sort(function (a, b) { return T.nodes[b].t - T.nodes[a].t; }).forEach(function (c) {
-      walk(c, depth + 1, off);
-      off += T.nodes[c].t / total;
-    });
-  })(zoom, base, 0);
-  box.style.height = ((maxDepth + 1) * 18 + 2) + "px";
-  while (pathBox.firstChild) pathBox.removeChild(pathBox.firstChild);
-  chain.forEach(function (i, k) {
-    var a = el("a", "", k === 0 ? "all" : nodeName(T.nodes[i]));
-    a.addEventListener("click", function () { zoom = i; drawIcicle(); });
-    if (k) pathBox.appendChild(document.createTextNode(" \u203A "));
-    pathBox.appendChild(a);
-  });
-  root.setAttribute("data-icicle", String(drawn));
-}
-drawIcicle();
-window.addEventListener("resize", drawIcicle);
+});
+tree.draw();
 
 // ---- line tables (line_profiler's layout)
 var lbox = document.getElementById("lines");
@@ -211,7 +126,7 @@ function bytes(b) {
   return u ? v.toFixed(2) + " " + units[u] : b + " B";
 }
 function frameText(f) { return f[0] + (f[1] ? " (" + f[1] + ":" + f[2] + ")" : ""); }
-var mtbody = null, mhr = null, msort = 1, mdesc = true, mopen = {};
+var mtable = null, mopen = {};
 var mcols = [
   {t: "allocations", v: function (s) { return s.a; }, s: function (s) { return String(s.a); }},
   {t: "bytes", v: function (s) { return s.b; }, s: function (s) { return bytes(s.b); }},
@@ -219,7 +134,7 @@ var mcols = [
   {t: "at peak", v: function (s) { return s.p; }, s: function (s) { return bytes(s.p); }},
   {t: "leaked", v: function (s) { return s.l; }, s: function (s) { return bytes(s.l); }},
   {t: "blocks", v: function (s) { return s.lb; }, s: function (s) { return String(s.lb); }},
-  {t: "site (innermost frame first)", v: function (s) { return s.s.length ? frameText(s.s[0]) : ""; }, name: true}
+  {t: "site (innermost frame first)", v: function (s) { return s.s.length ? frameText(s.s[0]) : ""; }, name: true, cell: siteCell}
 ];
 function siteCell(s, i) {
   var td = el("td", "name");
@@ -229,30 +144,6 @@ function siteCell(s, i) {
   for (var k = 1; k < n; k++) td.appendChild(el("div", "caller", "\u2190 " + frameText(s.s[k])));
   if (n < s.s.length) td.appendChild(el("div", "caller muted", "\u2026 " + (s.s.length - n) + " more frames (click)"));
   return td;
-}
-function renderMemory() {
-  var q = document.getElementById("mem-filter").value.toLowerCase(), idx = [];
-  for (var i = 0; i < M.sites.length; i++) {
-    var text = M.sites[i].s.map(frameText).join(" ").toLowerCase();
-    if (!q || text.indexOf(q) >= 0) idx.push(i);
-  }
-  var c = mcols[msort];
-  idx.sort(function (a, b) {
-    var x = c.v(M.sites[a]), y = c.v(M.sites[b]);
-    if (x === y) return a - b;
-    return (x < y ? -1 : 1) * (mdesc ? -1 : 1);
-  });
-  Array.prototype.forEach.call(mhr.cells, function (th, i) {
-    th.className = (mcols[i].name ? "name " : "") + (i === msort ? (mdesc ? "sorted-desc" : "sorted-asc") : "");
-  });
-  while (mtbody.firstChild) mtbody.removeChild(mtbody.firstChild);
-  idx.forEach(function (i) {
-    var s = M.sites[i], tr = mtbody.insertRow();
-    tr.setAttribute("data-site", i);
-    mcols.forEach(function (c) { tr.appendChild(c.name ? siteCell(s, i) : el("td", "", c.s(s))); });
-    tr.addEventListener("click", function () { mopen[i] = !mopen[i]; renderMemory(); });
-  });
-  root.setAttribute("data-mem-rows", String(idx.length));
 }
 if (M) {
   var ms = document.getElementById("mem-summary"), st = el("table"), h1 = st.createTHead().insertRow(), r1 = st.createTBody().insertRow();
@@ -274,32 +165,30 @@ if (M) {
       " allocated with " + m.with + " and released with " + m.freed +
       (s && s.s.length ? " at " + frameText(s.s[0]) : "")));
   });
-  var mt = document.getElementById("mtable");
-  mhr = mt.tHead.insertRow(); mtbody = mt.tBodies[0];
-  mcols.forEach(function (c, i) {
-    var th = el("th", c.name ? "name" : "", c.t);
-    th.addEventListener("click", function () {
-      if (msort === i) mdesc = !mdesc; else { msort = i; mdesc = !c.name; }
-      renderMemory();
-    });
-    mhr.appendChild(th);
+  mtable = P.table({
+    table: document.getElementById("mtable"), filter: document.getElementById("mem-filter"),
+    rows: M.sites, cols: mcols, sortCol: 1, rowAttr: "data-site", count: "data-mem-rows",
+    text: function (s) { return s.s.map(frameText).join(" "); },
+    click: function (i) { mopen[i] = !mopen[i]; mtable.render(); }
   });
-  document.getElementById("mem-filter").addEventListener("input", renderMemory);
   document.getElementById("mem-shown").textContent = M.sites.length === M.total_sites
     ? M.total_sites + " sites" : M.sites.length + " of " + M.total_sites + " sites (the top " + M.top + " by each column)";
-  renderMemory();
+  mtable.render();
 }
 root.setAttribute("data-memory", M ? "1" : "0");
 
 // ---- test hook: exercise the interactions once (headless browsers cannot click)
 if (location.hash === "#selftest") {
-  var firstRow = tbody.rows[0];
+  var firstRow = ftable.body.rows[0];
   if (firstRow) firstRow.click();
-  var th = hr.cells[1]; th.click(); th.click();
+  var th = ftable.header.cells[1]; th.click(); th.click();
   var cells = box.children;
   if (cells.length > 1) cells[cells.length - 1].click();
-  drawIcicle();
-  if (M && mtbody.rows[0]) { mhr.cells[4].click(); mhr.cells[1].click(); mhr.cells[1].click(); mtbody.rows[0].click(); }
+  tree.zoomTo(0);
+  if (M && mtable.body.rows[0]) {
+    var mh = mtable.header.cells;
+    mh[4].click(); mh[1].click(); mh[1].click(); mtable.body.rows[0].click();
+  }
   root.setAttribute("data-selftest", "ok");
 }
 root.setAttribute("data-ready", "1");

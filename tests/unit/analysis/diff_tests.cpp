@@ -1,7 +1,9 @@
-// diff_profiles and diff_failures (views/diff.hpp) over two profiles from built traces.
+// diff_profiles, diff_failures and diff_edges (views/diff.hpp), and diff_call_trees
+// (views/diff_tree.hpp): two sets of runs from built traces, or made by hand.
 #include "unit/analysis/analysis_support.hpp"
 
 #include "analysis/model/diff.hpp"
+#include "analysis/model/diff_tree.hpp"
 
 #include <cmath>
 
@@ -255,4 +257,149 @@ TEST_CASE("diff: several runs on one side against one on the other: that one var
     // 60% slower is beyond it.
     d = analysis::views::diff_runs(base, {run_of(1.60, 1.0)}, o);
     CHECK(row(d, "work").regression);
+}
+
+// ---- call trees and edges ----------------------------------------------------------------
+
+namespace {
+
+using analysis::views::CallTree;
+using analysis::views::DiffTree;
+using analysis::views::DiffTreeNode;
+
+struct Run {
+    analysis::Profile profile;
+    CallTree tree;
+};
+Run run_of(const std::string& trace) {
+    analysis::Session s(analysis::SessionOptions{true, true, {}, nullptr});
+    s.add_trace(trace);
+    return {s.profile(), s.call_tree()};
+}
+
+const DiffTreeNode& node(const DiffTree& t, const std::string& path) {
+    for (size_t i = 1; i < t.nodes.size(); ++i)
+        if (t.path_text(i) == path) return t.nodes[i];
+    FAIL("no node " << path);
+    return t.nodes.front();
+}
+
+// A call tree of one run: main calling each of `names` once, each taking its `ns`.
+CallTree tree_of(const std::vector<std::string>& names, const std::vector<uint64_t>& ns) {
+    CallTree t;
+    t.nodes.resize(2);
+    t.nodes[0].label = "all";
+    analysis::Function m;
+    m.name = "main";
+    t.functions.push_back(m);
+    t.nodes[1].parent = 0;
+    t.nodes[1].function = 0;
+    t.nodes[1].depth = 1;
+    t.nodes[1].calls = 1;
+    t.nodes[0].children = {1};
+    for (size_t i = 0; i < names.size(); ++i) {
+        analysis::Function f;
+        f.name = names[i];
+        t.functions.push_back(f);
+        analysis::views::CallTreeNode n;
+        n.parent = 1;
+        n.function = i + 1;
+        n.depth = 2;
+        n.calls = 1;
+        n.total_ns = n.self_ns = ns[i];
+        t.nodes[1].children.push_back(t.nodes.size());
+        t.nodes[1].total_ns += ns[i];
+        t.nodes.push_back(n);
+    }
+    t.nodes[0].total_ns = t.nodes[1].total_ns;
+    return t;
+}
+
+} // namespace
+
+TEST_CASE("diff tree: call paths of both sides laid over each other, means per run, exact") {
+    Run base = run_of(base_trace()), next = run_of(new_trace("diff_tree_new.trace"));
+    // The new side twice: means per run, and no spread between identical runs.
+    DiffTree t = analysis::views::diff_call_trees(
+        {base.tree}, {base.profile}, {next.tree, next.tree}, {next.profile, next.profile});
+    CHECK(t.base_runs == 1);
+    CHECK(t.new_runs == 2);
+    CHECK(t.spread_known);
+    CHECK(t.root().base_total == 1000);
+    CHECK(t.root().new_total == 1400);
+    const DiffTreeNode& work = node(t, "main;work");
+    CHECK(work.base_total == 500);
+    CHECK(work.new_total == 800);
+    CHECK(work.new_calls == 1);
+    CHECK(work.uncertainty == 0); // timed per call, identical runs: exact
+    CHECK(work.direction() == 1);
+    const DiffTreeNode& extra = node(t, "main;extra");
+    CHECK(extra.base_total == 0);
+    CHECK(extra.new_total == 200);
+    CHECK(extra.base_calls == 0);
+    const DiffTreeNode& main = node(t, "main");
+    CHECK(main.base_self == 495);
+    CHECK(main.new_self == 390);
+    CHECK(t.nodes.size() == 5); // all, main, work, tiny, extra
+    // Parents precede their children.
+    for (size_t i = 1; i < t.nodes.size(); ++i) CHECK(t.nodes[i].parent < i);
+
+    // Edges of the same runs, on the rows of the per-function diff.
+    analysis::views::DiffOptions o;
+    analysis::views::DiffResult d =
+        analysis::views::diff_runs({base.profile}, {next.profile, next.profile}, o);
+    auto edges = analysis::views::diff_edges(d, {base.profile}, {next.profile, next.profile});
+    bool saw_work = false, saw_extra = false, saw_start = false;
+    for (const analysis::views::DiffEdge& e : edges) {
+        const std::string& callee = d.rows[e.callee].name;
+        std::string caller = e.caller == SIZE_MAX ? "" : d.rows[e.caller].name;
+        if (caller == "main" && callee == "work") {
+            saw_work = true;
+            CHECK(e.base.cumtime == approx(500e-9));
+            CHECK(e.next.cumtime == approx(800e-9));
+            CHECK(e.next.ncalls == 1);
+        }
+        if (caller == "main" && callee == "extra") {
+            saw_extra = true;
+            CHECK(e.base.ncalls == 0);
+            CHECK(e.next.cumtime == approx(200e-9));
+        }
+        if (caller.empty() && callee == "main") saw_start = true;
+    }
+    CHECK(saw_work);
+    CHECK(saw_extra);
+    CHECK(saw_start);
+    CHECK(edges.size() == 4);
+}
+
+TEST_CASE("diff tree: three runs a side, a change beyond the runs' spread is one, within it none") {
+    // work: 100, 110, 90 ns against 150, 160, 140; same: 100, 110, 90 against 105, 115, 95.
+    // Each side's sample variance is 100, the variance of the difference 200/3, Welch's degrees
+    // of freedom 4: t = 2.78, uncertainty 2.78 * sqrt(200/3) = 22.70 ns.
+    std::vector<CallTree> base, next;
+    std::vector<analysis::Profile> profiles(3);
+    for (int d : {0, 10, -10}) {
+        base.push_back(tree_of({"work", "same"}, {uint64_t(100 + d), uint64_t(100 + d)}));
+        next.push_back(tree_of({"work", "same"}, {uint64_t(150 + d), uint64_t(105 + d)}));
+    }
+    DiffTree t = analysis::views::diff_call_trees(base, profiles, next, profiles);
+    const DiffTreeNode& work = node(t, "main;work");
+    const DiffTreeNode& same = node(t, "main;same");
+    CHECK(work.base_total == approx(100));
+    CHECK(work.new_total == approx(150));
+    CHECK(work.uncertainty == approx(2.78 * std::sqrt(200.0 / 3)));
+    CHECK(same.uncertainty == approx(2.78 * std::sqrt(200.0 / 3)));
+    CHECK(work.direction() == 1);
+    CHECK(same.direction() == 0);
+    // A path one run lacks counts as 0 in that run: only one of three new runs calls `rare`.
+    next[0] = tree_of({"work", "same", "rare"}, {150, 105, 30});
+    t = analysis::views::diff_call_trees(base, profiles, next, profiles);
+    const DiffTreeNode& rare = node(t, "main;rare");
+    CHECK(rare.new_total == approx(10));
+    CHECK(rare.base_total == 0);
+    // New: variance of {30, 0, 0} = 300, of the mean 100; base none: t at 2 degrees, 4.30.
+    CHECK(rare.uncertainty == approx(4.30 * std::sqrt(100.0)));
+    CHECK(rare.direction() == 0);
+    CHECK_THROWS_AS(analysis::views::diff_call_trees(base, {}, next, profiles),
+                    std::invalid_argument);
 }

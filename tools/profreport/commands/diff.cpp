@@ -7,9 +7,11 @@
 #include "output.hpp"
 #include "reading.hpp"
 #include "render/diff.hpp"
+#include "render/diff_views.hpp"
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <stdexcept>
 
 namespace prof::profreport {
@@ -42,6 +44,104 @@ CLI::Option* declare_diff_options(CLI::App& app, Args& a) {
     return metric;
 }
 
+// The pictures: --html, --flamegraph (with --widths, --icicle, --min-width), --folded.
+std::vector<CLI::Option*> declare_pictures(CLI::App& app, Args& a) {
+    std::vector<CLI::Option*> pictures;
+    pictures.push_back(
+        app.add_option("--html", a.html.file,
+                       "one self-contained page: an icicle of both sides' call paths coloured\n"
+                       "by change (red slower, blue faster, grey within the noise), the table\n"
+                       "of both sides with each change's uncertainty, and a function's\n"
+                       "callers and callees on both sides on click")
+            ->type_name("FILE"));
+    pictures.push_back(
+        app.add_option("--flamegraph", a.flamegraph.file,
+                       "a differential flame graph (SVG): widths of the new runs (--widths),\n"
+                       "colour by change as in --html; hover for both sides' times")
+            ->type_name("FILE"));
+    pictures.push_back(
+        app.add_option("--folded", a.diff.folded,
+                       "the folded stacks of both sides, `a;b;c <base ns> <new ns>` per\n"
+                       "call path (difffolded.pl's lines: flamegraph.pl draws them)")
+            ->type_name("FILE"));
+    value(
+        app, "--widths", "SIDE",
+        [&a](const std::string& w) {
+            if (w != "new" && w != "base")
+                refuse(fmt::format("--widths expects new or base, got '{}'", w));
+            a.diff.base_widths = w == "base";
+        },
+        "--flamegraph: the widths of the new runs (default) or of the base ones\n"
+        "(where what the new runs no longer call shows)");
+    app.add_flag("--icicle", a.flamegraph.icicle, "--flamegraph: the root on top");
+    declare_title(app, a, "the title of --html and --flamegraph");
+    return pictures;
+}
+
+// Writes `file` with `write`; false (said in one line) when it could not be written.
+bool write_picture(const std::string& file, const tools::ToolLog& log,
+                   const std::function<void(std::FILE*)>& write) {
+    Output out(file);
+    return guarded(out, log, [&] {
+               if (!out.open(log)) return 1;
+               write(out.file());
+               return out.close(log) ? 0 : 1;
+           }) == 0;
+}
+
+std::string file_name(const std::string& path) {
+    size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+} // namespace
+
+namespace {
+
+namespace views = analysis::views;
+
+// --html, --flamegraph and --folded, from every function (no --limit) of the runs.
+bool write_pictures(const Args& a, const tools::ToolLog& log, const views::DiffOptions& o,
+                    const std::vector<analysis::Profile>& base,
+                    const std::vector<analysis::Profile>& next,
+                    const std::vector<views::CallTree>& base_trees,
+                    const std::vector<views::CallTree>& new_trees) {
+    views::DiffTree tree = views::diff_call_trees(base_trees, base, new_trees, next);
+    if (!a.diff.folded.empty() && !write_picture(a.diff.folded, log, [&](std::FILE* f) {
+            render::write_diff_folded(f, tree);
+        }))
+        return false;
+    if (!a.flamegraph.file.empty()) {
+        render::FlameOptions fo;
+        fo.title = a.title;
+        fo.icicle = a.flamegraph.icicle;
+        fo.min_width = a.flamegraph.min_width;
+        if (!write_picture(a.flamegraph.file, log, [&](std::FILE* f) {
+                render::write_diff_flamegraph(f, tree, fo, a.diff.base_widths);
+            }))
+            return false;
+    }
+    if (!a.html.file.empty()) {
+        views::DiffOptions all = o;
+        all.limit = 0;
+        views::DiffResult d = views::diff_runs(base, next, all);
+        std::vector<views::DiffEdge> edges = views::diff_edges(d, base, next);
+        render::DiffPageOptions page;
+        page.title = a.title;
+        for (size_t i = 0; i < a.traces.size(); ++i)
+            (i < a.diff.vs ? page.base_traces : page.new_traces).push_back(file_name(a.traces[i]));
+        if (page.title.empty() && !base.empty() && !base.front().traces.empty()) {
+            const auto& meta = base.front().traces.front().meta;
+            if (auto exe = meta.find("exe"); exe != meta.end()) page.title = file_name(exe->second);
+        }
+        if (!write_picture(a.html.file, log, [&](std::FILE* f) {
+                render::write_diff_html(f, d, edges, tree, all, page);
+            }))
+            return false;
+    }
+    return true;
+}
+
 } // namespace
 
 CLI::App* add_diff(tools::Cli& cli, Args& a) {
@@ -51,7 +151,8 @@ CLI::App* add_diff(tools::Cli& cli, Args& a) {
         "\n"
         "Compares per-function ncalls, tottime and cumtime, mean per run of each set, each\n"
         "change with its uncertainty (95%). Give 3 or more runs a side for a gate: with one,\n"
-        "the spread between runs is unknown.");
+        "the spread between runs is unknown. --html and --flamegraph draw the change of each\n"
+        "call path.");
     declare_diff_options(*sub, a);
     CLI::Option* metric = sub->get_option("--metric");
     CLI::Option* traces = declare_traces(cli, *sub, a);
@@ -68,6 +169,8 @@ CLI::App* add_diff(tools::Cli& cli, Args& a) {
         "also orders the sites)");
     CLI::Option* weight =
         declare_weight(*sub, a, "with --memory: bytes, allocations, leaked or peak");
+    for (CLI::Option* picture : declare_pictures(*sub, a))
+        cli.excludes(memory, picture, "diff's pictures are of the time diff, not of --memory");
     declare_limit(*sub, a);
     declare_precision(*sub, a);
     declare_format(*sub, a, {"text", "json", "csv"});
@@ -115,15 +218,20 @@ int run_diff(const Args& a, const tools::ToolLog& log) {
             return failures.empty() ? 0 : 3;
         }
         // One profile per run: the spread between the runs of a side is part of the noise.
+        const bool pictures =
+            !a.html.file.empty() || !a.flamegraph.file.empty() || !a.diff.folded.empty();
         std::vector<analysis::Profile> base, next;
+        std::vector<views::CallTree> base_trees, new_trees;
         for (size_t i = 0; i < a.traces.size(); ++i) {
             Reading r(a, {a.traces[i]});
             warn_partial(log, *r.session);
             (i < vs ? base : next).push_back(r.session->profile());
+            if (pictures) (i < vs ? base_trees : new_trees).push_back(r.session->call_tree());
         }
         views::DiffOptions o = a.diff.opts;
-        o.limit = a.table.limit;
         if (a.table.precision != 3) o.precision = a.table.precision;
+        if (pictures && !write_pictures(a, log, o, base, next, base_trees, new_trees)) return 1;
+        o.limit = a.table.limit;
         views::DiffResult d = views::diff_runs(base, next, o);
         if (!out.open(log)) return 1;
         render::print_diff(out.file(), d, o, a.format);
