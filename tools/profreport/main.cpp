@@ -32,8 +32,8 @@ int main(int argc, char** argv) {
     std::vector<const CLI::App*> commands;
     for (auto add : {profreport::add_lines, profreport::add_memory, profreport::add_tree,
                      profreport::add_flamegraph, profreport::add_html, profreport::add_export,
-                     profreport::add_diff, profreport::add_info, profreport::add_processes,
-                     profreport::add_ranks})
+                     profreport::add_diff, profreport::add_latency, profreport::add_info,
+                     profreport::add_processes, profreport::add_ranks})
         commands.push_back(add(cli, a));
     profreport::refuse_commands_options(*report, commands);
     cli.app().footer(

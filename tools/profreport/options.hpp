@@ -68,6 +68,12 @@ struct ExportArgs {
 
 // diff's: where the new traces start (BASE... --vs NEW...), and the gate and metric
 // (--fail-above, --metric, --min-share).
+// latency's: how many functions get their slowest calls and tail, and how many slow calls.
+struct LatencyArgs {
+    size_t detail = 3;
+    size_t slowest = 3;
+};
+
 struct DiffArgs {
     bool chosen = false;
     size_t vs = SIZE_MAX; // index of the first new trace
@@ -109,6 +115,7 @@ struct Args {
     HtmlArgs html;
     ExportArgs exporter;
     DiffArgs diff;
+    LatencyArgs latency;
     bool info = false;      // info, report --info
     bool ranks = false;     // ranks, report --ranks: the MPI load-imbalance table
     bool processes = false; // processes: the run directories are listed, not read

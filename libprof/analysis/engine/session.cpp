@@ -83,9 +83,8 @@ struct Session::Impl : reader::EventSink {
                                        seconds);
         throw reader::TraceError(
             path, options.observer
-                      ? when + ": a timeline needs every call's time (record with "
-                               "PROF_TIME=traced, or export speedscope without --from, --to or "
-                               "--min-duration: the call tree with the samples' times)"
+                      ? fmt::format("{}: {} every call's time ({})", when, options.observer_needs,
+                                    options.observer_hint)
                       : when + ", so it has no traced times after that (leave out --time "
                                "traced, or record with PROF_TIME=traced)");
     }
@@ -147,11 +146,11 @@ struct Session::Impl : reader::EventSink {
                                      "sampled without instrumentation (profrun --sample or "
                                      "--pid): it has no traced times (leave out --time traced)");
         if (timing.stack_sampled && options.observer)
-            throw reader::TraceError(layout.path,
-                                     "sampled without instrumentation (profrun --sample or "
-                                     "--pid): a timeline needs the calls' own times (export "
-                                     "speedscope without --from, --to or --min-duration: the "
-                                     "sampled stacks)");
+            throw reader::TraceError(
+                layout.path,
+                fmt::format("sampled without instrumentation (profrun --sample or --pid): {} the "
+                            "calls' own times ({})",
+                            options.observer_needs, options.observer_hint));
         // Nor do they give a timeline (an observer) the calls' own times.
         if (timing.untimed_hooks && options.time == TimeSource::kTraced)
             throw reader::TraceError(layout.path,
@@ -160,10 +159,9 @@ struct Session::Impl : reader::EventSink {
                                      "traced)");
         if (timing.untimed_hooks && options.observer)
             throw reader::TraceError(
-                layout.path, "recorded with PROF_TIME=sampled, its hooks read no clock per call: a "
-                             "timeline needs them (record with PROF_TIME=traced, or export "
-                             "speedscope without --from, --to or --min-duration: the call tree "
-                             "with the samples' times)");
+                layout.path, fmt::format("recorded with PROF_TIME=sampled, its hooks read no clock "
+                                         "per call: {} them ({})",
+                                         options.observer_needs, options.observer_hint));
     }
 
     ThreadReplay& thread(uint32_t id) {

@@ -91,6 +91,12 @@ struct SessionOptions {
     bool memory = true;     // replay allocation records (the memory report)
     ProgressFn progress;    // called every few million events
     ActivationObserver* observer = nullptr;
+    // What the observer is for, in the refusal of a trace without every call's time ("a
+    // timeline needs"), and what to do then.
+    std::string observer_needs = "a timeline needs";
+    std::string observer_hint = "record with PROF_TIME=traced, or export speedscope without "
+                                "--from, --to or --min-duration: the call tree with the "
+                                "samples' times";
     TimeSource time = TimeSource::kAuto; // profreport --time
     Clock clock = Clock::kWall;          // profreport --clock
     // Sampled traces: functions inlined at a sampled address are frames of their own (format
