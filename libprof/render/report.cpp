@@ -268,8 +268,10 @@ std::string uncertain_text(const Profile& p) {
     if (!u.marker_functions.empty()) {
         text +=
             fmt::format("{}the markers' own code took {:.0f}% of the samples, so the times "
-                        "of the code around them may be a third off (fewer markers in hot "
-                        "loops: one PROF_SCOPE around a loop rather than a PROF_LINE in it): {}",
+                        "of the code around them may be off by a factor of 3 (a CPU charges a "
+                        "sample to the instruction after a slow one, and the markers' clock "
+                        "reads are slow; fewer markers in hot loops: one PROF_SCOPE around a "
+                        "loop rather than a PROF_LINE in it): {}",
                         text.empty() ? "" : "; ", 100 * u.marker_share, listed(u.marker_functions));
     }
     return "uncertain: " + text;

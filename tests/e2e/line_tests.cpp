@@ -784,11 +784,19 @@ TEST_CASE("marked lines and scopes in a hot loop: totals leave out the markers' 
     }
     REQUIRE(work >= 0);
     REQUIRE(slow >= 0);
+    // Where the markers' code took most of the samples, the header says so, naming the three
+    // functions with marked code, and their times are uncertain by the CPU's skid: a sample goes
+    // to the instruction after a slow one, and the markers' clock reads are the slow ones here
+    // (an AMD EPYC gave the marked work 0.11x to 0.33x of its unmarked time, where an Intel host
+    // gave 0.4x to 2x). Then the times are only bounded from above.
+    bool most = 2 * p.time.marker_samples >= p.time.marker_samples + p.time.samples;
+    const double floor = most ? 0.0 : 0.4;
     // The same code without markers took `plain` (its CPU time, the program's measure). About
     // 40 samples time the marked one (a 16% standard error): 0.4x and 2x are beyond 3.5
     // standard errors; with the markers' code in it, the total was about 5.5x.
-    INFO("work ", work, " s; the same code unmarked ", plain, " s");
-    CHECK(work >= 0.4 * plain);
+    INFO("work ", work, " s; the same code unmarked ", plain,
+         " s; markers took most samples: ", most);
+    CHECK(work > floor * plain);
     CHECK(work <= 2.0 * plain);
     auto tables = analysis::line_tables(p);
     const analysis::LineRow& first = row(tables, 15);
@@ -817,15 +825,12 @@ TEST_CASE("marked lines and scopes in a hot loop: totals leave out the markers' 
     CHECK(p.time.measured_run_threads == 0);
     analysis::UncertainTimes u = analysis::uncertain_times(p);
     CHECK(u.marked.empty());
-    // Where the markers' code took most of the samples (about three quarters here), the header
-    // says so, naming the three functions with marked code.
-    bool most = 2 * p.time.marker_samples >= p.time.marker_samples + p.time.samples;
     CHECK(u.marker_functions.size() == (most ? 3u : 0u));
     if (most)
         CHECK(u.marker_share == doctest::Approx(double(p.time.marker_samples) /
                                                 double(p.time.marker_samples + p.time.samples)));
     INFO("mixing ", mixing->stats.cumtime, " s; the same code unmarked ", plain_scoped, " s");
-    CHECK(mixing->stats.cumtime >= 0.4 * plain_scoped);
+    CHECK(mixing->stats.cumtime > floor * plain_scoped);
     CHECK(mixing->stats.cumtime <= 2.0 * plain_scoped);
 }
 #endif

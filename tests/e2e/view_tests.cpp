@@ -410,30 +410,57 @@ TEST_CASE("diff: per-function deltas, exit status flips at --fail-above") {
 }
 
 TEST_CASE("diff --html, --flamegraph, --folded: each call path's change, in headless Chromium") {
-    // grows calls mix 10^5 times in each base run and 4 x 10^5 in each new one; shrinks the
-    // other way round; steady does the same work in every run.
-    std::vector<std::string> args{PROFREPORT, "diff"};
-    for (const char* side : {"base", "new"}) {
-        if (std::string(side) == "new") args.push_back("--vs");
-        for (int i = 0; i < 3; ++i)
-            args.push_back(trace_of(fmt::format("diff-work-{}-{}.trace", side, i),
-                                    {PROF_TEST_DIFF_WORK, side == std::string("base") ? "1" : "4",
-                                     side == std::string("base") ? "4" : "1"}));
-    }
+    // grows calls mix 10^5 times in each base run and 8 x 10^5 in each new one; shrinks the
+    // other way round; steady does the same work in every run. The runs are short enough for
+    // the hooks' clock to time them (wall time): on a loaded machine the spread between runs
+    // can leave even a factor of 8 within the noise, and the gate then rightly decides
+    // nothing (`undecided:`). Such sets are recorded again, twice at most, as the diff test
+    // above does.
     std::string html = temp_path("diff.html"), svg = temp_path("diff.svg"),
                 folded = temp_path("diff.folded");
-    std::vector<std::string> argv = args;
-    argv.insert(argv.end(),
-                {"--html", html, "--flamegraph", svg, "--folded", folded, "--fail-above", "10"});
-    auto r = run(argv);
+    const std::string grows = "(anonymous namespace)::grows(long)",
+                      shrinks = "(anonymous namespace)::shrinks(long)";
+    std::vector<std::string> args;
+    RunResult r;
+    std::string text;
+    auto fill_of = [&](const std::string& name) {
+        size_t title = text.find("<title>" + name + "\n");
+        size_t fill = text.find("fill=\"", title);
+        return title == std::string::npos
+                   ? std::string()
+                   : text.substr(fill + 6, text.find('"', fill + 6) - fill - 6);
+    };
+    const int runs = 5; // a side, alternating: a loaded machine's changes fall on both alike
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        std::vector<std::string> base, next;
+        for (int i = 0; i < runs; ++i) {
+            base.push_back(trace_of(fmt::format("diff-work-base-{}-{}.trace", i, attempt),
+                                    {PROF_TEST_DIFF_WORK, "1", "8"}));
+            next.push_back(trace_of(fmt::format("diff-work-new-{}-{}.trace", i, attempt),
+                                    {PROF_TEST_DIFF_WORK, "8", "1"}));
+        }
+        args = {PROFREPORT, "diff"};
+        args.insert(args.end(), base.begin(), base.end());
+        args.push_back("--vs");
+        args.insert(args.end(), next.begin(), next.end());
+        std::vector<std::string> argv = args;
+        argv.insert(argv.end(), {"--html", html, "--flamegraph", svg, "--folded", folded,
+                                 "--fail-above", "10"});
+        r = run(argv);
+        text = slurp(svg);
+        if (r.exit_code == 3 && fill_of(grows).rfind("rgb(255,", 0) == 0 &&
+            fill_of(shrinks).find(",255)") != std::string::npos)
+            break;
+        MESSAGE("attempt " << attempt << ": exit " << r.exit_code << "\n" << r.out << r.err);
+    }
     CHECK_MESSAGE(r.exit_code == 3, r.out << r.err);
     CHECK(
         r.err.find("regression: cumtime of diff_work.cpp:28((anonymous namespace)::grows(long))") !=
         std::string::npos);
-    CHECK(r.out.find("base: 3 runs, 800007 calls") != std::string::npos); // the table, as ever
+    CHECK(r.out.find("base: 5 runs, 1200007 calls") != std::string::npos); // the table, as ever
 
-    // Folded: per call path, the mean self time of each side; grows' subtree four times as
-    // long, shrinks' a quarter (CPU work: a factor of 2 is far outside any noise).
+    // Folded: per call path, the mean self time of each side; grows' subtree eight times as
+    // long, shrinks' an eighth.
     std::map<std::string, std::pair<double, double>> by_top;
     double base_sum = 0, new_sum = 0;
     size_t rows = 0;
@@ -452,13 +479,12 @@ TEST_CASE("diff --html, --flamegraph, --folded: each call path's change, in head
         base_sum += b;
         new_sum += n;
     }
-    const std::string grows = "(anonymous namespace)::grows(long)",
-                      shrinks = "(anonymous namespace)::shrinks(long)";
     CHECK(by_top[grows].second > 2 * by_top[grows].first);
     CHECK(by_top[shrinks].first > 2 * by_top[shrinks].second);
     // The self times add up to each side's mean total (each line rounded to 1 ns).
-    auto j = run({args[0], "diff", "--format", "json", args[2], args[3], args[4], "--vs", args[6],
-                  args[7], args[8]});
+    std::vector<std::string> json_args = args;
+    json_args.insert(json_args.end(), {"--format", "json"});
+    auto j = run(json_args);
     REQUIRE(j.exit_code == 0);
     CHECK(std::fabs(base_sum - 1e9 * json_number(j.out, "base_time")) <= double(rows));
     CHECK(std::fabs(new_sum - 1e9 * json_number(j.out, "new_time")) <= double(rows));
@@ -466,19 +492,11 @@ TEST_CASE("diff --html, --flamegraph, --folded: each call path's change, in head
     // The flame graph: well formed, children inside their parents, colour by change.
     auto c = check({"svg", svg});
     CHECK_MESSAGE(c.exit_code == 0, c.err);
-    std::string text = slurp(svg);
-    auto fill_of = [&](const std::string& name) {
-        size_t title = text.find("<title>" + name + "\n");
-        size_t fill = text.find("fill=\"", title);
-        return title == std::string::npos
-                   ? std::string()
-                   : text.substr(fill + 6, text.find('"', fill + 6) - fill - 6);
-    };
     CHECK(fill_of(grows).rfind("rgb(255,", 0) == 0);
     CHECK(fill_of(shrinks).find(",255)") != std::string::npos);
 
     // --memory draws nothing: one line, exit 2.
-    auto mem = run({PROFREPORT, "diff", "--memory", "--html", html, args[2], args[6]});
+    auto mem = run({PROFREPORT, "diff", "--memory", "--html", html, args[2], args[3]});
     CHECK(mem.exit_code == 2);
     CHECK(mem.err.find("diff's pictures are of the time diff, not of --memory") !=
           std::string::npos);
@@ -494,6 +512,64 @@ TEST_CASE("diff --html, --flamegraph, --folded: each call path's change, in head
     std::regex faster(R"(data-dir="-"[^>]*>\(anonymous namespace\)::shrinks\(long\)</div>)");
     CHECK(std::regex_search(dom, slower));
     CHECK(std::regex_search(dom, faster));
+}
+
+TEST_CASE(
+    "latency: percentiles of each call as the program measured them, the tail's callee named") {
+    // handle: 49 calls of 200 us and one of 5 ms, whose extra 4.8 ms are in rebuild. The
+    // program prints each call's duration as it measured it; the report's percentiles are
+    // those of the same calls, less the hooks' measured cost (a few hooks a call: well under
+    // 1%), so they agree within 2% however loaded the machine (a preempted call is long in both).
+    std::string trace = temp_path("latency.trace");
+    auto rec = run({PROFRUN, "-q", "--time", "traced", "-o", trace, "--", PROF_TEST_LATENCY_TAIL});
+    REQUIRE_MESSAGE(rec.exit_code == 0, rec.err);
+    std::vector<double> own;
+    std::istringstream in(rec.out);
+    for (std::string line; std::getline(in, line);) own.push_back(std::stod(line) * 1e-9);
+    REQUIRE(own.size() == 50);
+    std::sort(own.begin(), own.end());
+    auto j = run({PROFREPORT, "latency", "--format", "json", trace});
+    REQUIRE_MESSAGE(j.exit_code == 0, j.err);
+    size_t handle = j.out.find("\"name\": \"(anonymous namespace)::handle(int, int)\"");
+    REQUIRE(handle != std::string::npos);
+    CHECK(json_number(j.out, "calls", handle) == 50);
+    CHECK(json_number(j.out, "p50", handle) == prof::test::approx(own[24]).epsilon(0.02));
+    CHECK(json_number(j.out, "p99", handle) == prof::test::approx(own[49]).epsilon(0.02));
+    CHECK(json_number(j.out, "max", handle) == prof::test::approx(own[49]).epsilon(0.02));
+    CHECK(json_number(j.out, "p50", handle) == prof::test::approx(200e-6).epsilon(0.1));
+    CHECK(json_number(j.out, "p99", handle) > 4.5e-3);
+    // The tail: one call, the slowest. Unless a loaded machine made another call slower still
+    // (the program's own clock says which), it is the call that rebuilt, and most of its time
+    // was in rebuild, which the others never call.
+    size_t tail = j.out.find("\"tail\": {\"calls\": 1,", handle);
+    REQUIRE(tail != std::string::npos);
+    const double rebuilding =
+        std::stod(rec.out.substr(rec.out.rfind('\n', rec.out.size() - 2) + 1));
+    auto t = run({PROFREPORT, "latency", "--detail", "2", trace});
+    REQUIRE(t.exit_code == 0);
+    CHECK(t.out.find("its tail, the slowest 1 call (from ") != std::string::npos);
+    if (rebuilding * 1e-9 < own[49]) {
+        MESSAGE("a call preempted past the rebuilding one: the tail is that call");
+    } else {
+        size_t rebuild =
+            j.out.find("\"callees\": [{\"name\": \"(anonymous namespace)::rebuild()\"", tail);
+        CHECK(rebuild != std::string::npos);
+        CHECK(json_number(j.out, "slow_share", tail) > 0.9);
+        CHECK(json_number(j.out, "typical_share", tail) == 0);
+        // The text names it in the tail's table.
+        CHECK(t.out.find("latency_tail.cpp:31((anonymous namespace)::rebuild())") !=
+              std::string::npos);
+    }
+
+    // A trace whose hooks read no clock per call has no calls' times: one line, status 1.
+    std::string counted = temp_path("latency-counted.trace");
+    REQUIRE(run({PROFRUN, "-q", "--time", "sampled", "-o", counted, "--", PROF_TEST_LATENCY_TAIL})
+                .exit_code == 0);
+    auto refused = run({PROFREPORT, "latency", counted});
+    CHECK(refused.exit_code == 1);
+    CHECK(refused.err.find("per-call latencies need them (record with PROF_TIME=traced: profrun "
+                           "--time traced)") != std::string::npos);
+    CHECK(lines(refused.err) == 1);
 }
 
 TEST_CASE("--threads --format json and csv: one document, each thread with its tid") {

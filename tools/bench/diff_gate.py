@@ -18,7 +18,10 @@ The runs of the two builds alternate. The gate compares tottime (--metric): chec
 callers grow in cumtime as well, and rightly, as does the total.
 
 Printed: how many of each failed, the functions named, and for the slower pairs checksum()'s
-change with its uncertainty (median and range). Targets: 0 false alarms in the identical
+change with its uncertainty (median and range). Each comparison also draws the differential
+flame graph (diff --flamegraph): printed, how many frames it coloured as changed beyond their
+noise and their share of the graph's width (identical pairs: what noise alone paints), and
+whether checksum()'s frame was red in every slower pair. Targets: 0 false alarms in the identical
 pairs; every slower pair caught, with checksum() the only function named.
 
   python3 tools/bench/diff_gate.py --build build [--comparisons 20] [--base-runs 9]
@@ -28,6 +31,7 @@ downloads) and a built libprof.
 """
 
 import argparse
+import os
 import random
 import re
 import statistics
@@ -65,6 +69,8 @@ def main():
     ap.add_argument("--round-trips", type=int, default=1500)
     ap.add_argument("--fail-above", default="10")
     ap.add_argument("--compiler", choices=("clang", "gcc"), default="clang")
+    ap.add_argument("--sample-timer", choices=("posix", "perf"),
+                    help="PROF_SAMPLE_TIMER of the runs (default: the runtime's)")
     ap.add_argument("--metric", default="tottime",
                     help="what the gate compares (default tottime: a slower function's callers "
                          "grow in cumtime too, rightly)")
@@ -89,15 +95,34 @@ def main():
     for name in interleave(args.base_runs, args.slow_runs):
         binary, argv = binaries[name]
         trace = work / f"{name}-{len(traces[name])}.trace"
+        env = dict(os.environ)
+        if args.sample_timer:
+            env["PROF_SAMPLE_TIMER"] = args.sample_timer
         r = subprocess.run([profrun, "-q", "-f", "-o", trace, "--", binary, *map(str, argv)],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, env=env)
         if r.returncode != 0:
             sys.exit(f"diff_gate: {binary} failed ({r.returncode}): {r.stderr[-2000:]}")
         traces[name].append(trace)
 
+    svg = work / "diff.svg"
+
+    def coloured():
+        """The differential flame graph's frames coloured as changed: (count, share of the
+        root's width, whether a checksum() frame is red)."""
+        frames = re.findall(r'<g class="f" data-o="\d+" data-n="(\d+)" data-d="(\d+)"[^>]*>'
+                            r'<title>([^\n]*)\n.*?fill="(rgb\([0-9,]+\))"', svg.read_text(),
+                            re.S)
+        root = max(int(n) for n, d, _, _ in frames if d == "0")
+        changed = [(int(n), name, fill) for n, d, name, fill in frames
+                   if d != "0" and fill != "rgb(226,226,216)"]
+        checksum_red = any(name.startswith("checksum(") and fill.startswith("rgb(255,")
+                           for _, name, fill in changed)
+        return len(changed), sum(n for n, _, _ in changed) / root, checksum_red, len(frames)
+
     def gate(a, b):
         r = subprocess.run([profreport, "diff", "--metric", args.metric, "--fail-above",
-                            args.fail_above, *a, "--vs", *b], capture_output=True, text=True)
+                            args.fail_above, "--flamegraph", svg, *a, "--vs", *b],
+                           capture_output=True, text=True)
         if r.returncode not in (0, 3):
             sys.exit(f"diff_gate: profreport diff failed ({r.returncode}): {r.stderr[-2000:]}")
         named = re.findall(r'regression: (?:\w+ of \S+?:\d+\((.*?)\)|total (time|calls)) regressed',
@@ -107,7 +132,10 @@ def main():
         change = re.search(r"([+-][0-9.]+)% \+-([0-9.]+)  \S+\(checksum\(", r.stdout)
         # What a gate blind to the noise would have failed on: every change above the limit.
         blind = r.returncode == 3 or "undecided: " in r.stderr
+        pictures.append(coloured())
         return r.returncode == 3, names, change, total, blind
+
+    pictures = []
 
     rnd = random.Random(1)
     identical_fails, identical_named, identical_blind = 0, set(), 0
@@ -117,6 +145,8 @@ def main():
         identical_fails += failed
         identical_blind += blind
         identical_named.update(names)
+    identical_pictures = pictures[:]
+    pictures.clear()
     caught, alone, changes, slow_named, totals = 0, 0, [], set(), 0
     for _ in range(args.comparisons):
         failed, names, change, total, _ = gate(rnd.sample(traces["base"], 3),
@@ -130,7 +160,8 @@ def main():
 
     print(f"== diff --metric {args.metric} --fail-above {args.fail_above}% on snappy "
           f"({args.compiler}), 3 runs a side, {args.comparisons} comparisons each, "
-          f"{args.round_trips} round trips a run")
+          f"{args.round_trips} round trips a run, sample timer "
+          f"{args.sample_timer or 'the default'}")
     print(host.machine_line() + f"; load {host.loadavg()}")
     print(f"runs: {args.base_runs} of the base build, {args.slow_runs} of the build whose "
           f"checksum() does {PASSES_SLOW} passes for {PASSES_BASE} (+40%)")
@@ -146,6 +177,14 @@ def main():
     print(f"the total's time named as well in {totals} of the slower pairs (it grew by "
           f"checksum()'s change); a gate blind to the noise (any change above the limit) would "
           f"have failed {identical_blind} of the {args.comparisons} identical pairs")
+    count = [c for c, _, _, _ in identical_pictures]
+    width = [w for _, w, _, _ in identical_pictures]
+    frames = statistics.median(f for _, _, _, f in identical_pictures)
+    print(f"differential flame graph, identical pairs: frames coloured as changed median "
+          f"{statistics.median(count):.0f} of {frames:.0f} (range {min(count)}-{max(count)}), "
+          f"{100 * statistics.median(width):.1f}% of the width (max {100 * max(width):.1f}%)")
+    red = sum(r for _, _, r, _ in pictures)
+    print(f"differential flame graph, slower pairs: checksum() red in {red} of {len(pictures)}")
     ok = identical_fails == 0 and caught == args.comparisons and alone == args.comparisons
     print(f"verdict: no false alarm, every slower pair caught with checksum() the only function "
           f"named "
