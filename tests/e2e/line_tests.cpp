@@ -822,14 +822,21 @@ TEST_CASE("marked lines and scopes in a hot loop: totals leave out the markers' 
         if (f.name == "mixing" && f.kind == "scope") mixing = &f;
     REQUIRE(mixing);
     CHECK(mixing->stats.ncalls == 4096000);
-    CHECK(p.time.measured_run_threads == 0);
     analysis::UncertainTimes u = analysis::uncertain_times(p);
-    CHECK(u.marked.empty());
     CHECK(u.marker_functions.size() == (most ? 3u : 0u));
     if (most)
         CHECK(u.marker_share == doctest::Approx(double(p.time.marker_samples) /
                                                 double(p.time.marker_samples + p.time.samples)));
-    INFO("mixing ", mixing->stats.cumtime, " s; the same code unmarked ", plain_scoped, " s");
+    // Its block needs a sample of its own for the samples to time it. Where the skid sends
+    // them to the markers' clock reads instead (the markers then took most samples), it may
+    // get none: the runs keep their measured time (which the header flags when it is under
+    // ten clock reads an activation), and only then may a scope be flagged.
+    bool measured = p.time.measured_run_threads != 0;
+    if (!most) CHECK_FALSE(measured);
+    CHECK((measured || u.marked.empty()));
+    INFO("mixing ", mixing->stats.cumtime, " s; the same code unmarked ", plain_scoped,
+         " s; its runs' measured time kept: ", measured);
+    if (measured) return;
     CHECK(mixing->stats.cumtime > floor * plain_scoped);
     CHECK(mixing->stats.cumtime <= 2.0 * plain_scoped);
 }

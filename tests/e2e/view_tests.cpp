@@ -570,6 +570,9 @@ TEST_CASE(
     CHECK(refused.err.find("per-call latencies need them (record with PROF_TIME=traced: profrun "
                            "--time traced)") != std::string::npos);
     CHECK(lines(refused.err) == 1);
+    auto csv = run({PROFREPORT, "latency", "--format", "csv", trace});
+    CHECK(csv.exit_code == 2);
+    CHECK(csv.err.find("latency prints text or --format json") != std::string::npos);
 }
 
 TEST_CASE("--threads --format json and csv: one document, each thread with its tid") {

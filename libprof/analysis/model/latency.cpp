@@ -73,6 +73,7 @@ class Collector : public ActivationObserver {
         if (f.run) return;
         uint64_t d = exit_ns > f.enter_ns ? exit_ns - f.enter_ns : 0;
         if (!second_pass) {
+            if (durations.size() <= f.key) durations.resize(f.key + 1);
             durations[f.key].push_back(d);
             auto& q = slowest[f.key];
             if (q.size() < keep_slowest || d > q.top().duration) {
@@ -163,6 +164,8 @@ LatencyReport latency(const LatencyOptions& o) {
         auto& q = c.slowest[k];
         for (; !q.empty(); q.pop()) slow[c.merged_of[k]].push_back(q.top());
     }
+    // The durations are merged now: pass 2 needs only the thresholds.
+    std::vector<std::vector<uint64_t>>().swap(c.durations);
     std::vector<ThreadFilter> threads = session->thread_list();
     std::vector<ThreadSummary> thread_info;
     for (size_t t = 0; t < threads.size(); ++t) thread_info.push_back(session->thread(t));

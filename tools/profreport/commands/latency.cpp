@@ -41,7 +41,10 @@ CLI::App* add_latency(tools::Cli& cli, Args& a) {
     declare_output(*sub, a);
     declare_reading(*sub, a);
     declare_traces(cli, *sub, a);
-    sub->callback([&a] { a.command = run_latency; });
+    sub->callback([&a] {
+        a.command = run_latency;
+        if (a.format == "csv") throw CLI::ValidationError("latency prints text or --format json");
+    });
     return sub;
 }
 
@@ -52,6 +55,7 @@ int run_latency(const Args& a, const tools::ToolLog& log) {
         views::LatencyOptions o;
         o.slowest = a.latency.slowest;
         ProgressLine progress;
+        bool warned = false; // of partial traces: once, though they are read twice
         o.open = [&](analysis::ActivationObserver& observer) {
             analysis::SessionOptions so = session_options(a);
             so.progress = progress.callback();
@@ -60,6 +64,8 @@ int run_latency(const Args& a, const tools::ToolLog& log) {
             so.observer_hint = "record with PROF_TIME=traced: profrun --time traced";
             auto session = std::make_unique<analysis::Session>(so);
             session->add_traces(a.traces, 1);
+            if (!warned) warn_partial(log, *session);
+            warned = true;
             return session;
         };
         views::LatencyReport r;
