@@ -34,9 +34,12 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
                 const std::string& format) {
     int p = o.precision;
     if (format == "csv") {
-        fmt::print(out, "name,file,line,status,ncalls_base,ncalls_new,tottime_base,tottime_new,"
-                        "tottime_change_percent,cumtime_base,cumtime_new,cumtime_change_percent,"
-                        "regression,metric,change_percent,change_uncertainty_percent,undecided\n");
+        const char *t0 = time_column(o.metric, 0), *t1 = time_column(o.metric, 1);
+        fmt::print(out,
+                   "name,file,line,status,ncalls_base,ncalls_new,{0}_base,{0}_new,"
+                   "{0}_change_percent,{1}_base,{1}_new,{1}_change_percent,"
+                   "regression,metric,change_percent,change_uncertainty_percent,undecided\n",
+                   t0, t1);
         for (const DiffRow& r : d.rows) {
             auto pc = [&](double b, double n) {
                 double v = percent(b, n);
@@ -81,13 +84,14 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
             fmt::print(
                 out,
                 "{}\n    {{\"name\": \"{}\", \"file\": \"{}\", \"line\": {}, \"in_base\": {}, "
-                "\"in_new\": {}, \"ncalls\": [{}, {}], \"tottime\": [{:.9f}, {:.9f}], "
-                "\"cumtime\": [{:.9f}, {:.9f}], \"change_percent\": {}, "
+                "\"in_new\": {}, \"ncalls\": [{}, {}], \"{}\": [{:.9f}, {:.9f}], "
+                "\"{}\": [{:.9f}, {:.9f}], \"change_percent\": {}, "
                 "\"change_uncertainty_percent\": {}, \"regression\": {}, \"undecided\": {}}}",
                 i ? "," : "", text::json_escape(r.name), text::json_escape(r.file), r.line,
                 r.in_base ? "true" : "false", r.in_new ? "true" : "false", r.base.ncalls,
-                r.next.ncalls, r.base.tottime, r.next.tottime, r.base.cumtime, r.next.cumtime,
-                num(r.percent), num(r.percent_uncertainty), r.regression ? "true" : "false",
+                r.next.ncalls, time_column(o.metric, 0), r.base.tottime, r.next.tottime,
+                time_column(o.metric, 1), r.base.cumtime, r.next.cumtime, num(r.percent),
+                num(r.percent_uncertainty), r.regression ? "true" : "false",
                 r.undecided ? "true" : "false");
         }
         fmt::print(out, "\n  ]\n}}\n");
@@ -99,14 +103,25 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
             c += fmt::format(" +-{:.1f}", uncertainty);
         return c;
     };
-    fmt::print(out, "   base: {} run{}, {} calls in {:.{}f} seconds per run\n", d.base_runs,
-               d.base_runs == 1 ? "" : "s", d.base_total.ncalls, d.base_total.tottime, p);
-    fmt::print(out, "    new: {} run{}, {} calls in {:.{}f} seconds per run ({} {})\n", d.new_runs,
-               d.new_runs == 1 ? "" : "s", d.new_total.ncalls, d.new_total.tottime, p,
-               o.metric == DiffMetric::kNcalls ? "calls" : "time",
-               change(d.total_percent, d.total_uncertainty, true));
+    if (o.metric == DiffMetric::kP99) {
+        // The tails: each function's calls' p50 and p99, means per run; no total.
+        fmt::print(out, "   base: {} run{}, {} calls per run\n", d.base_runs,
+                   d.base_runs == 1 ? "" : "s", d.base_total.ncalls);
+        fmt::print(out, "    new: {} run{}, {} calls per run\n", d.new_runs,
+                   d.new_runs == 1 ? "" : "s", d.new_total.ncalls);
+    } else {
+        fmt::print(out, "   base: {} run{}, {} calls in {:.{}f} seconds per run\n", d.base_runs,
+                   d.base_runs == 1 ? "" : "s", d.base_total.ncalls, d.base_total.tottime, p);
+        fmt::print(out, "    new: {} run{}, {} calls in {:.{}f} seconds per run ({} {})\n",
+                   d.new_runs, d.new_runs == 1 ? "" : "s", d.new_total.ncalls, d.new_total.tottime,
+                   p, o.metric == DiffMetric::kNcalls ? "calls" : "time",
+                   change(d.total_percent, d.total_uncertainty, true));
+    }
     fmt::print(out, "   change: of {}, +- its uncertainty (95%): {}\n", metric_name(o.metric),
-               d.spread_known ? "the spread between the runs and the sampling error"
+               o.metric == DiffMetric::kP99
+                   ? (d.spread_known ? "the spread between the runs and each p99's own interval"
+                                     : "each p99's own interval (its calls as a sample)")
+               : d.spread_known ? "the spread between the runs and the sampling error"
                : o.metric == DiffMetric::kNcalls
                    ? "exact with one run a side (the spread between runs needs two or more)"
                    : "the sampling error only (the spread between runs needs two or more a side)");
@@ -119,7 +134,8 @@ void print_diff(std::FILE* out, const DiffResult& d, const DiffOptions& o,
     int w = p + 6;
     fmt::print(out,
                "  {:>10} {:>10} {:>{}} {:>{}} {:>{}} {:>{}} {:>16}  filename:lineno(function)\n",
-               "ncalls", "(new)", "tottime", w, "(new)", w, "cumtime", w, "(new)", w, "change");
+               "ncalls", "(new)", time_column(o.metric, 0), w, "(new)", w, time_column(o.metric, 1),
+               w, "(new)", w, "change");
     for (const DiffRow& r : d.rows) {
         fmt::print(out, "{} {:>10} {:>10} {:>{}.{}f} {:>{}.{}f} {:>{}.{}f} {:>{}.{}f} {:>16}  {}\n",
                    r.regression  ? "!"

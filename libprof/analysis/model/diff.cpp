@@ -40,9 +40,14 @@ double metric(const Stats& s, DiffMetric m) {
         return s.tottime;
     case DiffMetric::kNcalls:
         return double(s.ncalls);
-    default:
+    default: // cumtime; a tail's p99
         return s.cumtime;
     }
+}
+
+const char* time_column(DiffMetric m, int which) {
+    if (m == DiffMetric::kP99) return which ? "p99" : "p50";
+    return which ? "cumtime" : "tottime";
 }
 
 const char* metric_name(DiffMetric m) {
@@ -51,6 +56,8 @@ const char* metric_name(DiffMetric m) {
         return "tottime";
     case DiffMetric::kNcalls:
         return "ncalls";
+    case DiffMetric::kP99:
+        return "p99";
     default:
         return "cumtime";
     }
@@ -93,6 +100,7 @@ std::optional<DiffMetric> parse_diff_metric(const std::string& s) {
     if (s == "cumtime" || s == "cumulative") return DiffMetric::kCumtime;
     if (s == "tottime" || s == "time") return DiffMetric::kTottime;
     if (s == "ncalls" || s == "calls") return DiffMetric::kNcalls;
+    if (s == "p99") return DiffMetric::kP99;
     return std::nullopt;
 }
 
@@ -118,6 +126,17 @@ struct Side {
 
 bool timed(DiffMetric m) {
     return m != DiffMetric::kNcalls;
+}
+
+// The first `limit` rows (0: all). Rows past the limit are not shown, but a regression among
+// them still fails the gate, and an undecided change is still said: those stay.
+void keep_limit(std::vector<DiffRow>& rows, size_t limit) {
+    if (!limit || rows.size() <= limit) return;
+    std::stable_partition(rows.begin() + long(limit), rows.end(),
+                          [](const DiffRow& r) { return r.regression || r.undecided; });
+    size_t keep = limit;
+    while (keep < rows.size() && (rows[keep].regression || rows[keep].undecided)) ++keep;
+    rows.resize(keep);
 }
 
 DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) {
@@ -191,15 +210,7 @@ DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) 
         if (a.change != b.change) return a.change > b.change;
         return a.name < b.name;
     });
-    if (o.limit && d.rows.size() > o.limit) {
-        // Rows past the limit are not shown, but a regression among them still fails the gate,
-        // and an undecided change is still said.
-        std::stable_partition(d.rows.begin() + long(o.limit), d.rows.end(),
-                              [](const DiffRow& r) { return r.regression || r.undecided; });
-        size_t keep = o.limit;
-        while (keep < d.rows.size() && (d.rows[keep].regression || d.rows[keep].undecided)) ++keep;
-        d.rows.resize(keep);
-    }
+    keep_limit(d.rows, o.limit);
     return d;
 }
 
@@ -223,6 +234,80 @@ DiffResult diff_profiles(const Profile& base, size_t base_runs, const Profile& n
     b.noise = {std::max<size_t>(base_runs, 1), false};
     n.noise = {std::max<size_t>(new_runs, 1), false};
     return diff_sides(b, n, o);
+}
+
+DiffResult diff_tails(const std::vector<LatencyReport>& base,
+                      const std::vector<LatencyReport>& next, const DiffOptions& o) {
+    DiffResult d;
+    d.base_runs = std::max<size_t>(base.size(), 1);
+    d.new_runs = std::max<size_t>(next.size(), 1);
+    const noise::Side base_side{d.base_runs, true}, new_side{d.new_runs, true};
+    d.spread_known = base_side.per_run() || new_side.per_run();
+    struct Entry {
+        DiffRow row;
+        Measure base, next;
+    };
+    std::map<std::pair<std::string, std::string>, Entry> rows;
+    auto add = [&](const std::vector<LatencyReport>& runs, const noise::Side& side, bool is_new) {
+        for (size_t run = 0; run < runs.size(); ++run) {
+            Stats& total = is_new ? d.new_total : d.base_total;
+            total.ncalls += runs[run].calls;
+            for (const FunctionLatency& f : runs[run].functions) {
+                Entry& e = rows[{f.name, f.file}];
+                DiffRow& r = e.row;
+                r.name = f.name;
+                r.file = f.file;
+                r.line = f.line;
+                (is_new ? r.in_new : r.in_base) = true;
+                Stats s;
+                s.ncalls = s.pcalls = f.calls;
+                s.tottime = double(f.p50) * 1e-9;
+                s.cumtime = double(f.p99) * 1e-9;
+                (is_new ? r.next : r.base).add(s);
+                Measure& m = is_new ? e.next : e.base;
+                if (m.each.size() != (side.per_run() ? side.runs : 0))
+                    m.each.assign(side.per_run() ? side.runs : 0, 0.0);
+                m.add(run, s.cumtime, 0, false);
+                // The p99's own uncertainty in this run: its 95% interval over 2 x 1.96.
+                double sd = double(f.p99_high - f.p99_low) * 1e-9 / (2 * 1.96);
+                m.sampling_var += sd * sd;
+            }
+        }
+    };
+    add(base, base_side, false);
+    add(next, new_side, true);
+    auto scaled = [](Stats s, size_t runs) {
+        s.ncalls = uint64_t(std::llround(double(s.ncalls) / double(runs)));
+        s.pcalls = s.ncalls;
+        s.tottime /= double(runs);
+        s.cumtime /= double(runs);
+        return s;
+    };
+    d.base_total = scaled(d.base_total, d.base_runs);
+    d.new_total = scaled(d.new_total, d.new_runs);
+    for (auto& [key, e] : rows) {
+        DiffRow& r = e.row;
+        r.base = scaled(r.base, d.base_runs);
+        r.next = scaled(r.next, d.new_runs);
+        double b = r.base.cumtime, n = r.next.cumtime;
+        r.change = n - b;
+        r.percent = percent(b, n);
+        r.uncertainty = noise::uncertainty(e.base, e.next, base_side, new_side);
+        r.percent_uncertainty =
+            b > 0 ? 100.0 * r.uncertainty / b : std::numeric_limits<double>::infinity();
+        // Tails under a microsecond are a few cycles of a short function: never gated.
+        bool over = o.fail_above >= 0 && r.in_base && r.in_new && std::max(b, n) >= 1e-6 &&
+                    r.percent > o.fail_above;
+        r.regression = over && r.change > r.uncertainty;
+        r.undecided = over && !r.regression;
+        d.rows.push_back(std::move(r));
+    }
+    std::stable_sort(d.rows.begin(), d.rows.end(), [](const DiffRow& a, const DiffRow& b) {
+        if (a.percent != b.percent) return a.percent > b.percent;
+        return a.name < b.name;
+    });
+    keep_limit(d.rows, o.limit);
+    return d;
 }
 
 std::vector<DiffEdge> diff_edges(const DiffResult& d, const std::vector<Profile>& base,

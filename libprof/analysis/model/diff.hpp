@@ -13,8 +13,9 @@
 // says more runs would decide.
 #pragma once
 
-#include "analysis/model/profile.hpp"
+#include "analysis/model/latency.hpp"
 #include "analysis/model/memory.hpp"
+#include "analysis/model/profile.hpp"
 
 #include <cstdio>
 #include <optional>
@@ -23,7 +24,8 @@
 
 namespace prof::analysis::views {
 
-enum class DiffMetric { kCumtime, kTottime, kNcalls };
+// kP99: the 99th percentile of a function's calls' durations (diff_tails), with its p50.
+enum class DiffMetric { kCumtime, kTottime, kNcalls, kP99 };
 
 struct DiffOptions {
     DiffMetric metric = DiffMetric::kCumtime; // what --fail-above and the ordering look at
@@ -66,6 +68,12 @@ std::optional<DiffMetric> parse_diff_metric(const std::string& s);
 // Two sets of runs, one profile per run: means per run, and the spread between runs.
 DiffResult diff_runs(const std::vector<Profile>& base, const std::vector<Profile>& next,
                      const DiffOptions& o);
+// The tail of each function's calls (o.metric kP99), one latency report per run: in each row's
+// Stats, ncalls is the calls, tottime the p50 and cumtime the p99 (seconds), means per run. A
+// run's p99 varies as its confidence interval says (LatencyReport's p99_low, p99_high), and
+// with two runs or more a side as the runs do. No total is gated.
+DiffResult diff_tails(const std::vector<LatencyReport>& base,
+                      const std::vector<LatencyReport>& next, const DiffOptions& o);
 // Two profiles, each merged from `runs` runs: means per run; the spread between runs is not
 // known, only the sampling error.
 DiffResult diff_profiles(const Profile& base, size_t base_runs, const Profile& next,
@@ -135,6 +143,8 @@ std::vector<std::string> memory_diff_failures(const MemoryDiffResult& d,
 // ---- shared by the verdicts and the renderings ---------------------------------------------
 double metric(const Stats& s, DiffMetric m);
 const char* metric_name(DiffMetric m); // "cumtime"
+// What the table's two time columns hold: "tottime" and "cumtime", or "p50" and "p99".
+const char* time_column(DiffMetric m, int which);
 // Change from base to next in percent; infinite for something new.
 double percent(double base, double next);
 // The memory measures, in the order tables list them.

@@ -195,6 +195,9 @@ LatencyReport latency(const LatencyOptions& o) {
         f.p90 = rank(d, 0.90);
         f.p99 = rank(d, 0.99);
         f.p999 = rank(d, 0.999);
+        double n = double(d.size()), half = 1.96 * std::sqrt(n * 0.99 * 0.01);
+        f.p99_low = d[size_t(std::clamp(std::floor(n * 0.99 - half), 1.0, n)) - 1];
+        f.p99_high = d[size_t(std::clamp(std::ceil(n * 0.99 + half), 1.0, n)) - 1];
         f.max = d.back();
         f.tail_threshold_ns = c.threshold[m];
         std::sort(slow[m].begin(), slow[m].end(), std::greater<Slow>());
@@ -212,6 +215,13 @@ LatencyReport latency(const LatencyOptions& o) {
         }
         r.calls += f.calls;
         r.functions.push_back(std::move(f));
+    }
+    if (!o.tail) {
+        std::stable_sort(r.functions.begin(), r.functions.end(),
+                         [](const FunctionLatency& a, const FunctionLatency& b) {
+                             return a.total_ns > b.total_ns;
+                         });
+        return r;
     }
     // Pass 2: what the tail's calls spent their time in.
     c.second_pass = true;

@@ -403,3 +403,69 @@ TEST_CASE("diff tree: three runs a side, a change beyond the runs' spread is one
     CHECK_THROWS_AS(analysis::views::diff_call_trees(base, {}, next, profiles),
                     std::invalid_argument);
 }
+
+// ---- tails (--metric p99) ------------------------------------------------------------------
+
+namespace {
+
+// One run's latency report: `slow` with this p99 (ns) and interval, `tiny` with a p99 under a
+// microsecond.
+analysis::views::LatencyReport tails_of(uint64_t p99, uint64_t low, uint64_t high,
+                                        uint64_t tiny_p99 = 500) {
+    analysis::views::LatencyReport r;
+    analysis::views::FunctionLatency f;
+    f.name = "slow";
+    f.file = "app.cpp";
+    f.calls = 1000;
+    f.p50 = 100000;
+    f.p99 = p99;
+    f.p99_low = low;
+    f.p99_high = high;
+    r.functions.push_back(f);
+    f.name = "tiny";
+    f.p50 = 100;
+    f.p99 = f.p99_low = f.p99_high = tiny_p99;
+    r.functions.push_back(f);
+    r.calls = 2000;
+    return r;
+}
+
+} // namespace
+
+TEST_CASE("diff of tails: each p99 uncertain by its own interval, and by the runs' spread") {
+    DiffOptions o;
+    o.metric = analysis::views::DiffMetric::kP99;
+    o.fail_above = 10;
+    // One run a side: the p99 of 2 ms -> 3 ms, each within +-0.1 ms (95%): sd 0.2/3.92 ms a
+    // side, the difference's 1.96 sqrt(2) times that.
+    DiffResult d = analysis::views::diff_tails({tails_of(2000000, 1900000, 2100000)},
+                                               {tails_of(3000000, 2900000, 3100000)}, o);
+    const DiffRow& slow = row(d, "slow");
+    CHECK(slow.base.cumtime == approx(2e-3));
+    CHECK(slow.next.cumtime == approx(3e-3));
+    CHECK(slow.base.tottime == approx(1e-4)); // the p50 beside it
+    CHECK(slow.percent == approx(50));
+    double sd = 0.2e-3 / (2 * 1.96);
+    CHECK(slow.uncertainty == approx(1.96 * std::sqrt(2 * sd * sd)));
+    CHECK(slow.regression);
+    // A p99 under a microsecond is never gated, whatever its change.
+    DiffResult t = analysis::views::diff_tails({tails_of(2000000, 1900000, 2100000, 500)},
+                                               {tails_of(2000000, 1900000, 2100000, 900)}, o);
+    CHECK(row(t, "tiny").percent == approx(80));
+    CHECK_FALSE(row(t, "tiny").regression);
+    CHECK_FALSE(row(t, "tiny").undecided);
+    CHECK_FALSE(row(t, "slow").regression);
+    // An interval that spans the change: undecided, not failed.
+    DiffResult wide = analysis::views::diff_tails({tails_of(2000000, 200000, 5000000)},
+                                                  {tails_of(3000000, 200000, 6000000)}, o);
+    CHECK(row(wide, "slow").undecided);
+    CHECK_FALSE(wide.failed());
+    // Two runs a side that disagree: their spread widens it beyond the intervals.
+    DiffResult spread = analysis::views::diff_tails(
+        {tails_of(2000000, 1990000, 2010000), tails_of(2600000, 2590000, 2610000)},
+        {tails_of(3000000, 2990000, 3010000), tails_of(2400000, 2390000, 2410000)}, o);
+    CHECK(spread.spread_known);
+    CHECK(row(spread, "slow").percent == approx(100.0 * (2.7 - 2.3) / 2.3));
+    CHECK(row(spread, "slow").uncertainty > 0.4e-3);
+    CHECK(row(spread, "slow").undecided);
+}

@@ -4,7 +4,9 @@
 
 #include "analysis/engine/session.hpp"
 #include "analysis/model/diff.hpp"
+#include "analysis/model/latency.hpp"
 #include "output.hpp"
+#include "reader/trace_reader.hpp"
 #include "reading.hpp"
 #include "render/diff.hpp"
 #include "render/diff_views.hpp"
@@ -33,10 +35,13 @@ CLI::Option* declare_diff_options(CLI::App& app, Args& a) {
         [&a](const std::string& m) {
             auto metric = analysis::views::parse_diff_metric(m);
             if (!metric)
-                refuse(fmt::format("unknown metric '{}' (expected cumtime, tottime or ncalls)", m));
+                refuse(fmt::format("unknown metric '{}' (expected cumtime, tottime, ncalls or p99)",
+                                   m));
             a.diff.opts.metric = *metric;
         },
-        "cumtime (default), tottime or ncalls: what is compared and sorted");
+        "cumtime (default), tottime, ncalls or p99: what is compared and sorted;\n"
+        "p99 compares each function's calls' 99th percentile (needs every call's\n"
+        "time: PROF_TIME=traced), with its p50, for functions whose p99 is 1 us or more");
     value(
         app, "--min-share", "PCT",
         [&d](const std::string& v) { d.min_share = parse_percent("--min-share", v); },
@@ -142,6 +147,52 @@ bool write_pictures(const Args& a, const tools::ToolLog& log, const views::DiffO
     return true;
 }
 
+// The table, then the gate's verdict: one line per undecided change and per regression, and the
+// exit status (3 on a regression).
+int print_verdict(const Args& a, const tools::ToolLog& log, Output& out, const views::DiffResult& d,
+                  const views::DiffOptions& o) {
+    if (!out.open(log)) return 1;
+    render::print_diff(out.file(), d, o, a.format);
+    if (!out.close(log)) return 1;
+    for (const std::string& u : views::diff_undecided(d, o)) log.warn("undecided: " + u);
+    std::vector<std::string> failures = views::diff_failures(d, o);
+    for (const std::string& f : failures) log.error("regression: " + f);
+    return failures.empty() ? 0 : 3;
+}
+
+// diff --metric p99: one latency report per run.
+int run_tail_diff(const Args& a, const tools::ToolLog& log, Output& out) {
+    if (!a.html.file.empty() || !a.flamegraph.file.empty() || !a.diff.folded.empty()) {
+        log.error("diff's pictures are of times: --metric p99 draws none");
+        return 2;
+    }
+    std::vector<views::LatencyReport> base, next;
+    for (size_t i = 0; i < a.traces.size(); ++i) {
+        views::LatencyOptions lo;
+        lo.tail = false;
+        lo.open = [&](analysis::ActivationObserver& observer) {
+            analysis::SessionOptions so = session_options(a);
+            so.observer = &observer;
+            so.observer_needs = "--metric p99 needs";
+            so.observer_hint = "record with PROF_TIME=traced: profrun --time traced";
+            auto session = std::make_unique<analysis::Session>(so);
+            session->add_trace(a.traces[i]);
+            warn_partial(log, *session);
+            return session;
+        };
+        try {
+            (i < a.diff.vs ? base : next).push_back(views::latency(lo));
+        } catch (const reader::TraceError& e) {
+            log.error(e.what());
+            return 1;
+        }
+    }
+    views::DiffOptions o = a.diff.opts;
+    o.limit = a.table.limit;
+    if (a.table.precision != 3) o.precision = a.table.precision;
+    return print_verdict(a, log, out, views::diff_tails(base, next, o), o);
+}
+
 } // namespace
 
 CLI::App* add_diff(tools::Cli& cli, Args& a) {
@@ -217,6 +268,7 @@ int run_diff(const Args& a, const tools::ToolLog& log) {
             for (const std::string& f : failures) log.error("regression: " + f);
             return failures.empty() ? 0 : 3;
         }
+        if (a.diff.opts.metric == views::DiffMetric::kP99) return run_tail_diff(a, log, out);
         // One profile per run: the spread between the runs of a side is part of the noise.
         const bool pictures =
             !a.html.file.empty() || !a.flamegraph.file.empty() || !a.diff.folded.empty();
@@ -232,14 +284,7 @@ int run_diff(const Args& a, const tools::ToolLog& log) {
         if (a.table.precision != 3) o.precision = a.table.precision;
         if (pictures && !write_pictures(a, log, o, base, next, base_trees, new_trees)) return 1;
         o.limit = a.table.limit;
-        views::DiffResult d = views::diff_runs(base, next, o);
-        if (!out.open(log)) return 1;
-        render::print_diff(out.file(), d, o, a.format);
-        if (!out.close(log)) return 1;
-        for (const std::string& u : views::diff_undecided(d, o)) log.warn("undecided: " + u);
-        std::vector<std::string> failures = views::diff_failures(d, o);
-        for (const std::string& f : failures) log.error("regression: " + f);
-        return failures.empty() ? 0 : 3;
+        return print_verdict(a, log, out, views::diff_runs(base, next, o), o);
     });
 }
 
