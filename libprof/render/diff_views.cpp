@@ -4,6 +4,7 @@
 #include "render/diff_views.hpp"
 
 #include "render/assets.hpp"
+#include "render/durations.hpp"
 #include "text/text.hpp"
 
 #include <fmt/format.h>
@@ -15,7 +16,7 @@ namespace prof::render {
 namespace {
 
 std::string js(std::string_view s) {
-    return "\"" + text::json_escape(text::printable(s)) + "\"";
+    return text::json_quoted(text::printable(s));
 }
 
 // A finite number as JSON; infinity (something new) as null.
@@ -23,12 +24,9 @@ std::string num(double v, int precision = 9) {
     return std::isfinite(v) ? fmt::format("{:.{}f}", v, precision) : std::string("null");
 }
 
+// A mean per run, for people ("1.235 ms").
 std::string human_ns(double ns) {
-    double a = std::fabs(ns);
-    if (a >= 1e9) return fmt::format("{:.3f} s", ns / 1e9);
-    if (a >= 1e6) return fmt::format("{:.3f} ms", ns / 1e6);
-    if (a >= 1e3) return fmt::format("{:.3f} us", ns / 1e3);
-    return fmt::format("{:.0f} ns", ns);
+    return render::human_ns(uint64_t(std::llround(std::max(ns, 0.0))));
 }
 
 // "base 1.2 ms, new 2.3 ms: +91.7% +-3.0 (slower)".

@@ -68,12 +68,6 @@ struct ExportArgs {
 
 // diff's: where the new traces start (BASE... --vs NEW...), and the gate and metric
 // (--fail-above, --metric, --min-share).
-// latency's: how many functions get their slowest calls and tail, and how many slow calls.
-struct LatencyArgs {
-    size_t detail = 3;
-    size_t slowest = 3;
-};
-
 struct DiffArgs {
     bool chosen = false;
     size_t vs = SIZE_MAX; // index of the first new trace
@@ -82,6 +76,12 @@ struct DiffArgs {
     // "stack base new" lines, and whether the flame graph's widths are the base's.
     std::string folded;
     bool base_widths = false;
+};
+
+// latency's: how many functions get their slowest calls and tail, and how many slow calls.
+struct LatencyArgs {
+    size_t detail = 3;
+    size_t slowest = 3;
 };
 
 struct Args {

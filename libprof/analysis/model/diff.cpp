@@ -152,7 +152,7 @@ DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) 
     Measure base_total, new_total;
     auto add = [&](const Side& side, bool is_new) {
         Measure& total = is_new ? new_total : base_total;
-        total.each.assign(side.noise.per_run() ? side.noise.runs : 0, 0.0);
+        total.fit(side.noise);
         for (size_t run = 0; run < side.profiles.size(); ++run) {
             const Profile& p = *side.profiles[run];
             double period = noise::sample_period(p.time);
@@ -165,7 +165,7 @@ DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) 
                 (is_new ? r.next : r.base).add(f.stats);
                 (is_new ? r.in_new : r.in_base) = true;
                 Measure& m = is_new ? e.next : e.base;
-                if (m.each.size() != total.each.size()) m.each.assign(total.each.size(), 0.0);
+                m.fit(side.noise);
                 m.add(run, metric(f.stats, o.metric), period, timed(o.metric));
             }
             total.add(run, o.metric == DiffMetric::kNcalls ? double(p.total_calls) : p.total_time,
@@ -246,8 +246,10 @@ DiffResult diff_tails(const std::vector<LatencyReport>& base,
     struct Entry {
         DiffRow row;
         Measure base, next;
+        size_t base_runs = 0, new_runs = 0; // the runs that called it
     };
     std::map<std::pair<std::string, std::string>, Entry> rows;
+    const double unbounded = std::numeric_limits<double>::infinity();
     auto add = [&](const std::vector<LatencyReport>& runs, const noise::Side& side, bool is_new) {
         for (size_t run = 0; run < runs.size(); ++run) {
             Stats& total = is_new ? d.new_total : d.base_total;
@@ -259,40 +261,41 @@ DiffResult diff_tails(const std::vector<LatencyReport>& base,
                 r.file = f.file;
                 r.line = f.line;
                 (is_new ? r.in_new : r.in_base) = true;
+                ++(is_new ? e.new_runs : e.base_runs);
                 Stats s;
                 s.ncalls = s.pcalls = f.calls;
                 s.tottime = double(f.p50) * 1e-9;
                 s.cumtime = double(f.p99) * 1e-9;
                 (is_new ? r.next : r.base).add(s);
                 Measure& m = is_new ? e.next : e.base;
-                if (m.each.size() != (side.per_run() ? side.runs : 0))
-                    m.each.assign(side.per_run() ? side.runs : 0, 0.0);
+                m.fit(side);
                 m.add(run, s.cumtime, 0, false);
-                // The p99's own uncertainty in this run: its 95% interval over 2 x 1.96.
-                double sd = double(f.p99_high - f.p99_low) * 1e-9 / (2 * 1.96);
+                // The p99's own uncertainty in this run: its 95% interval over 2 x 1.96; none
+                // where its calls were too few to bound it.
+                double sd = f.p99_high == UINT64_MAX
+                                ? unbounded
+                                : double(f.p99_high - f.p99_low) * 1e-9 / (2 * 1.96);
                 m.sampling_var += sd * sd;
             }
         }
     };
     add(base, base_side, false);
     add(next, new_side, true);
-    auto scaled = [](Stats s, size_t runs) {
-        s.ncalls = uint64_t(std::llround(double(s.ncalls) / double(runs)));
-        s.pcalls = s.ncalls;
-        s.tottime /= double(runs);
-        s.cumtime /= double(runs);
-        return s;
-    };
     d.base_total = scaled(d.base_total, d.base_runs);
     d.new_total = scaled(d.new_total, d.new_runs);
     for (auto& [key, e] : rows) {
         DiffRow& r = e.row;
-        r.base = scaled(r.base, d.base_runs);
-        r.next = scaled(r.next, d.new_runs);
+        // Means over the runs that called it: a run without the function has no p99 of it.
+        r.base = scaled(r.base, std::max<size_t>(e.base_runs, 1));
+        r.next = scaled(r.next, std::max<size_t>(e.new_runs, 1));
         double b = r.base.cumtime, n = r.next.cumtime;
         r.change = n - b;
         r.percent = percent(b, n);
-        r.uncertainty = noise::uncertainty(e.base, e.next, base_side, new_side);
+        // Some runs of a side without it: their spread is not the p99's; not decided.
+        bool partial =
+            (e.base_runs && e.base_runs < base.size()) || (e.new_runs && e.new_runs < next.size());
+        r.uncertainty =
+            partial ? unbounded : noise::uncertainty(e.base, e.next, base_side, new_side);
         r.percent_uncertainty =
             b > 0 ? 100.0 * r.uncertainty / b : std::numeric_limits<double>::infinity();
         // Tails under a microsecond are a few cycles of a short function: never gated.
@@ -303,7 +306,7 @@ DiffResult diff_tails(const std::vector<LatencyReport>& base,
         d.rows.push_back(std::move(r));
     }
     std::stable_sort(d.rows.begin(), d.rows.end(), [](const DiffRow& a, const DiffRow& b) {
-        if (a.percent != b.percent) return a.percent > b.percent;
+        if (a.change != b.change) return a.change > b.change;
         return a.name < b.name;
     });
     keep_limit(d.rows, o.limit);
@@ -343,8 +346,7 @@ std::vector<DiffEdge> diff_edges(const DiffResult& d, const std::vector<Profile>
                 entry.edge.callee = callee->second;
                 (is_new ? entry.edge.next : entry.edge.base).add(e.stats);
                 Measure& m = is_new ? entry.next : entry.base;
-                if (m.each.size() != (side.per_run() ? side.runs : 0))
-                    m.each.assign(side.per_run() ? side.runs : 0, 0.0);
+                m.fit(side);
                 m.add(run, e.stats.cumtime, period, true);
             }
         }
@@ -403,15 +405,18 @@ std::vector<std::string> diff_undecided(const DiffResult& d, const DiffOptions& 
                                   o.metric == DiffMetric::kNcalls ? "calls" : "time",
                                   change_text(d.total_percent, d.total_uncertainty, true),
                                   o.fail_above, more));
+    // A tail without a bound: too few calls for a p99, or runs of a side that never called it.
+    const std::string unbounded = "its p99 has no bound (fewer than 368 calls in a run, or runs of "
+                                  "a side without the function): more calls per run would decide";
     for (const DiffRow& r : d.rows)
         if (r.undecided)
-            out.push_back(fmt::format("{} of {}:{}({}) changed by {}: above the limit ({}%) but "
-                                      "within the noise; {}",
-                                      m, r.file, r.line, r.name,
-                                      std::isinf(r.percent)
-                                          ? std::string("new")
-                                          : change_text(r.percent, r.percent_uncertainty, true),
-                                      o.fail_above, more));
+            out.push_back(fmt::format(
+                "{} of {}:{}({}) changed by {}: above the limit ({}%) but within the noise; {}", m,
+                r.file, r.line, r.name,
+                std::isinf(r.percent) ? std::string("new")
+                                      : change_text(r.percent, r.percent_uncertainty, true),
+                o.fail_above,
+                o.metric == DiffMetric::kP99 && std::isinf(r.uncertainty) ? unbounded : more));
     return out;
 }
 

@@ -75,8 +75,7 @@ DiffTree diff_call_trees(const std::vector<CallTree>& base, const std::vector<Pr
                 (is_new ? node.new_self : node.base_self) += double(n.self_ns) * per_run;
                 (is_new ? node.new_calls : node.base_calls) += double(n.calls) * per_run;
                 noise::Measure& measure = is_new ? totals[m].next : totals[m].base;
-                if (measure.each.size() != (side.per_run() ? side.runs : 0))
-                    measure.each.assign(side.per_run() ? side.runs : 0, 0.0);
+                measure.fit(side);
                 measure.add(run, double(n.total_ns), period, period > 0);
             }
         }

@@ -85,6 +85,8 @@ class Collector : public ActivationObserver {
             }
             return;
         }
+        // A function pass 1 did not see (a trace that grew between the replays) is left out.
+        if (f.key >= merged_of.size() || merged_of[f.key] == kNone) return;
         uint32_t m = merged_of[f.key];
         Split& sp = split[m];
         bool slow = d >= threshold[m];
@@ -128,6 +130,38 @@ std::string base_name(const std::string& path) {
     return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// The ranks (1-based) of a 95% confidence interval of the q-quantile of n sorted values,
+// distribution-free: the count of values below the quantile is Binomial(n, q), so the interval
+// runs from the rank it exceeds with probability 2.5% to the one it stays under with 2.5%.
+// `high` is n + 1 where n values cannot bound it from above (fewer than log 0.025 / log q: 367
+// calls for the p99). Exact below 10^4 values, the normal approximation above.
+std::pair<size_t, size_t> quantile_ranks(size_t n, double q) {
+    if (n >= 10000) {
+        double half = 1.96 * std::sqrt(double(n) * q * (1 - q));
+        return {size_t(std::max(1.0, std::floor(double(n) * q - half))),
+                size_t(std::min(double(n) + 1, std::ceil(double(n) * q + half) + 1))};
+    }
+    // P(X = k) for k = 0..n, in logs (q^n underflows).
+    std::vector<double> logp(n + 1);
+    double lq = std::log(q), lr = std::log1p(-q);
+    for (size_t k = 0; k <= n; ++k)
+        logp[k] = std::lgamma(double(n) + 1) - std::lgamma(double(k) + 1) -
+                  std::lgamma(double(n - k) + 1) + double(k) * lq + double(n - k) * lr;
+    // low: the largest r with P(X < r) <= 0.025 (rank r is below the quantile that often);
+    // high: the smallest r with P(X < r) >= 0.975.
+    size_t low = 1, high = n + 1;
+    double below = 0; // P(X < r)
+    for (size_t r = 1; r <= n + 1; ++r) {
+        below += std::exp(logp[r - 1]);
+        if (below <= 0.025) low = r;
+        if (below >= 0.975) {
+            high = r;
+            break;
+        }
+    }
+    return {std::min(low, n), high};
+}
+
 // The nearest-rank percentile of sorted durations.
 uint64_t rank(const std::vector<uint64_t>& sorted, double q) {
     if (sorted.empty()) return 0;
@@ -160,21 +194,27 @@ LatencyReport latency(const LatencyOptions& o) {
     std::vector<std::vector<Slow>> slow(merged.size());
     for (size_t k = 0; k < c.keys.size(); ++k) {
         auto& d = durations[c.merged_of[k]];
-        d.insert(d.end(), c.durations[k].begin(), c.durations[k].end());
+        if (k < c.durations.size()) {
+            if (d.empty())
+                d = std::move(c.durations[k]); // most functions: one trace's
+            else
+                d.insert(d.end(), c.durations[k].begin(), c.durations[k].end());
+            std::vector<uint64_t>().swap(c.durations[k]);
+        }
         auto& q = c.slowest[k];
         for (; !q.empty(); q.pop()) slow[c.merged_of[k]].push_back(q.top());
     }
-    // The durations are merged now: pass 2 needs only the thresholds.
-    std::vector<std::vector<uint64_t>>().swap(c.durations);
     std::vector<ThreadFilter> threads = session->thread_list();
     std::vector<ThreadSummary> thread_info;
     for (size_t t = 0; t < threads.size(); ++t) thread_info.push_back(session->thread(t));
 
     LatencyReport r;
     c.threshold.assign(merged.size(), UINT64_MAX);
+    std::vector<size_t> row_of(merged.size(), SIZE_MAX); // merged function -> r.functions
     for (size_t m = 0; m < merged.size(); ++m) {
         std::vector<uint64_t>& d = durations[m];
         if (d.empty()) continue;
+        row_of[m] = r.functions.size();
         std::sort(d.begin(), d.end());
         // The slowest 1% (at least one call): from the duration of the call of that rank.
         size_t tail = std::max<size_t>(1, (d.size() + 99) / 100);
@@ -195,9 +235,9 @@ LatencyReport latency(const LatencyOptions& o) {
         f.p90 = rank(d, 0.90);
         f.p99 = rank(d, 0.99);
         f.p999 = rank(d, 0.999);
-        double n = double(d.size()), half = 1.96 * std::sqrt(n * 0.99 * 0.01);
-        f.p99_low = d[size_t(std::clamp(std::floor(n * 0.99 - half), 1.0, n)) - 1];
-        f.p99_high = d[size_t(std::clamp(std::ceil(n * 0.99 + half), 1.0, n)) - 1];
+        auto [low, high] = quantile_ranks(d.size(), 0.99);
+        f.p99_low = d[low - 1];
+        f.p99_high = high <= d.size() ? d[high - 1] : UINT64_MAX;
         f.max = d.back();
         f.tail_threshold_ns = c.threshold[m];
         std::sort(slow[m].begin(), slow[m].end(), std::greater<Slow>());
@@ -215,6 +255,7 @@ LatencyReport latency(const LatencyOptions& o) {
         }
         r.calls += f.calls;
         r.functions.push_back(std::move(f));
+        std::vector<uint64_t>().swap(d); // pass 2 needs only the thresholds
     }
     if (!o.tail) {
         std::stable_sort(r.functions.begin(), r.functions.end(),
@@ -228,14 +269,9 @@ LatencyReport latency(const LatencyOptions& o) {
     c.trace = 0;
     c.split.assign(merged.size(), {});
     session = o.open(c);
-    std::map<std::pair<std::string, std::string>, size_t> row;
-    for (size_t i = 0; i < r.functions.size(); ++i)
-        row[{r.functions[i].name, r.functions[i].file}] = i;
     for (size_t m = 0; m < merged.size(); ++m) {
-        if (durations[m].empty()) continue;
-        std::string file =
-            merged[m].file.empty() ? base_name(merged[m].module) : base_name(merged[m].file);
-        FunctionLatency& f = r.functions[row[{merged[m].name, file}]];
+        if (row_of[m] == SIZE_MAX) continue;
+        FunctionLatency& f = r.functions[row_of[m]];
         const Collector::Split& sp = c.split[m];
         f.tail_calls = sp.slow_calls;
         auto share = [](uint64_t part, uint64_t whole) {

@@ -39,8 +39,9 @@ struct FunctionLatency {
     double mean_ns = 0;
     uint64_t total_ns = 0;
     uint64_t p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0; // ns, nearest rank
-    // A 95% confidence interval of the p99, distribution-free: the durations at the ranks
-    // n p -+ 1.96 sqrt(n p (1 - p)) (the calls as a sample of the function's calls).
+    // A 95% confidence interval of the p99, distribution-free (the calls as a sample of the
+    // function's calls: the count below the p99 is binomial). p99_high is UINT64_MAX where the
+    // calls are too few to bound it from above (under 368).
     uint64_t p99_low = 0, p99_high = 0;
     std::vector<SlowCall> slowest;                         // slowest first
     // The tail: the slowest 1% of the calls (at least one), from `tail_threshold_ns` up.

@@ -25,8 +25,6 @@ double Measure::run_variance(const Side& side) const {
     if (!side.per_run()) return sampling;
     double mean = sum / runs, between = 0;
     for (double v : each) between += (v - mean) * (v - mean);
-    // A run that lacks the measure (a function it never called) counts as 0.
-    between += double(side.runs - std::min(side.runs, each.size())) * mean * mean;
     return std::max(between / (runs - 1), sampling);
 }
 

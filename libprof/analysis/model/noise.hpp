@@ -27,6 +27,11 @@ double sample_period(const TimeBasis& time);
 struct Measure {
     double sum = 0, sampling_var = 0;
     std::vector<double> each; // per run, when the side knows them (Side::per_run)
+    // Makes room for the side's runs, once (before the first add of a side).
+    void fit(const Side& side) {
+        size_t runs = side.per_run() ? side.runs : 0;
+        if (each.size() != runs) each.assign(runs, 0.0);
+    }
     // `value` of run `run`; `period` its seconds (or the unit's) per sample, `timed` whether
     // the value is a time that sampling made.
     void add(size_t run, double value, double period, bool timed);

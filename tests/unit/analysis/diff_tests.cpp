@@ -460,6 +460,20 @@ TEST_CASE("diff of tails: each p99 uncertain by its own interval, and by the run
                                                   {tails_of(3000000, 200000, 6000000)}, o);
     CHECK(row(wide, "slow").undecided);
     CHECK_FALSE(wide.failed());
+    // Too few calls to bound a p99 from above: never a regression, said as undecided.
+    DiffResult few = analysis::views::diff_tails({tails_of(2000000, 1900000, 2100000)},
+                                                 {tails_of(3000000, 2900000, UINT64_MAX)}, o);
+    CHECK(std::isinf(row(few, "slow").uncertainty));
+    CHECK(row(few, "slow").undecided);
+    CHECK_FALSE(few.failed());
+    // A function some runs of a side did not call: its mean over those that did, undecided.
+    analysis::views::LatencyReport without = tails_of(2000000, 1900000, 2100000);
+    without.functions.erase(without.functions.begin());
+    DiffResult some = analysis::views::diff_tails(
+        {tails_of(2000000, 1990000, 2010000), without},
+        {tails_of(3000000, 2990000, 3010000), tails_of(3000000, 2990000, 3010000)}, o);
+    CHECK(row(some, "slow").base.cumtime == approx(2e-3));
+    CHECK(row(some, "slow").undecided);
     // Two runs a side that disagree: their spread widens it beyond the intervals.
     DiffResult spread = analysis::views::diff_tails(
         {tails_of(2000000, 1990000, 2010000), tails_of(2600000, 2590000, 2610000)},

@@ -11,7 +11,7 @@ using analysis::views::LatencyReport;
 
 namespace {
 
-// main 0..1500 calls h four times: 100, 100, 100 and 1000 ns. Each call of h calls c for 50 ns;
+// main 0..1440 calls h four times: 100, 100, 100 and 1000 ns. Each call of h calls c for 50 ns;
 // the last also calls s for 800 ns.
 std::string tail_trace() {
     TraceBuilder b;
@@ -93,4 +93,28 @@ TEST_CASE("latency: the tail's callees, their share of slow calls against the ot
     CHECK(h.tail[1].typical_share == approx(0.5));
     CHECK(h.tail_self_share == approx(0.15));
     CHECK(h.typical_self_share == approx(0.5));
+}
+
+TEST_CASE("latency: the p99's interval, distribution-free, unbounded above for too few calls") {
+    // h called 400 times, lasting 1, 2, ..., 400 ns: the p99 is 396 ns, and the count of
+    // calls under the true p99 is Binomial(400, 0.99): the 95% interval runs from the 392nd to
+    // the 400th duration.
+    TraceBuilder b;
+    b.chunk(1, 0);
+    define_functions(b, 2);
+    b.enter(0, 0);
+    for (uint64_t i = 1; i <= 400; ++i) b.enter(1, 1).exit(i);
+    b.exit(1);
+    b.chunk(0);
+    name_functions(b, {"main", "h"}).end_record(100000);
+    LatencyReport r = report_of(save_trace(b, "latency_400.trace"));
+    const FunctionLatency& h = row(r, "h");
+    CHECK(h.calls == 400);
+    CHECK(h.p99 == 396);
+    CHECK(h.p99_low == 392);
+    CHECK(h.p99_high == 400);
+    // Four calls cannot bound a p99 from above (367 are needed).
+    LatencyReport four = report_of(tail_trace());
+    CHECK(row(four, "h").p99_high == UINT64_MAX);
+    CHECK(row(four, "h").p99_low == 100);
 }

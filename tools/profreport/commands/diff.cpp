@@ -49,7 +49,7 @@ CLI::Option* declare_diff_options(CLI::App& app, Args& a) {
     return metric;
 }
 
-// The pictures: --html, --flamegraph (with --widths, --icicle, --min-width), --folded.
+// The pictures: --html, --flamegraph (with --widths, --icicle), --folded.
 std::vector<CLI::Option*> declare_pictures(CLI::App& app, Args& a) {
     std::vector<CLI::Option*> pictures;
     pictures.push_back(
@@ -238,6 +238,11 @@ CLI::App* add_diff(tools::Cli& cli, Args& a) {
 }
 
 int run_diff(const Args& a, const tools::ToolLog& log) {
+    for (const std::string* picture : {&a.html.file, &a.flamegraph.file, &a.diff.folded})
+        if (*picture == "-") {
+            log.error("diff's pictures are files: standard output holds the table");
+            return 2;
+        }
     namespace views = analysis::views;
     const size_t vs = a.diff.vs; // the first new trace
     Output out(a.output);
@@ -282,9 +287,13 @@ int run_diff(const Args& a, const tools::ToolLog& log) {
         }
         views::DiffOptions o = a.diff.opts;
         if (a.table.precision != 3) o.precision = a.table.precision;
+        views::DiffOptions shown = o;
+        shown.limit = a.table.limit;
+        // The verdict first: a picture that cannot be written is said after it (status 1).
+        int status = print_verdict(a, log, out, views::diff_runs(base, next, shown), shown);
+        if (status == 1) return 1;
         if (pictures && !write_pictures(a, log, o, base, next, base_trees, new_trees)) return 1;
-        o.limit = a.table.limit;
-        return print_verdict(a, log, out, views::diff_runs(base, next, o), o);
+        return status;
     });
 }
 
