@@ -787,8 +787,8 @@ TEST_CASE("marked lines and scopes in a hot loop: totals leave out the markers' 
     // Where the markers' code took most of the samples, the header says so, naming the three
     // functions with marked code, and their times are uncertain by the CPU's skid: a sample goes
     // to the instruction after a slow one, and the markers' clock reads are the slow ones here
-    // (an AMD EPYC gave the marked work 0.11x to 0.33x of its unmarked time, where an Intel host
-    // gave 0.4x to 2x). Then the times are only bounded from above.
+    // (an AMD EPYC gave the marked work 0.11x to 0.33x of its unmarked time, where earlier test
+    // hosts stayed within 0.4x to 2x). Then the times are only bounded from above.
     bool most = 2 * p.time.marker_samples >= p.time.marker_samples + p.time.samples;
     const double floor = most ? 0.0 : 0.4;
     // The same code without markers took `plain` (its CPU time, the program's measure). About
