@@ -128,9 +128,20 @@ bool timed(DiffMetric m) {
     return m != DiffMetric::kNcalls;
 }
 
-// The first `limit` rows (0: all). Rows past the limit are not shown, but a regression among
-// them still fails the gate, and an undecided change is still said: those stay.
-void keep_limit(std::vector<DiffRow>& rows, size_t limit) {
+// A change above the limit (`over`) is a regression beyond its uncertainty, else undecided.
+void judge(DiffRow& r, bool over) {
+    r.regression = over && r.change > r.uncertainty;
+    r.undecided = over && !r.regression;
+}
+
+// Largest change first, then the first `limit` rows (0: all). Rows past the limit are not
+// shown, but a regression among them still fails the gate, and an undecided change is still
+// said: those stay.
+void order_and_limit(std::vector<DiffRow>& rows, size_t limit) {
+    std::stable_sort(rows.begin(), rows.end(), [](const DiffRow& a, const DiffRow& b) {
+        if (a.change != b.change) return a.change > b.change;
+        return a.name < b.name;
+    });
     if (!limit || rows.size() <= limit) return;
     std::stable_partition(rows.begin() + long(limit), rows.end(),
                           [](const DiffRow& r) { return r.regression || r.undecided; });
@@ -202,15 +213,10 @@ DiffResult diff_sides(const Side& base, const Side& next, const DiffOptions& o) 
         bool big = (base_sum > 0 && 100.0 * b / base_sum >= o.min_share) ||
                    (new_sum > 0 && 100.0 * n / new_sum >= o.min_share);
         bool over = o.fail_above >= 0 && big && r.in_new && r.percent > o.fail_above;
-        r.regression = over && r.change > r.uncertainty;
-        r.undecided = over && !r.regression;
+        judge(r, over);
         d.rows.push_back(std::move(r));
     }
-    std::stable_sort(d.rows.begin(), d.rows.end(), [](const DiffRow& a, const DiffRow& b) {
-        if (a.change != b.change) return a.change > b.change;
-        return a.name < b.name;
-    });
-    keep_limit(d.rows, o.limit);
+    order_and_limit(d.rows, o.limit);
     return d;
 }
 
@@ -301,15 +307,10 @@ DiffResult diff_tails(const std::vector<LatencyReport>& base,
         // Tails under a microsecond are a few cycles of a short function: never gated.
         bool over = o.fail_above >= 0 && r.in_base && r.in_new && std::max(b, n) >= 1e-6 &&
                     r.percent > o.fail_above;
-        r.regression = over && r.change > r.uncertainty;
-        r.undecided = over && !r.regression;
+        judge(r, over);
         d.rows.push_back(std::move(r));
     }
-    std::stable_sort(d.rows.begin(), d.rows.end(), [](const DiffRow& a, const DiffRow& b) {
-        if (a.change != b.change) return a.change > b.change;
-        return a.name < b.name;
-    });
-    keep_limit(d.rows, o.limit);
+    order_and_limit(d.rows, o.limit);
     return d;
 }
 
