@@ -750,7 +750,8 @@ uint64_t apply_delta(uint64_t& last, int64_t delta) {
 bool TraceReader::call_tree_record(Tag tag, Cursor& m, StreamState& st, Thread& th, uint64_t& ticks,
                                    EventSink* sink, std::string& wrong) {
     const uint32_t stream = th.stream;
-    if ((tag == Tag::kCallNode || tag == Tag::kCallCounts || tag == Tag::kPosition) &&
+    if ((tag == Tag::kCallNode || tag == Tag::kCallCounts || tag == Tag::kPosition ||
+         tag == Tag::kCallLatency) &&
         !st.counting) {
         wrong = fmt::format("call tree record 0x{:02x} in stream {}, which does not count its "
                             "calls in a call tree",
@@ -847,6 +848,30 @@ bool TraceReader::call_tree_record(Tag tag, Cursor& m, StreamState& st, Thread& 
             th.events += 2 * v;
         }
         if (sink) sink->on_call_counts(stream, uint32_t(first), calls);
+        return true;
+    }
+    case Tag::kCallLatency: { // 1.13
+        uint64_t node = m.uleb(), n = m.uleb();
+        uint8_t pad = m.u8();
+        if (m.ok && pad <= 15 && m.has(pad)) m.p += pad;
+        if (!m.ok || pad > 15 || n == 0 || n > 4096 ||
+            uint64_t(m.end - m.p) != format::latency_fields_size(n)) {
+            m.ok = false;
+            return true;
+        }
+        if (node == 0 || node > st.nodes) {
+            wrong = fmt::format("call latency of undefined call tree node {} of stream {}", node,
+                                stream);
+            return true;
+        }
+        CallLatencyRecord r;
+        r.calls = m.u64();
+        r.sum_ticks = m.u64();
+        r.max_ticks = m.u64();
+        r.max_end_ticks = m.u64();
+        r.buckets.resize(n);
+        for (uint32_t& b : r.buckets) b = m.u32();
+        if (sink) sink->on_call_latency(stream, uint32_t(node), r);
         return true;
     }
     case Tag::kPosition: { // 1.9

@@ -221,6 +221,14 @@ struct CallRecord {
 // previous SampleRecord's cpu_ns (of the same stream) minus own_ns. A record of count 0 stands
 // for no sample of the program: the first of a stream (its timer was armed), and the last one
 // of a thread whose latest samples all landed in the profiler (they are its own_ns).
+// 1.13: a CallLatency record: the timed calls of a call tree node. Durations in clock ticks;
+// bucket b counts those of [format::latency_bucket_low(b), ..._low(b + 1)), the last bucket
+// every longer one too.
+struct CallLatencyRecord {
+    uint64_t calls = 0, sum_ticks = 0, max_ticks = 0, max_end_ticks = 0;
+    std::vector<uint32_t> buckets;
+};
+
 struct SampleRecord {
     uint64_t ticks;     // when the record's last sample was taken
     uint64_t cpu_ns;    // the thread's CPU clock then (CLOCK_THREAD_CPUTIME_ID, absolute)
@@ -305,6 +313,10 @@ public:
     // trace). Blocks come in order, each before its nodes' definitions.
     virtual void on_call_counts(uint32_t /*stream*/, uint32_t /*first*/,
                                 const std::vector<uint64_t>& /*calls*/) {}
+    // 1.13: the timed calls of node `node` (defined before): their final counts in a finished
+    // trace.
+    virtual void on_call_latency(uint32_t /*stream*/, uint32_t /*node*/,
+                                 const CallLatencyRecord& /*r*/) {}
     // The records that follow were written in call tree node `node` (memory records' stack 0).
     virtual void on_position(uint32_t /*stream*/, uint32_t /*node*/) {}
     virtual void on_thread_end(uint32_t /*stream*/, uint64_t /*ticks*/) {}

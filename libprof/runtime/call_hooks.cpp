@@ -199,7 +199,7 @@ PROF_NOINSTR void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintp
         s.dropped += 2;
         return;
     }
-    s.frames[s.depth++] = Frame{a, site, cfa, 0};
+    s.frames[s.depth++] = Frame{a, site, cfa, 0, 0};
     uint64_t dt = take_delta(s.w, now);
     if (PROF_LIKELY(slot != nullptr))
         s.w.cursor = format::put_enter(s.w.cursor, slot->index, dt);
@@ -652,16 +652,16 @@ count_enter_fast(ThreadState& s, uintptr_t a, uintptr_t site, uintptr_t cfa) {
             const PathSlot& p = s.tree_paths[path_slot(a, top->node, s.tree_path_mask)];
             if (PROF_UNLIKELY(p.fn != a || p.parent != top->node)) return false;
             const TreeNode& n = s.tree_nodes[p.node];
-            child = TreeChild{a, n.id ? n.calls : nullptr, p.node, 0};
+            child = TreeChild{a, n.id ? n.calls : nullptr, p.node, node_timed(p.node)};
         }
         parent.recent[1] = parent.recent[0];
         parent.recent[0] = child;
     }
     if (PROF_UNLIKELY(!child.calls)) return true; // excluded: neither counted nor pushed
-    ++*child.calls;
-    uint32_t c = child.node;
-    top[1] = Frame{a, site, cfa, c};
+    uint64_t calls = ++*child.calls;
+    top[1] = Frame{a, site, cfa, child.node, 0};
     s.depth = d + 1;
+    if (PROF_UNLIKELY(child.timed || latency_probe_due(calls))) tree_time_enter(s, d);
     return true;
 }
 
@@ -681,9 +681,10 @@ __attribute__((noinline)) PROF_NOINSTR void count_enter(ThreadState& s, uintptr_
     note_recent_child(s, parent, c, a);
     const TreeNode& n = s.tree_nodes[c];
     if (PROF_UNLIKELY(!n.id)) return; // excluded by the runtime filter: neither counted nor pushed
-    ++*n.calls;
-    s.frames[d] = Frame{a, site, cfa, c};
+    uint64_t calls = ++*n.calls;
+    s.frames[d] = Frame{a, site, cfa, c, 0};
     s.depth = d + 1;
+    if (node_timed(c) || latency_probe_due(calls)) tree_time_enter(s, d);
 }
 
 } // namespace
@@ -815,12 +816,15 @@ __attribute__((noinline)) PROF_NOINSTR void count_exit(ThreadState& s, uintptr_t
     if (PROF_UNLIKELY(s.overflow) && unrecorded_exit(s, a, cfa)) return;
     uint32_t d = s.depth;
     if (PROF_LIKELY(d && is_exiting(s.frames[d - 1], a, site, cfa, tail))) {
+        if (s.frames[d - 1].timed) tree_time_exit(s, d - 1);
         s.depth = d - 1;
         return;
     }
     const Slot* slot = find(s, a);
     uint32_t i = slot && !slot->excluded ? find_exiting(s, a, site, cfa, tail) : 0;
-    if (i) s.depth = i - 1;
+    if (!i) return;
+    if (s.frames[i - 1].timed) tree_time_exit(s, i - 1); // the frames above it were left
+    s.depth = i - 1;
 }
 
 } // namespace
@@ -889,6 +893,7 @@ __cyg_profile_func_exit(void* fn, void* call_site) {
         uint32_t d = s.depth;
         if (PROF_LIKELY(__atomic_load_n(s.switch_word, __ATOMIC_RELAXED) == switch_mark() &&
                         !s.overflow && d && is_exiting(s.frames[d - 1], a, site, cfa, tail))) {
+            if (PROF_UNLIKELY(s.frames[d - 1].timed)) tree_time_exit(s, d - 1);
             s.depth = d - 1;
             std::atomic_signal_fence(std::memory_order_seq_cst);
             s.state = kActive;

@@ -41,6 +41,11 @@ struct CallTree {
     uint32_t block_first, block_size;
     uint32_t position;       // the node the last Position record named
     uint64_t excluded_calls; // the count an excluded function's node adds to (never read)
+    // 1.13: the start of each timed frame, by depth (PROF_MAX_DEPTH of them, mapped when the
+    // thread begins counting; null when it times nothing), and the least mean, in ticks, of a
+    // timed path's calls.
+    uint64_t* starts;
+    uint64_t min_ticks;
 };
 thread_local CallTree t_tree __attribute__((tls_model("initial-exec")));
 
@@ -50,11 +55,24 @@ PROF_NOINSTR bool grow_nodes(ThreadState& s) {
     if (capacity > kMaxNodes) return false;
     auto* nodes = static_cast<TreeNode*>(map_anon(size_t(capacity) * sizeof(TreeNode)));
     if (!nodes) return false;
+    NodeLatency* latency = nullptr;
+    if (t.starts) {
+        latency = static_cast<NodeLatency*>(map_anon(size_t(capacity) * sizeof(NodeLatency)));
+        if (!latency) {
+            munmap(nodes, size_t(capacity) * sizeof(TreeNode));
+            return false;
+        }
+    }
     if (t.capacity) {
         memcpy(nodes, s.tree_nodes, size_t(t.nodes) * sizeof(TreeNode));
         munmap(s.tree_nodes, size_t(t.capacity) * sizeof(TreeNode));
+        if (latency) {
+            memcpy(latency, t_node_latency, size_t(t.nodes) * sizeof(NodeLatency));
+            munmap(t_node_latency, size_t(t.capacity) * sizeof(NodeLatency));
+        }
     }
     s.tree_nodes = nodes;
+    t_node_latency = latency;
     t.capacity = capacity;
     return true;
 }
@@ -125,6 +143,9 @@ PROF_NOINSTR bool add_node(ThreadState& s, uint32_t parent, uintptr_t a, const S
 PROF_NOINSTR void release_tables(ThreadState& s) {
     CallTree& t = t_tree;
     if (t.capacity) munmap(s.tree_nodes, size_t(t.capacity) * sizeof(TreeNode));
+    if (t_node_latency) munmap(t_node_latency, size_t(t.capacity) * sizeof(NodeLatency));
+    if (t.starts) munmap(t.starts, size_t(s.max_depth) * sizeof(uint64_t));
+    t_node_latency = nullptr;
     if (s.tree_path_mask) munmap(s.tree_paths, size_t(s.tree_path_mask + 1) * sizeof(PathSlot));
     s.tree_paths = nullptr;
     s.tree_path_mask = 0;
@@ -158,6 +179,111 @@ PROF_NOINSTR uint32_t tree_child(ThreadState& s, uint32_t parent, uintptr_t a, u
     return node;
 }
 
+thread_local NodeLatency* t_node_latency __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
+
+// The parent's copies of node `c` (its recent children) say whether its calls are timed.
+PROF_NOINSTR void note_timed(ThreadState& s, uint32_t c, uint32_t timed) {
+    TreeNode& p = s.tree_nodes[s.tree_nodes[c].parent];
+    for (TreeChild& r : p.recent)
+        if (r.fn && r.node == c) r.timed = timed;
+}
+
+// A duration into a CallLatency record's fields, its bucket `b`; a bucket's count stops at
+// its largest value rather than wrap.
+PROF_NOINSTR void add_duration(format::LatencyCounts* l, uint64_t ticks, uint32_t b, uint64_t end) {
+    ++l->calls;
+    l->sum_ticks += ticks;
+    if (ticks > l->max_ticks) {
+        l->max_ticks = ticks;
+        l->max_end_ticks = end;
+    }
+    if (l->buckets[b] != UINT32_MAX) ++l->buckets[b];
+}
+
+PROF_NOINSTR uint32_t bucket_of(uint64_t ticks) {
+    uint32_t b = format::latency_bucket(ticks);
+    return b < format::kLatencyBuckets ? b : format::kLatencyBuckets - 1;
+}
+
+// The path of node `c` is to be timed from now: its CallLatency record, with the calls of the
+// probe that decided it. False when the trace has no room for it.
+PROF_NOINSTR bool start_latency(ThreadState& s, uint32_t c, NodeLatency& l) {
+    uint64_t now = s.w.last_ticks;
+    uint32_t id = s.tree_nodes[c].id;
+    if (!ensure_bytes(s, now, format::call_latency_size(id, format::kLatencyBuckets))) return false;
+    uint8_t* end = format::put_call_latency(s.w.cursor, id, format::kLatencyBuckets);
+    auto* counts = reinterpret_cast<format::LatencyCounts*>(
+        end - format::latency_fields_size(format::kLatencyBuckets));
+    s.w.cursor = end;
+    s.w.keep = 1; // its chunk stays mapped while the thread runs, as the counts'
+    commit(s.w);
+    counts->calls = l.probes;
+    counts->sum_ticks = l.probe_ticks;
+    counts->max_ticks = l.probe_max;
+    counts->max_end_ticks = l.probe_max_end;
+    for (uint32_t i = 0; i < l.probes; ++i) ++counts->buckets[l.probe_buckets[i]];
+    l.counts = counts;
+    return true;
+}
+
+} // namespace
+
+PROF_NOINSTR void tree_time_enter(ThreadState& s, uint32_t d) {
+    if (!t_node_latency) return;
+    Frame& f = s.frames[d];
+    NodeLatency& l = t_node_latency[f.node];
+    if (l.state == kLatencyDone) return;
+    if (l.state == kLatencyUntimed) { // a probe is due
+        l.state = kLatencyProbing;
+        l.probes = 0;
+        l.probe_ticks = l.probe_max = l.probe_max_end = 0;
+        note_timed(s, f.node, 1);
+    }
+    f.timed = 1;
+    t_tree.starts[d] = now_ticks(); // last: the hook's cost after it is in the call's time
+}
+
+PROF_NOINSTR void tree_time_exit(ThreadState& s, uint32_t d) {
+    uint64_t now = now_ticks(); // first
+    Frame& f = s.frames[d];
+    f.timed = 0;
+    uint64_t start = t_tree.starts[d];
+    uint64_t ticks = now > start ? now - start : 0;
+    NodeLatency& l = t_node_latency[f.node];
+    uint32_t b = bucket_of(ticks);
+    if (PROF_LIKELY(l.state == kLatencyTimed)) {
+        format::LatencyCounts* c = l.counts;
+        add_duration(c, ticks, b, now);
+        // Its mean, checked at every power of two of its calls: a path whose calls became
+        // shorter than the threshold stops being timed (its record keeps the calls it has).
+        if ((c->calls & (c->calls - 1)) == 0 && c->sum_ticks < c->calls * t_tree.min_ticks) {
+            l.state = kLatencyDone;
+            note_timed(s, f.node, 0);
+        }
+        return;
+    }
+    if (l.state != kLatencyProbing) return;
+    l.probe_buckets[l.probes++] = uint16_t(b);
+    l.probe_ticks += ticks;
+    if (ticks > l.probe_max) {
+        l.probe_max = ticks;
+        l.probe_max_end = now;
+    }
+    // Timed as soon as the probe's calls reach the mean of a whole probe's (a path called
+    // once, for long, is timed), untimed when a whole probe does not.
+    bool timed = l.probe_ticks >= kProbeCalls * t_tree.min_ticks;
+    if (!timed && l.probes < kProbeCalls) return;
+    if (timed) {
+        int saved = errno;
+        timed = start_latency(s, f.node, l);
+        errno = saved;
+    }
+    l.state = timed ? kLatencyTimed : kLatencyUntimed;
+    if (!timed) note_timed(s, f.node, 0);
+}
+
 PROF_NOINSTR bool begin_counting(ThreadState& s) {
     s.count_soon = 0;
     if (s.counting || !s.switch_area || !(sampler_thread_armed() || kCountWithoutSamples))
@@ -167,6 +293,10 @@ PROF_NOINSTR bool begin_counting(ThreadState& s) {
     CallTree& t = t_tree;
     t.next_id = 1;
     forget_runs(s); // no scope run is joined from here on
+    if (g_options.latency_min_ns) { // without room for the starts, nothing is timed
+        t.starts = static_cast<uint64_t*>(map_anon(size_t(s.max_depth) * sizeof(uint64_t)));
+        t.min_ticks = uint64_t(g_options.latency_min_ns) * ticks_per_ms() / 1000000;
+    }
     if (!grow_nodes(s) || !grow_paths(s)) {
         release_tables(s);
         errno = saved;
@@ -205,6 +335,7 @@ PROF_NOINSTR bool begin_counting(ThreadState& s) {
             break;
         }
         f.node = node;
+        f.timed = 0; // entered before: its start is not known
         if (f.site == kScopeMark) f.site = kCountedScopeMark;
         parent = node;
     }

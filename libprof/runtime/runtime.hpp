@@ -82,6 +82,7 @@ struct Options {
     uint8_t sample_timer;         // PROF_SAMPLE_TIMER: 0 auto, 1 perf, 2 posix (sampler.cpp)
     uint32_t time_mode;           // PROF_TIME: TimeMode (call_tree.cpp)
     uint32_t count_after;         // PROF_COUNT_AFTER: samples before PROF_TIME=auto counts
+    uint32_t latency_min_ns;      // PROF_LATENCY_MIN: a counted path's mean call to be timed
 };
 extern Options g_options;
 // PROF_TIME: when the hooks stop reading the clock per call and count calls in a call tree.

@@ -63,7 +63,7 @@ struct prof_tree_child {
     uintptr_t fn;    // 0: none yet
     uint64_t* calls; // the child's count; null for a function the runtime filter excludes
     uint32_t node;   // the child's index
-    uint32_t reserved;
+    uint32_t timed;  // its calls are timed (node_timed): the hooks then call tree_time_enter
 };
 struct alignas(64) prof_tree_node {
     prof_tree_child recent[2]; // the children entered last, the latest first
@@ -170,6 +170,47 @@ extern thread_local uint32_t t_dependency_calls __attribute__((tls_model("initia
 // The node of call path `parent` + `a` (a scope's site when `site` is a scope mark), made when
 // new: kNoNode when none can be (no room, the tree is full). The thread is busy.
 uint32_t tree_child(ThreadState& s, uint32_t parent, uintptr_t a, uintptr_t site);
+// ---- 1.13: latency distributions of counted calls (call_tree.cpp) ---------------------------
+// A counting thread times the calls of the paths whose calls last PROF_LATENCY_MIN or more on
+// average, into a CallLatency record per path (log-linear buckets, updated in place like the
+// counts). Every path is probed first: its first kProbeCalls calls are timed, and the path is
+// timed from then on, those calls included, as soon as they add up to kProbeCalls times the
+// threshold (a path called once for long is timed); a path whose probe did not is probed again
+// later (latency_probe_due), so that a path whose calls grow longer is found, and a timed path
+// whose mean falls under the threshold stops (checked at each power of two of its calls), so
+// that the cost stays bounded. A timed call costs two clock reads; every other call a test of
+// its count.
+constexpr uint32_t kProbeCalls = 8;
+struct NodeLatency {
+    format::LatencyCounts* counts;                  // its CallLatency record, once timed
+    uint64_t probe_ticks, probe_max, probe_max_end; // the current probe's calls
+    uint16_t probe_buckets[kProbeCalls];
+    uint32_t probes; // calls of the current probe ended
+    uint32_t state;  // NodeLatencyState
+};
+// Done: it was timed until its mean fell under the threshold; its record keeps those calls.
+enum NodeLatencyState : uint32_t {
+    kLatencyProbing = 0,
+    kLatencyTimed = 1,
+    kLatencyUntimed = 2,
+    kLatencyDone = 3,
+};
+// The thread's states by node index; null when the thread times nothing.
+extern thread_local NodeLatency* t_node_latency __attribute__((tls_model("initial-exec")));
+PROF_NOINSTR inline uint32_t node_timed(uint32_t node) {
+    return t_node_latency && t_node_latency[node].state <= kLatencyTimed;
+}
+// Whether the n-th call of an untimed path begins a probe: n a power of two, and past 65536
+// 17 times in every 65536 calls (n less its lowest set bit a multiple of 65536). One test.
+PROF_NOINSTR inline bool latency_probe_due(uint64_t n) {
+    return ((n & (n - 1)) & 0xffff) == 0;
+}
+// Frame `d` of the thread (pushed, busy) is a call of a timed path, or of a path whose probe is
+// due: it is timed from now.
+void tree_time_enter(ThreadState& s, uint32_t d);
+// Frame `d` (timed) returns now: its duration joins its path's.
+void tree_time_exit(ThreadState& s, uint32_t d);
+
 // Child `c` of node `parent`, of function `fn`, was just entered: the latest of the parent's
 // recent children.
 PROF_NOINSTR inline void note_recent_child(ThreadState& s, uint32_t parent, uint32_t c,
@@ -178,7 +219,7 @@ PROF_NOINSTR inline void note_recent_child(ThreadState& s, uint32_t parent, uint
     if (p.recent[0].fn == fn) return;
     const TreeNode& n = s.tree_nodes[c];
     p.recent[1] = p.recent[0];
-    p.recent[0] = TreeChild{fn, n.id ? n.calls : nullptr, c, 0};
+    p.recent[0] = TreeChild{fn, n.id ? n.calls : nullptr, c, node_timed(c)};
 }
 // The trace's number of the node the thread is in (0: no frame open).
 PROF_NOINSTR inline uint32_t tree_position(const ThreadState& s) {

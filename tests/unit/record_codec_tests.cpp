@@ -289,3 +289,47 @@ TEST_CASE("the sized record encoders write their length and payload") {
         CHECK((c.ok && c.p == c.end));
     }
 }
+
+TEST_CASE("a CallLatency record is aligned at every offset, and its buckets tile the durations") {
+    // 1.13: the fields after the padding start at a multiple of 8, all 0, within the most the
+    // record takes.
+    const uint32_t n = format::kLatencyBuckets;
+    const size_t fields = format::latency_fields_size(n);
+    std::vector<uint8_t> rec(format::call_latency_size(70000, n) + 16, 0xee);
+    for (size_t at = 0; at < 8; ++at) {
+        CAPTURE(at);
+        std::fill(rec.begin(), rec.end(), 0xee);
+        uint8_t* end = format::put_call_latency(rec.data() + at, 70000, n);
+        CHECK(size_t(end - (rec.data() + at)) <= format::call_latency_size(70000, n));
+        CHECK(reinterpret_cast<uintptr_t>(end - fields) % 8 == 0);
+        CHECK(*end == 0xee);
+        Cursor c{rec.data() + at, end};
+        REQUIRE(c.u8() == uint8_t(format::Tag::kCallLatency));
+        uint64_t length = c.uleb();
+        REQUIRE((c.ok && uint64_t(end - c.p) == length));
+        CHECK(c.uleb() == 70000);
+        CHECK(c.uleb() == n);
+        uint8_t pad = c.u8();
+        CHECK(pad <= 15);
+        for (unsigned i = 0; i < pad; ++i) CHECK(c.u8() == 0);
+        for (int i = 0; i < 4; ++i) CHECK(c.u64() == 0);
+        for (uint32_t i = 0; i < n; ++i) CHECK(c.u32() == 0);
+        CHECK((c.ok && c.p == c.end));
+    }
+    // Bucket b holds exactly [low(b), low(b + 1)): consecutive, from 0, each at most 1/8 of its
+    // lower bound wide past the first 8 (which hold one duration each).
+    CHECK(format::latency_bucket_low(0) == 0);
+    for (uint32_t b = 0; b + 1 < n; ++b) {
+        CAPTURE(b);
+        uint64_t low = format::latency_bucket_low(b), next = format::latency_bucket_low(b + 1);
+        REQUIRE(next > low);
+        CHECK(format::latency_bucket(low) == b);
+        CHECK(format::latency_bucket(next - 1) == b);
+        if (b >= 8)
+            CHECK(8 * (next - low) <= low);
+        else
+            CHECK(next - low == 1);
+    }
+    CHECK(format::latency_bucket_low(n) == uint64_t(1) << 42);
+    CHECK(format::latency_bucket(UINT64_MAX) == (63 - 2) * 8 + 7);
+}

@@ -326,6 +326,27 @@ PROF_CODEC_INLINE uint8_t* put_call_counts(uint8_t* p, uint64_t first, uint64_t 
     return p + pad + 8 * n;
 }
 
+// 1.13: a CallLatency record of node `node` with `n` buckets, every field 0. Returns its end;
+// its fields (LatencyCounts) start at the returned pointer - latency_fields_size(n), aligned
+// to 8 bytes, and the writer adds to them in place.
+// The most bytes such a record takes (its padding at most 15).
+PROF_CODEC_INLINE size_t call_latency_size(uint64_t node, uint64_t n) {
+    size_t payload = uleb_size(node) + uleb_size(n) + 1 + 15 + latency_fields_size(n);
+    return 1 + uleb_size(payload) + payload;
+}
+PROF_CODEC_INLINE uint8_t* put_call_latency(uint8_t* p, uint64_t node, uint64_t n) {
+    size_t fields = latency_fields_size(n);
+    size_t fixed = uleb_size(node) + uleb_size(n) + 1 + fields;
+    uint32_t pad = 0;
+    while (pad < 15 &&
+           (reinterpret_cast<uintptr_t>(p) + 1 + uleb_size(fixed + pad) + fixed - fields + pad) % 8)
+        ++pad;
+    p = put_uleb(put_uleb(put_sized_head(p, Tag::kCallLatency, fixed + pad), node), n);
+    p = put_u8(p, uint8_t(pad));
+    __builtin_memset(p, 0, pad + fields);
+    return p + pad + fields;
+}
+
 // 1.7: a sampled call stack (profrun --sample). At most 2 + 3 * kMaxUleb bytes.
 inline constexpr uint32_t kMaxStackSampleRecord = 2 + 3 * kMaxUleb;
 

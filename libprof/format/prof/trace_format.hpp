@@ -26,7 +26,7 @@ namespace prof::format {
 
 inline constexpr char kMagic[8] = {'L', 'I', 'B', 'P', 'R', 'O', 'F', '\n'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 12; // 1.1: sites, line statistics; 1.2: unloads, pauses;
+inline constexpr uint16_t kMinor = 13; // 1.1: sites, line statistics; 1.2: unloads, pauses;
                                        // 1.3: scope runs; 1.4: aligned operator new/delete;
                                        // 1.5: CPU-time samples; 1.6: hooks without a clock
                                        // (Meta time=sampled); 1.7: sampled call stacks
@@ -38,17 +38,19 @@ inline constexpr uint16_t kMinor = 12; // 1.1: sites, line statistics; 1.2: unlo
                                        // FileHeader's counting_ticks; 1.11: Waited,
                                        // OffCpu's runnable, Rss records in the process
                                        // stream (the RSS timer); 1.12: a memory Stack's
-                                       // addresses are its calls' (return address - 1)
+                                       // addresses are its calls' (return address - 1);
+                                       // 1.13: CallLatency (a call path's distribution)
 // Version 2.0 is the packed form of a finished 1.x trace (kFilePacked), which only profpack
 // writes: another chunk layout and thread records below kFirstSized, so a major version, which
 // readers of 1.x refuse by name. Its records are those of 1.x plus the packed memory records
 // (2.1: and MemAligned; 2.2: the Sample records of 1.5, as written).
 inline constexpr uint16_t kPackedMajor = 2;
-inline constexpr uint16_t kPackedMinor = 5; // 2.1: MemAligned; 2.2: Sample; 2.3: the
+inline constexpr uint16_t kPackedMinor = 6; // 2.1: MemAligned; 2.2: Sample; 2.3: the
                                             // call tree records of 1.9, as written; 2.4:
                                             // Waited and the process stream's Rss
                                             // records of 1.11, as written; 2.5: the
-                                            // Stack records of 1.12, as written
+                                            // Stack records of 1.12, as written; 2.6: the
+                                            // CallLatency records of 1.13, as written
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kChunkMagic = 0x4b484350; // "PCHK" little-endian
 // 2.0: a chunk of a packed file (kFilePacked): its records are ChunkHeader::packed_size bytes
@@ -297,7 +299,43 @@ enum class Tag : uint8_t {
     // the rest blocked or asleep. Untimed. A thread whose run delay cannot be read has none.
     //   uleb run_delay_ns
     kWaited = 0x54,
+    // 1.13, thread streams after Counting: the inclusive wall time of the calls of call tree
+    // node `node` (defined before), which the writer times from the record on (and the calls
+    // that made it time them, docs/trace-format.md): `calls` timed, their summed duration
+    // `sum_ticks`, the longest `max_ticks` and the clock at its end `max_end_ticks`, and how
+    // many lasted a duration of each bucket (latency_bucket below; the last also holds every
+    // longer one; a count stops at 2^32 - 1). The writer adds to it in place while the thread
+    // runs, as to CallCounts. `pad` (0 to 15) zero bytes align the u64s to 8 bytes.
+    //   uleb node, uleb n, u8 pad, pad x u8, u64 calls, u64 sum_ticks, u64 max_ticks,
+    //   u64 max_end_ticks, n x u32 buckets
+    kCallLatency = 0x55,
 };
+
+// 1.13: the buckets of a CallLatency record, log-linear in clock ticks: durations 0 to 7 have
+// a bucket each; from there, each power of two is split into 8 buckets of equal width, so that
+// a bucket is at most 1/8 of its lower bound wide.
+inline constexpr uint32_t kLatencySubBuckets = 8;
+inline uint32_t latency_bucket(uint64_t ticks) {
+    if (ticks < kLatencySubBuckets) return uint32_t(ticks);
+    uint32_t top = 63 - uint32_t(__builtin_clzll(ticks)); // 3 and up
+    return (top - 2) * kLatencySubBuckets + uint32_t((ticks >> (top - 3)) & 7);
+}
+// The least duration of bucket `b`; bucket b spans [latency_bucket_low(b), ..._low(b + 1)).
+inline uint64_t latency_bucket_low(uint32_t b) {
+    if (b < kLatencySubBuckets) return b;
+    uint32_t top = b / kLatencySubBuckets + 2;
+    return uint64_t(kLatencySubBuckets + b % kLatencySubBuckets) << (top - 3);
+}
+// The writer's bucket count: up to 2^42 ticks (an hour and more at 1 GHz).
+inline constexpr uint32_t kLatencyBuckets = (42 - 2) * kLatencySubBuckets;
+// A CallLatency record's fields after its padding, as the writer adds to them in place.
+struct LatencyCounts {
+    uint64_t calls, sum_ticks, max_ticks, max_end_ticks;
+    uint32_t buckets[1]; // n of them
+};
+inline size_t latency_fields_size(uint64_t n) {
+    return 32 + 4 * size_t(n);
+}
 
 enum class AllocKind : uint8_t {
     kMalloc = 1,   // malloc, calloc (realloc and reallocarray are Realloc records)

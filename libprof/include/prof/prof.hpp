@@ -259,8 +259,8 @@ public:
             if (__builtin_expect(index != 0 && t.depth < t.max_depth, 1)) {
                 unsigned long long now = ticks();
                 uint32_t parent = t.depth;
-                t.frames[t.depth++] =
-                    prof_frame{reinterpret_cast<uintptr_t>(site), PROF_DETAIL_SCOPE_MARK, cfa_, 0};
+                t.frames[t.depth++] = prof_frame{reinterpret_cast<uintptr_t>(site),
+                                                 PROF_DETAIL_SCOPE_MARK, cfa_, 0, 0};
                 uint8_t* p = t.w.cursor;
                 if (prof_scope_runs) {
                     uint64_t key = uint64_t(index - 1) << 32 | parent;

@@ -43,8 +43,10 @@ typedef struct prof_frame {
     uintptr_t fn;   /* function address, or the prof_site of a scope */
     uintptr_t site; /* return address into the caller; PROF_DETAIL_SCOPE_MARK for a scope */
     uintptr_t cfa;  /* stack level at entry: matches an exit to its frame */
-    /* A counting thread's (PROF_TIME=sampled): the frame's node in the thread's call tree. */
+    /* A counting thread's (PROF_TIME=sampled): the frame's node in the thread's call tree, and
+     * whether the call is being timed (its latency distribution: the runtime keeps its start). */
     uint32_t node;
+    uint32_t timed;
 } prof_frame;
 
 struct prof_tree_node; /* a node of a counting thread's call tree (the runtime's, private) */

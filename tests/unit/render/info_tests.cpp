@@ -11,7 +11,7 @@ TEST_CASE("info: the trace's format, process, clock, state, symbols and threads"
     std::string out = capture([&](std::FILE* f) { render::print_info(f, p); });
     CHECK(out == "trace:     " + render_trace() +
                      "\n"
-                     "format:    1.12  (200704 bytes, 3 chunks of 64 KiB)\n"
+                     "format:    1.13  (200704 bytes, 3 chunks of 64 KiB)\n"
                      "process:   pid 42 (parent 0)  app --run\n"
                      "clock:     monotonic at 1.000000 GHz\n"
                      "state:     complete\n"
