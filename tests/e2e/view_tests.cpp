@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -514,6 +515,17 @@ TEST_CASE("diff --html, --flamegraph, --folded: each call path's change, in head
     CHECK(std::regex_search(dom, faster));
 }
 
+namespace {
+// The durations a test program printed, in ns one per line: in seconds, sorted.
+std::vector<double> sorted_seconds(const std::string& out) {
+    std::vector<double> v;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) v.push_back(std::stod(line) * 1e-9);
+    std::sort(v.begin(), v.end());
+    return v;
+}
+} // namespace
+
 TEST_CASE(
     "latency: percentiles of each call as the program measured them, the tail's callee named") {
     // handle: 49 calls of 200 us and one of 5 ms, whose extra 4.8 ms are in rebuild. The
@@ -523,11 +535,8 @@ TEST_CASE(
     std::string trace = temp_path("latency.trace");
     auto rec = run({PROFRUN, "-q", "--time", "traced", "-o", trace, "--", PROF_TEST_LATENCY_TAIL});
     REQUIRE_MESSAGE(rec.exit_code == 0, rec.err);
-    std::vector<double> own;
-    std::istringstream in(rec.out);
-    for (std::string line; std::getline(in, line);) own.push_back(std::stod(line) * 1e-9);
+    std::vector<double> own = sorted_seconds(rec.out);
     REQUIRE(own.size() == 50);
-    std::sort(own.begin(), own.end());
     auto j = run({PROFREPORT, "latency", "--format", "json", trace});
     REQUIRE_MESSAGE(j.exit_code == 0, j.err);
     size_t handle = j.out.find("\"name\": \"(anonymous namespace)::handle(int, int)\"");
@@ -560,18 +569,74 @@ TEST_CASE(
         CHECK(t.out.find("((anonymous namespace)::rebuild())") != std::string::npos);
     }
 
-    // A trace whose hooks read no clock per call has no calls' times: one line, status 1.
-    std::string counted = temp_path("latency-counted.trace");
-    REQUIRE(run({PROFRUN, "-q", "--time", "sampled", "-o", counted, "--", PROF_TEST_LATENCY_TAIL})
-                .exit_code == 0);
-    auto refused = run({PROFREPORT, "latency", counted});
-    CHECK(refused.exit_code == 1);
-    CHECK(refused.err.find("per-call latencies need them (record with PROF_TIME=traced: profrun "
-                           "--time traced)") != std::string::npos);
-    CHECK(lines(refused.err) == 1);
     auto csv = run({PROFREPORT, "latency", "--format", "csv", trace});
     CHECK(csv.exit_code == 2);
     CHECK(csv.err.find("latency prints text or --format json") != std::string::npos);
+}
+
+TEST_CASE("latency of counted calls: the timed paths' buckets within 1/16, max and tail exact") {
+    // The default recording counts calls without a clock per call (here from the start,
+    // --time sampled); the paths whose calls last PROF_LATENCY_MIN (1 us) or more on average
+    // have each call timed into log-linear buckets (format 1.13). Every path of this program
+    // qualifies: handle 49 x 200 us and 1 x 5 ms, rebuild once (4.8 ms).
+    std::string trace = temp_path("latency-counted.trace");
+    auto rec = run({PROFRUN, "-q", "--time", "sampled", "-o", trace, "--", PROF_TEST_LATENCY_TAIL});
+    REQUIRE_MESSAGE(rec.exit_code == 0, rec.err);
+    std::vector<double> own = sorted_seconds(rec.out);
+    REQUIRE(own.size() == 50);
+    auto j = run({PROFREPORT, "latency", "--format", "json", trace});
+    REQUIRE_MESSAGE(j.exit_code == 0, j.err);
+    CHECK(json_number(j.out, "untimed") == 0);
+    size_t handle = j.out.find("\"name\": \"(anonymous namespace)::handle(int, int)\"");
+    REQUIRE(handle != std::string::npos);
+    CHECK(json_number(j.out, "calls", handle) == 50); // every call, counted exactly
+    CHECK(json_number(j.out, "bound", handle) == 0.0625);
+    // A bucket is at most 1/8 of its lower bound wide, its value the middle: within 1/16, and
+    // 2% more for the hooks (which these figures do not subtract) and the two clocks.
+    CHECK(json_number(j.out, "p50", handle) == prof::test::approx(own[24]).epsilon(0.0825));
+    CHECK(json_number(j.out, "p50", handle) == prof::test::approx(200e-6).epsilon(0.1));
+    // The 50th of 50 calls is the longest, which the record keeps exactly.
+    CHECK(json_number(j.out, "p99", handle) == prof::test::approx(own[49]).epsilon(0.02));
+    CHECK(json_number(j.out, "max", handle) == prof::test::approx(own[49]).epsilon(0.02));
+    CHECK(json_number(j.out, "mean", handle) * 50 ==
+          prof::test::approx(std::accumulate(own.begin(), own.end(), 0.0)).epsilon(0.02));
+    size_t rebuild = j.out.find("\n    {\"name\": \"(anonymous namespace)::rebuild()\"");
+    REQUIRE(rebuild != std::string::npos);
+    CHECK(json_number(j.out, "calls", rebuild) == 1);
+    // The tail of counted calls is the slowest call, and the callees whose own slowest call lies
+    // inside it: rebuild, unless a loaded machine made another call slower still.
+    size_t tail = j.out.find("\"tail\": {\"calls\": 1,", handle);
+    REQUIRE(tail != std::string::npos);
+    CHECK(j.out.find("\"slowest_only\": true", tail) < j.out.find("\"callees\"", tail));
+    const double rebuilding =
+        std::stod(rec.out.substr(rec.out.rfind('\n', rec.out.size() - 2) + 1));
+    if (rebuilding * 1e-9 < own[49]) {
+        MESSAGE("a call preempted past the rebuilding one: the tail is that call");
+    } else {
+        CHECK(j.out.find("\"callees\": [{\"name\": \"(anonymous namespace)::rebuild()\"", tail) !=
+              std::string::npos);
+        // Its time in that call: its one call, at least the 4.8 ms it spins, exact (no bucket).
+        const double in_rebuild = json_number(j.out, "slow_mean", tail);
+        CHECK(in_rebuild >= 4.8e-3);
+        CHECK(in_rebuild == prof::test::approx(json_number(j.out, "max", rebuild)).epsilon(1e-6));
+        CHECK(json_number(j.out, "slow_share", tail) ==
+              prof::test::approx(in_rebuild / json_number(j.out, "max", handle)).epsilon(0.001));
+    }
+    auto t = run({PROFREPORT, "latency", "--detail", "1", trace});
+    REQUIRE(t.exit_code == 0);
+    CHECK(t.out.find("Counted calls: timed only on the call paths whose calls last "
+                     "PROF_LATENCY_MIN on average (0 other calls not timed)") != std::string::npos);
+    CHECK(t.out.find("its slowest call (") != std::string::npos);
+
+    // With PROF_LATENCY_MIN=0 nothing is timed: one line, status 1.
+    std::string untimed = temp_path("latency-untimed.trace");
+    REQUIRE(run({"/usr/bin/env", "PROF_LATENCY_MIN=0", PROFRUN, "-q", "--time", "sampled", "-o",
+                 untimed, "--", PROF_TEST_LATENCY_TAIL})
+                .exit_code == 0);
+    auto refused = run({PROFREPORT, "latency", untimed});
+    CHECK(refused.exit_code == 1);
+    CHECK(refused.err.find("no call was timed") != std::string::npos);
+    CHECK(lines(refused.err) == 1);
 }
 
 TEST_CASE("diff --metric p99: the gate on the tail, with each p99's own interval") {

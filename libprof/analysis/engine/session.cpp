@@ -72,7 +72,8 @@ struct Session::Impl : reader::EventSink {
         begin_trace(meta.read_metadata());
     }
     bool needs_every_call_time() const {
-        return options.time == TimeSource::kTraced || options.observer;
+        return options.time == TimeSource::kTraced ||
+               (options.observer && !options.observer_takes_counted);
     }
     // A trace whose hooks stopped reading the clock per call `seconds` into the run
     // (PROF_TIME=auto) has no time for its later calls: no timeline, no traced times.
@@ -157,7 +158,7 @@ struct Session::Impl : reader::EventSink {
                                      "recorded with PROF_TIME=sampled: its hooks read no clock "
                                      "per call, so it has no traced times (leave out --time "
                                      "traced)");
-        if (timing.untimed_hooks && options.observer)
+        if (timing.untimed_hooks && options.observer && !options.observer_takes_counted)
             throw reader::TraceError(
                 layout.path, fmt::format("recorded with PROF_TIME=sampled, its hooks read no clock "
                                          "per call: {} them ({})",
@@ -267,6 +268,12 @@ struct Session::Impl : reader::EventSink {
         uint64_t n = 0;
         for (uint64_t c : calls) n += 2 * c;
         tick_progress(t.last, n);
+    }
+    // 1.13: a counted path's timed calls, kept with the ticks' length in this trace.
+    void on_call_latency(uint32_t id, uint32_t node, const reader::CallLatencyRecord& r) override {
+        ThreadReplay& t = thread(id);
+        if (node >= t.tree.size() || !t.tree[node]) return; // a function not read (undefined)
+        t.latency.push_back(PathLatency{t.tree[node], ns_per_tick, start_ticks, r});
     }
     void on_waited(uint32_t id, uint64_t run_delay_ns) override {
         SampleTime::waited(thread(id), run_delay_ns);
@@ -814,6 +821,30 @@ size_t Session::function_module(size_t trace, uint32_t function) const {
 size_t Session::current_trace() const {
     return impl_->trace_index;
 }
+std::vector<CallPathLatency> Session::call_latencies() const {
+    std::vector<CallPathLatency> out;
+    for (const auto& t : impl_->threads)
+        for (const PathLatency& l : t->latency) {
+            CallPathLatency c;
+            c.thread = t->index;
+            c.trace = t->trace;
+            for (uint32_t n = l.path; n; n = t->nodes[n].parent)
+                c.path.push_back(t->nodes[n].function);
+            std::reverse(c.path.begin(), c.path.end());
+            c.path_calls = t->nodes[l.path].calls;
+            c.calls = l.record.calls;
+            c.sum_ns = double(l.record.sum_ticks) * l.ns_per_tick;
+            c.max_ns = double(l.record.max_ticks) * l.ns_per_tick;
+            uint64_t max_start = l.record.max_end_ticks - l.record.max_ticks;
+            c.max_start_ns =
+                max_start > l.start_ticks ? double(max_start - l.start_ticks) * l.ns_per_tick : 0.0;
+            c.ns_per_tick = l.ns_per_tick;
+            c.buckets = l.record.buckets;
+            out.push_back(std::move(c));
+        }
+    return out;
+}
+
 const reader::TraceInfo& Session::trace_info(size_t trace) const {
     return trace < impl_->traces.size() ? impl_->traces[trace] : impl_->layout;
 }

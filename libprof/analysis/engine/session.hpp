@@ -97,11 +97,30 @@ struct SessionOptions {
     std::string observer_hint = "record with PROF_TIME=traced, or export speedscope without "
                                 "--from, --to or --min-duration: the call tree with the "
                                 "samples' times";
+    // The observer also takes traces whose threads count their calls: it sees none of those
+    // threads' counted calls, whose timed ones are in Session::call_latencies (format 1.13).
+    bool observer_takes_counted = false;
     TimeSource time = TimeSource::kAuto; // profreport --time
     Clock clock = Clock::kWall;          // profreport --clock
     // Sampled traces: functions inlined at a sampled address are frames of their own (format
     // 1.8 Location records); false: the physical frames only (profreport --no-inline).
     bool inlined = true;
+};
+
+// 1.13: the timed calls of a counted call path (PROF_TIME=sampled or auto: the paths whose calls
+// lasted PROF_LATENCY_MIN or more on average), as its CallLatency record has them.
+struct CallPathLatency {
+    size_t thread = 0; // Session::thread_list() index
+    size_t trace = 0;
+    std::vector<uint32_t> path; // the trace's functions, outermost first, ending with the callee
+    uint64_t calls = 0;         // timed
+    uint64_t path_calls = 0;    // every call of the path (counted)
+    double sum_ns = 0, max_ns = 0;
+    double max_start_ns = 0; // when the longest began, since the trace started
+    // buckets[b] counts durations of [latency_bucket_low(b), latency_bucket_low(b + 1)) ticks
+    // (format::latency_bucket), the last one every longer one too.
+    double ns_per_tick = 1;
+    std::vector<uint32_t> buckets;
 };
 
 class Session {
@@ -137,6 +156,9 @@ class Session {
     TimeBasis time_basis(const ThreadFilter& filter = {}) const;
     // Allocations of every trace read so far (all threads).
     const MemoryReport& memory() const;
+
+    // Every counted call path's timed calls, by thread in order of appearance.
+    std::vector<CallPathLatency> call_latencies() const;
 
     // The runtime address and object of a trace's function (ActivationObserver::opened).
     uint64_t function_address(size_t trace, uint32_t function) const;

@@ -2,6 +2,8 @@
 // stacks) and the functions of one trace: what every room of the engine reads and writes.
 #pragma once
 
+#include "reader/trace_reader.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -100,6 +102,14 @@ struct PlacedSample {
     int64_t credit; // scope runs' measured time taken off `units` (SampleTime::place_samples)
 };
 
+// 1.13: the timed calls of a counted call path (a CallLatency record), with its trace's clock.
+struct PathLatency {
+    uint32_t path; // node
+    double ns_per_tick;
+    uint64_t start_ticks; // the trace's start
+    reader::CallLatencyRecord record;
+};
+
 // One thread of one trace.
 struct ThreadReplay {
     size_t trace = 0;
@@ -166,6 +176,7 @@ struct ThreadReplay {
     bool counting = false;
     std::vector<uint32_t> tree{0};
     std::vector<uint64_t> tree_calls;
+    std::vector<PathLatency> latency; // 1.13
     std::vector<PlacedSample> placed; // Session::Impl::charge
     uint32_t position = 0;
     uint32_t clock_node = 0; // the node of its last Sample record (or where it began counting)

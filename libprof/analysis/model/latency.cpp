@@ -2,6 +2,8 @@
 
 #include "reader/trace_reader.hpp"
 
+#include <prof/trace_format.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -32,6 +34,7 @@ struct Slow {
     uint64_t duration, start;
     size_t thread;
     std::vector<uint32_t> path; // keys, outermost first
+    size_t counted = SIZE_MAX;  // a counted path's longest call: its index in call_latencies
     bool operator>(const Slow& o) const { return duration > o.duration; }
 };
 
@@ -111,19 +114,51 @@ class Collector : public ActivationObserver {
         stacks_.clear();
     }
 
-  private:
-    std::vector<std::vector<Frame>> stacks_; // by thread
-
-    uint32_t key_for(uint32_t function) {
-        auto [it, fresh] = key_of.try_emplace({trace, function}, uint32_t(keys.size()));
+    uint32_t key_for(uint32_t function) { return key_for(trace, function); }
+    uint32_t key_for(size_t in_trace, uint32_t function) {
+        auto [it, fresh] = key_of.try_emplace({in_trace, function}, uint32_t(keys.size()));
         if (fresh) {
-            keys.push_back({trace, function});
+            keys.push_back({in_trace, function});
             durations.emplace_back();
             slowest.emplace_back();
         }
         return it->second;
     }
+
+  private:
+    std::vector<std::vector<Frame>> stacks_; // by thread
 };
+
+// A function's durations: exact ones (traced calls), and bucketed ones (counted calls timed into
+// a CallLatency record's buckets), each a value standing for `calls` calls.
+struct Durations {
+    std::vector<uint64_t> exact;                         // sorted
+    std::vector<std::pair<uint64_t, uint64_t>> bucketed; // (ns, calls), sorted
+    uint64_t bucketed_calls = 0;
+
+    uint64_t size() const { return exact.size() + bucketed_calls; }
+    // The r-th smallest (1-based).
+    uint64_t at(uint64_t r) const {
+        if (bucketed.empty()) return exact[r - 1];
+        size_t i = 0;
+        uint64_t seen = 0;
+        for (const auto& [ns, calls] : bucketed) {
+            for (; i < exact.size() && exact[i] <= ns; ++i)
+                if (++seen == r) return exact[i];
+            if (seen + calls >= r) return ns;
+            seen += calls;
+        }
+        return exact[i + (r - seen) - 1];
+    }
+};
+
+// The value a duration of bucket `b` (of `n`) stands for: the middle of its bucket, in ns, no
+// more than the path's longest call (which the last bucket stands for).
+uint64_t bucket_ns(uint32_t b, size_t n, double ns_per_tick, double max_ns) {
+    if (b + 1 >= format::kLatencyBuckets || b >= n) return uint64_t(max_ns);
+    uint64_t low = format::latency_bucket_low(b), high = format::latency_bucket_low(b + 1);
+    return uint64_t(std::min((double(low) + double(high - low) / 2) * ns_per_tick, max_ns));
+}
 
 std::string base_name(const std::string& path) {
     size_t slash = path.rfind('/');
@@ -162,11 +197,58 @@ std::pair<size_t, size_t> quantile_ranks(size_t n, double q) {
     return {std::min(low, n), high};
 }
 
-// The nearest-rank percentile of sorted durations.
-uint64_t rank(const std::vector<uint64_t>& sorted, double q) {
-    if (sorted.empty()) return 0;
-    size_t r = size_t(std::ceil(q * double(sorted.size())));
-    return sorted[std::clamp<size_t>(r, 1, sorted.size()) - 1];
+// The nearest-rank percentile.
+uint64_t rank(const Durations& d, double q) {
+    if (!d.size()) return 0;
+    uint64_t r = uint64_t(std::ceil(q * double(d.size())));
+    return d.at(std::clamp<uint64_t>(r, 1, d.size()));
+}
+
+std::string file_of(const Function& f) {
+    return f.file.empty() ? base_name(f.module) : base_name(f.file);
+}
+
+// The tail of a function whose slowest call is counted path `slowest`'s longest: the callees
+// (paths one deeper, in the same thread) whose own longest call lies inside it, with that call,
+// against their other calls per other call of the function (when every call of both was timed).
+void slowest_call_tail(FunctionLatency& f, const std::vector<CallPathLatency>& counted,
+                       size_t slowest, const std::function<const Function&(size_t)>& function_of) {
+    const CallPathLatency& p = counted[slowest];
+    f.tail_from_slowest = true;
+    f.tail_calls = 1;
+    f.tail_threshold_ns = uint64_t(p.max_ns);
+    double end = p.max_start_ns + p.max_ns;
+    bool all_timed = p.calls == p.path_calls && p.calls > 1;
+    double in_callees = 0, other_in_callees = 0;
+    for (size_t i = 0; i < counted.size(); ++i) {
+        const CallPathLatency& q = counted[i];
+        if (q.thread != p.thread || q.trace != p.trace || q.path.size() != p.path.size() + 1 ||
+            !std::equal(p.path.begin(), p.path.end(), q.path.begin()) || !q.calls ||
+            q.max_start_ns < p.max_start_ns || q.max_start_ns + q.max_ns > end)
+            continue;
+        const Function& fn = function_of(i);
+        TailCallee t;
+        t.name = fn.name;
+        t.file = file_of(fn);
+        t.line = fn.line;
+        t.slow_mean_ns = q.max_ns;
+        t.slow_share = p.max_ns > 0 ? q.max_ns / p.max_ns : 0;
+        in_callees += q.max_ns;
+        if (all_timed && q.calls == q.path_calls) {
+            t.typical_mean_ns = (q.sum_ns - q.max_ns) / double(p.calls - 1);
+            t.typical_share =
+                p.sum_ns > p.max_ns ? (q.sum_ns - q.max_ns) / (p.sum_ns - p.max_ns) : 0;
+            other_in_callees += q.sum_ns - q.max_ns;
+        }
+        f.tail.push_back(std::move(t));
+    }
+    f.tail_self_share = p.max_ns > 0 ? std::max(0.0, 1 - in_callees / p.max_ns) : 0;
+    f.typical_self_share = all_timed && p.sum_ns > p.max_ns
+                               ? std::max(0.0, 1 - other_in_callees / (p.sum_ns - p.max_ns))
+                               : 0;
+    std::stable_sort(f.tail.begin(), f.tail.end(), [](const TailCallee& a, const TailCallee& b) {
+        return a.slow_mean_ns > b.slow_mean_ns;
+    });
 }
 
 } // namespace
@@ -175,6 +257,12 @@ LatencyReport latency(const LatencyOptions& o) {
     Collector c;
     c.keep_slowest = std::max<size_t>(o.slowest, 1);
     std::unique_ptr<Session> session = o.open(c);
+    // Counted traces: the paths whose calls were timed, their functions as keys.
+    std::vector<CallPathLatency> counted = session->call_latencies();
+    std::vector<std::vector<uint32_t>> counted_keys(counted.size());
+    for (size_t i = 0; i < counted.size(); ++i)
+        for (uint32_t fn : counted[i].path)
+            counted_keys[i].push_back(c.key_for(counted[i].trace, fn));
 
     // Functions merged across traces by what names them, as the profile merges them.
     FunctionResolver resolver;
@@ -190,10 +278,10 @@ LatencyReport latency(const LatencyOptions& o) {
         if (fresh) merged.push_back(f);
         c.merged_of[k] = it->second;
     }
-    std::vector<std::vector<uint64_t>> durations(merged.size());
+    std::vector<Durations> durations(merged.size());
     std::vector<std::vector<Slow>> slow(merged.size());
     for (size_t k = 0; k < c.keys.size(); ++k) {
-        auto& d = durations[c.merged_of[k]];
+        auto& d = durations[c.merged_of[k]].exact;
         if (k < c.durations.size()) {
             if (d.empty())
                 d = std::move(c.durations[k]); // most functions: one trace's
@@ -204,41 +292,82 @@ LatencyReport latency(const LatencyOptions& o) {
         auto& q = c.slowest[k];
         for (; !q.empty(); q.pop()) slow[c.merged_of[k]].push_back(q.top());
     }
+    std::vector<double> counted_ns(merged.size(), 0);
+    for (size_t i = 0; i < counted.size(); ++i) {
+        const CallPathLatency& p = counted[i];
+        uint32_t m = c.merged_of[counted_keys[i].back()];
+        Durations& d = durations[m];
+        size_t top = p.buckets.size();
+        while (top && !p.buckets[top - 1]) --top;
+        for (uint32_t b = 0; b < top; ++b) {
+            // One call of the highest bucket is the longest, known exactly.
+            uint64_t n = p.buckets[b] - (b + 1 == top ? 1 : 0);
+            if (n) d.bucketed.emplace_back(bucket_ns(b, top, p.ns_per_tick, p.max_ns), n);
+            d.bucketed_calls += n;
+        }
+        if (top) {
+            d.bucketed.emplace_back(uint64_t(p.max_ns), 1);
+            ++d.bucketed_calls;
+        }
+        counted_ns[m] += p.sum_ns;
+        if (p.calls)
+            slow[m].push_back(
+                Slow{uint64_t(p.max_ns), uint64_t(p.max_start_ns), p.thread, counted_keys[i], i});
+    }
+    // Every counted call of a function, timed or not (the profile's count less the traced
+    // calls, which are all timed).
+    std::map<std::pair<std::string, std::string>, uint64_t> profile_calls;
+    if (!counted.empty())
+        for (const Function& f : session->profile().functions)
+            profile_calls[{f.name, f.file}] += f.stats.ncalls;
     std::vector<ThreadFilter> threads = session->thread_list();
     std::vector<ThreadSummary> thread_info;
     for (size_t t = 0; t < threads.size(); ++t) thread_info.push_back(session->thread(t));
 
     LatencyReport r;
+    r.counted = session->time_basis().untimed_traces > 0;
     c.threshold.assign(merged.size(), UINT64_MAX);
     std::vector<size_t> row_of(merged.size(), SIZE_MAX); // merged function -> r.functions
+    bool any_exact = false;
     for (size_t m = 0; m < merged.size(); ++m) {
-        std::vector<uint64_t>& d = durations[m];
-        if (d.empty()) continue;
+        Durations& d = durations[m];
+        if (!d.size()) continue;
         row_of[m] = r.functions.size();
-        std::sort(d.begin(), d.end());
+        std::sort(d.exact.begin(), d.exact.end());
+        std::sort(d.bucketed.begin(), d.bucketed.end());
+        any_exact |= !d.exact.empty();
         // The slowest 1% (at least one call): from the duration of the call of that rank.
-        size_t tail = std::max<size_t>(1, (d.size() + 99) / 100);
-        c.threshold[m] = d[d.size() - tail];
+        uint64_t tail = std::max<uint64_t>(1, (d.size() + 99) / 100);
+        c.threshold[m] = d.at(d.size() - tail + 1);
         FunctionLatency f;
         f.name = merged[m].name;
         f.file = merged[m].file.empty() ? base_name(merged[m].module) : base_name(merged[m].file);
         f.line = merged[m].line;
         f.calls = d.size();
-        for (uint64_t v : d) {
-            f.total_ns += v;
+        f.bound = d.bucketed.empty() ? 0.0 : 1.0 / 16;
+        auto add_log2 = [&f](uint64_t v, uint64_t calls) {
             size_t b = v ? size_t(63 - __builtin_clzll(v)) : 0;
             if (f.histogram.size() <= b) f.histogram.resize(b + 1, 0);
-            ++f.histogram[b];
+            f.histogram[b] += calls;
+        };
+        for (uint64_t v : d.exact) {
+            f.total_ns += v;
+            add_log2(v, 1);
         }
+        for (const auto& [v, calls] : d.bucketed) add_log2(v, calls);
+        f.total_ns += uint64_t(counted_ns[m]);
         f.mean_ns = double(f.total_ns) / double(d.size());
         f.p50 = rank(d, 0.50);
         f.p90 = rank(d, 0.90);
         f.p99 = rank(d, 0.99);
         f.p999 = rank(d, 0.999);
         auto [low, high] = quantile_ranks(d.size(), 0.99);
-        f.p99_low = d[low - 1];
-        f.p99_high = high <= d.size() ? d[high - 1] : UINT64_MAX;
-        f.max = d.back();
+        f.p99_low = d.at(low);
+        f.p99_high = high <= d.size() ? d.at(high) : UINT64_MAX;
+        f.max = d.exact.empty() ? 0 : d.exact.back();
+        for (const Slow& s : slow[m]) f.max = std::max(f.max, s.duration);
+        auto pc = profile_calls.find({merged[m].name, merged[m].file});
+        if (pc != profile_calls.end() && pc->second > f.calls) f.untimed = pc->second - f.calls;
         f.tail_threshold_ns = c.threshold[m];
         std::sort(slow[m].begin(), slow[m].end(), std::greater<Slow>());
         if (slow[m].size() > c.keep_slowest) slow[m].resize(c.keep_slowest);
@@ -253,11 +382,16 @@ LatencyReport latency(const LatencyOptions& o) {
             for (uint32_t k : s.path) sc.path.push_back(merged[c.merged_of[k]].name);
             f.slowest.push_back(std::move(sc));
         }
+        if (!d.bucketed.empty() && !slow[m].empty() && slow[m][0].counted != SIZE_MAX)
+            slowest_call_tail(f, counted, slow[m][0].counted, [&](size_t i) -> const Function& {
+                return merged[c.merged_of[counted_keys[i].back()]];
+            });
         r.calls += f.calls;
+        r.untimed += f.untimed;
         r.functions.push_back(std::move(f));
-        std::vector<uint64_t>().swap(d); // pass 2 needs only the thresholds
+        Durations().exact.swap(d.exact); // pass 2 needs only the thresholds
     }
-    if (!o.tail) {
+    if (!o.tail || !any_exact) {
         std::stable_sort(r.functions.begin(), r.functions.end(),
                          [](const FunctionLatency& a, const FunctionLatency& b) {
                              return a.total_ns > b.total_ns;
@@ -270,7 +404,7 @@ LatencyReport latency(const LatencyOptions& o) {
     c.split.assign(merged.size(), {});
     session = o.open(c);
     for (size_t m = 0; m < merged.size(); ++m) {
-        if (row_of[m] == SIZE_MAX) continue;
+        if (row_of[m] == SIZE_MAX || r.functions[row_of[m]].tail_from_slowest) continue;
         FunctionLatency& f = r.functions[row_of[m]];
         const Collector::Split& sp = c.split[m];
         f.tail_calls = sp.slow_calls;

@@ -4,6 +4,11 @@
 // direct callee held, against the same share in its other calls. Exact, from a trace whose hooks
 // timed every call (PROF_TIME=traced): two replays of the traces, one for the durations and one
 // for the tail's callees, through Session's activation observer.
+// From a trace whose hooks counted calls (PROF_TIME=sampled or auto, format 1.13): the call
+// paths whose calls lasted PROF_LATENCY_MIN or more on average had each call timed into
+// log-linear buckets, so their percentiles are within 1/16 of the truth (`bound`); the mean and
+// the longest call are exact. Their tail is their slowest call: the callees whose own slowest
+// call lies inside it.
 #pragma once
 
 #include "analysis/engine/session.hpp"
@@ -35,7 +40,9 @@ struct TailCallee {
 struct FunctionLatency {
     std::string name, file; // file without directories
     uint32_t line = 0;
-    uint64_t calls = 0;
+    uint64_t calls = 0;   // timed: the distribution's
+    uint64_t untimed = 0; // counted calls of its paths that were not timed (a counted trace)
+    double bound = 0;     // the percentiles' relative error: 0 exact, 1/16 from buckets
     double mean_ns = 0;
     uint64_t total_ns = 0;
     uint64_t p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0; // ns, nearest rank
@@ -46,6 +53,9 @@ struct FunctionLatency {
     std::vector<SlowCall> slowest;                         // slowest first
     // The tail: the slowest 1% of the calls (at least one), from `tail_threshold_ns` up.
     uint64_t tail_calls = 0, tail_threshold_ns = 0;
+    // From buckets: the tail is the slowest call alone, and a callee's time in it is its own
+    // slowest call when that lies inside it ("the rest" then includes its other calls).
+    bool tail_from_slowest = false;
     double tail_self_share = 0, typical_self_share = 0; // the function's own code
     std::vector<TailCallee> tail;                       // by the growth of their share
     // Log-2 histogram of the durations: bucket b counts calls of [2^b, 2^(b+1)) ns.
@@ -54,6 +64,10 @@ struct FunctionLatency {
 
 struct LatencyReport {
     uint64_t calls = 0;
+    // Some trace counted its calls (PROF_TIME=sampled or auto): only its timed paths are here,
+    // and `untimed` of its functions' calls were not timed.
+    bool counted = false;
+    uint64_t untimed = 0;
     std::vector<FunctionLatency> functions; // by total time, largest first
 };
 

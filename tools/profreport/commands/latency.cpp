@@ -1,7 +1,6 @@
 // profreport latency: per function, the distribution of its calls' durations (p50 to max),
-// its slowest calls, and what its slowest 1% spent their time in. Needs every call's time:
-// a trace recorded with PROF_TIME=traced (or one too short for the default to stop timing
-// calls).
+// its slowest calls, and what its slowest 1% spent their time in. Exact from a trace recorded
+// with PROF_TIME=traced; from a default (counting) trace, for the call paths it timed (1.13).
 #include "commands/commands.hpp"
 
 #include "analysis/engine/session.hpp"
@@ -22,8 +21,13 @@ CLI::App* add_latency(tools::Cli& cli, Args& a) {
         "Per function: its calls, the mean, p50, p90, p99, p99.9 and max of each call's\n"
         "inclusive wall time, its slowest calls (when, in which thread, the call path), and\n"
         "for its slowest 1% of calls the share of their time each function it called held,\n"
-        "against its other calls: where the tail's extra time went. Needs every call's time:\n"
-        "record with PROF_TIME=traced (profrun --time traced).");
+        "against its other calls: where the tail's extra time went.\n"
+        "\n"
+        "A default recording (calls counted, times from samples) times the calls of the\n"
+        "call paths whose calls last PROF_LATENCY_MIN (1 us) or more on average, into\n"
+        "buckets: their percentiles are within 1/16 (6.25%), the mean and max exact, and\n"
+        "the tail is the slowest call. For every call, exactly: PROF_TIME=traced\n"
+        "(profrun --time traced).");
     declare_limit(*sub, a);
     value(
         *sub, "--detail", "N",
@@ -60,6 +64,7 @@ int run_latency(const Args& a, const tools::ToolLog& log) {
             analysis::SessionOptions so = session_options(a);
             so.progress = progress.callback();
             so.observer = &observer;
+            so.observer_takes_counted = true; // their timed paths (format 1.13)
             so.observer_needs = "per-call latencies need";
             so.observer_hint = "record with PROF_TIME=traced: profrun --time traced";
             auto session = std::make_unique<analysis::Session>(so);
@@ -73,6 +78,14 @@ int run_latency(const Args& a, const tools::ToolLog& log) {
             r = views::latency(o);
         } catch (const reader::TraceError& e) {
             log.error(e.what());
+            return 1;
+        }
+        if (r.functions.empty() && r.counted) {
+            log.error("no call was timed: the trace counts calls without a clock per call, and "
+                      "times only the call paths whose calls last PROF_LATENCY_MIN (1 us) or more "
+                      "on average; none did, or the runtime timed none (PROF_LATENCY_MIN=0, or "
+                      "a runtime before format 1.13). Record with PROF_TIME=traced for every "
+                      "call's time");
             return 1;
         }
         render::LatencyPrint p;
