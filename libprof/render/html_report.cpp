@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <sys/stat.h>
 #include <map>
+#include <sys/stat.h>
 
 namespace prof::render {
 namespace {
@@ -128,6 +128,17 @@ void write_memory_data(std::FILE* out, const MemoryReport& m) {
     fmt::print(out, "]}}");
 }
 
+// A function's per-call latency: its percentiles (ns) and its calls per power of two of ns.
+void write_latency(std::FILE* out, const FunctionLatency& l) {
+    fmt::print(out,
+               ",\"lat\":{{\"calls\":{},\"untimed\":{},\"bound\":{},\"mean\":{:.0f},"
+               "\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{},\"log2\":[",
+               l.calls, l.untimed, l.bound, l.mean_ns, l.p50, l.p90, l.p99, l.p999, l.max);
+    for (size_t b = 0; b < l.histogram.size(); ++b)
+        fmt::print(out, "{}{}", b ? "," : "", l.histogram[b]);
+    fmt::print(out, "]}}");
+}
+
 } // namespace
 
 void write_html(std::FILE* out, const Profile& p, const CallTree& t,
@@ -173,15 +184,24 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
     for (size_t i = 0; i < trace_names.size(); ++i)
         fmt::print(out, "{}{}", i ? "," : "", js(trace_names[i]));
     fmt::print(out, "],\n\"functions\":[");
+    // A function's latency, by what names it (the latency report merges functions as the
+    // profile does).
+    std::map<std::pair<std::string, uint32_t>, const FunctionLatency*> latency_of;
+    if (o.latency)
+        for (const FunctionLatency& l : o.latency->functions)
+            latency_of.emplace(std::make_pair(l.name, l.line), &l);
     for (size_t i = 0; i < p.functions.size(); ++i) {
         const Function& f = p.functions[i];
         std::string file =
             f.file.empty() ? (f.module.empty() ? "~" : base_name(f.module)) : base_name(f.file);
         fmt::print(out,
                    "{}\n{{\"name\":{},\"file\":{},\"line\":{},\"module\":{},\"kind\":{},"
-                   "\"ncalls\":{},\"pcalls\":{},\"tottime\":{:.9f},\"cumtime\":{:.9f}}}",
+                   "\"ncalls\":{},\"pcalls\":{},\"tottime\":{:.9f},\"cumtime\":{:.9f}",
                    i ? "," : "", js(f.name), js(file), f.line, js(f.module), js(f.kind),
                    f.stats.ncalls, f.stats.pcalls, f.stats.tottime, f.stats.cumtime);
+        auto l = latency_of.find({f.name, f.line});
+        if (l != latency_of.end() && l->second->file == file) write_latency(out, *l->second);
+        fmt::print(out, "}}");
     }
     fmt::print(out, "],\n\"edges\":[");
     for (size_t i = 0; i < p.edges.size(); ++i) {

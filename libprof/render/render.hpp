@@ -6,6 +6,7 @@
 #include "render/model.hpp"
 
 #include "analysis/model/call_tree.hpp"
+#include "analysis/model/latency.hpp"
 #include "analysis/model/lines.hpp"
 #include "analysis/model/memory.hpp"
 #include "analysis/model/profile.hpp"
@@ -65,6 +66,8 @@ struct HtmlOptions {
     // Allocations (when present): a memory section with the summary, the heap/RSS timeline as
     // inline SVG and the sortable table of the top sites with their stacks.
     const MemoryReport* memory = nullptr;
+    // Per-call latencies (when present): a function's distribution, drawn when it is selected.
+    const LatencyReport* latency = nullptr;
 };
 // One self-contained page (inline CSS and JS, no network): the sortable pstats table with
 // callers/callees on click, an icicle of the call tree with zoom, the line tables, and the

@@ -790,23 +790,30 @@ TEST_CASE("marked lines and scopes in a hot loop: totals leave out the markers' 
     // (an AMD EPYC gave the marked work 0.11x to 0.33x of its unmarked time, where earlier test
     // hosts stayed within 0.4x to 2x). Then the times are only bounded from above.
     bool most = 2 * p.time.marker_samples >= p.time.marker_samples + p.time.samples;
-    const double floor = most ? 0.0 : 0.4;
     // The same code without markers took `plain` (its CPU time, the program's measure). About
     // 40 samples time the marked one (a 16% standard error): 0.4x and 2x are beyond 3.5
     // standard errors; with the markers' code in it, the total was about 5.5x.
     INFO("work ", work, " s; the same code unmarked ", plain,
          " s; markers took most samples: ", most);
-    CHECK(work > floor * plain);
+    if (!most) CHECK(work > 0.4 * plain);
     CHECK(work <= 2.0 * plain);
     auto tables = analysis::line_tables(p);
     const analysis::LineRow& first = row(tables, 15);
     const analysis::LineRow& second = row(tables, 16);
     CHECK(first.hits == 8192000);
     CHECK(second.hits == 8192000);
-    // Timed by their samples, a subset of the function's.
-    CHECK(first.time + second.time <= work * (1 + 1e-9));
+    // Timed by their samples, a subset of the function's. Where every sample of the thread
+    // landed in the markers' code (seen once on a loaded CI run of this host: work 0 s), the
+    // lines keep their clock reads, and the table says their markers' cost is in them
+    // (markers_in_total): only then.
+    uint64_t markers = 0;
     for (const auto& t : tables)
-        if (t.function.find("work") != std::string::npos) CHECK(t.markers_in_total == 0);
+        if (t.function.find("work") != std::string::npos) markers += t.markers_in_total;
+    if (markers == 0)
+        CHECK(first.time + second.time <= work * (1 + 1e-9));
+    else
+        CHECK_MESSAGE(most,
+                      "lines timed by their clock reads, though the markers took few samples");
     // A line whose statement calls out of line for microseconds per hit keeps its clock reads'
     // time, which holds spin()'s CPU time (the samples there are spin's code, not the line's).
     const analysis::LineRow& calls = row(tables, 38);
@@ -837,7 +844,7 @@ TEST_CASE("marked lines and scopes in a hot loop: totals leave out the markers' 
     INFO("mixing ", mixing->stats.cumtime, " s; the same code unmarked ", plain_scoped,
          " s; its runs' measured time kept: ", measured);
     if (measured) return;
-    CHECK(mixing->stats.cumtime > floor * plain_scoped);
+    if (!most) CHECK(mixing->stats.cumtime > 0.4 * plain_scoped);
     CHECK(mixing->stats.cumtime <= 2.0 * plain_scoped);
 }
 #endif

@@ -628,6 +628,23 @@ TEST_CASE("latency of counted calls: the timed paths' buckets within 1/16, max a
                      "PROF_LATENCY_MIN on average (0 other calls not timed)") != std::string::npos);
     CHECK(t.out.find("its slowest call (") != std::string::npos);
 
+    // The HTML report carries each function's distribution and draws it when selected.
+    std::string html = temp_path("latency-counted.html");
+    auto page = run({PROFREPORT, "--html", html, trace});
+    REQUIRE_MESSAGE(page.exit_code == 0, page.err);
+    std::string text = slurp(html);
+    size_t in_page = text.find("\"name\":\"(anonymous namespace)::handle(int, int)\"");
+    REQUIRE(in_page != std::string::npos);
+    CHECK(text.find("\"lat\":{\"calls\":50,\"untimed\":0,\"bound\":0.0625,", in_page) <
+          text.find('\n', in_page));
+    std::string dom = selftest_dom(html);
+    if (!dom.empty()) {
+        std::smatch bars;
+        REQUIRE(std::regex_search(dom, bars, std::regex(R"re(data-histogram="(\d+)")re")));
+        CHECK(std::stoi(bars[1]) >= 1);
+        CHECK(dom.find("per-call latency") != std::string::npos);
+    }
+
     // With PROF_LATENCY_MIN=0 nothing is timed: one line, status 1.
     std::string untimed = temp_path("latency-untimed.trace");
     REQUIRE(run({"/usr/bin/env", "PROF_LATENCY_MIN=0", PROFRUN, "-q", "--time", "sampled", "-o",

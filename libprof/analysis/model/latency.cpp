@@ -256,7 +256,8 @@ void slowest_call_tail(FunctionLatency& f, const std::vector<CallPathLatency>& c
 LatencyReport latency(const LatencyOptions& o) {
     Collector c;
     c.keep_slowest = std::max<size_t>(o.slowest, 1);
-    std::unique_ptr<Session> session = o.open(c);
+    std::unique_ptr<Session> opened = o.read ? nullptr : o.open(c);
+    const Session* session = o.read ? o.read : opened.get();
     // Counted traces: the paths whose calls were timed, their functions as keys.
     std::vector<CallPathLatency> counted = session->call_latencies();
     std::vector<std::vector<uint32_t>> counted_keys(counted.size());
@@ -391,7 +392,7 @@ LatencyReport latency(const LatencyOptions& o) {
         r.functions.push_back(std::move(f));
         Durations().exact.swap(d.exact); // pass 2 needs only the thresholds
     }
-    if (!o.tail || !any_exact) {
+    if (!o.tail || !any_exact || o.read) {
         std::stable_sort(r.functions.begin(), r.functions.end(),
                          [](const FunctionLatency& a, const FunctionLatency& b) {
                              return a.total_ns > b.total_ns;
@@ -402,7 +403,7 @@ LatencyReport latency(const LatencyOptions& o) {
     c.second_pass = true;
     c.trace = 0;
     c.split.assign(merged.size(), {});
-    session = o.open(c);
+    opened = o.open(c);
     for (size_t m = 0; m < merged.size(); ++m) {
         if (row_of[m] == SIZE_MAX || r.functions[row_of[m]].tail_from_slowest) continue;
         FunctionLatency& f = r.functions[row_of[m]];

@@ -76,6 +76,9 @@ struct LatencyOptions {
     bool tail = true;   // the second replay, for the tail's callees
     // Makes the session that reads the traces (called once per replay).
     std::function<std::unique_ptr<Session>(ActivationObserver&)> open;
+    // Instead of `open`: a session read already, without an observer, whose counted paths'
+    // timed calls are all the report takes (no replay: traced calls are left out).
+    const Session* read = nullptr;
 };
 
 // Throws reader::TraceError when a trace has no per-call times (see Session's refusals).

@@ -64,7 +64,36 @@ function select(i) {
   var callees = D.edges.filter(function (e) { return e.caller === i; });
   d.appendChild(edgeTable("was called by...", callers, "caller"));
   d.appendChild(edgeTable("called...", callees, "callee"));
+  if (f.lat) d.appendChild(latencyBox(f.lat));
   root.setAttribute("data-detail", "callers=" + callers.length + " callees=" + callees.length);
+}
+// A function's per-call latency: its percentiles, and its calls per power of two of
+// nanoseconds as bars (heights on a log scale of the calls, so that a tail of one call shows).
+function latencyBox(L) {
+  var box = el("div", "latency"), q = L.bound > 0 ? "~" : "";
+  box.appendChild(el("h3", "", "per-call latency"));
+  box.appendChild(el("div", "muted", L.calls + (L.calls === 1 ? " call" : " calls") +
+    (L.untimed ? " timed (" + L.untimed + " not: their paths' calls last under PROF_LATENCY_MIN)" : "") +
+    " \u2022 mean " + human(L.mean) + " \u2022 p50 " + q + human(L.p50) + " \u2022 p90 " + q + human(L.p90) +
+    " \u2022 p99 " + q + human(L.p99) + " \u2022 p99.9 " + q + human(L.p999) + " \u2022 max " + human(L.max) +
+    (q ? " (~: from buckets, within 6.25%)" : "")));
+  var lo = 0, hi = L.log2.length - 1, most = 1;
+  while (lo < hi && !L.log2[lo]) lo++;
+  L.log2.forEach(function (c) { most = Math.max(most, c); });
+  var chart = el("div", "hist");
+  for (var b = lo; b <= hi; b++) {
+    var c = L.log2[b], col = el("div", "hcol"), bar = el("div", "hbar");
+    bar.style.height = (c ? Math.max(2, 70 * Math.log(1 + c) / Math.log(1 + most)) : 0).toFixed(1) + "px";
+    col.title = human(Math.pow(2, b)) + " to " + human(Math.pow(2, b + 1)) + ": " + c + " call" + (c === 1 ? "" : "s");
+    col.appendChild(el("div", "hcount", c ? String(c) : ""));
+    col.appendChild(bar);
+    col.appendChild(el("div", "hlab", human(Math.pow(2, b))));
+    chart.appendChild(col);
+  }
+  chart.setAttribute("data-bars", String(hi - lo + 1));
+  box.appendChild(chart);
+  root.setAttribute("data-histogram", String(hi - lo + 1));
+  return box;
 }
 ftable.render();
 
@@ -181,6 +210,9 @@ root.setAttribute("data-memory", M ? "1" : "0");
 if (location.hash === "#selftest") {
   var firstRow = ftable.body.rows[0];
   if (firstRow) firstRow.click();
+  // And the first function with a latency distribution, when one has.
+  for (var li = 0; li < D.functions.length; li++)
+    if (D.functions[li].lat) { select(li); break; }
   var th = ftable.header.cells[1]; th.click(); th.click();
   var cells = box.children;
   if (cells.length > 1) cells[cells.length - 1].click();

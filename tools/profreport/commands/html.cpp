@@ -2,6 +2,7 @@
 #include "commands/commands.hpp"
 
 #include "analysis/engine/session.hpp"
+#include "analysis/model/latency.hpp"
 #include "analysis/model/lines.hpp"
 #include "output.hpp"
 #include "reader/trace_reader.hpp"
@@ -9,6 +10,8 @@
 #include "render/info.hpp"
 #include "render/render.hpp"
 #include "render/report.hpp"
+
+#include <fmt/format.h>
 
 namespace prof::profreport {
 
@@ -18,9 +21,9 @@ CLI::App* add_html(tools::Cli& cli, Args& a) {
         "One self-contained HTML page of the whole report.\n"
         "\n"
         "One self-contained page (no network): sortable pstats table, callers/callees on\n"
-        "click, icicle of the call tree, line tables; for a `profrun --mem` trace also the\n"
-        "memory summary, heap/RSS plot and sortable allocation sites with their stacks (the\n"
-        "same as profreport --html FILE).");
+        "click with each function's latency distribution, icicle of the call tree, line\n"
+        "tables; for a `profrun --mem` trace also the memory summary, heap/RSS plot and\n"
+        "sortable allocation sites with their stacks (the same as profreport --html FILE).");
     CLI::Option* file =
         sub->add_option("-o,--output,--html", a.html.file,
                         "write the page to FILE (replaced only once it was written)")
@@ -67,6 +70,31 @@ int run_html(const Args& a, const tools::ToolLog& log) {
         ho.source_dirs = render::source_dirs(p, a.lines.opts.source_dirs);
         auto lines = analysis::line_tables(p);
         ho.memory = &session.memory(); // the memory section, when the trace has allocations
+        // Each function's latency distribution: the counted paths' timed calls, from the
+        // session read already; traced calls need another replay, with an observer.
+        views::LatencyReport latency;
+        analysis::TimeBasis basis = session.time_basis();
+        if (basis.calls_counted()) {
+            views::LatencyOptions lo;
+            lo.tail = false;
+            lo.slowest = 1;
+            if (basis.traced_traces == 0 && basis.switched_traces == 0) lo.read = &session;
+            lo.open = [&](analysis::ActivationObserver& observer) {
+                analysis::SessionOptions so = session_options(a);
+                so.observer = &observer;
+                so.observer_takes_counted = true;
+                so.memory = false;
+                auto s = std::make_unique<analysis::Session>(so);
+                s->add_traces(a.traces, 1);
+                return s;
+            };
+            try {
+                latency = views::latency(lo);
+                ho.latency = &latency;
+            } catch (const reader::TraceError& e) { // read once already: not expected
+                log.warn(fmt::format("no latencies in the page: {}", e.what()));
+            }
+        }
         if (!out.open(log)) return 1;
         render::write_html(out.file(), p, tree, lines, ho);
         return out.close(log) ? 0 : 1;
