@@ -87,9 +87,9 @@ void print_latency(std::FILE* out, const LatencyReport& r, const LatencyPrint& o
     if (r.counted)
         fmt::print(
             out,
-            "   Counted calls: timed only on the call paths whose calls last PROF_LATENCY_MIN "
+            "   Counted calls: timed only on the call paths whose calls last PROF_LATENCY_MIN{} "
             "on average ({} other calls not timed){}\n",
-            r.untimed,
+            r.latency_min_ns ? " (" + ns_text(double(r.latency_min_ns)) + ")" : "", r.untimed,
             bucketed ? "; their percentiles (~) are within 6.25%, mean and max exact" : "");
     fmt::print(out, "\n");
     fmt::print(out, "{:>10} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", "calls", "mean",

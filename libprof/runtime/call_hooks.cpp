@@ -893,8 +893,13 @@ __cyg_profile_func_exit(void* fn, void* call_site) {
         uint32_t d = s.depth;
         if (PROF_LIKELY(__atomic_load_n(s.switch_word, __ATOMIC_RELAXED) == switch_mark() &&
                         !s.overflow && d && is_exiting(s.frames[d - 1], a, site, cfa, tail))) {
-            if (PROF_UNLIKELY(s.frames[d - 1].timed)) tree_time_exit(s, d - 1);
             s.depth = d - 1;
+            if (PROF_UNLIKELY(s.frames[d - 1].timed)) {
+                tree_time_exit(s, d - 1); // may write its record: off when no room was left
+                std::atomic_signal_fence(std::memory_order_seq_cst);
+                if (PROF_LIKELY(s.state == kBusy)) s.state = kActive;
+                return;
+            }
             std::atomic_signal_fence(std::memory_order_seq_cst);
             s.state = kActive;
             return;
@@ -1078,6 +1083,7 @@ PROF_API void prof_region_end(void) {
         if (PROF_UNLIKELY(switched(s))) tree_clock_record(s);
         for (uint32_t i = s.depth; i && s.depth - i < kExitSearch; --i)
             if (s.frames[i - 1].site == kCountedScopeMark) {
+                if (s.frames[i - 1].timed) tree_time_exit(s, i - 1);
                 s.depth = i - 1;
                 break;
             }

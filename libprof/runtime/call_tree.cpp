@@ -237,9 +237,14 @@ PROF_NOINSTR void tree_time_enter(ThreadState& s, uint32_t d) {
     if (l.state == kLatencyDone) return;
     if (l.state == kLatencyUntimed) { // a probe is due
         l.state = kLatencyProbing;
-        l.probes = 0;
+        l.probes = l.started = 0;
         l.probe_ticks = l.probe_max = l.probe_max_end = 0;
         note_timed(s, f.node, 1);
+    }
+    if (l.state == kLatencyProbing && ++l.started > 2 * kProbeCalls) {
+        l.state = kLatencyUntimed; // its calls are left more often than they return
+        note_timed(s, f.node, 0);
+        return;
     }
     f.timed = 1;
     t_tree.starts[d] = now_ticks(); // last: the hook's cost after it is in the call's time
@@ -272,7 +277,9 @@ PROF_NOINSTR void tree_time_exit(ThreadState& s, uint32_t d) {
         l.probe_max_end = now;
     }
     // Timed as soon as the probe's calls reach the mean of a whole probe's (a path called
-    // once, for long, is timed), untimed when a whole probe does not.
+    // once, for long, is timed), untimed when a whole probe does not. The threshold in ticks
+    // from the clock's rate as measured so far (a guess in the first millisecond).
+    t_tree.min_ticks = uint64_t(g_options.latency_min_ns) * ticks_per_ms() / 1000000;
     bool timed = l.probe_ticks >= kProbeCalls * t_tree.min_ticks;
     if (!timed && l.probes < kProbeCalls) return;
     if (timed) {

@@ -185,8 +185,9 @@ struct NodeLatency {
     format::LatencyCounts* counts;                  // its CallLatency record, once timed
     uint64_t probe_ticks, probe_max, probe_max_end; // the current probe's calls
     uint16_t probe_buckets[kProbeCalls];
-    uint32_t probes; // calls of the current probe ended
-    uint32_t state;  // NodeLatencyState
+    uint32_t probes;  // calls of the current probe ended
+    uint32_t started; // and begun: a probe whose calls keep being left (longjmp) gives up
+    uint32_t state;   // NodeLatencyState
 };
 // Done: it was timed until its mean fell under the threshold; its record keeps those calls.
 enum NodeLatencyState : uint32_t {

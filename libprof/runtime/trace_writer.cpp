@@ -404,6 +404,10 @@ PROF_NOINSTR void write_process_meta() {
         len = snprintf(buf, sizeof buf, "%u", g_options.count_after);
         write_meta("count_after_samples", buf, size_t(len));
     }
+    if (switch_clock_on()) { // counted calls: which paths' calls are timed (format 1.13)
+        len = snprintf(buf, sizeof buf, "%u", g_options.latency_min_ns);
+        write_meta("latency_min_ns", buf, size_t(len));
+    }
 }
 
 PROF_NOINSTR bool choose_clock() {

@@ -625,7 +625,8 @@ TEST_CASE("latency of counted calls: the timed paths' buckets within 1/16, max a
     auto t = run({PROFREPORT, "latency", "--detail", "1", trace});
     REQUIRE(t.exit_code == 0);
     CHECK(t.out.find("Counted calls: timed only on the call paths whose calls last "
-                     "PROF_LATENCY_MIN on average (0 other calls not timed)") != std::string::npos);
+                     "PROF_LATENCY_MIN (1.000 us) on average (0 other calls not timed)") !=
+          std::string::npos);
     CHECK(t.out.find("its slowest call (") != std::string::npos);
 
     // The HTML report carries each function's distribution and draws it when selected.
@@ -644,6 +645,23 @@ TEST_CASE("latency of counted calls: the timed paths' buckets within 1/16, max a
         CHECK(std::stoi(bars[1]) >= 1);
         CHECK(dom.find("per-call latency") != std::string::npos);
     }
+
+    // PROF_TIME=auto, counting from the first sample on: the calls before it exact, those
+    // after it bucketed, and a call open at the switch in neither (it has no time of its own,
+    // not its entry to the thread's end).
+    std::string switched = temp_path("latency-switched.trace");
+    auto sw = run({"/usr/bin/env", "PROF_COUNT_AFTER=1", PROFRUN, "-q", "--time", "auto", "-o",
+                   switched, "--", PROF_TEST_LATENCY_TAIL});
+    REQUIRE_MESSAGE(sw.exit_code == 0, sw.err);
+    std::vector<double> sw_own = sorted_seconds(sw.out);
+    REQUIRE(sw_own.size() == 50);
+    auto sj = run({PROFREPORT, "latency", "--format", "json", switched});
+    REQUIRE_MESSAGE(sj.exit_code == 0, sj.err);
+    size_t sw_handle = sj.out.find("\n    {\"name\": \"(anonymous namespace)::handle(int, int)\"");
+    REQUIRE(sw_handle != std::string::npos);
+    CHECK(json_number(sj.out, "calls", sw_handle) + json_number(sj.out, "untimed", sw_handle) ==
+          50);
+    CHECK(json_number(sj.out, "max", sw_handle) <= sw_own[49] * 1.02);
 
     // With PROF_LATENCY_MIN=0 nothing is timed: one line, status 1.
     std::string untimed = temp_path("latency-untimed.trace");

@@ -249,6 +249,7 @@ struct Session::Impl : reader::EventSink {
                                                : 0.0);
         advance(t, ticks, true);
         t.counting = true;
+        if (options.observer) options.observer->counting_began(t.index);
         t.position = t.clock_node = top(t);
         if (options.time == TimeSource::kTraced) return;
         if (long_interval == INT64_MAX) long_interval = timing.long_interval_units();

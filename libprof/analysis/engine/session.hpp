@@ -82,6 +82,9 @@ class ActivationObserver {
     virtual void opened(size_t thread, uint32_t function, uint64_t enter_ns, uint64_t count) = 0;
     // The innermost open frame of the thread closed.
     virtual void closed(size_t thread, uint64_t exit_ns) = 0;
+    // The thread began counting its calls without a clock (observer_takes_counted): its frames
+    // open now close when it ends, at no time of their own, and no activation follows.
+    virtual void counting_began(size_t /*thread*/) {}
     // A trace was read to its end (all its frames closed).
     virtual void trace_done(size_t /*trace*/) {}
 };

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <queue>
 
@@ -108,6 +109,11 @@ class Collector : public ActivationObserver {
             else
                 it->second += d;
         }
+    }
+    // PROF_TIME=auto: the frames open when the thread began counting have no time of their
+    // own (they close at its end): not calls of the distribution.
+    void counting_began(size_t thread) override {
+        for (Frame& f : stacks_[thread]) f.run = true;
     }
     void trace_done(size_t) override {
         ++trace;
@@ -327,6 +333,11 @@ LatencyReport latency(const LatencyOptions& o) {
 
     LatencyReport r;
     r.counted = session->time_basis().untimed_traces > 0;
+    for (size_t t = 0; t < session->traces().size() && !r.latency_min_ns; ++t) {
+        auto m = session->trace_info(t).meta.find("latency_min_ns");
+        if (m != session->trace_info(t).meta.end())
+            r.latency_min_ns = std::strtoull(m->second.c_str(), nullptr, 10);
+    }
     c.threshold.assign(merged.size(), UINT64_MAX);
     std::vector<size_t> row_of(merged.size(), SIZE_MAX); // merged function -> r.functions
     bool any_exact = false;

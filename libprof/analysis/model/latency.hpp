@@ -68,6 +68,7 @@ struct LatencyReport {
     // and `untimed` of its functions' calls were not timed.
     bool counted = false;
     uint64_t untimed = 0;
+    uint64_t latency_min_ns = 0; // PROF_LATENCY_MIN of the first counted trace (0: not known)
     std::vector<FunctionLatency> functions; // by total time, largest first
 };
 

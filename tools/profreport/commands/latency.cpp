@@ -24,7 +24,7 @@ CLI::App* add_latency(tools::Cli& cli, Args& a) {
         "against its other calls: where the tail's extra time went.\n"
         "\n"
         "A default recording (calls counted, times from samples) times the calls of the\n"
-        "call paths whose calls last PROF_LATENCY_MIN (1 us) or more on average, into\n"
+        "call paths whose calls last PROF_LATENCY_MIN (default 1 us) on average, into\n"
         "buckets: their percentiles are within 1/16 (6.25%), the mean and max exact, and\n"
         "the tail is the slowest call. For every call, exactly: PROF_TIME=traced\n"
         "(profrun --time traced).");
@@ -81,11 +81,13 @@ int run_latency(const Args& a, const tools::ToolLog& log) {
             return 1;
         }
         if (r.functions.empty() && r.counted) {
-            log.error("no call was timed: the trace counts calls without a clock per call, and "
-                      "times only the call paths whose calls last PROF_LATENCY_MIN (1 us) or more "
-                      "on average; none did, or the runtime timed none (PROF_LATENCY_MIN=0, or "
-                      "a runtime before format 1.13). Record with PROF_TIME=traced for every "
-                      "call's time");
+            log.error(
+                "no call was timed: the trace counts calls without a clock per call, and "
+                "times only the call paths whose calls last PROF_LATENCY_MIN (1 us by default) "
+                "or more "
+                "on average; none did, or the runtime timed none (PROF_LATENCY_MIN=0, or "
+                "a runtime before format 1.13). Record with PROF_TIME=traced for every "
+                "call's time");
             return 1;
         }
         render::LatencyPrint p;
