@@ -516,13 +516,34 @@ TEST_CASE("diff --html, --flamegraph, --folded: each call path's change, in head
 }
 
 namespace {
-// The durations a test program printed, in ns one per line: in seconds, sorted.
-std::vector<double> sorted_seconds(const std::string& out) {
-    std::vector<double> v;
-    std::istringstream in(out);
-    for (std::string line; std::getline(in, line);) v.push_back(std::stod(line) * 1e-9);
-    std::sort(v.begin(), v.end());
-    return v;
+// latency_tail recorded with `env` (VAR=value, may be empty) and `profrun --time TIME`: the
+// durations of handle's 50 calls as the program measured them (seconds, sorted), the trace's
+// `profreport latency --format json`, and where handle's own object starts in it.
+struct LatencyTail {
+    std::vector<double> own;
+    std::string json;
+    size_t handle = std::string::npos;
+    std::string run_out;
+};
+LatencyTail record_latency_tail(const std::string& trace, const std::string& time,
+                                const std::string& env = {}) {
+    std::vector<std::string> argv = {PROFRUN, "-q",  "--time", time,
+                                     "-o",    trace, "--",     PROF_TEST_LATENCY_TAIL};
+    if (!env.empty()) argv.insert(argv.begin(), {"/usr/bin/env", env});
+    auto rec = run(argv);
+    REQUIRE_MESSAGE(rec.exit_code == 0, rec.err);
+    LatencyTail t;
+    t.run_out = rec.out;
+    std::istringstream in(rec.out);
+    for (std::string line; std::getline(in, line);) t.own.push_back(std::stod(line) * 1e-9);
+    std::sort(t.own.begin(), t.own.end());
+    REQUIRE(t.own.size() == 50);
+    auto j = run({PROFREPORT, "latency", "--format", "json", trace});
+    REQUIRE_MESSAGE(j.exit_code == 0, j.err);
+    t.json = j.out;
+    t.handle = j.out.find("\n    {\"name\": \"(anonymous namespace)::handle(int, int)\"");
+    REQUIRE(t.handle != std::string::npos);
+    return t;
 }
 } // namespace
 
@@ -533,27 +554,23 @@ TEST_CASE(
     // those of the same calls, less the hooks' measured cost (a few hooks a call: well under
     // 1%), so they agree within 2% however loaded the machine (a preempted call is long in both).
     std::string trace = temp_path("latency.trace");
-    auto rec = run({PROFRUN, "-q", "--time", "traced", "-o", trace, "--", PROF_TEST_LATENCY_TAIL});
-    REQUIRE_MESSAGE(rec.exit_code == 0, rec.err);
-    std::vector<double> own = sorted_seconds(rec.out);
-    REQUIRE(own.size() == 50);
-    auto j = run({PROFREPORT, "latency", "--format", "json", trace});
-    REQUIRE_MESSAGE(j.exit_code == 0, j.err);
-    size_t handle = j.out.find("\"name\": \"(anonymous namespace)::handle(int, int)\"");
-    REQUIRE(handle != std::string::npos);
-    CHECK(json_number(j.out, "calls", handle) == 50);
-    CHECK(json_number(j.out, "p50", handle) == prof::test::approx(own[24]).epsilon(0.02));
-    CHECK(json_number(j.out, "p99", handle) == prof::test::approx(own[49]).epsilon(0.02));
-    CHECK(json_number(j.out, "max", handle) == prof::test::approx(own[49]).epsilon(0.02));
-    CHECK(json_number(j.out, "p50", handle) == prof::test::approx(200e-6).epsilon(0.1));
-    CHECK(json_number(j.out, "p99", handle) > 4.5e-3);
+    LatencyTail lt = record_latency_tail(trace, "traced");
+    const std::vector<double>& own = lt.own;
+    const std::string& json = lt.json;
+    const size_t handle = lt.handle;
+    CHECK(json_number(json, "calls", handle) == 50);
+    CHECK(json_number(json, "p50", handle) == prof::test::approx(own[24]).epsilon(0.02));
+    CHECK(json_number(json, "p99", handle) == prof::test::approx(own[49]).epsilon(0.02));
+    CHECK(json_number(json, "max", handle) == prof::test::approx(own[49]).epsilon(0.02));
+    CHECK(json_number(json, "p50", handle) == prof::test::approx(200e-6).epsilon(0.1));
+    CHECK(json_number(json, "p99", handle) > 4.5e-3);
     // The tail: one call, the slowest. Unless a loaded machine made another call slower still
     // (the program's own clock says which), it is the call that rebuilt, and most of its time
     // was in rebuild, which the others never call.
-    size_t tail = j.out.find("\"tail\": {\"calls\": 1,", handle);
+    size_t tail = json.find("\"tail\": {\"calls\": 1,", handle);
     REQUIRE(tail != std::string::npos);
     const double rebuilding =
-        std::stod(rec.out.substr(rec.out.rfind('\n', rec.out.size() - 2) + 1));
+        std::stod(lt.run_out.substr(lt.run_out.rfind('\n', lt.run_out.size() - 2) + 1));
     auto t = run({PROFREPORT, "latency", "--detail", "2", trace});
     REQUIRE(t.exit_code == 0);
     CHECK(t.out.find("its tail, the slowest 1 call (from ") != std::string::npos);
@@ -561,10 +578,10 @@ TEST_CASE(
         MESSAGE("a call preempted past the rebuilding one: the tail is that call");
     } else {
         size_t rebuild =
-            j.out.find("\"callees\": [{\"name\": \"(anonymous namespace)::rebuild()\"", tail);
+            json.find("\"callees\": [{\"name\": \"(anonymous namespace)::rebuild()\"", tail);
         CHECK(rebuild != std::string::npos);
-        CHECK(json_number(j.out, "slow_share", tail) > 0.9);
-        CHECK(json_number(j.out, "typical_share", tail) == 0);
+        CHECK(json_number(json, "slow_share", tail) > 0.9);
+        CHECK(json_number(json, "typical_share", tail) == 0);
         // The text names it in the tail's table.
         CHECK(t.out.find("((anonymous namespace)::rebuild())") != std::string::npos);
     }
@@ -580,47 +597,43 @@ TEST_CASE("latency of counted calls: the timed paths' buckets within 1/16, max a
     // have each call timed into log-linear buckets (format 1.13). Every path of this program
     // qualifies: handle 49 x 200 us and 1 x 5 ms, rebuild once (4.8 ms).
     std::string trace = temp_path("latency-counted.trace");
-    auto rec = run({PROFRUN, "-q", "--time", "sampled", "-o", trace, "--", PROF_TEST_LATENCY_TAIL});
-    REQUIRE_MESSAGE(rec.exit_code == 0, rec.err);
-    std::vector<double> own = sorted_seconds(rec.out);
-    REQUIRE(own.size() == 50);
-    auto j = run({PROFREPORT, "latency", "--format", "json", trace});
-    REQUIRE_MESSAGE(j.exit_code == 0, j.err);
-    CHECK(json_number(j.out, "untimed") == 0);
-    size_t handle = j.out.find("\"name\": \"(anonymous namespace)::handle(int, int)\"");
-    REQUIRE(handle != std::string::npos);
-    CHECK(json_number(j.out, "calls", handle) == 50); // every call, counted exactly
-    CHECK(json_number(j.out, "bound", handle) == 0.0625);
+    LatencyTail lt = record_latency_tail(trace, "sampled");
+    const std::vector<double>& own = lt.own;
+    const std::string& json = lt.json;
+    const size_t handle = lt.handle;
+    CHECK(json_number(json, "untimed") == 0);
+    CHECK(json_number(json, "calls", handle) == 50); // every call, counted exactly
+    CHECK(json_number(json, "bound", handle) == 0.0625);
     // A bucket is at most 1/8 of its lower bound wide, its value the middle: within 1/16, and
     // 2% more for the hooks (which these figures do not subtract) and the two clocks.
-    CHECK(json_number(j.out, "p50", handle) == prof::test::approx(own[24]).epsilon(0.0825));
-    CHECK(json_number(j.out, "p50", handle) == prof::test::approx(200e-6).epsilon(0.1));
+    CHECK(json_number(json, "p50", handle) == prof::test::approx(own[24]).epsilon(0.0825));
+    CHECK(json_number(json, "p50", handle) == prof::test::approx(200e-6).epsilon(0.1));
     // The 50th of 50 calls is the longest, which the record keeps exactly.
-    CHECK(json_number(j.out, "p99", handle) == prof::test::approx(own[49]).epsilon(0.02));
-    CHECK(json_number(j.out, "max", handle) == prof::test::approx(own[49]).epsilon(0.02));
-    CHECK(json_number(j.out, "mean", handle) * 50 ==
+    CHECK(json_number(json, "p99", handle) == prof::test::approx(own[49]).epsilon(0.02));
+    CHECK(json_number(json, "max", handle) == prof::test::approx(own[49]).epsilon(0.02));
+    CHECK(json_number(json, "mean", handle) * 50 ==
           prof::test::approx(std::accumulate(own.begin(), own.end(), 0.0)).epsilon(0.02));
-    size_t rebuild = j.out.find("\n    {\"name\": \"(anonymous namespace)::rebuild()\"");
+    size_t rebuild = json.find("\n    {\"name\": \"(anonymous namespace)::rebuild()\"");
     REQUIRE(rebuild != std::string::npos);
-    CHECK(json_number(j.out, "calls", rebuild) == 1);
+    CHECK(json_number(json, "calls", rebuild) == 1);
     // The tail of counted calls is the slowest call, and the callees whose own slowest call lies
     // inside it: rebuild, unless a loaded machine made another call slower still.
-    size_t tail = j.out.find("\"tail\": {\"calls\": 1,", handle);
+    size_t tail = json.find("\"tail\": {\"calls\": 1,", handle);
     REQUIRE(tail != std::string::npos);
-    CHECK(j.out.find("\"slowest_only\": true", tail) < j.out.find("\"callees\"", tail));
+    CHECK(json.find("\"slowest_only\": true", tail) < json.find("\"callees\"", tail));
     const double rebuilding =
-        std::stod(rec.out.substr(rec.out.rfind('\n', rec.out.size() - 2) + 1));
+        std::stod(lt.run_out.substr(lt.run_out.rfind('\n', lt.run_out.size() - 2) + 1));
     if (rebuilding * 1e-9 < own[49]) {
         MESSAGE("a call preempted past the rebuilding one: the tail is that call");
     } else {
-        CHECK(j.out.find("\"callees\": [{\"name\": \"(anonymous namespace)::rebuild()\"", tail) !=
+        CHECK(json.find("\"callees\": [{\"name\": \"(anonymous namespace)::rebuild()\"", tail) !=
               std::string::npos);
         // Its time in that call: its one call, at least the 4.8 ms it spins, exact (no bucket).
-        const double in_rebuild = json_number(j.out, "slow_mean", tail);
+        const double in_rebuild = json_number(json, "slow_mean", tail);
         CHECK(in_rebuild >= 4.8e-3);
-        CHECK(in_rebuild == prof::test::approx(json_number(j.out, "max", rebuild)).epsilon(1e-6));
-        CHECK(json_number(j.out, "slow_share", tail) ==
-              prof::test::approx(in_rebuild / json_number(j.out, "max", handle)).epsilon(0.001));
+        CHECK(in_rebuild == prof::test::approx(json_number(json, "max", rebuild)).epsilon(1e-6));
+        CHECK(json_number(json, "slow_share", tail) ==
+              prof::test::approx(in_rebuild / json_number(json, "max", handle)).epsilon(0.001));
     }
     auto t = run({PROFREPORT, "latency", "--detail", "1", trace});
     REQUIRE(t.exit_code == 0);
@@ -649,19 +662,11 @@ TEST_CASE("latency of counted calls: the timed paths' buckets within 1/16, max a
     // PROF_TIME=auto, counting from the first sample on: the calls before it exact, those
     // after it bucketed, and a call open at the switch in neither (it has no time of its own,
     // not its entry to the thread's end).
-    std::string switched = temp_path("latency-switched.trace");
-    auto sw = run({"/usr/bin/env", "PROF_COUNT_AFTER=1", PROFRUN, "-q", "--time", "auto", "-o",
-                   switched, "--", PROF_TEST_LATENCY_TAIL});
-    REQUIRE_MESSAGE(sw.exit_code == 0, sw.err);
-    std::vector<double> sw_own = sorted_seconds(sw.out);
-    REQUIRE(sw_own.size() == 50);
-    auto sj = run({PROFREPORT, "latency", "--format", "json", switched});
-    REQUIRE_MESSAGE(sj.exit_code == 0, sj.err);
-    size_t sw_handle = sj.out.find("\n    {\"name\": \"(anonymous namespace)::handle(int, int)\"");
-    REQUIRE(sw_handle != std::string::npos);
-    CHECK(json_number(sj.out, "calls", sw_handle) + json_number(sj.out, "untimed", sw_handle) ==
+    LatencyTail sw =
+        record_latency_tail(temp_path("latency-switched.trace"), "auto", "PROF_COUNT_AFTER=1");
+    CHECK(json_number(sw.json, "calls", sw.handle) + json_number(sw.json, "untimed", sw.handle) ==
           50);
-    CHECK(json_number(sj.out, "max", sw_handle) <= sw_own[49] * 1.02);
+    CHECK(json_number(sw.json, "max", sw.handle) <= sw.own[49] * 1.02);
 
     // With PROF_LATENCY_MIN=0 nothing is timed: one line, status 1.
     std::string untimed = temp_path("latency-untimed.trace");

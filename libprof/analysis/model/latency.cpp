@@ -401,7 +401,7 @@ LatencyReport latency(const LatencyOptions& o) {
         r.calls += f.calls;
         r.untimed += f.untimed;
         r.functions.push_back(std::move(f));
-        Durations().exact.swap(d.exact); // pass 2 needs only the thresholds
+        std::vector<uint64_t>().swap(d.exact); // pass 2 needs only the thresholds
     }
     if (!o.tail || !any_exact || o.read) {
         std::stable_sort(r.functions.begin(), r.functions.end(),
