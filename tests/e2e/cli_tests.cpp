@@ -23,6 +23,7 @@ constexpr bool kNoMemoryProfiler = false;
 #include <fstream>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -320,6 +321,28 @@ TEST_CASE("an unwritable PROF_OUT: one line on stderr, the program runs on untou
     CHECK(r.out == "fib(10) = 55\n");
     CHECK(lines(r.err) == 1);
     CHECK(r.err.find("event=trace_disabled") != std::string::npos);
+}
+
+TEST_CASE("help texts name each value once, without CLI11's type and range tags") {
+    // CLI11 appends a validator's text to the value's name ("--time SOURCE:{auto,traced,
+    // sampled}", "PID:POSITIVE"); the option's own text says what it takes.
+    std::vector<std::vector<std::string>> helps = {
+        {PROFRUN, "--help"}, {PROFPACK, "--help"}, {PROFREPORT, "--help"}};
+    for (const char* command : {"report", "lines", "memory", "tree", "flamegraph", "html", "export",
+                                "diff", "latency", "info", "processes", "ranks"})
+        helps.push_back({PROFREPORT, command, "--help"});
+    const std::regex tagged(R"(^ +(-\w, )?--[\w-]+ \S*[:\[{])");
+    for (const auto& argv : helps) {
+        auto r = run(argv);
+        REQUIRE_MESSAGE(r.exit_code == 0, argv[1]);
+        std::istringstream lines(r.out);
+        int options = 0;
+        for (std::string line; std::getline(lines, line);) {
+            if (line.find("  --") != std::string::npos || line.rfind("  -", 0) == 0) ++options;
+            CHECK_MESSAGE(!std::regex_search(line, tagged), argv[1], ": ", line);
+        }
+        CHECK_MESSAGE(options > 2, argv[1]);
+    }
 }
 
 TEST_CASE("--help on every tool") {

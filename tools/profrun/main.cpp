@@ -177,8 +177,9 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
         app.add_flag("--preload", o.preload, "load libprof.so into COMMAND with LD_PRELOAD");
     for (RunOptions::Variable& v : o.variables) {
         v.given = app.add_option(v.option, v.value, v.help)->type_name(v.type);
+        // The help lists the choices; CLI11 would append them to the value's name (":{...}").
         if (std::string_view(v.name) == "PROF_TIME")
-            v.given->check(CLI::IsMember({"auto", "traced", "sampled"}));
+            v.given->check(CLI::IsMember({"auto", "traced", "sampled"}).description(""));
     }
     o.sample_flag = app.add_flag("--sample", o.sample,
                                  "sample COMMAND from outside (perf_event cpu-clock): any\n"
@@ -207,12 +208,13 @@ PackFlags declare(prof::tools::Cli& cli, RunOptions& o) {
     o.subprocess_flag = app.add_flag("--subprocesses", o.subprocesses,
                                      "with --sample: also sample the processes COMMAND starts,\n"
                                      "each into FILE.PID");
-    o.sampler_option = app.add_option("--sampler", o.sampler,
-                                      "with --sample or --pid: perf (perf_event_open), ptrace\n"
-                                      "(stops each thread per sample; at most 100 Hz), or auto\n"
-                                      "(default: perf, ptrace where the kernel refuses perf)")
-                           ->type_name("KIND")
-                           ->check(CLI::IsMember({"auto", "perf", "ptrace"}));
+    o.sampler_option =
+        app.add_option("--sampler", o.sampler,
+                       "with --sample or --pid: perf (perf_event_open), ptrace\n"
+                       "(stops each thread per sample; at most 100 Hz), or auto\n"
+                       "(default: perf, ptrace where the kernel refuses perf)")
+            ->type_name("KIND")
+            ->check(CLI::IsMember({"auto", "perf", "ptrace"}).description("")); // as --time
     o.idle_flag = app.add_flag("--idle", o.idle,
                                "with --sample or --pid: also the time off CPU (sleeping,\n"
                                "blocked, waiting for a CPU), charged where each thread left\n"
