@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <new>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define PROF_NOINSTR __attribute__((no_instrument_function))
@@ -84,6 +85,63 @@ struct Outermost {
     PROF_NOINSTR Outermost() : outer(t_depth++ == 0) {}
     PROF_NOINSTR ~Outermost() { --t_depth; }
 };
+
+// ---- the finish's own allocations
+// ---------------------------------------------------------------- At exit the runtime's finish
+// names functions with libdw (runtime/symbols.cpp), which allocates: the dynamic loader opening it,
+// libelf, the symbol table. After a program has released many small blocks, glibc's first request
+// of 1 KiB or more, and any release that makes a free chunk of 64 KiB or more, consolidate every
+// small free block of the heap: perl with 1.5 M allocator calls spent a tenth of its run there, at
+// exit, under the memory profiler alone. So between finish_begin and finish_end the finishing
+// thread allocates from a region of its own, never given back (the process is ending), and its
+// releases of the program's blocks (libstdc++'s emergency pool, released so that it is no leak) are
+// recorded but the blocks kept.
+constexpr size_t kFinishReserve = size_t(1) << 32; // address space, MAP_NORESERVE
+constexpr size_t kFinishStart = 64;                // no block's header at the region's first bytes
+constinit uintptr_t g_finish_base = 0;
+constinit size_t g_finish_used = 0;
+thread_local bool t_finishing __attribute__((tls_model("initial-exec"))) = false;
+
+PROF_NOINSTR bool in_finish_region(const void* p) {
+    return uintptr_t(p) - g_finish_base < g_finish_used; // false while there is no region
+}
+
+// The block's size sits in the 8 bytes before it (for realloc).
+PROF_NOINSTR size_t finish_block_size(const void* p) {
+    return static_cast<const size_t*>(p)[-1];
+}
+
+// A block from the region, or null (no region could be mapped, or it is full: the caller then
+// takes the real allocator). Only the finishing thread allocates here, so no lock.
+PROF_NOINSTR void* finish_alloc(size_t n, size_t align) {
+    if (!g_finish_base) {
+        void* m = mmap(nullptr, kFinishReserve, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) return nullptr;
+        g_finish_base = uintptr_t(m);
+        g_finish_used = kFinishStart;
+    }
+    if (align < 16) align = 16;
+    if ((align & (align - 1)) || align > kFinishReserve / 2 || n > kFinishReserve) return nullptr;
+    size_t at = (g_finish_used + sizeof(size_t) + align - 1) & ~(align - 1);
+    if (at + n > kFinishReserve) return nullptr;
+    g_finish_used = at + (n ? n : 1);
+    auto* p = reinterpret_cast<size_t*>(g_finish_base + at);
+    p[-1] = n;
+    return p; // zeroed: the region's pages are fresh and never reused
+}
+
+// The finishing thread's allocation, or null when this is no such call.
+PROF_NOINSTR inline void* finishing_alloc(size_t n, size_t align = 16) {
+    return __builtin_expect(t_finishing, 0) ? finish_alloc(n, align) : nullptr;
+}
+
+PROF_NOINSTR void finish_begin() {
+    t_finishing = true;
+}
+PROF_NOINSTR void finish_end() {
+    t_finishing = false;
+}
 
 template <typename T>
 PROF_NOINSTR T next(const char* name) {
@@ -218,6 +276,7 @@ PROF_NOINSTR bool release_of_profiler_block(void* p) {
 __attribute__((constructor)) PROF_NOINSTR void activate() {
     resolve();
     g_started = true;
+    prof_mem_set_finish_hooks(finish_begin, finish_end);
     prof_mem_activate();
 }
 
@@ -298,6 +357,7 @@ PROF_EXPORT int posix_spawnp(pid_t* pid, const char* file,
 
 PROF_EXPORT void* malloc(size_t n) {
     if (!ready()) return arena_alloc(n);
+    if (void* p = finishing_alloc(n)) return p;
     Outermost o;
     void* p = real.malloc(n);
     if (__builtin_expect(!g_started, 0) && p && profiler_block(p, __builtin_return_address(0)))
@@ -311,16 +371,22 @@ PROF_EXPORT void* calloc(size_t count, size_t size) {
         if (__builtin_mul_overflow(count, size, &n)) return nullptr;
         return arena_alloc(n);
     }
+    if (__builtin_expect(t_finishing, 0)) {
+        size_t n = 0;
+        if (__builtin_mul_overflow(count, size, &n)) return nullptr;
+        if (void* p = finish_alloc(n, 16)) return p;
+    }
     Outermost o;
     return record(real.calloc(count, size), count * size, AllocKind::kMalloc, o.outer);
 }
 
 PROF_EXPORT void free(void* p) {
-    if (!p || in_arena(p)) return;
+    if (!p || in_arena(p) || in_finish_region(p)) return;
     if (!ready()) return;
     Outermost o;
     if (o.outer && !(__builtin_expect(g_own_count != 0, 0) && release_of_profiler_block(p)))
         prof_mem_record_free(p, unsigned(FreeKind::kFree), usable(p));
+    if (__builtin_expect(t_finishing, 0)) return; // kept (see finish_alloc)
     real.free(p);
 }
 
@@ -330,7 +396,18 @@ PROF_EXPORT void* realloc(void* old, size_t n) {
         if (p) std::memcpy(p, old, n < sizeof arena ? n : sizeof arena);
         return p;
     }
+    if (in_finish_region(old) || (old && __builtin_expect(t_finishing, 0))) {
+        // The finish's own blocks, and (never seen) a program's block the finish would grow:
+        // copied into a new block; the old one stays.
+        size_t had = in_finish_region(old)
+                         ? finish_block_size(old)
+                         : (ready() && real.usable_size ? real.usable_size(old) : 0);
+        void* p = malloc(n);
+        if (p) std::memcpy(p, old, n < had ? n : had);
+        return p;
+    }
     if (!ready()) return nullptr;
+    if (void* p = old ? nullptr : finishing_alloc(n)) return p;
     Outermost o;
     if (old && n == 0) { // glibc frees the block and returns null
         if (o.outer) prof_mem_record_free(old, unsigned(FreeKind::kFree), usable(old));
@@ -353,18 +430,25 @@ PROF_EXPORT void* reallocarray(void* old, size_t count, size_t size) {
 
 PROF_EXPORT void* memalign(size_t align, size_t n) {
     if (!ready()) return nullptr;
+    if (void* p = finishing_alloc(n, align)) return p;
     Outermost o;
     return record(real.memalign(align, n), n, AllocKind::kAligned, o.outer);
 }
 
 PROF_EXPORT void* aligned_alloc(size_t align, size_t n) {
     if (!ready()) return nullptr;
+    if (void* p = finishing_alloc(n, align)) return p;
     Outermost o;
     return record(real.aligned_alloc(align, n), n, AllocKind::kAligned, o.outer);
 }
 
 PROF_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
     if (!ready()) return ENOMEM;
+    if (align >= sizeof(void*))
+        if (void* p = finishing_alloc(n, align)) {
+            *out = p;
+            return 0;
+        }
     Outermost o;
     int rc = real.posix_memalign(out, align, n);
     if (rc == 0) record(*out, n, AllocKind::kAligned, o.outer);
@@ -373,12 +457,14 @@ PROF_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
 
 PROF_EXPORT void* valloc(size_t n) {
     if (!ready()) return nullptr;
+    if (void* p = finishing_alloc(n, 4096)) return p;
     Outermost o;
     return record(real.valloc(n), n, AllocKind::kAligned, o.outer);
 }
 
 PROF_EXPORT void* pvalloc(size_t n) {
     if (!ready()) return nullptr;
+    if (void* p = finishing_alloc(n, 4096)) return p;
     Outermost o;
     return record(real.pvalloc(n), n, AllocKind::kAligned, o.outer);
 }
@@ -392,19 +478,21 @@ PROF_EXPORT void* pvalloc(size_t n) {
 namespace {
 
 PROF_NOINSTR void release(void* p, FreeKind kind, DeleteFn with) {
-    if (!p || in_arena(p)) return;
+    if (!p || in_arena(p) || in_finish_region(p)) return;
     ready();
     Outermost o;
     if (o.outer) prof_mem_record_free(p, unsigned(kind), usable(p));
+    if (__builtin_expect(t_finishing, 0)) return; // kept (see finish_alloc)
     if (with) with(p);
     else real.free(p);
 }
 
 PROF_NOINSTR void release_aligned(void* p, FreeKind kind, std::align_val_t a, DeleteAlignFn with) {
-    if (!p || in_arena(p)) return;
+    if (!p || in_arena(p) || in_finish_region(p)) return;
     ready();
     Outermost o;
     if (o.outer) prof_mem_record_free(p, kind_with_alignment(unsigned(kind), a), usable(p));
+    if (__builtin_expect(t_finishing, 0)) return; // kept (see finish_alloc)
     if (with) with(p, a);
     else real.free(p);
 }

@@ -31,6 +31,8 @@ extern "C" void* __libc_stack_end;
 namespace prof::rt {
 
 bool g_memory_active = false;
+void (*g_mem_finish_begin)() = nullptr;
+void (*g_mem_finish_end)() = nullptr;
 
 namespace {
 
@@ -477,6 +479,11 @@ PROF_API void prof_mem_activate(void) {
     prof_line_fast = 0;
     g_memory_active = true;
     rss_timer_start(); // when tracing runs already (the runtime's constructor came first)
+}
+
+PROF_API void prof_mem_set_finish_hooks(void (*begin)(void), void (*end)(void)) {
+    g_mem_finish_begin = begin;
+    g_mem_finish_end = end;
 }
 
 // Usable heap bytes this thread allocated minus released, while the memory profiler runs.

@@ -27,6 +27,11 @@ void prof_mem_record_free(void* ptr, unsigned kind, size_t usable);
 void prof_mem_record_realloc(void* old, void* ptr, size_t size, size_t old_usable, size_t usable);
 // The interposers are loaded: marked lines then also record heap and RSS deltas.
 void prof_mem_activate(void);
+// libprofmem.so's part in the finish at exit (runtime_finish): `begin` before the finish's own
+// work, `end` after it. In between, the finishing thread's allocations come from a region of
+// libprofmem.so's, and its releases of the program's blocks are recorded but the blocks kept
+// (memory_preload.cpp says why).
+void prof_mem_set_finish_hooks(void (*begin)(void), void (*end)(void));
 // dlclose through the runtime, which names the object's functions before they are unmapped
 // (runtime/modules.cpp); libprofmem.so exports dlclose too, being first in the search order.
 int prof_dlclose(void* handle);

@@ -34,6 +34,9 @@ namespace prof::rt {
 // ---- clock -------------------------------------------------------------------------------
 extern bool g_use_tsc;
 extern bool g_memory_active; // libprofmem.so is loaded (memory.cpp)
+// libprofmem.so's part in the finish (prof_mem_set_finish_hooks), or nulls (memory.cpp).
+extern void (*g_mem_finish_begin)();
+extern void (*g_mem_finish_end)();
 
 PROF_NOINSTR inline uint64_t monotonic_ns() {
     timespec ts;

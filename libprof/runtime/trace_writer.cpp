@@ -737,6 +737,16 @@ PROF_NOINSTR void runtime_finish() {
     lock_global();
     g.rss_stopped = true;
     unlock_global();
+    // From here this thread's allocations (libdw's, the dynamic loader's, the symbol table's)
+    // stay out of the program's heap, when libprofmem.so is loaded (memory_preload.cpp).
+    struct FinishAllocations {
+        PROF_NOINSTR FinishAllocations() {
+            if (g_mem_finish_begin) g_mem_finish_begin();
+        }
+        PROF_NOINSTR ~FinishAllocations() {
+            if (g_mem_finish_end) g_mem_finish_end();
+        }
+    } finish_allocations;
     int saved = errno;
     if (g_memory_active) {
         // libstdc++ keeps an emergency exception pool for the life of the process; release it
