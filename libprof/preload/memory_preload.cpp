@@ -103,7 +103,10 @@ constinit size_t g_finish_used = 0;
 thread_local bool t_finishing __attribute__((tls_model("initial-exec"))) = false;
 
 PROF_NOINSTR bool in_finish_region(const void* p) {
-    return uintptr_t(p) - g_finish_base < g_finish_used; // false while there is no region
+    // Other threads read these while the finishing thread grows them (relaxed: their own
+    // blocks are never in the region, whichever values they see); false while there is none.
+    return uintptr_t(p) - __atomic_load_n(&g_finish_base, __ATOMIC_RELAXED) <
+           __atomic_load_n(&g_finish_used, __ATOMIC_RELAXED);
 }
 
 // The block's size sits in the 8 bytes before it (for realloc).
@@ -118,14 +121,14 @@ PROF_NOINSTR void* finish_alloc(size_t n, size_t align) {
         void* m = mmap(nullptr, kFinishReserve, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) return nullptr;
-        g_finish_base = uintptr_t(m);
-        g_finish_used = kFinishStart;
+        __atomic_store_n(&g_finish_base, uintptr_t(m), __ATOMIC_RELAXED);
+        __atomic_store_n(&g_finish_used, kFinishStart, __ATOMIC_RELAXED);
     }
     if (align < 16) align = 16;
     if ((align & (align - 1)) || align > kFinishReserve / 2 || n > kFinishReserve) return nullptr;
     size_t at = (g_finish_used + sizeof(size_t) + align - 1) & ~(align - 1);
     if (at + n > kFinishReserve) return nullptr;
-    g_finish_used = at + (n ? n : 1);
+    __atomic_store_n(&g_finish_used, at + (n ? n : 1), __ATOMIC_RELAXED);
     auto* p = reinterpret_cast<size_t*>(g_finish_base + at);
     p[-1] = n;
     return p; // zeroed: the region's pages are fresh and never reused
