@@ -152,8 +152,10 @@ class ChromeWriter : public TimelineBase {
         uint64_t e = clip(fr.enter_ns), c = clip(x);
         const FrameInfo& fi = frames[frame(fr.function)];
         // A scope run: its activations' summed time from the first one's start.
-        std::string args =
-            fr.count > 1 ? fmt::format(",\"args\":{{\"activations\":{}}}", fr.count) : "";
+        // A frame a forked child inherited open: the parent's call, continued here.
+        std::string args = fr.count > 1 ? fmt::format(",\"args\":{{\"activations\":{}}}", fr.count)
+                           : fr.count == 0 ? std::string(",\"args\":{\"inherited\":true}")
+                                           : "";
         write(fmt::format("{}\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":\"{}\",\"ts\":{},\"dur\":{},"
                           "\"pid\":{},\"tid\":{}{}}}",
                           first ? "" : ",", fi.kind, fi.name,

@@ -2,6 +2,7 @@
 // analysis library and profreport. Exact facts are checked exactly (call counts), timing facts
 // as relations and tolerances.
 #include "analysis/engine/session.hpp"
+#include "analysis/model/latency.hpp"
 #include "analysis/model/profile.hpp"
 #include "render/report.hpp"
 #include "support/run.hpp"
@@ -349,6 +350,37 @@ TEST_CASE("ncalls counts entries across fork, fork then exec and vfork then exec
                 CAPTURE(name);
                 CHECK(truth[name] == n);
                 CHECK(fn(p, name).stats.ncalls == n);
+            }
+            // The per-call view counts the same calls: an inherited frame has no duration of
+            // its own (profreport latency gave main 4 calls in the forked run).
+            analysis::views::LatencyOptions lo;
+            lo.tail = false;
+            lo.open = [&](analysis::ActivationObserver& observer) {
+                analysis::SessionOptions so;
+                so.observer = &observer;
+                auto s = std::make_unique<analysis::Session>(so);
+                s->add_traces(traces, 1);
+                return s;
+            };
+            analysis::views::LatencyReport lat = analysis::views::latency(lo);
+            for (const auto& [name, n] : calls) {
+                CAPTURE(name);
+                auto row = std::find_if(lat.functions.begin(), lat.functions.end(),
+                                        [&](const auto& f) { return f.name == name; });
+                REQUIRE(row != lat.functions.end());
+                CHECK(row->calls == n);
+            }
+            // The timeline keeps such a frame (the child ran inside it), marked.
+            if (mode == "fork") {
+                std::string json = temp_path("fork-exec.json");
+                auto x = run({PROFREPORT, "--export", "chrome", "-o", json, dir});
+                REQUIRE_MESSAGE(x.exit_code == 0, x.err);
+                std::string events = prof::test::slurp(json);
+                size_t inherited = 0;
+                for (size_t at = 0;
+                     (at = events.find("\"inherited\":true", at)) != std::string::npos; ++at)
+                    ++inherited;
+                CHECK(inherited == 3); // main, in each of the 3 children
             }
         }
     }

@@ -175,6 +175,9 @@ struct Session::Impl : reader::EventSink {
             t->stream = id;
             t->index = threads.size() - 1;
             t->seen = order_key();
+            if (auto in = layout.meta.find("inherited_frames." + std::to_string(id));
+                in != layout.meta.end())
+                t->inherited_left = uint32_t(std::strtoul(in->second.c_str(), nullptr, 10));
             it = current.emplace(id, t).first;
             if (options.observer) options.observer->thread_started(t->index);
         }
@@ -413,12 +416,20 @@ struct Session::Impl : reader::EventSink {
         return reused(address) ? f | kReusedBit : f;
     }
 
+    // The activations an opened frame stands for, as the observer hears it: none for a frame
+    // a forked child inherited open (its call was the parent's).
+    static uint64_t shown(ThreadReplay& t, uint64_t count) {
+        if (__builtin_expect(t.inherited_left == 0, 1)) return count;
+        --t.inherited_left;
+        return 0;
+    }
     void open(ThreadReplay& t, uint32_t function, uint64_t count) {
         uint32_t parent = t.stack.empty() ? 0 : t.stack.back().node;
         uint32_t node = t.child(parent, function);
         t.nodes[node].calls += count;
         t.stack.push_back(Frame{node, t.clock});
-        if (options.observer) options.observer->opened(t.index, function, ns(t.clock), count);
+        if (options.observer)
+            options.observer->opened(t.index, function, ns(t.clock), shown(t, count));
     }
     void close(ThreadReplay& t) {
         Frame f = t.stack.back();
@@ -490,7 +501,7 @@ struct Session::Impl : reader::EventSink {
                 ++t.nodes[node].calls;
                 t.stack.push_back(Frame{node, clock});
                 pending = cost_in;
-                if (observer) observer->opened(t.index, function, ns(clock), 1);
+                if (observer) observer->opened(t.index, function, ns(clock), shown(t, 1));
             }
         }
         t.clock = clock;

@@ -78,7 +78,8 @@ class ActivationObserver {
     // the trace's functions (Session::function_address).
     virtual void thread_started(size_t /*thread*/) {}
     // A frame opened at `enter_ns`; `count` > 1 for a scope run, which opens once for all its
-    // activations and closes after their summed time.
+    // activations and closes after their summed time; 0 for a frame a forked child inherited
+    // open, whose call began in the parent (ncalls does not count it either).
     virtual void opened(size_t thread, uint32_t function, uint64_t enter_ns, uint64_t count) = 0;
     // The innermost open frame of the thread closed.
     virtual void closed(size_t thread, uint64_t exit_ns) = 0;

@@ -127,6 +127,10 @@ struct ThreadReplay {
     uint64_t first = 0, last = 0;
     int64_t clock = 0, pending = 0;
     uint64_t unmatched_exits = 0;
+    // A forked child's stream: how many of its first Enter records are still to come that
+    // continue calls of the parent (Meta inherited_frames.<stream>); the observer sees them
+    // with no activation.
+    uint32_t inherited_left = 0;
     // Sampled time (session.hpp, "the time model"), in the clock's units: each node's own
     // time, from the samples that landed in it and the time off CPU located in it. A span is
     // the time between two samples; `span_*` are its start's clocks.

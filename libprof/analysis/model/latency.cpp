@@ -27,7 +27,8 @@ struct TraceFunction {
 struct Frame {
     uint32_t key; // index into the collector's keys (a function of a trace)
     uint64_t enter_ns;
-    bool run; // a scope run (several activations at once): not a call
+    bool run; // a scope run (several activations at once), or a frame inherited at a fork: not a
+              // call
     std::vector<std::pair<uint32_t, uint64_t>> callees; // pass 2: merged function -> ns
 };
 
@@ -68,7 +69,8 @@ class Collector : public ActivationObserver {
     }
     void opened(size_t thread, uint32_t function, uint64_t enter_ns, uint64_t count) override {
         uint32_t key = key_for(function);
-        stacks_[thread].push_back(Frame{key, enter_ns, count > 1, {}});
+        // A scope run or an inherited frame is no call of its own: no duration.
+        stacks_[thread].push_back(Frame{key, enter_ns, count != 1, {}});
     }
     void closed(size_t thread, uint64_t exit_ns) override {
         std::vector<Frame>& stack = stacks_[thread];
