@@ -277,6 +277,33 @@ std::string uncertain_text(const Profile& p) {
     return "uncertain: " + text;
 }
 
+// The functions whose frames forked children inherited open, by name: their ncalls leaves
+// those frames out, their times keep them.
+std::string inherited_text(const Profile& p) {
+    std::vector<const Function*> fs;
+    uint64_t frames = 0;
+    for (const Function& f : p.functions)
+        if (f.inherited) {
+            fs.push_back(&f);
+            frames += f.inherited;
+        }
+    if (fs.empty()) return {};
+    std::sort(fs.begin(), fs.end(), [](const Function* a, const Function* b) {
+        return a->stats.cumtime > b->stats.cumtime;
+    });
+    std::string names;
+    size_t shown = std::min<size_t>(fs.size(), 4);
+    for (size_t k = 0; k < shown; ++k) names += (k ? ", " : "") + short_name(fs[k]->name);
+    if (fs.size() > shown) names += fmt::format(" and {} more", fs.size() - shown);
+    if (frames == 1)
+        return "inherited: 1 frame a forked child inherited open (its parent's call, continued: "
+               "time of the child's, no call of its own): " +
+               names;
+    return fmt::format("inherited: {} frames forked children inherited open (their parents' calls, "
+                       "continued: time of the children's, no calls of their own): {}",
+                       frames, names);
+}
+
 void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
     if (!o.title.empty()) fmt::print(out, "{}\n", text::printable(o.title));
     const bool counted = p.time.calls_counted();
@@ -293,6 +320,8 @@ void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
         fmt::print(out, "   {}\n", split);
     if (std::string uncertain = uncertain_text(p); !uncertain.empty())
         fmt::print(out, "   {}\n", text::printable(uncertain));
+    if (std::string inherited = inherited_text(p); !inherited.empty())
+        fmt::print(out, "   {}\n", text::printable(inherited));
     fmt::print(out, "\n");
     fmt::print(out, "   Ordered by: {}\n", sort_description(o.sort));
     std::vector<size_t> rows = selected(p, o);
@@ -455,10 +484,12 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
             out,
             "{}\n    {{\"name\": \"{}\", \"symbol\": \"{}\", \"module\": \"{}\", "
             "\"file\": \"{}\", \"line\": {}, \"address\": \"0x{:x}\", \"kind\": \"{}\", "
-            "\"ncalls\": {}, \"primitive_calls\": {}, \"tottime\": {:.9f}, \"cumtime\": {:.9f}}}",
+            "\"ncalls\": {}, \"primitive_calls\": {}, \"tottime\": {:.9f}, \"cumtime\": {:.9f}{}}}",
             first ? "" : ",", text::json_escape(f.name), text::json_escape(f.symbol),
             text::json_escape(f.module), text::json_escape(f.file), f.line, f.address, f.kind,
-            count(s.ncalls), count(s.pcalls), s.tottime, s.cumtime);
+            count(s.ncalls), count(s.pcalls), s.tottime, s.cumtime,
+            // Frames forked children inherited open (their time is in it, no call).
+            f.inherited ? fmt::format(", \"inherited\": {}", f.inherited) : std::string());
         first = false;
     }
     fmt::print(out, "\n  ],\n  \"threads\": [");

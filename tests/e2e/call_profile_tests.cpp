@@ -370,7 +370,21 @@ TEST_CASE("ncalls counts entries across fork, fork then exec and vfork then exec
                 REQUIRE(row != lat.functions.end());
                 CHECK(row->calls == n);
             }
-            // The timeline keeps such a frame (the child ran inside it), marked.
+            // The views keep such a frame (the child ran inside it), marked: the profile,
+            // the table's header and JSON, the timeline.
+            if (mode != "vfork" || !kSanitizerBuild)
+                CHECK(fn(p, "main").inherited == (mode == "fork" ? 3u : mode == "exec" ? 1u : 0u));
+            CHECK(fn(p, "child_work").inherited == 0);
+            if (mode == "fork") {
+                auto table = run({PROFREPORT, dir});
+                CHECK(table.out.find("\n   inherited: 3 frames forked children inherited open "
+                                     "(their parents' calls, continued: time of the children's, "
+                                     "no calls of their own): main\n") != std::string::npos);
+                auto json = run({PROFREPORT, "--format", "json", dir});
+                CHECK(json.out.find("\"ncalls\": 1, \"primitive_calls\": 1, ") !=
+                      std::string::npos);
+                CHECK(json.out.find("\"inherited\": 3}") != std::string::npos);
+            }
             if (mode == "fork") {
                 std::string json = temp_path("fork-exec.json");
                 auto x = run({PROFREPORT, "--export", "chrome", "-o", json, dir});

@@ -129,6 +129,9 @@ Profile build_profile(const Replayed& r, const ThreadFilter& filter, bool compen
             p.functions[global[i]].stats.add(
                 Stats{fsum[i].ncalls, fsum[i].pcalls, fsum[i].tot / tps, fsum[i].cum / tps});
         }
+        for (uint32_t node : t.inherited_nodes)
+            if (size_t g = global[t.nodes[node].function]; g != SIZE_MAX)
+                ++p.functions[g].inherited;
         for (const auto& [key, e] : edge_ids) {
             size_t caller = key.first == kNoCaller ? kRoot : global[key.first];
             size_t callee = global[key.second];

@@ -297,6 +297,7 @@ struct Session::Impl : reader::EventSink {
         for (uint32_t node = 1; node <= depth && node < t.nodes.size(); ++node) {
             if (t.nodes[node].parent != node - 1 || t.nodes[node].calls == 0) break;
             --t.nodes[node].calls;
+            t.inherited_nodes.push_back(node);
         }
     }
     // The counts of a counting thread's call tree join its paths' (once, when its trace ends).

@@ -131,6 +131,7 @@ struct ThreadReplay {
     // continue calls of the parent (Meta inherited_frames.<stream>); the observer sees them
     // with no activation.
     uint32_t inherited_left = 0;
+    std::vector<uint32_t> inherited_nodes; // their nodes, which count no call for them
     // Sampled time (session.hpp, "the time model"), in the clock's units: each node's own
     // time, from the samples that landed in it and the time off CPU located in it. A span is
     // the time between two samples; `span_*` are its start's clocks.

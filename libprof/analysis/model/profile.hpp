@@ -42,6 +42,9 @@ struct Function {
     std::string kind = "function";
     std::string context;
     Stats stats;
+    // Frames of it that forked children inherited open: the parent's calls, continued in the
+    // children, whose time they hold (in stats) and whose calls they are not.
+    uint64_t inherited = 0;
 };
 
 // "double work(std::vector<double>&)" -> "work(std::vector<double>&)": the name part of a
