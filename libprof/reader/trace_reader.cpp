@@ -47,6 +47,7 @@ struct TraceReader::StreamState {
     // defined so far, and the nodes its CallCounts blocks cover.
     bool counting = false;
     uint64_t nodes = 0, counted = 0;
+    std::vector<bool> timed; // 1.13: the nodes whose CallLatency record was read
 };
 
 namespace {
@@ -864,6 +865,14 @@ bool TraceReader::call_tree_record(Tag tag, Cursor& m, StreamState& st, Thread& 
                                 stream);
             return true;
         }
+        // One record per path, updated in place: a second one would count its calls twice.
+        if (st.timed.size() <= node) st.timed.resize(node + 1);
+        if (st.timed[node]) {
+            wrong = fmt::format("second call latency record of call tree node {} of stream {}",
+                                node, stream);
+            return true;
+        }
+        st.timed[node] = true;
         CallLatencyRecord r;
         r.calls = m.u64();
         r.sum_ticks = m.u64();
@@ -871,6 +880,15 @@ bool TraceReader::call_tree_record(Tag tag, Cursor& m, StreamState& st, Thread& 
         r.max_end_ticks = m.u64();
         r.buckets.resize(n);
         for (uint32_t& b : r.buckets) b = m.u32();
+        // The longest call is one of the calls, and ended after it began (on the trace's
+        // clock, whose readings exceed any duration).
+        if (r.sum_ticks < r.max_ticks || r.max_end_ticks < r.max_ticks ||
+            (r.calls == 0 && r.sum_ticks != 0)) {
+            wrong = fmt::format("call latency of call tree node {} of stream {} holds a longest "
+                                "call that is not among its calls",
+                                node, stream);
+            return true;
+        }
         if (sink) sink->on_call_latency(stream, uint32_t(node), r);
         return true;
     }

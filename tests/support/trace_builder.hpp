@@ -129,6 +129,22 @@ public:
             return end;
         });
     }
+    // 1.13: a counted path's timed calls (the buckets: one per entry, from bucket 0).
+    TraceBuilder& call_latency(uint64_t node, uint64_t calls, uint64_t sum_ticks,
+                               uint64_t max_ticks, uint64_t max_end_ticks,
+                               const std::vector<uint32_t>& buckets) {
+        return encode(format::call_latency_size(node, buckets.size()), [&](uint8_t* p) {
+            uint8_t* end = format::put_call_latency(p, node, buckets.size());
+            auto* c = reinterpret_cast<format::LatencyCounts*>(
+                end - format::latency_fields_size(buckets.size()));
+            c->calls = calls;
+            c->sum_ticks = sum_ticks;
+            c->max_ticks = max_ticks;
+            c->max_end_ticks = max_end_ticks;
+            for (size_t i = 0; i < buckets.size(); ++i) c->buckets[i] = buckets[i];
+            return end;
+        });
+    }
     TraceBuilder& position(uint64_t node) {
         return encode(format::kMaxPositionRecord,
                       [&](uint8_t* p) { return format::put_position(p, node); });

@@ -1326,6 +1326,27 @@ TEST_CASE("a counting thread's records that break its rules are errors with thei
         {"a position in an undefined node",
          [](TraceBuilder& b) { b.counting(0, 0).call_node(1, 0, 0).position(2); },
          "position in undefined call tree node 2"},
+        {"two latency records of one node",
+         [](TraceBuilder& b) {
+             b.counting(0, 0).call_node(1, 0, 0).call_latency(1, 1, 10, 10, 50, {0, 1});
+             b.call_latency(1, 1, 10, 10, 50, {0, 1});
+         },
+         "second call latency record of call tree node 1 of stream 1"},
+        {"a latency record of an undefined node",
+         [](TraceBuilder& b) {
+             b.counting(0, 0).call_latency(1, 1, 10, 10, 50, {0, 1});
+         },
+         "call latency of undefined call tree node 1"},
+        {"a longest call longer than all the calls",
+         [](TraceBuilder& b) {
+             b.counting(0, 0).call_node(1, 0, 0).call_latency(1, 2, 10, 20, 50, {0, 2});
+         },
+         "holds a longest call that is not among its calls"},
+        {"a longest call that ended before it began",
+         [](TraceBuilder& b) {
+             b.counting(0, 0).call_node(1, 0, 0).call_latency(1, 2, 30, 20, 5, {0, 2});
+         },
+         "holds a longest call that is not among its calls"},
         {"a counting thread's sample without its node",
          [](TraceBuilder& b) { b.counting(0, 0).sample(0, 1, 0, 0, 1); }, "malformed record"},
         {"a block of counts cut short",
