@@ -178,9 +178,17 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
     fmt::print(out,
                "<script id=\"profile-data\" type=\"application/json\">{{\"total_calls\":{},"
                "\"primitive_calls\":{},\"calls_counted\":{},\"total_time\":{:.9f},"
-               "\"threads\":{},\"times\":{},\"traces\":[",
+               "\"threads\":{},\"times\":{},\"notes\":[",
                p.total_calls, p.primitive_calls, p.time.calls_counted() ? "true" : "false",
                p.total_time, p.threads.size(), js(time_basis_text(p.time)));
+    // The text header's further lines, each under the summary.
+    bool first_note = true;
+    for (const std::string& note : {time_split_text(p.time), uncertain_text(p), inherited_text(p)})
+        if (!note.empty()) {
+            fmt::print(out, "{}{}", first_note ? "" : ",", js(note));
+            first_note = false;
+        }
+    fmt::print(out, "],\"traces\":[");
     for (size_t i = 0; i < trace_names.size(); ++i)
         fmt::print(out, "{}{}", i ? "," : "", js(trace_names[i]));
     fmt::print(out, "],\n\"functions\":[");

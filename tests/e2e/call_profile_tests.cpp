@@ -5,6 +5,7 @@
 #include "analysis/model/latency.hpp"
 #include "analysis/model/profile.hpp"
 #include "render/report.hpp"
+#include "support/browser.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
@@ -384,6 +385,13 @@ TEST_CASE("ncalls counts entries across fork, fork then exec and vfork then exec
                 CHECK(json.out.find("\"ncalls\": 1, \"primitive_calls\": 1, ") !=
                       std::string::npos);
                 CHECK(json.out.find("\"inherited\": 3}") != std::string::npos);
+                std::string html = temp_path("fork-exec.html");
+                auto page = run({PROFREPORT, "--html", html, dir});
+                REQUIRE_MESSAGE(page.exit_code == 0, page.err);
+                std::string dom = prof::test::selftest_dom(html); // "" without Chromium
+                if (!dom.empty())
+                    CHECK(dom.find("<div class=\"sub\">inherited: 3 frames forked children "
+                                   "inherited open") != std::string::npos);
             }
             if (mode == "fork") {
                 std::string json = temp_path("fork-exec.json");

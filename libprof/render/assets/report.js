@@ -14,6 +14,8 @@ sub.textContent = (counted ? D.total_calls + " function calls"
   (counted && D.primitive_calls !== D.total_calls ? " (" + D.primitive_calls + " primitive calls)" : "") +
   " in " + sec(D.total_time) + " seconds \u2022 " + D.threads + " thread(s) \u2022 " + D.traces.join(", ") +
   (D.times ? " \u2022 " + D.times : "");
+// The text header's further lines: the time split, what cannot be vouched for, inherited frames.
+(D.notes || []).forEach(function (note) { sub.parentNode.appendChild(el("div", "sub", note)); });
 
 // ---- functions table, sortable; callers and callees on click
 var cols = [
