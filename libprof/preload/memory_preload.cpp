@@ -86,57 +86,99 @@ struct Outermost {
     PROF_NOINSTR ~Outermost() { --t_depth; }
 };
 
-// ---- the finish's own allocations
-// ---------------------------------------------------------------- At exit the runtime's finish
-// names functions with libdw (runtime/symbols.cpp), which allocates: the dynamic loader opening it,
-// libelf, the symbol table. After a program has released many small blocks, glibc's first request
-// of 1 KiB or more, and any release that makes a free chunk of 64 KiB or more, consolidate every
-// small free block of the heap: perl with 1.5 M allocator calls spent a tenth of its run there, at
-// exit, under the memory profiler alone. So between finish_begin and finish_end the finishing
-// thread allocates from a region of its own, never given back (the process is ending), and its
-// releases of the program's blocks (libstdc++'s emergency pool, released so that it is no leak) are
-// recorded but the blocks kept.
-constexpr size_t kFinishReserve = size_t(1) << 32; // address space, MAP_NORESERVE
-constexpr size_t kFinishStart = 64;                // no block's header at the region's first bytes
-constinit uintptr_t g_finish_base = 0;
-constinit size_t g_finish_used = 0;
+// ---- the finish's own allocations ---------------------------------------------------------------
+// At exit the runtime's finish names functions with libdw (runtime/symbols.cpp), which
+// allocates: the dynamic loader opening it, libelf, the symbol table. After a program has
+// released many small blocks, glibc's first request of 1 KiB or more, and any release that makes
+// a free chunk of 64 KiB or more, consolidate every small free block of the heap: perl with 1.5 M
+// allocator calls spent a tenth of its run there, at exit, under the memory profiler alone. So
+// between finish_begin and finish_end the finishing thread allocates from a region of its own,
+// and its releases of the program's blocks (libstdc++'s emergency pool, released so that it is
+// no leak) are recorded but the blocks kept (the process is ending).
+//
+// The region is a stack: a block is given back, or grown in place, only when it is the last one
+// (the demangler's buffers, a vector's growth), and otherwise stays until exit. Only the finishing
+// thread allocates and gives back, so no lock; another thread that is handed one of its blocks
+// leaves it alone.
+constexpr size_t kRegionReserves[] = {size_t(1) << 32, size_t(1) << 28}; // MAP_NORESERVE
+constexpr size_t kRegionStart = 64; // no block's size header at the region's first bytes
+constinit uintptr_t g_region_base = 0;
+constinit size_t g_region_used = 0, g_region_size = 0;
+constinit bool g_region_failed = false; // no reserve could be mapped: the real allocator
 thread_local bool t_finishing __attribute__((tls_model("initial-exec"))) = false;
 
-PROF_NOINSTR bool in_finish_region(const void* p) {
-    // Other threads read these while the finishing thread grows them (relaxed: their own
-    // blocks are never in the region, whichever values they see); false while there is none.
-    return uintptr_t(p) - __atomic_load_n(&g_finish_base, __ATOMIC_RELAXED) <
-           __atomic_load_n(&g_finish_used, __ATOMIC_RELAXED);
+PROF_NOINSTR bool in_region(const void* p) {
+    // Relaxed: another thread reads these while the finishing thread changes them, and a block
+    // of the region reaches another thread only through a hand-over of its own, which orders it.
+    return uintptr_t(p) - __atomic_load_n(&g_region_base, __ATOMIC_RELAXED) <
+           __atomic_load_n(&g_region_used, __ATOMIC_RELAXED);
 }
 
-// The block's size sits in the 8 bytes before it (for realloc).
-PROF_NOINSTR size_t finish_block_size(const void* p) {
+// A block's size sits in the 8 bytes before it.
+PROF_NOINSTR size_t region_block_size(const void* p) {
     return static_cast<const size_t*>(p)[-1];
 }
 
-// A block from the region, or null (no region could be mapped, or it is full: the caller then
-// takes the real allocator). Only the finishing thread allocates here, so no lock.
-PROF_NOINSTR void* finish_alloc(size_t n, size_t align) {
-    if (!g_finish_base) {
-        void* m = mmap(nullptr, kFinishReserve, PROT_READ | PROT_WRITE,
+PROF_NOINSTR bool map_region() {
+    if (g_region_failed) return false;
+    int saved = errno;
+    for (size_t reserve : kRegionReserves) {
+        void* m = mmap(nullptr, reserve, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m == MAP_FAILED) return nullptr;
-        __atomic_store_n(&g_finish_base, uintptr_t(m), __ATOMIC_RELAXED);
-        __atomic_store_n(&g_finish_used, kFinishStart, __ATOMIC_RELAXED);
+        if (m == MAP_FAILED) continue; // vm.overcommit_memory=2, ulimit -v
+        g_region_size = reserve;
+        __atomic_store_n(&g_region_base, uintptr_t(m), __ATOMIC_RELAXED);
+        __atomic_store_n(&g_region_used, kRegionStart, __ATOMIC_RELAXED);
+        errno = saved;
+        return true;
     }
-    if (align < 16) align = 16;
-    if ((align & (align - 1)) || align > kFinishReserve / 2 || n > kFinishReserve) return nullptr;
-    size_t at = (g_finish_used + sizeof(size_t) + align - 1) & ~(align - 1);
-    if (at + n > kFinishReserve) return nullptr;
-    __atomic_store_n(&g_finish_used, at + (n ? n : 1), __ATOMIC_RELAXED);
-    auto* p = reinterpret_cast<size_t*>(g_finish_base + at);
-    p[-1] = n;
-    return p; // zeroed: the region's pages are fresh and never reused
+    g_region_failed = true;
+    errno = saved;
+    return false;
 }
 
-// The finishing thread's allocation, or null when this is no such call.
-PROF_NOINSTR inline void* finishing_alloc(size_t n, size_t align = 16) {
-    return __builtin_expect(t_finishing, 0) ? finish_alloc(n, align) : nullptr;
+// A block of the region (16-byte aligned at least), or null: no region, no room, or an
+// alignment that is no power of two; the caller then takes the real allocator.
+PROF_NOINSTR void* region_alloc(size_t n, size_t align) {
+    if (!g_region_base && !map_region()) return nullptr;
+    if (align < 16) align = 16;
+    if ((align & (align - 1)) || align > g_region_size / 2 || n > g_region_size) return nullptr;
+    size_t at = (g_region_used + sizeof(size_t) + align - 1) & ~(align - 1);
+    if (at + n > g_region_size) return nullptr;
+    __atomic_store_n(&g_region_used, at + (n ? n : 1), __ATOMIC_RELAXED);
+    auto* p = reinterpret_cast<size_t*>(g_region_base + at);
+    p[-1] = n;
+    return p;
+}
+
+// The last block of the region can be given back, or grown in place (then `p`), on the
+// finishing thread.
+PROF_NOINSTR bool region_is_last(const void* p) {
+    return t_finishing && uintptr_t(p) + region_block_size(p) + (region_block_size(p) ? 0 : 1) ==
+                              g_region_base + g_region_used;
+}
+PROF_NOINSTR void region_release(void* p) {
+    if (region_is_last(p))
+        __atomic_store_n(&g_region_used, uintptr_t(p) - sizeof(size_t) - g_region_base,
+                         __ATOMIC_RELAXED);
+}
+PROF_NOINSTR void* region_resize(void* p, size_t n) {
+    if (!n || !region_is_last(p) || n > g_region_size - (uintptr_t(p) - g_region_base))
+        return nullptr;
+    static_cast<size_t*>(p)[-1] = n;
+    __atomic_store_n(&g_region_used, uintptr_t(p) - g_region_base + n, __ATOMIC_RELAXED);
+    return p;
+}
+
+// The finishing thread's allocation, or null when this is no such call (or the region has no
+// room).
+PROF_NOINSTR inline void* alloc_if_finishing(size_t n, size_t align = 16) {
+    return __builtin_expect(t_finishing, 0) ? region_alloc(n, align) : nullptr;
+}
+
+PROF_NOINSTR size_t page_size() {
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? size_t(page) : 4096;
 }
 
 PROF_NOINSTR void finish_begin() {
@@ -191,7 +233,8 @@ PROF_NOINSTR inline bool ready() {
 // Only while marked lines exist: otherwise the call (a cache miss on the block's header at
 // free) is skipped.
 PROF_NOINSTR size_t usable(void* p) {
-    return p && real.usable_size && __atomic_load_n(&prof_heap_tracking, __ATOMIC_RELAXED)
+    return p && real.usable_size && __atomic_load_n(&prof_heap_tracking, __ATOMIC_RELAXED) &&
+                   !in_region(p) // not the real allocator's
                ? real.usable_size(p)
                : 0;
 }
@@ -360,7 +403,7 @@ PROF_EXPORT int posix_spawnp(pid_t* pid, const char* file,
 
 PROF_EXPORT void* malloc(size_t n) {
     if (!ready()) return arena_alloc(n);
-    if (void* p = finishing_alloc(n)) return p;
+    if (void* p = alloc_if_finishing(n)) return p;
     Outermost o;
     void* p = real.malloc(n);
     if (__builtin_expect(!g_started, 0) && p && profiler_block(p, __builtin_return_address(0)))
@@ -374,22 +417,22 @@ PROF_EXPORT void* calloc(size_t count, size_t size) {
         if (__builtin_mul_overflow(count, size, &n)) return nullptr;
         return arena_alloc(n);
     }
-    if (__builtin_expect(t_finishing, 0)) {
-        size_t n = 0;
-        if (__builtin_mul_overflow(count, size, &n)) return nullptr;
-        if (void* p = finish_alloc(n, 16)) return p;
-    }
+    size_t bytes = 0;
+    if (__builtin_expect(t_finishing, 0) && !__builtin_mul_overflow(count, size, &bytes))
+        if (void* p = region_alloc(bytes, 16)) return std::memset(p, 0, bytes); // may be reused
+
     Outermost o;
     return record(real.calloc(count, size), count * size, AllocKind::kMalloc, o.outer);
 }
 
 PROF_EXPORT void free(void* p) {
-    if (!p || in_arena(p) || in_finish_region(p)) return;
+    if (!p || in_arena(p)) return;
+    if (in_region(p)) return region_release(p);
     if (!ready()) return;
     Outermost o;
     if (o.outer && !(__builtin_expect(g_own_count != 0, 0) && release_of_profiler_block(p)))
         prof_mem_record_free(p, unsigned(FreeKind::kFree), usable(p));
-    if (__builtin_expect(t_finishing, 0)) return; // kept (see finish_alloc)
+    if (__builtin_expect(t_finishing, 0)) return; // kept (see region_alloc)
     real.free(p);
 }
 
@@ -399,18 +442,23 @@ PROF_EXPORT void* realloc(void* old, size_t n) {
         if (p) std::memcpy(p, old, n < sizeof arena ? n : sizeof arena);
         return p;
     }
-    if (in_finish_region(old) || (old && __builtin_expect(t_finishing, 0))) {
-        // The finish's own blocks, and (never seen) a program's block the finish would grow:
-        // copied into a new block; the old one stays.
-        size_t had = in_finish_region(old)
-                         ? finish_block_size(old)
-                         : (ready() && real.usable_size ? real.usable_size(old) : 0);
-        void* p = malloc(n);
+    if (in_region(old) || (old && __builtin_expect(t_finishing, 0))) {
+        // A block of the region (grown in place when it is the last one), or a program's block
+        // on the finishing thread (never seen: its release is recorded and the block kept, as
+        // by free). realloc(p, 0) releases the block and returns null, as glibc's.
+        bool ours = in_region(old);
+        if (ours)
+            if (void* p = region_resize(old, n)) return p;
+        size_t had = ours ? region_block_size(old)
+                          : (ready() && real.usable_size ? real.usable_size(old) : 0);
+        void* p = n ? malloc(n) : nullptr;
+        if (n && !p) return nullptr; // the old block stays, as when realloc fails
         if (p) std::memcpy(p, old, n < had ? n : had);
+        free(old);
         return p;
     }
     if (!ready()) return nullptr;
-    if (void* p = old ? nullptr : finishing_alloc(n)) return p;
+    if (void* p = old ? nullptr : alloc_if_finishing(n)) return p;
     Outermost o;
     if (old && n == 0) { // glibc frees the block and returns null
         if (o.outer) prof_mem_record_free(old, unsigned(FreeKind::kFree), usable(old));
@@ -433,14 +481,14 @@ PROF_EXPORT void* reallocarray(void* old, size_t count, size_t size) {
 
 PROF_EXPORT void* memalign(size_t align, size_t n) {
     if (!ready()) return nullptr;
-    if (void* p = finishing_alloc(n, align)) return p;
+    if (void* p = alloc_if_finishing(n, align)) return p;
     Outermost o;
     return record(real.memalign(align, n), n, AllocKind::kAligned, o.outer);
 }
 
 PROF_EXPORT void* aligned_alloc(size_t align, size_t n) {
     if (!ready()) return nullptr;
-    if (void* p = finishing_alloc(n, align)) return p;
+    if (void* p = alloc_if_finishing(n, align)) return p;
     Outermost o;
     return record(real.aligned_alloc(align, n), n, AllocKind::kAligned, o.outer);
 }
@@ -448,7 +496,7 @@ PROF_EXPORT void* aligned_alloc(size_t align, size_t n) {
 PROF_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
     if (!ready()) return ENOMEM;
     if (align >= sizeof(void*))
-        if (void* p = finishing_alloc(n, align)) {
+        if (void* p = alloc_if_finishing(n, align)) {
             *out = p;
             return 0;
         }
@@ -460,14 +508,17 @@ PROF_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
 
 PROF_EXPORT void* valloc(size_t n) {
     if (!ready()) return nullptr;
-    if (void* p = finishing_alloc(n, 4096)) return p;
+    if (void* p = alloc_if_finishing(n, page_size())) return p;
     Outermost o;
     return record(real.valloc(n), n, AllocKind::kAligned, o.outer);
 }
 
 PROF_EXPORT void* pvalloc(size_t n) {
     if (!ready()) return nullptr;
-    if (void* p = finishing_alloc(n, 4096)) return p;
+    if (__builtin_expect(t_finishing, 0)) { // the size rounded up to whole pages, as pvalloc's
+        size_t page = page_size(), whole = (n + page - 1) & ~(page - 1);
+        if (void* p = whole >= n ? region_alloc(whole ? whole : page, page) : nullptr) return p;
+    }
     Outermost o;
     return record(real.pvalloc(n), n, AllocKind::kAligned, o.outer);
 }
@@ -481,60 +532,68 @@ PROF_EXPORT void* pvalloc(size_t n) {
 namespace {
 
 PROF_NOINSTR void release(void* p, FreeKind kind, DeleteFn with) {
-    if (!p || in_arena(p) || in_finish_region(p)) return;
+    if (!p || in_arena(p)) return;
+    if (in_region(p)) return region_release(p);
     ready();
     Outermost o;
     if (o.outer) prof_mem_record_free(p, unsigned(kind), usable(p));
-    if (__builtin_expect(t_finishing, 0)) return; // kept (see finish_alloc)
+    if (__builtin_expect(t_finishing, 0)) return; // kept (see region_alloc)
     if (with) with(p);
     else real.free(p);
 }
 
 PROF_NOINSTR void release_aligned(void* p, FreeKind kind, std::align_val_t a, DeleteAlignFn with) {
-    if (!p || in_arena(p) || in_finish_region(p)) return;
+    if (!p || in_arena(p)) return;
+    if (in_region(p)) return region_release(p);
     ready();
     Outermost o;
     if (o.outer) prof_mem_record_free(p, kind_with_alignment(unsigned(kind), a), usable(p));
-    if (__builtin_expect(t_finishing, 0)) return; // kept (see finish_alloc)
+    if (__builtin_expect(t_finishing, 0)) return; // kept (see region_alloc)
     if (with) with(p, a);
     else real.free(p);
 }
 
 } // namespace
 
-#define PROF_NEW_BODY(call, kind)                                                               \
-    ready();                                                                                    \
-    Outermost o;                                                                                \
-    void* p = call;                                                                             \
+// On the finishing thread, from the region: operator new would reach it through our malloc, and
+// record() would then ask the real allocator for the usable size of a block not its own.
+#define PROF_NEW_BODY(call, kind, align)                                                           \
+    ready();                                                                                       \
+    if (void* region = alloc_if_finishing(n, align)) return region;                                \
+    Outermost o;                                                                                   \
+    void* p = call;                                                                                \
     return record(p, n, kind, o.outer)
 
 PROF_CXX void* operator new(size_t n) {
-    PROF_NEW_BODY(real.new_ ? real.new_(n) : new_fallback(n, false), AllocKind::kNew);
+    PROF_NEW_BODY(real.new_ ? real.new_(n) : new_fallback(n, false), AllocKind::kNew, 16);
 }
 PROF_CXX void* operator new[](size_t n) {
-    PROF_NEW_BODY(real.new_array ? real.new_array(n) : new_fallback(n, false), AllocKind::kNewArray);
+    PROF_NEW_BODY(real.new_array ? real.new_array(n) : new_fallback(n, false), AllocKind::kNewArray,
+                  16);
 }
 PROF_CXX void* operator new(size_t n, const std::nothrow_t& t) noexcept {
-    PROF_NEW_BODY(real.new_nothrow ? real.new_nothrow(n, t) : new_fallback(n, true), AllocKind::kNew);
+    PROF_NEW_BODY(real.new_nothrow ? real.new_nothrow(n, t) : new_fallback(n, true),
+                  AllocKind::kNew, 16);
 }
 PROF_CXX void* operator new[](size_t n, const std::nothrow_t& t) noexcept {
     PROF_NEW_BODY(real.new_array_nothrow ? real.new_array_nothrow(n, t) : new_fallback(n, true),
-                  AllocKind::kNewArray);
+                  AllocKind::kNewArray, 16);
 }
 PROF_CXX void* operator new(size_t n, std::align_val_t a) {
-    PROF_NEW_BODY(real.new_align(n, a), kind_with_alignment(unsigned(AllocKind::kNew), a));
+    PROF_NEW_BODY(real.new_align(n, a), kind_with_alignment(unsigned(AllocKind::kNew), a),
+                  static_cast<size_t>(a));
 }
 PROF_CXX void* operator new[](size_t n, std::align_val_t a) {
     PROF_NEW_BODY(real.new_array_align(n, a),
-                  kind_with_alignment(unsigned(AllocKind::kNewArray), a));
+                  kind_with_alignment(unsigned(AllocKind::kNewArray), a), static_cast<size_t>(a));
 }
 PROF_CXX void* operator new(size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
     PROF_NEW_BODY(real.new_align_nothrow(n, a, t),
-                  kind_with_alignment(unsigned(AllocKind::kNew), a));
+                  kind_with_alignment(unsigned(AllocKind::kNew), a), static_cast<size_t>(a));
 }
 PROF_CXX void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
     PROF_NEW_BODY(real.new_array_align_nothrow(n, a, t),
-                  kind_with_alignment(unsigned(AllocKind::kNewArray), a));
+                  kind_with_alignment(unsigned(AllocKind::kNewArray), a), static_cast<size_t>(a));
 }
 
 PROF_CXX void operator delete(void* p) noexcept { release(p, FreeKind::kDelete, real.delete_); }

@@ -546,6 +546,27 @@ TEST_CASE("a program linked with mimalloc: its allocations counted exactly") {
     CHECK(j.out.find("\"leaked_bytes\": 424750, \"leaked_blocks\": 500, \"unknown_frees\": 0}") !=
           std::string::npos);
 }
+
+// With marked lines the memory profiler asks the allocator for each block's usable size; the
+// runtime's finish at exit allocates from a region of its own (operator new included), whose
+// blocks mimalloc's malloc_usable_size would abort on. The counts: the program's malloc and
+// free, and libstdc++'s emergency pool (72,704 bytes) with its release at exit, as memcheck.
+TEST_CASE("a C++ program linked with mimalloc, with marked lines: it ends, counted exactly") {
+    std::string trace = temp_path("mimalloc-marked.trace");
+    auto r = run({PROFRUN, "--mem", "-q", "-f", "-o", trace, "--", PROF_TEST_MIMALLOC_MARKED});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.empty());
+    auto j = run({PROFREPORT, "--memory", "--format", "json", trace});
+    REQUIRE(j.exit_code == 0);
+    CHECK(j.out.find("\"summary\": {\"allocations\": 2, \"frees\": 2, "
+                     "\"temporary_allocations\": 1, \"bytes_allocated\": 73704, ") !=
+          std::string::npos);
+    CHECK(j.out.find("\"leaked_bytes\": 0, \"leaked_blocks\": 0, \"unknown_frees\": 0}") !=
+          std::string::npos);
+    // Its functions are named: the finish's symbol table was written.
+    auto lines = run({PROFREPORT, "--lines", trace});
+    CHECK(lines.out.find("Function: main() at line") != std::string::npos);
+}
 #endif
 
 #ifdef PROF_SANITIZER_BUILD
