@@ -881,9 +881,14 @@ bool TraceReader::call_tree_record(Tag tag, Cursor& m, StreamState& st, Thread& 
         r.buckets.resize(n);
         for (uint32_t& b : r.buckets) b = m.u32();
         // The longest call is one of the calls, and ended after it began (on the trace's
-        // clock, whose readings exceed any duration).
-        if (r.sum_ticks < r.max_ticks || r.max_end_ticks < r.max_ticks ||
-            (r.calls == 0 && r.sum_ticks != 0)) {
+        // clock, whose readings exceed any duration). A process killed while it updated the
+        // record in place may leave it torn: its trace (not finished) keeps what adds up.
+        bool torn = r.sum_ticks < r.max_ticks || r.max_end_ticks < r.max_ticks ||
+                    (r.calls == 0 && r.sum_ticks != 0);
+        if (torn && !(info_.header.flags & format::kFileFinished)) {
+            r.max_ticks = std::min({r.max_ticks, r.sum_ticks, r.max_end_ticks});
+            if (r.calls == 0) r.sum_ticks = r.max_ticks = 0;
+        } else if (torn) {
             wrong = fmt::format("call latency of call tree node {} of stream {} holds a longest "
                                 "call that is not among its calls",
                                 node, stream);

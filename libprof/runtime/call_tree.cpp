@@ -216,14 +216,16 @@ PROF_NOINSTR bool start_latency(ThreadState& s, uint32_t c, NodeLatency& l) {
     uint8_t* end = format::put_call_latency(s.w.cursor, id, format::kLatencyBuckets);
     auto* counts = reinterpret_cast<format::LatencyCounts*>(
         end - format::latency_fields_size(format::kLatencyBuckets));
-    s.w.cursor = end;
-    s.w.keep = 1; // its chunk stays mapped while the thread runs, as the counts'
-    commit(s.w);
+    // Whole before the commit makes the record part of the trace (a reader of a killed
+    // process's trace sees it as it stood).
     counts->calls = l.probes;
     counts->sum_ticks = l.probe_ticks;
     counts->max_ticks = l.probe_max;
     counts->max_end_ticks = l.probe_max_end;
     for (uint32_t i = 0; i < l.probes; ++i) ++counts->buckets[l.probe_buckets[i]];
+    s.w.cursor = end;
+    s.w.keep = 1; // its chunk stays mapped while the thread runs, as the counts'
+    commit(s.w);
     l.counts = counts;
     return true;
 }

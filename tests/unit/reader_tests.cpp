@@ -1291,6 +1291,35 @@ TEST_CASE("a counting thread's call tree records (1.9) read in order, their samp
     CHECK(info.own_samples == 1);
 }
 
+// A CallLatency record is updated in place: a process killed in the middle of an update leaves
+// it torn (its longest call counted before the sum), and its unfinished trace is still read,
+// with the longest call within what the record adds up to. A finished trace's is corruption
+// (the next test case).
+TEST_CASE(
+    "a torn CallLatency record of a killed process's trace is read, its longest call clamped") {
+    struct LatencySink : CountingSink {
+        std::vector<reader::CallLatencyRecord> records;
+        void on_call_latency(uint32_t, uint32_t, const reader::CallLatencyRecord& r) override {
+            records.push_back(r);
+        }
+    };
+    TraceBuilder b;
+    b.header().flags = 0; // not finished: the process was killed
+    b.chunk(1, 0).function(0x1000).counting(0, 0).call_node(1, 0, 0);
+    b.call_latency(1, 3, 40, 50, 900, {0, 3});
+    std::string path = test::temp_path("torn-latency.trace");
+    b.save(path);
+    LatencySink sink;
+    reader::TraceReader r(path);
+    const reader::TraceInfo& info = r.read(sink);
+    CHECK(info.incomplete);
+    REQUIRE(sink.records.size() == 1);
+    CHECK(sink.records[0].calls == 3);
+    CHECK(sink.records[0].sum_ticks == 40);
+    CHECK(sink.records[0].max_ticks == 40);
+    CHECK(sink.records[0].max_end_ticks == 900);
+}
+
 TEST_CASE("a counting thread's records that break its rules are errors with their offset") {
     using format::Tag;
     struct Case {
