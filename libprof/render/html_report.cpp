@@ -183,11 +183,10 @@ void write_html(std::FILE* out, const Profile& p, const CallTree& t,
                p.total_time, p.threads.size(), js(time_basis_text(p.time)));
     // The text header's further lines, each under the summary.
     bool first_note = true;
-    for (const std::string& note : {time_split_text(p.time), uncertain_text(p), inherited_text(p)})
-        if (!note.empty()) {
-            fmt::print(out, "{}{}", first_note ? "" : ",", js(note));
-            first_note = false;
-        }
+    for (const std::string& note : header_notes(p)) {
+        fmt::print(out, "{}{}", first_note ? "" : ",", js(note));
+        first_note = false;
+    }
     fmt::print(out, "],\"traces\":[");
     for (size_t i = 0; i < trace_names.size(); ++i)
         fmt::print(out, "{}{}", i ? "," : "", js(trace_names[i]));

@@ -232,6 +232,8 @@ std::string short_name(const std::string& name) {
     return n;
 }
 
+namespace {
+
 std::string uncertain_text(const Profile& p) {
     UncertainTimes u = uncertain_times(p);
     if (u.empty()) return {};
@@ -304,6 +306,15 @@ std::string inherited_text(const Profile& p) {
                        frames, names);
 }
 
+} // namespace
+
+std::vector<std::string> header_notes(const Profile& p) {
+    std::vector<std::string> notes;
+    for (std::string note : {time_split_text(p.time), uncertain_text(p), inherited_text(p)})
+        if (!note.empty()) notes.push_back(std::move(note));
+    return notes;
+}
+
 void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
     if (!o.title.empty()) fmt::print(out, "{}\n", text::printable(o.title));
     const bool counted = p.time.calls_counted();
@@ -316,12 +327,8 @@ void print_table(std::FILE* out, const Profile& p, const TableOptions& o) {
     fmt::print(out, " in {:.3f} seconds\n", p.total_time);
     if (std::string basis = time_basis_text(p.time); !basis.empty())
         fmt::print(out, "   {}\n", basis);
-    if (std::string split = time_split_text(p.time); !split.empty())
-        fmt::print(out, "   {}\n", split);
-    if (std::string uncertain = uncertain_text(p); !uncertain.empty())
-        fmt::print(out, "   {}\n", text::printable(uncertain));
-    if (std::string inherited = inherited_text(p); !inherited.empty())
-        fmt::print(out, "   {}\n", text::printable(inherited));
+    for (const std::string& note : header_notes(p))
+        fmt::print(out, "   {}\n", text::printable(note));
     fmt::print(out, "\n");
     fmt::print(out, "   Ordered by: {}\n", sort_description(o.sort));
     std::vector<size_t> rows = selected(p, o);

@@ -37,11 +37,11 @@ std::string time_basis_text(const TimeBasis& t);
 // How the sampled traces' time splits (on CPU, waiting for a CPU, blocked or sleeping) and which
 // of it the functions' times hold (--clock); "" for traces timed by their hooks alone.
 std::string time_split_text(const TimeBasis& t);
-// The header's lines after those two: the functions whose times cannot be vouched for
+// The header's lines after the time basis, as the table prints them and the HTML report shows
+// them: the time split (time_split_text), the functions whose times cannot be vouched for
 // ("uncertain: ..."), and those whose frames forked children inherited open ("inherited: ...");
-// each "" when there are none.
-std::string uncertain_text(const Profile& p);
-std::string inherited_text(const Profile& p);
+// only those that have something to say.
+std::vector<std::string> header_notes(const Profile& p);
 // pstats' print_callers / print_callees for the functions matching `o.filter`.
 void print_callers(std::FILE* out, const Profile& p, const TableOptions& o, bool callees);
 void print_csv(std::FILE* out, const Profile& p, const TableOptions& o);

@@ -419,7 +419,7 @@ struct Session::Impl : reader::EventSink {
 
     // The activations an opened frame stands for, as the observer hears it: none for a frame
     // a forked child inherited open (its call was the parent's).
-    static uint64_t shown(ThreadReplay& t, uint64_t count) {
+    static uint64_t observed_activations(ThreadReplay& t, uint64_t count) {
         if (__builtin_expect(t.inherited_left == 0, 1)) return count;
         --t.inherited_left;
         return 0;
@@ -430,7 +430,8 @@ struct Session::Impl : reader::EventSink {
         t.nodes[node].calls += count;
         t.stack.push_back(Frame{node, t.clock});
         if (options.observer)
-            options.observer->opened(t.index, function, ns(t.clock), shown(t, count));
+            options.observer->opened(t.index, function, ns(t.clock),
+                                     observed_activations(t, count));
     }
     void close(ThreadReplay& t) {
         Frame f = t.stack.back();
@@ -453,7 +454,10 @@ struct Session::Impl : reader::EventSink {
         tick_progress(ticks);
         ThreadReplay& t = thread(id);
         advance(t, ticks);
-        if (fn >= t.fn_map.size() || t.fn_map[fn] == kUndefined) return;
+        if (fn >= t.fn_map.size() || t.fn_map[fn] == kUndefined) {
+            if (t.inherited_left) --t.inherited_left; // an Enter record all the same
+            return;
+        }
         open(t, resolve(t, t.fn_map[fn], ticks), 1);
         t.pending = cost_in;
     }
@@ -494,7 +498,10 @@ struct Session::Impl : reader::EventSink {
                 if (observer) observer->closed(t.index, ns(clock));
             } else {
                 uint32_t fn = r[i].fn;
-                if (fn >= t.fn_map.size() || t.fn_map[fn] == kUndefined) continue;
+                if (fn >= t.fn_map.size() || t.fn_map[fn] == kUndefined) {
+                    if (t.inherited_left) --t.inherited_left; // an Enter record all the same
+                    continue;
+                }
                 uint32_t mapped = t.fn_map[fn];
                 uint32_t function = mapped & kReusedBit ? resolve(t, mapped, ticks) : mapped;
                 uint32_t parent = t.stack.empty() ? 0 : t.stack.back().node;
@@ -502,7 +509,8 @@ struct Session::Impl : reader::EventSink {
                 ++t.nodes[node].calls;
                 t.stack.push_back(Frame{node, clock});
                 pending = cost_in;
-                if (observer) observer->opened(t.index, function, ns(clock), shown(t, 1));
+                if (observer)
+                    observer->opened(t.index, function, ns(clock), observed_activations(t, 1));
             }
         }
         t.clock = clock;

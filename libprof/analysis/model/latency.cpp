@@ -27,8 +27,9 @@ struct TraceFunction {
 struct Frame {
     uint32_t key; // index into the collector's keys (a function of a trace)
     uint64_t enter_ns;
-    bool run; // a scope run (several activations at once), or a frame inherited at a fork: not a
-              // call
+    // A scope run (several activations at once), a frame inherited at a fork, or one open when
+    // the thread began counting: no call's duration.
+    bool no_duration;
     std::vector<std::pair<uint32_t, uint64_t>> callees; // pass 2: merged function -> ns
 };
 
@@ -76,7 +77,7 @@ class Collector : public ActivationObserver {
         std::vector<Frame>& stack = stacks_[thread];
         Frame f = std::move(stack.back());
         stack.pop_back();
-        if (f.run) return;
+        if (f.no_duration) return;
         uint64_t d = exit_ns > f.enter_ns ? exit_ns - f.enter_ns : 0;
         if (!second_pass) {
             if (durations.size() <= f.key) durations.resize(f.key + 1);
@@ -115,7 +116,7 @@ class Collector : public ActivationObserver {
     // PROF_TIME=auto: the frames open when the thread began counting have no time of their
     // own (they close at its end): not calls of the distribution.
     void counting_began(size_t thread) override {
-        for (Frame& f : stacks_[thread]) f.run = true;
+        for (Frame& f : stacks_[thread]) f.no_duration = true;
     }
     void trace_done(size_t) override {
         ++trace;
