@@ -246,8 +246,9 @@ def build(work, libprof, prog, cc, instrumented):
 class Bench:
     """The runs. Every run's standard output is hashed per program: the same work each time."""
 
-    def __init__(self, work, libprof, progs, busy_cpu):
+    def __init__(self, work, libprof, progs, busy_cpu, prof_env=None):
         self.work, self.progs, self.busy_cpu = work, progs, busy_cpu
+        self.prof_env = prof_env or {}  # --prof-env: runtime settings of every run
         self.profrun = libprof / "tools" / "profrun"
         self.profreport = libprof / "tools" / "profreport"
         self.rundir = work / "run"
@@ -265,8 +266,8 @@ class Bench:
         if busy:
             with Busy(self.busy_cpu):
                 return self.timed(p, ["taskset", "-c", self.busy_cpu, *argv])
-        r = run(argv, stdout=str(self.stdout), cwd=self.rundir, env=clean_env(),
-                err_log=self.err_log)
+        r = run(argv, stdout=str(self.stdout), cwd=self.rundir,
+                env={**clean_env(), **self.prof_env}, err_log=self.err_log)
         self.outputs[p][hashlib.sha256(self.stdout.read_bytes()).hexdigest()[:16]] += 1
         return r
 
@@ -526,7 +527,16 @@ def main():
     ap.add_argument("--no-lines", action="store_true",
                     help="leave out the marked-lines case (run with snappy and gcc)")
     ap.add_argument("--json", type=Path, help="write the raw per-rep results to this file")
+    ap.add_argument("--prof-env", action="append", default=[], metavar="PROF_NAME=VALUE",
+                    help="a runtime setting for every run (repeatable), to compare a setting's "
+                         "effect, e.g. PROF_LATENCY_MIN=0")
     args = ap.parse_args()
+    prof_env = {}
+    for setting in args.prof_env:
+        name, eq, value = setting.partition("=")
+        if not eq or not name.startswith("PROF_"):
+            ap.error(f"--prof-env expects PROF_NAME=VALUE, got {setting!r}")
+        prof_env[name] = value
 
     names = [p for p in args.programs.split(",") if p]
     ccs = [c for c in args.compilers.split(",") if c]
@@ -558,7 +568,7 @@ def main():
         reps=args.reps, perf=rights)
 
     progs, corpus = programs(work, names, size, args.smoke, args.sqlite_src)
-    b = Bench(work, libprof, progs, args.busy_cpu if args.busy else None)
+    b = Bench(work, libprof, progs, args.busy_cpu if args.busy else None, prof_env)
     jobs = [(p, cc, inst) for p in names for cc in ccs for inst in (False, True)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:  # the machine's 2 cores
         for job, binary in zip(jobs, ex.map(lambda j: build(work, libprof, progs[j[0]], *j[1:]), jobs)):
