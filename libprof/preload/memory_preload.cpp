@@ -508,7 +508,8 @@ PROF_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
 
 PROF_EXPORT void* valloc(size_t n) {
     if (!ready()) return nullptr;
-    if (void* p = alloc_if_finishing(n, page_size())) return p;
+    if (__builtin_expect(t_finishing, 0))
+        if (void* p = region_alloc(n, page_size())) return p;
     Outermost o;
     return record(real.valloc(n), n, AllocKind::kAligned, o.outer);
 }
