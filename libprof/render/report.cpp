@@ -276,6 +276,20 @@ std::string uncertain_text(const Profile& p) {
                         "loop rather than a PROF_LINE in it): {}",
                         text.empty() ? "" : "; ", 100 * u.marker_share, listed(u.marker_functions));
     }
+    if (u.traced_cost_share > 0) {
+        // A tenth more or less of the cost subtracted moves what is left by this fraction.
+        double moved = 0.1 * u.traced_cost_share / (1 - u.traced_cost_share);
+        text += fmt::format(
+            "{}the hooks' cost measured at the start ({:.1f} ns per call) was {:.0f}% of the "
+            "traced time, so the times left are a small difference of large numbers: a tenth "
+            "more or less of that cost moves them by {:.0f}% ({})",
+            text.empty() ? "" : "; ", u.traced_cost_per_call * 1e9, 100 * u.traced_cost_share,
+            100 * moved,
+            p.time.chosen == TimeSource::kTraced
+                ? "without --time traced, a run with enough CPU samples is timed by them"
+                : fmt::format("a run long enough for {} CPU samples is timed by them",
+                              kEnoughSamples));
+    }
     return "uncertain: " + text;
 }
 
@@ -478,10 +492,11 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
         fmt::print(out,
                    "  \"uncertain\": {{\"hook_seconds_per_call\": {:.12f}, \"functions\": {}, "
                    "\"callers\": {}, \"clock_read_seconds\": {:.12f}, \"marked\": {}, "
-                   "\"marker_share\": {:.4f}, \"marker_functions\": {}}},\n",
+                   "\"marker_share\": {:.4f}, \"marker_functions\": {}, "
+                   "\"traced_cost_share\": {:.4f}, \"traced_cost_seconds_per_call\": {:.12f}}},\n",
                    u.hook_seconds_per_call, name_list(u.functions), name_list(u.callers),
                    u.clock_read_seconds, name_list(u.marked), u.marker_share,
-                   json_list(u.marker_functions));
+                   json_list(u.marker_functions), u.traced_cost_share, u.traced_cost_per_call);
     fmt::print(out, "  \"functions\": [");
     bool first = true;
     for (size_t i : selected(p, o)) {

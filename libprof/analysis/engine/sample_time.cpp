@@ -486,6 +486,21 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
     if (!use) {
         b.traced_traces = 1;
         if (samples) b.too_few = samples;
+        // What the clock read and what the compensation took of it (session.cpp, the thread's
+        // clock: ticks since the trace's start less the cost, from the thread's first record).
+        double tps = layout->ticks_per_second > 0 ? layout->ticks_per_second : 1e9;
+        uint64_t trace_start = layout->header.start_ticks;
+        for (size_t i = first_thread; i < threads.size(); ++i) {
+            const ThreadReplay& t = *threads[i];
+            if (!t.started || t.last <= t.first) continue;
+            int64_t begin =
+                t.first > trace_start ? int64_t(t.first - trace_start) << kClockFraction : 0;
+            double raw = double(t.last - t.first) / tps;
+            double kept = double(std::max<int64_t>(t.clock - begin, 0)) * kClockUnit / tps;
+            b.traced_raw_seconds += raw;
+            b.traced_removed_seconds += std::max(raw - kept, 0.0);
+            for (const PathNode& n : t.nodes) b.traced_calls += n.calls;
+        }
         time_bases.push_back(b);
         return;
     }

@@ -27,10 +27,6 @@ constexpr int kClockFraction = 8;
 constexpr int64_t kMaxCpuUnits = int64_t(1) << 58;
 constexpr double kClockUnit = 1.0 / (1 << kClockFraction); // ticks
 
-// Fewer CPU samples than this (the program's and the profiler's) time a trace by the hooks'
-// clock (TimeSource::kAuto): below, a run is shorter than half a second of CPU time at 250 Hz.
-constexpr uint64_t kEnoughSamples = 100;
-
 // A call path: (parent path, function). Node 0 is the thread's root.
 struct PathNode {
     uint32_t parent;

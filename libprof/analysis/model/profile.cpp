@@ -263,6 +263,11 @@ UncertainTimes uncertain_times(const Profile& p) {
         });
     }
     const TimeBasis& t = p.time;
+    if (p.compensated && t.traced_raw_seconds > 0 && t.traced_calls &&
+        t.traced_removed_seconds >= 0.5 * t.traced_raw_seconds) {
+        u.traced_cost_share = t.traced_removed_seconds / t.traced_raw_seconds;
+        u.traced_cost_per_call = t.traced_removed_seconds / double(t.traced_calls);
+    }
     uint64_t seen = t.samples + t.marker_samples;
     if (t.sampled_traces && t.marker_samples && 2 * t.marker_samples >= seen) {
         u.marker_share = double(t.marker_samples) / double(seen);

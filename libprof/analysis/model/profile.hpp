@@ -83,6 +83,10 @@ enum class Clock {
 };
 
 // How the times of the traces in a profile were obtained, for its header.
+// Fewer CPU samples than this (the program's and the profiler's) time a trace by the hooks'
+// clock (TimeSource::kAuto): below, a run is shorter than half a second of CPU time at 250 Hz.
+constexpr uint64_t kEnoughSamples = 100;
+
 struct TimeBasis {
     uint64_t sampled_traces = 0, traced_traces = 0;
     uint64_t untimed_traces = 0; // of the sampled: hooks without a clock (PROF_TIME=sampled)
@@ -139,6 +143,12 @@ struct TimeBasis {
     // their CPU time: exact in total, coarsely split among their functions.
     uint64_t starved_threads = 0;
     double starved_seconds = 0;
+    // Traced traces: their threads' time as the clock read it, and the part of it subtracted
+    // as the hooks' cost measured at the start (compensation), with the calls it was
+    // subtracted for. When that part is most of the time, what is left is a small difference
+    // of large numbers: a tenth more or less in the measured cost moves it by a large factor.
+    double traced_raw_seconds = 0, traced_removed_seconds = 0;
+    uint64_t traced_calls = 0;
     void add(const TimeBasis& o) {
         sampled_traces += o.sampled_traces;
         traced_traces += o.traced_traces;
@@ -163,6 +173,9 @@ struct TimeBasis {
         off_cpu_unsplit_seconds += o.off_cpu_unsplit_seconds;
         own_runnable_seconds += o.own_runnable_seconds;
         starved_threads += o.starved_threads;
+        traced_raw_seconds += o.traced_raw_seconds;
+        traced_removed_seconds += o.traced_removed_seconds;
+        traced_calls += o.traced_calls;
         starved_seconds += o.starved_seconds;
     }
 };
@@ -213,7 +226,17 @@ struct UncertainTimes {
     // lines and scopes, by name.
     double marker_share = 0;
     std::vector<std::string> marker_functions;
-    bool empty() const { return functions.empty() && marked.empty() && marker_functions.empty(); }
+    // Timed by the hooks' clock with their measured cost subtracted, where that cost was at
+    // least half the time the clock read (its share; 0 otherwise), and the cost per call. The
+    // measurement at the start varies between identical runs (fib: 35 to 66 ticks a call on
+    // one host), and on a program of tiny functions the rest varied 0.012-0.086 s for one
+    // 0.015 s run.
+    double traced_cost_share = 0;
+    double traced_cost_per_call = 0;
+    bool empty() const {
+        return functions.empty() && marked.empty() && marker_functions.empty() &&
+               traced_cost_share == 0;
+    }
 };
 // `functions` and `callers` of a profile timed by samples with calls counted, `marked` of a
 // profile with scopes timed by their clock reads (traced, or sampled where DWARF did not find

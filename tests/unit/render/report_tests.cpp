@@ -97,6 +97,30 @@ TEST_CASE("pstats JSON parses and holds the totals, every function and thread") 
     CHECK(threads[1]["events"].integer() == 4);
 }
 
+// A traced run whose hooks' measured cost was most of what its clock read: the header and the
+// JSON say how far the times left move with that cost (the engine's share: session_tests.cpp).
+TEST_CASE("the header and JSON name a traced time that is mostly the hooks' subtracted cost") {
+    analysis::Profile p = render_profile();
+    p.time.traced_traces = 1;
+    p.time.traced_raw_seconds = 0.4;
+    p.time.traced_removed_seconds = 0.3; // 75%: a tenth of it moves the 0.1 s left by 30%
+    p.time.traced_calls = 10000000;      // 30 ns per call
+    std::string table = capture([&](std::FILE* f) { render::print_table(f, p, {}); });
+    CHECK(table.find("   uncertain: the hooks' cost measured at the start (30.0 ns per call) was "
+                     "75% of the traced time, so the times left are a small difference of large "
+                     "numbers: a tenth more or less of that cost moves them by 30% (a run long "
+                     "enough for 100 CPU samples is timed by them)\n") != std::string::npos);
+    Json j = parse_json(capture([&](std::FILE* f) { render::print_json(f, p, {}); }));
+    CHECK(j["uncertain"]["traced_cost_share"].text == "0.7500");
+    CHECK(j["uncertain"]["traced_cost_seconds_per_call"].text == "0.000000030000");
+    // Under half: no line, no key.
+    p.time.traced_removed_seconds = 0.19;
+    CHECK(capture([&](std::FILE* f) { render::print_table(f, p, {}); }).find("uncertain") ==
+          std::string::npos);
+    CHECK(capture([&](std::FILE* f) { render::print_json(f, p, {}); }).find("uncertain") ==
+          std::string::npos);
+}
+
 TEST_CASE("per-thread documents: JSON wraps each thread's fields, CSV adds a tid column") {
     analysis::ThreadSummary t1, t2;
     t1.tid = 7, t1.stream = 1, t1.name = "w<1>";

@@ -385,6 +385,46 @@ TEST_CASE("a sample between two events leaves the compensated times as they are 
     }
 }
 
+// main calls a leaf four times: each enter `gap` ticks after the event before it, each leaf
+// 11 ticks long, main's exit 15 after the last; the hooks' cost measured at 10 ticks a call
+// inside the callee and 5 outside. The cost subtracted: main's and four leaves' 10, four
+// leaves' 5 after their exit: 70 ticks of 5 calls, whatever the gap.
+static std::string tiny_calls_trace(uint64_t gap) {
+    TraceBuilder b;
+    b.chunk(0).meta("overhead_in_ticks", "10.00").meta("overhead_out_ticks", "5.00");
+    b.chunk(1, 0).function(0x1000).function(0x2000);
+    b.enter(0, 0);
+    for (int i = 0; i < 4; ++i) b.enter(1, gap).exit(11);
+    b.exit(15);
+    b.chunk(0).end_record(4 * (gap + 11) + 15);
+    return save_trace(b, "tiny-calls-" + std::to_string(gap) + ".trace");
+}
+
+TEST_CASE("a traced time that is mostly the subtracted hooks' cost is named uncertain") {
+    // 15-tick gaps: 119 ticks read, 70 of them the cost (59%): named, with 14 ns per call.
+    analysis::Profile p = profile_of(tiny_calls_trace(15));
+    CHECK(p.time.traced_traces == 1);
+    CHECK(p.time.traced_calls == 5);
+    CHECK(p.time.traced_raw_seconds == approx(119e-9));
+    CHECK(p.time.traced_removed_seconds == approx(70e-9));
+    CHECK(p.total_time == approx(49e-9));
+    analysis::UncertainTimes u = analysis::uncertain_times(p);
+    CHECK(u.traced_cost_share == approx(70.0 / 119.0));
+    CHECK(u.traced_cost_per_call == approx(14e-9));
+    CHECK_FALSE(u.empty());
+    // 20-tick gaps: 139 read, the same 70 subtracted (50.4%); 24-tick gaps: 155, 45%: not named.
+    CHECK(analysis::uncertain_times(profile_of(tiny_calls_trace(20))).traced_cost_share ==
+          approx(70.0 / 139.0));
+    analysis::Profile under = profile_of(tiny_calls_trace(24));
+    CHECK(under.time.traced_removed_seconds == approx(70e-9));
+    CHECK(analysis::uncertain_times(under).traced_cost_share == 0);
+    CHECK(analysis::uncertain_times(under).empty());
+    // Read without compensation nothing was subtracted, and nothing is uncertain for it.
+    analysis::Profile raw = profile_of(tiny_calls_trace(15), false);
+    CHECK(raw.time.traced_removed_seconds < 1e-15);
+    CHECK(analysis::uncertain_times(raw).traced_cost_share == 0);
+}
+
 TEST_CASE("Pause records: the runtime's chunk opening leaves the frame it happened in") {
     // main (0..400) calls work (100..300); the runtime opened a chunk for 50 ticks in work
     // (before its exit) and 30 ticks in main (before the enter of work).
