@@ -3,12 +3,6 @@
 // the end record after the program's static destructors.
 #include "runtime.hpp"
 
-namespace prof::rt {
-void create_thread_key();
-void resolve_longjmp(); // call_hooks.cpp: the real functions, before any signal handler needs them
-void note_library_started(); // own_dependencies.cpp: its dependencies' calls count from now
-}
-
 // Priority 101: before constructors of default priority in this library and, since
 // libprof.so is a dependency of the program, before the program's.
 __attribute__((constructor(101))) PROF_NOINSTR static void prof_library_start() {

@@ -187,6 +187,13 @@ void for_each_function(void (*fn)(uintptr_t, void*), void* arg);
 // Lifetime (trace_writer.cpp).
 void runtime_start();  // idempotent; the library constructor or the first hook calls it
 void runtime_finish(); // library destructor
+// The rest of the library constructor's start (library.cpp): the key whose destructor ends a
+// thread's stream (thread_life.cpp), the real longjmp family looked up before any signal
+// handler needs it (call_hooks.cpp), and the profiler's dependencies' calls counted as its own
+// from then on (own_dependencies.cpp).
+void create_thread_key();
+void resolve_longjmp();
+void note_library_started();
 void vfork_child_exited(int child); // after a vfork child has left (trace_writer.cpp)
 // The RSS timer (rss_timer.cpp): started once the memory profiler is loaded and tracing runs,
 // unless PROF_MEM_RSS_INTERVAL is 0 (idempotent); in a fork child, the child's own statm

@@ -100,8 +100,19 @@ PROF_NOINSTR inline uint32_t path_slot(uintptr_t fn, uint32_t parent, uint32_t m
 Slot* function_slot(ThreadState& s, uintptr_t a, prof_site* site);
 const Slot* find_function(const ThreadState& s, uintptr_t a); // without defining it
 
+// The hooks' side of the function table and the records (call_hooks.cpp), for a thread's
+// start and the fork child (thread_life.cpp): the table grown (false: out of address space),
+// and an Enter record of `a` called from `site` with `cfa`.
+bool grow_table(ThreadState& s);
+void write_enter(ThreadState& s, uintptr_t a, uintptr_t site, uintptr_t cfa, uint64_t now);
+
+// ---- a thread's life (thread_life.cpp) -------------------------------------------------------
 // First event of a thread: set up its buffers and stream. Returns with state kActive or kOff.
 void thread_start(ThreadState& s);
+// The key whose destructor ends a thread's stream (created at start, before the program's).
+extern pthread_key_t g_thread_key;
+extern std::atomic<bool> g_key_ready;
+
 // Opens the thread's next chunk for an event (call_hooks.cpp); `now` moves past the runtime's
 // own time (a Pause record says how much).
 bool refill_event(ThreadState& s, uint64_t& now);
@@ -109,6 +120,10 @@ bool refill_event(ThreadState& s, uint64_t& now);
 PROF_NOINSTR inline bool ensure_bytes(ThreadState& s, uint64_t& now, size_t n) {
     if (PROF_LIKELY(s.w.end - s.w.cursor >= ptrdiff_t(n))) return true;
     return refill_event(s, now);
+}
+// Room for an event's records; `now` moves past the runtime's own time when a chunk is opened.
+PROF_NOINSTR inline bool ensure(ThreadState& s, uint64_t& now) {
+    return ensure_bytes(s, now, 3 * format::kMaxEventRecord);
 }
 // Writes the Enter record of the activation a kDeferred thread has open; the state is then
 // kActive. Called by every path of the runtime that finds the state kDeferred, before it
