@@ -97,7 +97,7 @@ class TimelineBase : public ActivationObserver {
         return v[function];
     }
     ThreadOut& out(size_t thread) { return out_[thread]; }
-    void thread_started(size_t thread) override {
+    void thread_started(size_t thread, const analysis::ThreadFilter&) override {
         if (out_.size() <= thread) out_.resize(thread + 1);
         if (stacks_.size() <= thread) stacks_.resize(thread + 1);
         ThreadOut& to = out_[thread];

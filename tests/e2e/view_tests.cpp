@@ -679,6 +679,49 @@ TEST_CASE("latency of counted calls: the timed paths' buckets within 1/16, max a
     CHECK(lines(refused.err) == 1);
 }
 
+// The page of one thread (--thread TID): each function's latency is of that thread's calls, as
+// its table is. Traced: every call of step is timed (1000 to 4000 a worker).
+TEST_CASE("html --thread: each function's latency holds that thread's calls, as its table does") {
+    std::string trace = temp_path("threads-traced.trace");
+    auto rec = run({PROFRUN, "-q", "--time", "traced", "-o", trace, "--", PROF_SAMPLE_THREADS});
+    REQUIRE_MESSAGE(rec.exit_code == 0, rec.err);
+    auto all = run({PROFREPORT, "--format", "json", trace});
+    REQUIRE(all.exit_code == 0);
+    std::vector<std::string> tids;
+    std::regex tid_re("\"tid\": (\\d+)");
+    for (auto it = std::sregex_iterator(all.out.begin(), all.out.end(), tid_re);
+         it != std::sregex_iterator(); ++it)
+        tids.push_back((*it)[1]);
+    REQUIRE(tids.size() == 5); // main and four workers
+    const std::string step = "\"name\":\"step(unsigned long, unsigned long)\"";
+    // The page's step: its table's ncalls and its latency's calls.
+    auto page_step = [&](const std::vector<std::string>& extra) {
+        std::string html = temp_path("threads-traced.html");
+        std::vector<std::string> args = {PROFREPORT, "--html", html};
+        args.insert(args.end(), extra.begin(), extra.end());
+        args.push_back(trace);
+        auto page = run(args);
+        REQUIRE_MESSAGE(page.exit_code == 0, page.err);
+        std::string text = slurp(html);
+        size_t at = text.find(step);
+        if (at == std::string::npos) return std::make_pair(-1.0, -1.0);
+        std::string row = text.substr(at, text.find('\n', at) - at);
+        std::smatch n, lat;
+        REQUIRE(std::regex_search(row, n, std::regex("\"ncalls\":(\\d+)")));
+        REQUIRE(std::regex_search(row, lat, std::regex("\"lat\":\\{\"calls\":(\\d+)")));
+        return std::make_pair(std::stod(n[1]), std::stod(lat[1]));
+    };
+    CHECK(page_step({}) == std::make_pair(10000.0, 10000.0));
+    std::vector<double> per_thread;
+    for (const std::string& tid : tids) {
+        auto [ncalls, latency_calls] = page_step({"--thread", tid});
+        CHECK(latency_calls == ncalls); // was 10000 on every page
+        if (ncalls >= 0) per_thread.push_back(ncalls);
+    }
+    std::sort(per_thread.begin(), per_thread.end());
+    CHECK(per_thread == std::vector<double>{1000, 2000, 3000, 4000});
+}
+
 TEST_CASE("diff --metric p99: the gate on the tail, with each p99's own interval") {
     // Every 25th of handle's 400 calls takes 20 ms in the base runs and 60 ms in the new ones
     // (its p99, whose interval then lies among the 16 slow calls: 400 calls bound it, 368 are

@@ -179,7 +179,8 @@ struct Session::Impl : reader::EventSink {
                 in != layout.meta.end())
                 t->inherited_left = uint32_t(std::strtoul(in->second.c_str(), nullptr, 10));
             it = current.emplace(id, t).first;
-            if (options.observer) options.observer->thread_started(t->index);
+            if (options.observer)
+                options.observer->thread_started(t->index, ThreadFilter{trace_index, id});
         }
         last_stream = id;
         last_thread = it->second;

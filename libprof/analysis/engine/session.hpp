@@ -74,9 +74,9 @@ using ProgressFn = std::function<void(const Progress&)>;
 class ActivationObserver {
   public:
     virtual ~ActivationObserver() = default;
-    // `thread` indexes Session::thread_list() (it grows as threads appear); `function` indexes
-    // the trace's functions (Session::function_address).
-    virtual void thread_started(size_t /*thread*/) {}
+    // `thread` indexes Session::thread_list() (it grows as threads appear), and is the stream
+    // `which` names; `function` indexes the trace's functions (Session::function_address).
+    virtual void thread_started(size_t /*thread*/, const ThreadFilter& /*which*/) {}
     // A frame opened at `enter_ns`; `count` > 1 for a scope run, which opens once for all its
     // activations and closes after their summed time; 0 for a frame a forked child inherited
     // open, whose call began in the parent (ncalls does not count it either).

@@ -65,15 +65,22 @@ class Collector : public ActivationObserver {
     };
     std::vector<Split> split;
 
-    void thread_started(size_t thread) override {
+    // The threads asked for (LatencyOptions::thread); the others' activations are not heard.
+    ThreadFilter only;
+    void thread_started(size_t thread, const ThreadFilter& which) override {
         if (stacks_.size() <= thread) stacks_.resize(thread + 1);
+        if (ignored_.size() <= thread) ignored_.resize(thread + 1, false);
+        ignored_[thread] =
+            !only.all() && (which.trace != only.trace || which.stream != only.stream);
     }
     void opened(size_t thread, uint32_t function, uint64_t enter_ns, uint64_t count) override {
+        if (ignored_[thread]) return;
         uint32_t key = key_for(function);
         // A scope run or an inherited frame is no call of its own: no duration.
         stacks_[thread].push_back(Frame{key, enter_ns, count != 1, {}});
     }
     void closed(size_t thread, uint64_t exit_ns) override {
+        if (ignored_[thread]) return;
         std::vector<Frame>& stack = stacks_[thread];
         Frame f = std::move(stack.back());
         stack.pop_back();
@@ -116,6 +123,7 @@ class Collector : public ActivationObserver {
     // PROF_TIME=auto: the frames open when the thread began counting have no time of their
     // own (they close at its end): not calls of the distribution.
     void counting_began(size_t thread) override {
+        if (ignored_[thread]) return;
         for (Frame& f : stacks_[thread]) f.no_duration = true;
     }
     void trace_done(size_t) override {
@@ -136,6 +144,7 @@ class Collector : public ActivationObserver {
 
   private:
     std::vector<std::vector<Frame>> stacks_; // by thread
+    std::vector<bool> ignored_;              // by thread: not LatencyOptions::thread
 };
 
 // A function's durations: exact ones (traced calls), and bucketed ones (counted calls timed into
@@ -265,10 +274,19 @@ void slowest_call_tail(FunctionLatency& f, const std::vector<CallPathLatency>& c
 LatencyReport latency(const LatencyOptions& o) {
     Collector c;
     c.keep_slowest = std::max<size_t>(o.slowest, 1);
+    c.only = o.thread;
     std::unique_ptr<Session> opened = o.read ? nullptr : o.open(c);
     const Session* session = o.read ? o.read : opened.get();
     // Counted traces: the paths whose calls were timed, their functions as keys.
     std::vector<CallPathLatency> counted = session->call_latencies();
+    if (!o.thread.all())
+        counted.erase(std::remove_if(counted.begin(), counted.end(),
+                                     [&](const CallPathLatency& l) {
+                                         ThreadSummary t = session->thread(l.thread);
+                                         return t.trace != o.thread.trace ||
+                                                t.stream != o.thread.stream;
+                                     }),
+                      counted.end());
     std::vector<std::vector<uint32_t>> counted_keys(counted.size());
     for (size_t i = 0; i < counted.size(); ++i)
         for (uint32_t fn : counted[i].path)

@@ -80,6 +80,8 @@ struct LatencyOptions {
     // Instead of `open`: a session read already, without an observer, whose counted paths'
     // timed calls are all the report takes (no replay: traced calls are left out).
     const Session* read = nullptr;
+    // One thread's calls (a profile of one thread: profreport html --thread); all by default.
+    ThreadFilter thread;
 };
 
 // Throws reader::TraceError when a trace has no per-call times (see Session's refusals).

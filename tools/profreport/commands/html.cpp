@@ -78,6 +78,7 @@ int run_html(const Args& a, const tools::ToolLog& log) {
             views::LatencyOptions lo;
             lo.tail = false;
             lo.slowest = 1;
+            lo.thread = co.thread; // the page's table is of that thread alone
             if (basis.traced_traces == 0 && basis.switched_traces == 0) lo.read = &session;
             lo.open = [&](analysis::ActivationObserver& observer) {
                 analysis::SessionOptions so = session_options(a);

@@ -14,7 +14,7 @@ struct Recorder : analysis::ActivationObserver {
     std::vector<std::string> events;
     size_t threads = 0, traces_done = 0;
     analysis::Session* session = nullptr;
-    void thread_started(size_t) override { ++threads; }
+    void thread_started(size_t, const analysis::ThreadFilter&) override { ++threads; }
     void opened(size_t thread, uint32_t function, uint64_t enter_ns, uint64_t count) override {
         uint64_t address = session->function_address(session->current_trace(), function);
         events.push_back("t" + std::to_string(thread) + " open 0x" + to_hex(address) + "@" +
