@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
+#include <set>
 
 namespace prof::render {
 
@@ -232,7 +234,91 @@ std::string short_name(const std::string& name) {
     return n;
 }
 
+// A function's name as GCC's -finstrument-functions-exclude-function-list matches it: a
+// substring of the qualified name without parameters, a class template's arguments included
+// (GCC 12: "n::V<int>::get" leaves out that member, "get" every function whose name holds
+// "get"). A function template's own arguments are cut ("n::tf" leaves out n::tf<long>), what
+// follows an anonymous namespace is kept (GCC writes it "{anonymous}"), and a name the
+// comma-separated list cannot hold as the demangler spells it (commas or spaces in template
+// arguments) gives its last part when that is an identifier of six characters or more. Empty
+// for an operator, a lambda or a short name in such a scope.
+std::string gcc_exclusion_name(const std::string& full_name) {
+    std::string n = function_display_name(full_name);
+    int angle = 0;
+    for (size_t i = 0; i < n.size(); ++i) {
+        if (n[i] == '<') ++angle;
+        if (n[i] == '>') --angle;
+        if (n[i] == '(' && angle == 0 && n.compare(i, 21, "(anonymous namespace)") != 0) {
+            n.resize(i);
+            break;
+        }
+    }
+    if (size_t a = n.rfind("(anonymous namespace)::"); a != std::string::npos) n.erase(0, a + 23);
+    if (!n.empty() && n.back() == '>') { // the function template's own arguments
+        int depth = 0;
+        for (size_t i = n.size(); i-- > 0;) {
+            if (n[i] == '>') ++depth;
+            if (n[i] == '<' && --depth == 0) {
+                n.resize(i);
+                break;
+            }
+        }
+    }
+    auto identifier = [](const std::string& s) {
+        return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '~';
+        });
+    };
+    size_t last = n.rfind("::");
+    std::string base = last == std::string::npos ? n : n.substr(last + 2);
+    if (!identifier(base) || base.compare(0, 8, "operator") == 0) return {};
+    if (n.find_first_of(", (){}") != std::string::npos)
+        return base.size() >= 6 ? base : std::string();
+    return n;
+}
+
 namespace {
+
+// The functions whose hooks cost the most, and GCC's flag that leaves them out (costly_hooks).
+// GCC's exclusion list of the costly hooks' functions that it can name (costly_hooks): the
+// list, how many names, and their calls' share of all calls; an empty list when none.
+struct GccExclusions {
+    CostlyHooks hooks;
+    std::string list;
+    size_t names = 0;
+    double calls_share = 0;
+};
+
+GccExclusions gcc_exclusions(const Profile& p) {
+    GccExclusions g;
+    g.hooks = costly_hooks(p);
+    uint64_t calls = 0;
+    std::set<std::string> seen;
+    for (size_t i : g.hooks.functions) {
+        std::string n = gcc_exclusion_name(p.functions[i].name);
+        if (n.empty()) continue;
+        calls += p.functions[i].stats.ncalls;
+        if (!seen.insert(n).second) continue; // two instances of one template
+        g.list += (g.names++ ? "," : "") + n;
+    }
+    if (g.names) g.calls_share = double(calls) / double(p.total_calls);
+    return g;
+}
+
+std::string costly_hooks_text(const Profile& p) {
+    GccExclusions g = gcc_exclusions(p);
+    if (!g.names) return {};
+    return fmt::format(
+        "hint: the hooks took {:.3f} s of CPU against the program's {:.3f} s, and {:.0f}% of the "
+        "calls were to {} {} that {} less per call than the hooks cost ({:.1f} ns); built with "
+        "GCC, "
+        "-finstrument-functions-exclude-function-list={} leaves their hooks out (their time goes "
+        "to their callers); Clang's -finstrument-functions-after-inlining leaves none in inlined "
+        "code",
+        g.hooks.own_seconds, g.hooks.program_seconds, 100 * g.calls_share, g.names,
+        g.names == 1 ? "function" : "functions", g.names == 1 ? "takes" : "take",
+        g.hooks.hook_seconds_per_call * 1e9, g.list);
+}
 
 std::string uncertain_text(const Profile& p) {
     UncertainTimes u = uncertain_times(p);
@@ -324,7 +410,8 @@ std::string inherited_text(const Profile& p) {
 
 std::vector<std::string> header_notes(const Profile& p) {
     std::vector<std::string> notes;
-    for (std::string note : {time_split_text(p.time), uncertain_text(p), inherited_text(p)})
+    for (std::string note :
+         {time_split_text(p.time), uncertain_text(p), inherited_text(p), costly_hooks_text(p)})
         if (!note.empty()) notes.push_back(std::move(note));
     return notes;
 }
@@ -497,6 +584,12 @@ void print_json(std::FILE* out, const Profile& p, const TableOptions& o) {
                    u.hook_seconds_per_call, name_list(u.functions), name_list(u.callers),
                    u.clock_read_seconds, name_list(u.marked), u.marker_share,
                    json_list(u.marker_functions), u.traced_cost_share, u.traced_cost_per_call);
+    if (GccExclusions g = gcc_exclusions(p); g.names)
+        fmt::print(out,
+                   "  \"costly_hooks\": {{\"hook_seconds\": {:.9f}, \"program_seconds\": {:.9f}, "
+                   "\"calls_share\": {:.4f}, \"gcc_exclude_function_list\": \"{}\"}},\n",
+                   g.hooks.own_seconds, g.hooks.program_seconds, g.calls_share,
+                   text::json_escape(g.list));
     fmt::print(out, "  \"functions\": [");
     bool first = true;
     for (size_t i : selected(p, o)) {

@@ -39,9 +39,13 @@ std::string time_basis_text(const TimeBasis& t);
 std::string time_split_text(const TimeBasis& t);
 // The header's lines after the time basis, as the table prints them and the HTML report shows
 // them: the time split (time_split_text), the functions whose times cannot be vouched for
-// ("uncertain: ..."), and those whose frames forked children inherited open ("inherited: ...");
+// ("uncertain: ..."), those whose frames forked children inherited open ("inherited: ..."), and
+// the functions whose hooks cost the most, with GCC's flag that leaves them out ("hint: ...");
 // only those that have something to say.
 std::vector<std::string> header_notes(const Profile& p);
+// A function's name as GCC's -finstrument-functions-exclude-function-list matches it (the
+// qualified name without parameters or template arguments); "" for an operator or a lambda.
+std::string gcc_exclusion_name(const std::string& full_name);
 // pstats' print_callers / print_callees for the functions matching `o.filter`.
 void print_callers(std::FILE* out, const Profile& p, const TableOptions& o, bool callees);
 void print_csv(std::FILE* out, const Profile& p, const TableOptions& o);

@@ -243,6 +243,32 @@ std::vector<size_t> Profile::match(const std::string& regex) const {
     return out;
 }
 
+CostlyHooks costly_hooks(const Profile& p) {
+    CostlyHooks c;
+    const TimeBasis& t = p.time;
+    if (!t.sampled_traces || !t.all_calls_counted() || !p.total_calls) return c;
+    c.own_seconds = t.own_seconds;
+    c.program_seconds = t.cpu_seconds - t.own_seconds;
+    c.hook_seconds_per_call = t.own_seconds / double(p.total_calls);
+    if (c.own_seconds <= 0 || c.own_seconds < c.program_seconds) return c;
+    std::vector<size_t> tiny;
+    for (size_t i = 0; i < p.functions.size(); ++i) {
+        const Function& f = p.functions[i];
+        if (f.kind == "function" && f.stats.ncalls * 100 >= p.total_calls &&
+            f.stats.tottime < c.hook_seconds_per_call * double(f.stats.ncalls))
+            tiny.push_back(i);
+    }
+    std::stable_sort(tiny.begin(), tiny.end(), [&](size_t a, size_t b) {
+        return p.functions[a].stats.ncalls > p.functions[b].stats.ncalls;
+    });
+    if (tiny.size() > 20) tiny.resize(20);
+    uint64_t calls = 0;
+    for (size_t i : tiny) calls += p.functions[i].stats.ncalls;
+    c.functions = std::move(tiny);
+    c.calls_share = double(calls) / double(p.total_calls);
+    return c;
+}
+
 UncertainTimes uncertain_times(const Profile& p) {
     UncertainTimes u;
     for (const reader::TraceInfo& info : p.traces)

@@ -243,6 +243,20 @@ struct UncertainTimes {
 // their blocks); each by tottime (marked: cumtime), largest first.
 UncertainTimes uncertain_times(const Profile& p);
 
+// Where the hooks' cost went, when it was at least the program's own CPU time (a run at least
+// twice as long as without them; sampled traces, every call counted): the functions that take
+// less time per call than the hooks cost and were called the most (at least 1% of the calls
+// each, at most 20, by ncalls), and their share of all calls. Leaving their hooks out
+// (GCC's -finstrument-functions-exclude-function-list) removes that much of the cost, and
+// their time goes to their callers. Empty `functions` otherwise.
+struct CostlyHooks {
+    double own_seconds = 0, program_seconds = 0;
+    double hook_seconds_per_call = 0;
+    std::vector<size_t> functions;
+    double calls_share = 0;
+};
+CostlyHooks costly_hooks(const Profile& p);
+
 // ---- memory (libprofmem.so traces) -------------------------------------------------------------
 
 struct MemoryFrame {

@@ -121,6 +121,64 @@ TEST_CASE("the header and JSON name a traced time that is mostly the hooks' subt
           std::string::npos);
 }
 
+// The names GCC 12's -finstrument-functions-exclude-function-list matches (a substring of the
+// qualified name without parameters; a class template's arguments as GCC prints them).
+TEST_CASE("GCC exclusion names: qualified without parameters, or left out when the list cannot "
+          "hold them") {
+    using render::gcc_exclusion_name;
+    CHECK(gcc_exclusion_name("snappy::internal::FindMatchLength(char const*, char const*)") ==
+          "snappy::internal::FindMatchLength");
+    CHECK(gcc_exclusion_name("snappy::SnappyArrayWriter::Produced() const") ==
+          "snappy::SnappyArrayWriter::Produced");
+    CHECK(
+        gcc_exclusion_name("snappy::(anonymous namespace)::UnalignedCopy64(void const*, void*)") ==
+        "UnalignedCopy64");
+    CHECK(gcc_exclusion_name("GetCostStat") == "GetCostStat");
+    CHECK(gcc_exclusion_name("n::V<int>::get(int)") == "n::V<int>::get");
+    // A function template's own arguments are cut; the return type goes.
+    CHECK(gcc_exclusion_name("void snappy::SnappyDecompressor::DecompressAllTags<snappy::"
+                             "SnappyArrayWriter>(snappy::SnappyArrayWriter*)") ==
+          "snappy::SnappyDecompressor::DecompressAllTags");
+    // Commas or spaces in a scope's template arguments: the last part when it is long enough.
+    CHECK(gcc_exclusion_name("std::vector<int, std::allocator<int> >::_M_realloc_insert(int&&)") ==
+          "_M_realloc_insert");
+    CHECK(gcc_exclusion_name("std::vector<int, std::allocator<int> >::size() const").empty());
+    CHECK(gcc_exclusion_name("odd::operator<(odd::V, odd::V)").empty());
+    CHECK(gcc_exclusion_name("main::{lambda(int)#1}::operator()(int) const").empty());
+}
+
+// A run whose hooks took more CPU than the program: the header names the functions called the
+// most that take less per call than the hooks cost, as GCC's flag, and the JSON has the flag's
+// list. render_profile: main 2 calls 60 ms own, a 2 and 40, b<int> 1 and 20, c 3 and 30; with
+// 10 calls and 0.3 s of hooks (30 ms a call), main is no tiny function, c's name none GCC holds.
+TEST_CASE("the header hints at GCC's exclusion list when the hooks cost more than the program") {
+    analysis::Profile p = render_profile();
+    p.time.sampled_traces = 1;
+    p.time.samples = 100;
+    p.time.cpu_seconds = 0.45;
+    p.time.own_seconds = 0.3;
+    p.total_calls = 10;
+    std::string table = capture([&](std::FILE* f) { render::print_table(f, p, {}); });
+    CHECK(
+        table.find("   hint: the hooks took 0.300 s of CPU against the program's 0.150 s, and 30% "
+                   "of the calls were to 2 functions that take less per call than the hooks "
+                   "cost (30000000.0 ns); built with GCC, "
+                   "-finstrument-functions-exclude-function-list=a,b leaves their hooks out "
+                   "(their time goes to their callers); Clang's "
+                   "-finstrument-functions-after-inlining leaves none in inlined code\n") !=
+        std::string::npos);
+    Json j = parse_json(capture([&](std::FILE* f) { render::print_json(f, p, {}); }));
+    CHECK(j["costly_hooks"]["gcc_exclude_function_list"].text == "a,b");
+    CHECK(j["costly_hooks"]["calls_share"].text == "0.3000");
+    // Hooks cheaper than the program: no hint.
+    p.time.own_seconds = 0.2;
+    p.time.cpu_seconds = 0.45;
+    CHECK(capture([&](std::FILE* f) { render::print_table(f, p, {}); }).find("hint:") ==
+          std::string::npos);
+    CHECK(capture([&](std::FILE* f) { render::print_json(f, p, {}); }).find("costly_hooks") ==
+          std::string::npos);
+}
+
 TEST_CASE("per-thread documents: JSON wraps each thread's fields, CSV adds a tid column") {
     analysis::ThreadSummary t1, t2;
     t1.tid = 7, t1.stream = 1, t1.name = "w<1>";
