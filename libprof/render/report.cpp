@@ -311,13 +311,13 @@ std::string costly_hooks_text(const Profile& p) {
     return fmt::format(
         "hint: the hooks took {:.3f} s of CPU against the program's {:.3f} s, and {:.0f}% of the "
         "calls were to {} {} that {} less per call than the hooks cost ({:.1f} ns); built with "
-        "GCC, "
-        "-finstrument-functions-exclude-function-list={} leaves their hooks out (their time goes "
-        "to their callers); Clang's -finstrument-functions-after-inlining leaves none in inlined "
+        "GCC, -finstrument-functions-exclude-function-list={} leaves {} hooks out ({} time goes "
+        "to {} callers); Clang's -finstrument-functions-after-inlining leaves none in inlined "
         "code",
         g.hooks.own_seconds, g.hooks.program_seconds, 100 * g.calls_share, g.names,
         g.names == 1 ? "function" : "functions", g.names == 1 ? "takes" : "take",
-        g.hooks.hook_seconds_per_call * 1e9, g.list);
+        g.hooks.hook_seconds_per_call * 1e9, g.list, g.names == 1 ? "its" : "their",
+        g.names == 1 ? "its" : "their", g.names == 1 ? "its" : "their");
 }
 
 std::string uncertain_text(const Profile& p) {
