@@ -76,7 +76,17 @@ log = event_logger("true_shares")  # one `true_shares: event=... key=value ...` 
 sqlite.log = lambda msg: log("step", msg=msg)  # importing true_time set its own
 
 PROGRAMS = ("zopfli", "snappy", "sqlite")
-COMPILERS = {"gcc": {"c": "gcc", "c++": "g++"}, "clang": {"c": "clang", "c++": "clang++"}}
+COMPILERS = {"gcc": {"c": "gcc", "c++": "g++"}, "clang": {"c": "clang", "c++": "clang++"},
+             "gcc-hint": {"c": "gcc", "c++": "g++"}}
+# gcc-hint: the GCC recipe plus the exclusion list the report's hint: line gave for the program
+# (profreport --format json: costly_hooks.gcc_exclude_function_list), read from one run of its
+# GCC build before the reps; program -> the flag, or nothing when the report gave no hint.
+HINTS = {}
+
+
+def fi_flags(program, cc):
+    """The instrumentation flags of a build: the recipe's, and for gcc-hint the hint's list."""
+    return FI_FLAGS["gcc"] + HINTS.get(program, []) if cc == "gcc-hint" else FI_FLAGS[cc]
 ZOPFLI_PACKAGE = "node-zopfli@2.1.4"
 SNAPPY_PACKAGE = "snappy@6.3.5"
 SNAPPY_DIR = "package/deps/snappy/snappy-1.1.7/"
@@ -232,7 +242,7 @@ def build(work, libprof, prog, cc, instrumented):
     out = work / "bin" / f"{prog.name}-{cc}-{'fi' if instrumented else 'plain'}" / prog.binary
     out.parent.mkdir(parents=True, exist_ok=True)
     lib = libprof / "libprof"
-    cmd = [COMPILERS[cc][prog.lang], *CFLAGS, *(FI_FLAGS[cc] if instrumented else []),
+    cmd = [COMPILERS[cc][prog.lang], *CFLAGS, *(fi_flags(prog.name, cc) if instrumented else []),
            *prog.flags, "-o", out, *prog.sources,
            *([f"-L{lib}", f"-Wl,-rpath,{lib}", "-lprof"] if instrumented else []), *prog.libs]
     line, stamp = shlex.join(map(str, cmd)), out.parent / "command.txt"
@@ -283,7 +293,7 @@ class Bench:
         data.parent.mkdir(exist_ok=True)
         r = self.timed(p, [*PERF_RECORD, "-o", data, "--", *self.argv(p, cc, False)])
         views = {}
-        for view in ("physical", "inlined") if cc == "gcc" else ("physical",):
+        for view in ("physical", "inlined") if cc.startswith("gcc") else ("physical",):
             script = data.with_suffix(f".{view}.txt")
             done = perf.script(data, script, "--no-inline" if view == "physical" else "--inline")
             if done.returncode != 0:
@@ -322,6 +332,19 @@ class Bench:
             total_s=rec["tables"]["cpu" if busy else "default"]["total"],
             trace_mb=rec["trace_bytes"] / 1e6)
         return rec
+
+    def hint(self, p):
+        """The exclusion flag the report's hint gives for one run of the GCC build (gcc-hint)."""
+        trace = self.rundir / f"{p}-hint.trace"
+        self.timed(p, [self.profrun, "-q", "-f", "-o", trace, "--", *self.argv(p, "gcc", True)])
+        done = subprocess.run([self.profreport, "--format", "json", "-n", "0", trace],
+                              capture_output=True, text=True)
+        trace.unlink()
+        if done.returncode != 0:
+            sys.exit(f"true_shares: profreport failed on {trace}: {done.stderr[-2000:]}")
+        names = json.loads(done.stdout).get("costly_hooks", {}).get("gcc_exclude_function_list")
+        log("hint", program=p, exclude=names or "(no hint)")
+        return [f"-finstrument-functions-exclude-function-list={names}"] if names else []
 
     def lines_perf(self, rep):
         """perf record of the unmarked build of the marked-lines case: its truth."""
@@ -423,7 +446,7 @@ def worst_spread(per_rep, keys):
 def section(p, cc, recs, truth, reps, busy_cpu):
     """The printed blocks of one program and compiler: [(title, head, rows, notes)] and its
     line of the summary."""
-    view = "inlined functions as frames unless libprof has no such function" if cc == "gcc" \
+    view = "inlined functions as frames unless libprof has no such function" if cc.startswith("gcc") \
         else "physical frames"
     t_self = shares(truth)
     l_self = shares([r["tables"]["default"] for r in recs["prof"]])
@@ -458,7 +481,7 @@ def section(p, cc, recs, truth, reps, busy_cpu):
         f"{med([r['trace_bytes'] for r in recs['prof']]) / 1e6:.0f} MB, the run "
         f"{med([r['cpu'] for r in recs['prof']]) / med(cpu):.2f}x the uninstrumented CPU time",
     ]
-    out = [(f"{p}, {cc}: self shares of libprof ({cc} {' '.join(CFLAGS + FI_FLAGS[cc])}) "
+    out = [(f"{p}, {cc}: self shares of libprof ({cc} {' '.join(CFLAGS + fi_flags(p, cc))}) "
             f"against perf of the uninstrumented build ({view}), functions above "
             f"{SHARE_FLOOR:.0f}% in either, medians of {reps} rep{'s' * (reps > 1)}",
             head, rows, notes)]
@@ -511,7 +534,9 @@ def main():
     ap.add_argument("--work", type=Path, default=Path("/tmp/true_shares"),
                     help="downloads, builds and runs, kept as a cache (default /tmp/true_shares)")
     ap.add_argument("--programs", default=",".join(PROGRAMS), help="default: zopfli,snappy,sqlite")
-    ap.add_argument("--compilers", default="gcc,clang", help="default: gcc,clang")
+    ap.add_argument("--compilers", default="gcc,clang",
+                    help="default: gcc,clang; gcc-hint: GCC with the exclusion list the report's "
+                         "hint: line gives after one run of the GCC build (zopfli, snappy)")
     ap.add_argument("--reps", type=int, default=5, help="reps (default 5)")
     q = SIZES["quick"]
     ap.add_argument("--quick", action="store_true",
@@ -543,6 +568,8 @@ def main():
     for x, known in [(p, PROGRAMS) for p in names] + [(c, tuple(COMPILERS)) for c in ccs]:
         if x not in known:
             ap.error(f"unknown {x!r} (choose from {', '.join(known)})")
+    if "gcc-hint" in ccs and "sqlite" in names:
+        ap.error("gcc-hint builds zopfli and snappy only (leave sqlite out of --programs)")
     if args.reps < 1:
         ap.error("--reps must be at least 1")
     if args.busy and (shutil.which("taskset") is None or not args.busy_cpu.isdigit()
@@ -570,9 +597,18 @@ def main():
     progs, corpus = programs(work, names, size, args.smoke, args.sqlite_src)
     b = Bench(work, libprof, progs, args.busy_cpu if args.busy else None, prof_env)
     jobs = [(p, cc, inst) for p in names for cc in ccs for inst in (False, True)]
+    first = [j for j in jobs if j[1] != "gcc-hint"] + [(p, "gcc", True) for p in names]
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:  # the machine's 2 cores
-        for job, binary in zip(jobs, ex.map(lambda j: build(work, libprof, progs[j[0]], *j[1:]), jobs)):
+        for job, binary in zip(first, ex.map(lambda j: build(work, libprof, progs[j[0]], *j[1:]),
+                                             first)):
             b.binaries[job] = binary
+        if "gcc-hint" in ccs:
+            for p in names:
+                HINTS[p] = b.hint(p)
+            later = [j for j in jobs if j[1] == "gcc-hint"]
+            for job, binary in zip(later, ex.map(lambda j: build(work, libprof, progs[j[0]],
+                                                                 *j[1:]), later)):
+                b.binaries[job] = binary
     lines_case = "snappy" in names and "gcc" in ccs and not args.no_lines
     if lines_case:
         b.lines, lines_source, scope_end = marked_lines.build(work, libprof, progs["snappy"], log)
