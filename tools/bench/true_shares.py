@@ -26,8 +26,9 @@ wall and CPU time) and one `profrun -q -f -o TRACE` of the instrumented build wi
 defaults, read with `profreport --format json -n 0`. perf's samples are charged as true_time.py
 charges them (true_time.charge): a sample in libc or the kernel goes to the first program
 frame; for GCC, whose inlined bodies keep their hooks, inlined functions count as frames of
-their own unless libprof's table lacks them (no hooks: an excluded /usr/include header's code
-is its caller's); for Clang, whose hooks come after inlining, physical frames only. libprof's
+their own unless libprof's table lacks them, and so do physical ones (no hooks: an excluded
+/usr/include header's code, or a function gcc-hint's list names, is its caller's); for Clang,
+whose hooks come after inlining, physical frames only. libprof's
 self share is tottime / total_time, its cumulative share cumtime / total_time.
 
 Functions are compared by a key, the name without clone suffixes (.isra, .part, .constprop,

@@ -174,7 +174,8 @@ def charge(samples, binary, inlined=None, hooked=None):
     script gives them with inlined frames: each physical frame of the program then stands for
     the functions inlined at its address, innermost first, followed by itself (the lines of
     one address are matched to the physical frame of that address; perf repeats or leaves out
-    the physical line of some addresses)."""
+    the physical line of some addresses). With `hooked`, a function it rejects (libprof has no
+    such function: no hooks) is left out of the chain, so its samples go to its caller."""
     exe = os.path.realpath(binary)
     comm = Path(binary).name[:15]
     s = Samples()
@@ -216,7 +217,10 @@ def charge(samples, binary, inlined=None, hooked=None):
                     continue  # no hooks (an excluded header's): its caller's
                 if name != "[unknown]" and origin(name) not in (origin(x) for x in seen):
                     seen.append(name)
-            if origin(sym) not in (origin(x) for x in seen):
+            # The physical function too, when libprof has it: one without hooks (an excluded
+            # header's, or one -finstrument-functions-exclude-function-list names) is its
+            # caller's there, as its inlined functions are.
+            if (hooked is None or hooked(sym)) and origin(sym) not in (origin(x) for x in seen):
                 seen.append(sym)
             chain.extend(seen)
         if not chain:
