@@ -294,9 +294,21 @@ GccExclusions gcc_exclusions(const Profile& p) {
     g.hooks = costly_hooks(p);
     uint64_t calls = 0;
     std::set<std::string> seen;
+    std::set<size_t> listed(g.hooks.functions.begin(), g.hooks.functions.end());
+    // GCC leaves out every function whose name holds an entry: an entry that another function
+    // of the profile, not listed, holds too ("a" and main, "n::f" and n::fib) is left out of
+    // the list. Functions the run did not call cannot be checked.
+    auto held_elsewhere = [&](const std::string& n) {
+        for (size_t k = 0; k < p.functions.size(); ++k) {
+            if (listed.count(k) || p.functions[k].kind != "function") continue;
+            std::string other = short_name(p.functions[k].name);
+            if (other.find(n) != std::string::npos) return true;
+        }
+        return false;
+    };
     for (size_t i : g.hooks.functions) {
         std::string n = gcc_exclusion_name(p.functions[i].name);
-        if (n.empty()) continue;
+        if (n.empty() || held_elsewhere(n)) continue;
         calls += p.functions[i].stats.ncalls;
         if (!seen.insert(n).second) continue; // two instances of one template
         g.list += (g.names++ ? "," : "") + n;
@@ -308,15 +320,18 @@ GccExclusions gcc_exclusions(const Profile& p) {
 std::string costly_hooks_text(const Profile& p) {
     GccExclusions g = gcc_exclusions(p);
     if (!g.names) return {};
+    // Quoted for a shell when a name holds what it would act on (n::V<int*>::get).
+    std::string flag = "-finstrument-functions-exclude-function-list=" + g.list;
+    if (g.list.find_first_of("<>*&~") != std::string::npos) flag = "'" + flag + "'";
     return fmt::format(
         "hint: the hooks took {:.3f} s of CPU against the program's {:.3f} s, and {:.0f}% of the "
         "calls were to {} {} that {} less per call than the hooks cost ({:.1f} ns); built with "
-        "GCC, -finstrument-functions-exclude-function-list={} leaves {} hooks out ({} time goes "
+        "GCC, {} leaves {} hooks out ({} time goes "
         "to {} callers); Clang's -finstrument-functions-after-inlining leaves none in inlined "
         "code",
         g.hooks.own_seconds, g.hooks.program_seconds, 100 * g.calls_share, g.names,
         g.names == 1 ? "function" : "functions", g.names == 1 ? "takes" : "take",
-        g.hooks.hook_seconds_per_call * 1e9, g.list, g.names == 1 ? "its" : "their",
+        g.hooks.hook_seconds_per_call * 1e9, flag, g.names == 1 ? "its" : "their",
         g.names == 1 ? "its" : "their", g.names == 1 ? "its" : "their");
 }
 
@@ -364,17 +379,25 @@ std::string uncertain_text(const Profile& p) {
     }
     if (u.traced_cost_share > 0) {
         // A tenth more or less of the cost subtracted moves what is left by this fraction.
-        double moved = 0.1 * u.traced_cost_share / (1 - u.traced_cost_share);
+        std::string moved =
+            u.traced_cost_share >= 0.999
+                ? std::string("nothing is left of the time, and the times shown are no measure")
+                : fmt::format("a tenth more or less of that cost moves them by {:.0f}%",
+                              100 * 0.1 * u.traced_cost_share / (1 - u.traced_cost_share));
+        const TimeBasis& t = p.time;
+        std::string way = t.chosen == TimeSource::kTraced
+                              ? "without --time traced, a run with CPU samples enough is timed by "
+                                "them"
+                          : t.too_few ? fmt::format("a run long enough for {} CPU samples is "
+                                                    "timed by them",
+                                                    kEnoughSamples)
+                                      : "the trace has no CPU samples to time it by";
         text += fmt::format(
-            "{}the hooks' cost measured at the start ({:.1f} ns per call) was {:.0f}% of the "
-            "traced time, so the times left are a small difference of large numbers: a tenth "
-            "more or less of that cost moves them by {:.0f}% ({})",
+            "{}the profiler's cost subtracted ({:.1f} ns per call, its hooks' cost measured at "
+            "the start) was {:.0f}% of the traced time, so the times left are a small difference "
+            "of large numbers: {} ({})",
             text.empty() ? "" : "; ", u.traced_cost_per_call * 1e9, 100 * u.traced_cost_share,
-            100 * moved,
-            p.time.chosen == TimeSource::kTraced
-                ? "without --time traced, a run with enough CPU samples is timed by them"
-                : fmt::format("a run long enough for {} CPU samples is timed by them",
-                              kEnoughSamples));
+            moved, way);
     }
     return "uncertain: " + text;
 }

@@ -44,7 +44,8 @@ std::string time_split_text(const TimeBasis& t);
 // only those that have something to say.
 std::vector<std::string> header_notes(const Profile& p);
 // A function's name as GCC's -finstrument-functions-exclude-function-list matches it (the
-// qualified name without parameters or template arguments); "" for an operator or a lambda.
+// qualified name without parameters or the function template's own arguments; a class
+// template's are kept); "" for an operator or a lambda.
 std::string gcc_exclusion_name(const std::string& full_name);
 // pstats' print_callers / print_callees for the functions matching `o.filter`.
 void print_callers(std::FILE* out, const Profile& p, const TableOptions& o, bool callees);

@@ -236,7 +236,7 @@ uint32_t register_site(prof_site* site); // takes the global lock on first use o
 prof_site* site_by_id(uint32_t id);
 void sites_after_fork();
 
-// ---- thread side (hooks.cpp) ---------------------------------------------------------------
+// ---- thread side (thread_life.cpp) ---------------------------------------------------------
 // Records the calling thread's drop count and line sums (before fork, and at the `finish`).
 void thread_flush_counters(bool finish = false);
 void collect_running_lines(); // at the finish: line sums of the threads still running

@@ -8,6 +8,7 @@
 #include <prof/prof_thread.h>
 
 #include <cstddef>
+#include <pthread.h>
 
 namespace prof::rt {
 

@@ -598,7 +598,9 @@ def main():
     progs, corpus = programs(work, names, size, args.smoke, args.sqlite_src)
     b = Bench(work, libprof, progs, args.busy_cpu if args.busy else None, prof_env)
     jobs = [(p, cc, inst) for p in names for cc in ccs for inst in (False, True)]
-    first = [j for j in jobs if j[1] != "gcc-hint"] + [(p, "gcc", True) for p in names]
+    # dict.fromkeys: the GCC build once, when gcc is asked for too.
+    first = list(dict.fromkeys([j for j in jobs if j[1] != "gcc-hint"] +
+                               [(p, "gcc", True) for p in names]))
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:  # the machine's 2 cores
         for job, binary in zip(first, ex.map(lambda j: build(work, libprof, progs[j[0]], *j[1:]),
                                              first)):

@@ -280,13 +280,13 @@ LatencyReport latency(const LatencyOptions& o) {
     // Counted traces: the paths whose calls were timed, their functions as keys.
     std::vector<CallPathLatency> counted = session->call_latencies();
     if (!o.thread.all())
-        counted.erase(std::remove_if(counted.begin(), counted.end(),
-                                     [&](const CallPathLatency& l) {
-                                         ThreadSummary t = session->thread(l.thread);
-                                         return t.trace != o.thread.trace ||
-                                                t.stream != o.thread.stream;
-                                     }),
-                      counted.end());
+        counted.erase(
+            std::remove_if(counted.begin(), counted.end(),
+                           [&, threads = session->thread_list()](const CallPathLatency& l) {
+                               const ThreadFilter& t = threads.at(l.thread);
+                               return t.trace != o.thread.trace || t.stream != o.thread.stream;
+                           }),
+            counted.end());
     std::vector<std::vector<uint32_t>> counted_keys(counted.size());
     for (size_t i = 0; i < counted.size(); ++i)
         for (uint32_t fn : counted[i].path)
@@ -346,7 +346,7 @@ LatencyReport latency(const LatencyOptions& o) {
     // calls, which are all timed).
     std::map<std::pair<std::string, std::string>, uint64_t> profile_calls;
     if (!counted.empty())
-        for (const Function& f : session->profile().functions)
+        for (const Function& f : session->profile(o.thread).functions)
             profile_calls[{f.name, f.file}] += f.stats.ncalls;
     std::vector<ThreadFilter> threads = session->thread_list();
     std::vector<ThreadSummary> thread_info;

@@ -82,11 +82,11 @@ enum class Clock {
     kCpu,
 };
 
-// How the times of the traces in a profile were obtained, for its header.
 // Fewer CPU samples than this (the program's and the profiler's) time a trace by the hooks'
 // clock (TimeSource::kAuto): below, a run is shorter than half a second of CPU time at 250 Hz.
 constexpr uint64_t kEnoughSamples = 100;
 
+// How the times of the traces in a profile were obtained, for its header.
 struct TimeBasis {
     uint64_t sampled_traces = 0, traced_traces = 0;
     uint64_t untimed_traces = 0; // of the sampled: hooks without a clock (PROF_TIME=sampled)

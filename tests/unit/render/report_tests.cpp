@@ -106,10 +106,21 @@ TEST_CASE("the header and JSON name a traced time that is mostly the hooks' subt
     p.time.traced_removed_seconds = 0.3; // 75%: a tenth of it moves the 0.1 s left by 30%
     p.time.traced_calls = 10000000;      // 30 ns per call
     std::string table = capture([&](std::FILE* f) { render::print_table(f, p, {}); });
-    CHECK(table.find("   uncertain: the hooks' cost measured at the start (30.0 ns per call) was "
-                     "75% of the traced time, so the times left are a small difference of large "
-                     "numbers: a tenth more or less of that cost moves them by 30% (a run long "
-                     "enough for 100 CPU samples is timed by them)\n") != std::string::npos);
+    CHECK(table.find("   uncertain: the profiler's cost subtracted (30.0 ns per call, its hooks' "
+                     "cost measured at the start) was 75% of the traced time, so the times left "
+                     "are a small difference of large numbers: a tenth more or less of that cost "
+                     "moves them by 30% (the trace has no CPU samples to time it by)\n") !=
+          std::string::npos);
+    // With a few samples, too few to time it by; all of it subtracted: no measure at all.
+    p.time.too_few = 12;
+    p.time.traced_removed_seconds = 0.4;
+    CHECK(capture([&](std::FILE* f) { render::print_table(f, p, {}); })
+              .find("was 100% of the traced time, so the times left are a small difference of "
+                    "large numbers: nothing is left of the time, and the times shown are no "
+                    "measure (a run long enough for 100 CPU samples is timed by them)\n") !=
+          std::string::npos);
+    p.time.too_few = 0;
+    p.time.traced_removed_seconds = 0.3;
     Json j = parse_json(capture([&](std::FILE* f) { render::print_json(f, p, {}); }));
     CHECK(j["uncertain"]["traced_cost_share"].text == "0.7500");
     CHECK(j["uncertain"]["traced_cost_seconds_per_call"].text == "0.000000030000");
@@ -150,7 +161,8 @@ TEST_CASE("GCC exclusion names: qualified without parameters, or left out when t
 // A run whose hooks took more CPU than the program: the header names the functions called the
 // most that take less per call than the hooks cost, as GCC's flag, and the JSON has the flag's
 // list. render_profile: main 2 calls 60 ms own, a 2 and 40, b<int> 1 and 20, c 3 and 30; with
-// 10 calls and 0.3 s of hooks (30 ms a call), main is no tiny function, c's name none GCC holds.
+// 10 calls and 0.3 s of hooks (30 ms a call), main is no tiny function, c's name none GCC holds,
+// and "a" would leave out main too (GCC matches substrings): b alone.
 TEST_CASE("the header hints at GCC's exclusion list when the hooks cost more than the program") {
     analysis::Profile p = render_profile();
     p.time.sampled_traces = 1;
@@ -160,16 +172,16 @@ TEST_CASE("the header hints at GCC's exclusion list when the hooks cost more tha
     p.total_calls = 10;
     std::string table = capture([&](std::FILE* f) { render::print_table(f, p, {}); });
     CHECK(
-        table.find("   hint: the hooks took 0.300 s of CPU against the program's 0.150 s, and 30% "
-                   "of the calls were to 2 functions that take less per call than the hooks "
+        table.find("   hint: the hooks took 0.300 s of CPU against the program's 0.150 s, and 10% "
+                   "of the calls were to 1 function that takes less per call than the hooks "
                    "cost (30000000.0 ns); built with GCC, "
-                   "-finstrument-functions-exclude-function-list=a,b leaves their hooks out "
-                   "(their time goes to their callers); Clang's "
+                   "-finstrument-functions-exclude-function-list=b leaves its hooks out "
+                   "(its time goes to its callers); Clang's "
                    "-finstrument-functions-after-inlining leaves none in inlined code\n") !=
         std::string::npos);
     Json j = parse_json(capture([&](std::FILE* f) { render::print_json(f, p, {}); }));
-    CHECK(j["costly_hooks"]["gcc_exclude_function_list"].text == "a,b");
-    CHECK(j["costly_hooks"]["calls_share"].text == "0.3000");
+    CHECK(j["costly_hooks"]["gcc_exclude_function_list"].text == "b");
+    CHECK(j["costly_hooks"]["calls_share"].text == "0.1000");
     // Hooks cheaper than the program: no hint.
     p.time.own_seconds = 0.2;
     p.time.cpu_seconds = 0.45;
