@@ -217,9 +217,11 @@ std::string time_split_text(const TimeBasis& t) {
     return text;
 }
 
-// A function's name for a list in a sentence: without its parameters, return type and
-// anonymous namespaces.
-std::string short_name(const std::string& name) {
+namespace {
+
+// A function's name without its return type and parameters (an anonymous namespace's
+// parentheses are no parameter list).
+std::string name_without_parameters(const std::string& name) {
     std::string n = function_display_name(name);
     int angle = 0;
     for (size_t i = 0; i < n.size(); ++i) {
@@ -230,6 +232,15 @@ std::string short_name(const std::string& name) {
             break;
         }
     }
+    return n;
+}
+
+} // namespace
+
+// A function's name for a list in a sentence: without its parameters, return type and
+// anonymous namespaces.
+std::string short_name(const std::string& name) {
+    std::string n = name_without_parameters(name);
     for (size_t at; (at = n.find("(anonymous namespace)::")) != std::string::npos;) n.erase(at, 23);
     return n;
 }
@@ -243,16 +254,7 @@ std::string short_name(const std::string& name) {
 // arguments) gives its last part when that is an identifier of six characters or more. Empty
 // for an operator, a lambda or a short name in such a scope.
 std::string gcc_exclusion_name(const std::string& full_name) {
-    std::string n = function_display_name(full_name);
-    int angle = 0;
-    for (size_t i = 0; i < n.size(); ++i) {
-        if (n[i] == '<') ++angle;
-        if (n[i] == '>') --angle;
-        if (n[i] == '(' && angle == 0 && n.compare(i, 21, "(anonymous namespace)") != 0) {
-            n.resize(i);
-            break;
-        }
-    }
+    std::string n = name_without_parameters(full_name);
     if (size_t a = n.rfind("(anonymous namespace)::"); a != std::string::npos) n.erase(0, a + 23);
     if (!n.empty() && n.back() == '>') { // the function template's own arguments
         int depth = 0;
