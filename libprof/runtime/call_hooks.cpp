@@ -644,10 +644,12 @@ __attribute__((noinline)) PROF_NOINSTR bool new_line_counter(ThreadState& s, pro
 }
 
 // One hit of `site`. A hit that measured no memory (`mem` false) adds to the site's LineCounts
-// record in the chunk; the others to the thread's sums (a LineStats record later), with the RSS
-// before and after when `rss` (PROF_LINE_RSS=1) and the growth of the thread's heap.
+// record in the chunk, its duration counted `weight` times (0: not timed; line_clock.cpp); the
+// others to the thread's sums (a LineStats record later), with the RSS before and after when
+// `rss` (PROF_LINE_RSS=1) and the growth of the thread's heap.
 PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end, bool mem, bool rss,
-                                  uint64_t rss_before, uint64_t rss_after, int64_t heap_delta) {
+                                  uint64_t rss_before, uint64_t rss_after, int64_t heap_delta,
+                                  uint32_t weight = 1) {
     ThreadState& s = prof_tls;
     uint32_t id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
     if (PROF_UNLIKELY((s.state & 3) != kActive || !id || id >= s.site_cap)) {
@@ -661,8 +663,9 @@ PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end,
         uint64_t counts[2];
         memcpy(counts, a.counter, sizeof counts);
         counts[0] += 1;
-        counts[1] += ticks;
+        counts[1] += ticks * weight;
         memcpy(a.counter, counts, sizeof counts);
+        if (weight && (ticks < prof_line_short_ticks || weight > 1)) prof_line_plan(&a, ticks);
         return;
     }
     ++a.hits;
@@ -734,6 +737,11 @@ PROF_API unsigned long long prof_ticks(void) {
 
 PROF_API void prof_line_record(prof_site* site, unsigned long long start, unsigned long long end) {
     prof::rt::line_add(site, start, end, false, false, 0, 0, 0);
+}
+
+PROF_API void prof_line_record_weighted(prof_site* site, unsigned long long start,
+                                        unsigned long long end, unsigned weight) {
+    prof::rt::line_add(site, start, end, false, false, 0, 0, 0, weight);
 }
 
 PROF_API void prof_line_record_rss(prof_site* site, unsigned long long start,

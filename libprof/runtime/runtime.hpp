@@ -76,6 +76,7 @@ struct Options {
     char clock[16];               // PROF_CLOCK: tsc | monotonic
     bool secure;                  // setuid/setgid: tracing is off, the environment ignored
     bool line_rss;                // PROF_LINE_RSS=1: PROF_LINE also samples the resident set size
+    uint32_t line_clock_every;    // PROF_LINE_CLOCK_EVERY: a short line's hits per timed hit
     bool calibrate;               // PROF_CALIBRATE=0 skips measuring the hooks' cost at start
     bool scope_runs;              // PROF_SCOPE_RUNS=0: every scope activation its own Enter/Exit
     uint32_t mem_rss_interval_ms; // PROF_MEM_RSS_INTERVAL: the RSS timer's period, and the least
@@ -235,6 +236,9 @@ namespace prof::rt {
 uint32_t register_site(prof_site* site); // takes the global lock on first use of a site
 prof_site* site_by_id(uint32_t id);
 void sites_after_fork();
+// Which PROF_LINE hits read the clock (line_clock.cpp): PROF_LINE_CLOCK_EVERY and the length
+// of a short hit, set at start once the clock is chosen.
+void line_clock_init();
 
 // ---- thread side (thread_life.cpp) ---------------------------------------------------------
 // Records the calling thread's drop count and line sums (before fork, and at the `finish`).

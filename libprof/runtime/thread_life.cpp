@@ -118,10 +118,14 @@ PROF_NOINSTR void thread_end(void*) {
     tree_release(s);
     if (s.frames) munmap(s.frames, size_t(s.max_depth) * sizeof(Frame));
     if (s.mask) munmap(s.table, size_t(s.mask + 1) * sizeof(Slot));
-    if (s.site_cap) munmap(s.sites, size_t(s.site_cap) * sizeof(LineAgg));
+    // No site table before it is unmapped: a PROF_LINE in a signal handler reads it with no
+    // other check (prof/prof.hpp's LineTimer, for which hit to time).
+    uint32_t site_cap = s.site_cap;
+    __atomic_store_n(&s.site_cap, 0, __ATOMIC_RELAXED);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (site_cap) munmap(s.sites, size_t(site_cap) * sizeof(LineAgg));
     forget_stacks(s, true);
     s.sites = nullptr;
-    s.site_cap = 0;
     s.frames = nullptr;
     s.table = nullptr;
     s.mask = 0;

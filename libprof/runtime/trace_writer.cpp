@@ -694,6 +694,7 @@ PROF_NOINSTR void runtime_start() {
     if (g_options.line_rss)
         __atomic_fetch_or(&prof_line_rss_enabled, PROF_LINE_MEM_RSS, __ATOMIC_RELAXED);
     prof_line_fast = prof_clock_is_tsc && !prof_line_rss_enabled;
+    line_clock_init();
     prof_scope_runs = g_options.scope_runs ? 1 : 0;
     g.chunk_size = g_options.chunk_size;
     sampler_init();               // before the file: its Meta records name the signal

@@ -57,6 +57,10 @@ void prof_scope_exit_at(prof_site* site, unsigned long cfa);
 /* Lines: one timed execution of a marked statement (ticks from prof_ticks()). */
 unsigned long long prof_ticks(void);
 void prof_line_record(prof_site* site, unsigned long long start, unsigned long long end);
+/* One hit whose duration (end - start) stands for `weight` hits: itself and weight - 1 that were
+ * not timed; weight 0: a hit that was not timed (start and end are not read). */
+void prof_line_record_weighted(prof_site* site, unsigned long long start, unsigned long long end,
+                               unsigned weight);
 /* What the macros measure around a line besides its time, set by the runtime at start: 0, or
  * PROF_LINE_MEM_HEAP (the memory profiler is loaded) and PROF_LINE_MEM_RSS (PROF_LINE_RSS=1).
  * Programs built before the bits existed read the RSS and the heap whenever it is not 0. */

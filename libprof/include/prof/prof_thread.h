@@ -67,6 +67,12 @@ typedef struct prof_site_counts {
      * and a process killed at any time keeps its counts. */
     uint32_t counter_seq;
     uint8_t* counter;
+    /* PROF_LINE's clock reads, taken around one hit in PROF_LINE_CLOCK_EVERY once the site's
+     * timed hits are short (prof_line_plan): the hits left untimed before the next timed one,
+     * and how many more hits that one's duration stands for (0: itself alone). */
+    uint32_t clock_skip;
+    uint32_t clock_extra;
+    uint32_t clock_timed; /* timed hits so far: the first ones are all timed */
 } prof_site_counts;
 
 struct prof_slot; /* the runtime's function table (private) */
@@ -133,10 +139,19 @@ typedef struct prof_thread {
     uint32_t tree_path_mask;
     /* The rseq_cs word of the thread's rseq area (null: none registered), for switch_word. */
     uint64_t* switch_area;
+    /* Which hits of a short PROF_LINE are timed: a xorshift state (0 until the first plan). */
+    uint64_t clock_rng;
 } prof_thread;
 
 /* Zero-initialised, no constructor: reading it costs one %fs-relative load. */
 extern __thread prof_thread prof_tls __attribute__((tls_model("initial-exec")));
+
+/* A timed PROF_LINE hit of `ticks` on a site that samples its clock reads, or whose hits this
+ * short may start to: sets which hit is timed next (`clock_skip`, `clock_extra`). */
+void prof_line_plan(prof_site_counts* counts, unsigned long long ticks);
+/* Hits shorter than this many ticks (ten clock reads) may have their clock read sampled; 0
+ * (PROF_LINE_CLOCK_EVERY=1, or no TSC): every hit is timed. */
+extern unsigned long long prof_line_short_ticks;
 
 /* The values the fast paths rely on; the runtime checks them against its own at compile time. */
 #define PROF_DETAIL_THREAD_ACTIVE 1
