@@ -199,7 +199,9 @@ PROF_NOINSTR void settle(ThreadState& s) {
     std::atomic_signal_fence(std::memory_order_seq_cst);
     // Room: the activation joined its run with at least PROF_DETAIL_RECORD_ROOM bytes left,
     // and nothing has been written since.
-    s.w.cursor = format::put_enter(s.w.cursor, s.run_key >> 32, take_delta(s.w, s.defer_ticks));
+    // An activation that was not to be timed (prof/prof.hpp) has no start: it starts now.
+    uint64_t start = s.defer_ticks ? s.defer_ticks : now_ticks();
+    s.w.cursor = format::put_enter(s.w.cursor, s.run_key >> 32, take_delta(s.w, start));
     commit(s.w);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     s.state = kActive;

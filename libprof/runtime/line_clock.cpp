@@ -35,6 +35,7 @@ constexpr uint32_t kMaxGapTimesN = 64;
 uint32_t g_every = 1;
 uint32_t g_bits = 0, g_groups = 0;
 uint64_t g_low = 0, g_high = 0;
+uint8_t g_group_of[64]; // bit -> its group (a division here took a quarter of the time)
 
 PROF_NOINSTR uint64_t next_random(prof_thread& t) {
     uint64_t x = t.clock_rng;
@@ -52,7 +53,7 @@ PROF_NOINSTR uint32_t draw_gap(prof_thread& t) {
     while (gap < cap) {
         uint64_t x = next_random(t);
         uint64_t zero = (x - g_low) & ~x & g_high;
-        if (zero) return gap + uint32_t(__builtin_ctzll(zero)) / g_bits;
+        if (zero) return gap + g_group_of[__builtin_ctzll(zero)];
         gap += g_groups;
     }
     return cap;
@@ -69,6 +70,7 @@ PROF_NOINSTR void line_clock_init() {
     g_bits = uint32_t(__builtin_ctz(g_every)); // a power of two (options.inc)
     g_groups = 64 / g_bits;
     g_low = g_high = 0;
+    for (uint32_t bit = 0; bit < 64; ++bit) g_group_of[bit] = uint8_t(bit / g_bits);
     for (uint32_t i = 0; i < g_groups; ++i) {
         g_low |= uint64_t(1) << (i * g_bits);
         g_high |= uint64_t(1) << (i * g_bits + g_bits - 1);

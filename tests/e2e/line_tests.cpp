@@ -115,11 +115,13 @@ TEST_CASE("lines and scopes without -finstrument-functions: exact hits, timing")
 // A line whose hits are short has its clock read around one hit in 16 (PROF_LINE_CLOCK_EVERY),
 // and each timed hit counts for the untimed ones (line_clock.cpp): every hit is counted, and
 // the time is an estimate whose expectation is the true sum. Here 10,000 of the 500,000 hits
-// spin 10 us of CPU time each: about 625 of them are timed, a standard error of 3.9% (sqrt(15 /
-// 10,000); 30 runs here: 0.95x to 1.10x). The clock is the wall's, so the CPU time the program
-// measured bounds the estimate from below; a long hit preempted while timed counts 16 times, so
-// the bound above is loose. An estimate without the weights would be a sixteenth.
-TEST_CASE("a short line's clock read at one hit in 16: exact hits, its long hits estimated") {
+// spin 10 us of CPU time each, and as many of a scope's 500,000 activations: about 625 of each
+// are timed, a standard error of 3.9% (sqrt(15 / 10,000); 30 runs of the line here: 0.95x to
+// 1.10x). The clock is the wall's, so the CPU time the program measured bounds the estimate
+// from below; a long hit preempted while timed counts 16 times, so the bound above is loose.
+// An estimate without the weights would be a sixteenth.
+TEST_CASE(
+    "short lines and scopes read the clock at one hit in 16: exact counts, long hits estimated") {
     std::string trace = temp_path("line_clock.trace");
     test::RunResult r = run({PROF_TEST_LINE_CLOCK}, {{"PROF_OUT", trace}});
     REQUIRE_MESSAGE(r.exit_code == 0, "stderr: ", r.err);
@@ -131,12 +133,26 @@ TEST_CASE("a short line's clock read at one hit in 16: exact hits, its long hits
     s.add_trace(trace);
     auto tables = analysis::line_tables(s.profile());
     REQUIRE(tables.size() == 1);
-    REQUIRE(tables[0].rows.size() == 1);
+    REQUIRE(tables[0].rows.size() == 2); // the line and the scope, in main
     const analysis::LineRow& line = tables[0].rows[0];
+    REQUIRE(line.kind == "line");
     CHECK(line.hits == 500000);
     INFO("the line's time ", line.time, " s; its long hits measured ", spun, " s");
     CHECK(line.time >= 0.75 * spun);
     CHECK(line.time <= 4 * spun);
+    // A scope whose activations join runs is timed the same way.
+    double scope_spun = test::seconds_printed(r.err, "scope");
+    REQUIRE(scope_spun >= 0.1);
+    const analysis::Function* scope = nullptr;
+    analysis::Profile p = s.profile();
+    for (const auto& f : p.functions)
+        if (f.name == "mostly short" && f.kind == "scope") scope = &f;
+    REQUIRE(scope);
+    CHECK(scope->stats.ncalls == 500000);
+    INFO("the scope's time ", scope->stats.cumtime, " s; its long activations measured ",
+         scope_spun, " s");
+    CHECK(scope->stats.cumtime >= 0.75 * scope_spun);
+    CHECK(scope->stats.cumtime <= 4 * scope_spun);
 }
 
 TEST_CASE("the macros in a C++11 program built with strict warnings as errors") {

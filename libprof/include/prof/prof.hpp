@@ -284,27 +284,36 @@ public:
             unsigned id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
             uint32_t index = id < t.site_cap ? t.sites[id].scope_index : 0; // index + 1
             if (__builtin_expect(index != 0 && t.depth < t.max_depth, 1)) {
-                unsigned long long now = ticks();
                 uint32_t parent = t.depth;
                 t.frames[t.depth++] = prof_frame{reinterpret_cast<uintptr_t>(site),
                                                  PROF_DETAIL_SCOPE_MARK, cfa_, 0, 0};
                 uint8_t* p = t.w.cursor;
                 if (prof_scope_runs) {
                     uint64_t key = uint64_t(index - 1) << 32 | parent;
-                    if (p == t.run_end && key == t.run_key) {
-                        join(t, now);
-                        return;
-                    }
-                    if (p == t.leaf_end && key == t.leaf_key) {
-                        start_run(t);
-                        join(t, now);
+                    bool run = p == t.run_end && key == t.run_key;
+                    if (run || (p == t.leaf_end && key == t.leaf_key)) {
+                        if (!run) start_run(t);
+                        // Joining the run: timed or not as a PROF_LINE's hit (LineTimer), so a
+                        // short scope in a hot loop reads the clock around one activation in
+                        // PROF_LINE_CLOCK_EVERY. Untimed, its start is unknown (0): the library
+                        // reads the clock if it has to settle it.
+                        prof_site_counts& c = t.sites[id];
+                        counts_ = &c;
+                        if (c.clock_skip) {
+                            --c.clock_skip;
+                            weight_ = 0;
+                            join(t, 0);
+                            return;
+                        }
+                        weight_ = c.clock_extra + 1;
+                        join(t, ticks());
                         return;
                     }
                     t.leaf_pos = p;
                     t.leaf_prev_ticks = t.w.last_ticks;
                     t.leaf_key = key | 0xffffffffu;
                 }
-                p = put_enter(p, index - 1, take_delta(t.w, now));
+                p = put_enter(p, index - 1, take_delta(t.w, ticks()));
                 t.leaf_end = p;
                 publish(t, p);
                 return;
@@ -323,11 +332,16 @@ public:
             // (wrote its Enter), and may have left a run of its own as the last record.
             bool joined = t.w.cursor == joined_ && t.run_end == joined_ && t.w.seq == joined_seq_;
             if (__builtin_expect(joined && is_top(t), 1)) {
-                unsigned long long now = ticks();
                 --t.depth;
                 uint8_t* f = t.run_fields;
                 store_u64(f, load_u64(f) + 1);
-                store_u64(f + 8, load_u64(f + 8) + (now > t.defer_ticks ? now - t.defer_ticks : 0));
+                if (weight_) {
+                    unsigned long long now = ticks();
+                    unsigned long long dt = now > t.defer_ticks ? now - t.defer_ticks : 0;
+                    store_u64(f + 8, load_u64(f + 8) + dt * weight_);
+                    if (__builtin_expect(dt < prof_line_short_ticks || weight_ > 1, 0))
+                        prof_line_plan(counts_, dt);
+                }
                 end(t);
                 return;
             }
@@ -376,6 +390,8 @@ public:
     uintptr_t cfa_;
     uint8_t* joined_ = nullptr; // the run this activation joined (its end then), and its chunk
     uint32_t joined_seq_ = 0;
+    unsigned weight_ = 1;                // joined: the activations its time stands for; 0: none
+    prof_site_counts* counts_ = nullptr; // joined: its site's counts (which one is timed next)
 };
 
 } // namespace detail
