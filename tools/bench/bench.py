@@ -453,12 +453,19 @@ def lines_notes(stats, recorded):
     out = [f"floor (two __rdtsc() reads + a thread-local add): {med(floor['wall_ns']):.1f} ns/hit wall, "
            f"{med(floor['cpu_ns']):.1f} ns/hit CPU"]
     for cfg, name in (("line", "PROF_LINE"), ("scope", "PROF_SCOPE"),
+                      ("line_every", "PROF_LINE with every hit timed"),
+                      ("scope_every", "PROF_SCOPE with every activation timed"),
                       ("scope_records", "PROF_SCOPE with PROF_SCOPE_RUNS=0")):
+        if cfg not in stats:
+            continue
         s = stats[cfg]
         x = med(s["wall_floor"])
         verdict = "met" if x <= LINE_TARGET else "NOT met"
         if cfg == "scope_records":  # not the target's configuration: what a scope that records
             verdict = "(an Enter and an Exit record per hit, as for a scope with records inside)"
+        elif cfg.endswith("_every"):
+            verdict = (f"PROF_LINE_CLOCK_EVERY=1; the default times one short hit in 16: "
+                       f"{med(s['wall_ns']) / med(stats[cfg[:-6]]['wall_ns']):.1f}x dearer")
         else:
             verdict = f"target <= {LINE_TARGET}x: {verdict}"
         out.append(f"{name}: {med(s['wall_ns']):.1f} ns/hit = {x:.2f}x the floor wall "

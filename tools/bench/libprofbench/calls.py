@@ -64,6 +64,11 @@ LINE_CONFIGS = {
     "floor": ("floor: 2x __rdtsc() + TLS add", "floor", {}, 0, "bare"),
     "line": ("PROF_LINE(statement)", "line", {}, 0, "bare"),
     "scope": ("{ PROF_SCOPE(\"step\"); statement }", "scope", {}, 0, "bare"),
+    # Every hit timed, as before PROF_LINE_CLOCK_EVERY (default 16: one short hit in 16 timed).
+    "line_every": ("PROF_LINE, PROF_LINE_CLOCK_EVERY=1", "line", {"PROF_LINE_CLOCK_EVERY": "1"},
+                   0, "bare"),
+    "scope_every": ("PROF_SCOPE, PROF_LINE_CLOCK_EVERY=1", "scope",
+                    {"PROF_LINE_CLOCK_EVERY": "1"}, 0, "bare"),
     "scope_records": ("the same with PROF_SCOPE_RUNS=0", "scope", {"PROF_SCOPE_RUNS": "0"}, 0, "bare"),
     "bare_rss": ("bare statement (RSS-run size)", "bare", {}, 1, "bare_rss"),
     "line_rss": ("PROF_LINE with PROF_LINE_RSS=1", "line", {"PROF_LINE_RSS": "1"}, 1, "bare_rss"),
