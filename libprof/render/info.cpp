@@ -54,6 +54,11 @@ void print_info(std::FILE* out, const Profile& p) {
                                          std::strtod(meta("off_cpu_approximate_ns").c_str(),
                                                      nullptr) / 1e9)
                            : std::string());
+        if (t.meta.count("line_clock_every"))
+            fmt::print(out,
+                       "lines:     the clock read around one in {} executions of a short "
+                       "PROF_LINE or of a scope's run, its time counted for the others\n",
+                       meta("line_clock_every"));
         fmt::print(out, "symbols:   {}   modules: {}\n", t.symbols.size(), t.modules.size());
         for (const auto& [stream, th] : t.threads)
             fmt::print(out, "thread:    {} tid {} '{}' {}{}{}\n", stream, th.tid,

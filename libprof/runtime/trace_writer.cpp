@@ -408,6 +408,10 @@ PROF_NOINSTR void write_process_meta() {
         len = snprintf(buf, sizeof buf, "%u", g_options.latency_min_ns);
         write_meta("latency_min_ns", buf, size_t(len));
     }
+    if (prof_line_short_ticks) { // short lines' and scope runs' clock read at one in N
+        len = snprintf(buf, sizeof buf, "%u", g_options.line_clock_every);
+        write_meta("line_clock_every", buf, size_t(len));
+    }
 }
 
 PROF_NOINSTR bool choose_clock() {

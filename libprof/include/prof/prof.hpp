@@ -140,6 +140,11 @@ PROF_DETAIL_NOINSTR inline void publish(prof_thread& t, uint8_t* p) {
 
 extern "C" int prof_line_fast; // set by the runtime: TSC clock, no memory measured per line
 
+// The size of the thread's site table, before the table itself is read (see grow_lines).
+PROF_DETAIL_NOINSTR inline uint32_t site_cap(const prof_thread& t) {
+    return __atomic_load_n(&t.site_cap, __ATOMIC_ACQUIRE);
+}
+
 // Unaligned u64 fields of records updated in place in the chunk (LineCounts, ScopeRun).
 PROF_DETAIL_NOINSTR inline uint64_t load_u64(const uint8_t* p) {
     uint64_t v;
@@ -156,7 +161,7 @@ PROF_DETAIL_NOINSTR inline void store_u64(uint8_t* p, uint64_t v) {
 // The two clock reads cost about 20 ns in a VM, more than a short statement: a site whose timed
 // hits are short (under ten clock reads, prof_line_short_ticks) has its clock read around one
 // hit in PROF_LINE_CLOCK_EVERY, chosen at random (prof_line_plan), and the timed hit's duration
-// counted for itself and the untimed hits before the next timed one. Every hit is counted. The
+// counted that many times. Every hit is counted. The
 // sum of the times is then an estimate whose expectation is the sum of every hit's time, as if
 // all were timed (each hit's chance of being timed is set before it runs), at a few ns per hit.
 class LineTimer {
@@ -167,9 +172,10 @@ public:
         if (fast_) {
             prof_thread& t = prof_tls;
             unsigned id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
-            if (__builtin_expect(id != 0 && id < t.site_cap, 1)) {
-                // A table that a signal handler replaced meanwhile stays mapped (its decrement
-                // is then lost: one more untimed hit, the estimate unbiased all the same).
+            // Acquire: the table is read after its size (a signal handler's grow_lines sets the
+            // size to 0, then the table, then the size). A table replaced meanwhile stays
+            // mapped (its decrement is then lost: one more untimed hit, a negligible bias).
+            if (__builtin_expect(id != 0 && id < site_cap(t), 1)) {
                 prof_site_counts& c = t.sites[id];
                 if (c.clock_skip) {
                     --c.clock_skip;
@@ -202,7 +208,7 @@ public:
             unsigned id = __atomic_load_n(&site_->id, __ATOMIC_RELAXED);
             // ACTIVE, or DEFERRED (a scope run is open: its Enter waits; this writes no record).
             if (__builtin_expect((t.state & 3) == PROF_DETAIL_THREAD_ACTIVE && id &&
-                                     id < t.site_cap && t.sites[id].counter_seq == t.w.seq,
+                                     id < site_cap(t) && t.sites[id].counter_seq == t.w.seq,
                                  1)) {
                 prof_site_counts& c = t.sites[id];
                 uint8_t* f = c.counter;
@@ -282,7 +288,7 @@ public:
         prof_thread& t = prof_tls;
         if (__builtin_expect(begin(t), 1)) {
             unsigned id = __atomic_load_n(&site->id, __ATOMIC_RELAXED);
-            uint32_t index = id < t.site_cap ? t.sites[id].scope_index : 0; // index + 1
+            uint32_t index = id < site_cap(t) ? t.sites[id].scope_index : 0; // index + 1
             if (__builtin_expect(index != 0 && t.depth < t.max_depth, 1)) {
                 uint32_t parent = t.depth;
                 t.frames[t.depth++] = prof_frame{reinterpret_cast<uintptr_t>(site),
@@ -338,17 +344,23 @@ public:
                 if (weight_) {
                     unsigned long long now = ticks();
                     unsigned long long dt = now > t.defer_ticks ? now - t.defer_ticks : 0;
-                    store_u64(f + 8, load_u64(f + 8) + dt * weight_);
+                    // Never more than the run's span so far (it starts at the chain's last
+                    // time): readers lay the activations out within it, and a long activation
+                    // counted 16 times would push the thread's clock past its next record.
+                    uint64_t sum = load_u64(f + 8) + dt * weight_;
+                    uint64_t span = now > t.w.last_ticks ? now - t.w.last_ticks : 0;
+                    store_u64(f + 8, sum < span ? sum : span);
                     if (__builtin_expect(dt < prof_line_short_ticks || weight_ > 1, 0))
                         prof_line_plan(counts_, dt);
                 }
                 end(t);
                 return;
             }
+            settled();
             __atomic_signal_fence(__ATOMIC_SEQ_CST);
             // The library settles it first, if it still needs settling.
             t.state = joined ? PROF_DETAIL_THREAD_DEFERRED : PROF_DETAIL_THREAD_ACTIVE;
-        } else if (__builtin_expect(begin(t), 1)) {
+        } else if (settled(), __builtin_expect(begin(t), 1)) {
             if (__builtin_expect(t.depth && !t.overflow && is_top(t), 1)) {
                 unsigned long long now = ticks();
                 --t.depth;
@@ -373,6 +385,12 @@ public:
     ScopeTimer& operator=(const ScopeTimer&) = delete;
 
   private:
+    // An activation that joined a run and was settled (something was recorded inside it) ends
+    // with an Exit, timed from its Enter, for itself alone: one drawn to stand for several
+    // leaves the next activation timed for itself alone too, not at that weight.
+    PROF_DETAIL_NOINSTR void settled() {
+        if (__builtin_expect(weight_ > 1, 0) && counts_) counts_->clock_extra = 0;
+    }
     PROF_DETAIL_NOINSTR bool is_top(const prof_thread& t) const {
         const prof_frame& f = t.frames[t.depth - 1];
         return f.fn == reinterpret_cast<uintptr_t>(site_) && f.site == PROF_DETAIL_SCOPE_MARK &&
