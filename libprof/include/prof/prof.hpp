@@ -161,9 +161,9 @@ PROF_DETAIL_NOINSTR inline void store_u64(uint8_t* p, uint64_t v) {
 // The two clock reads cost about 20 ns in a VM, more than a short statement: a site whose timed
 // hits are short (under ten clock reads, prof_line_short_ticks) has its clock read around one
 // hit in PROF_LINE_CLOCK_EVERY, chosen at random (prof_line_plan), and the timed hit's duration
-// counted that many times. Every hit is counted. The
-// sum of the times is then an estimate whose expectation is the sum of every hit's time, as if
-// all were timed (each hit's chance of being timed is set before it runs), at a few ns per hit.
+// counted that many times. Every hit is counted. The sum of the times is then an estimate whose
+// expectation is the sum of every hit's time, as if all were timed (each hit's chance of being
+// timed is set before it runs), at a few ns per hit.
 class LineTimer {
 public:
     PROF_DETAIL_NOINSTR explicit LineTimer(prof_site* site) : site_(site) {
@@ -360,24 +360,27 @@ public:
             __atomic_signal_fence(__ATOMIC_SEQ_CST);
             // The library settles it first, if it still needs settling.
             t.state = joined ? PROF_DETAIL_THREAD_DEFERRED : PROF_DETAIL_THREAD_ACTIVE;
-        } else if (settled(), __builtin_expect(begin(t), 1)) {
-            if (__builtin_expect(t.depth && !t.overflow && is_top(t), 1)) {
-                unsigned long long now = ticks();
-                --t.depth;
-                uint8_t* p = t.w.cursor;
-                // A leaf: its Enter is the last record (never true with PROF_SCOPE_RUNS=0).
-                bool leaf = p == t.leaf_end && uint32_t(t.leaf_key) == 0xffffffffu;
-                if (leaf) {
-                    t.leaf_start = t.w.last_ticks;
-                    t.leaf_ticks = now > t.leaf_start ? now - t.leaf_start : 0;
-                    t.leaf_key = (t.leaf_key & ~uint64_t(0xffffffffu)) | t.depth;
+        } else {
+            settled();
+            if (__builtin_expect(begin(t), 1)) {
+                if (__builtin_expect(t.depth && !t.overflow && is_top(t), 1)) {
+                    unsigned long long now = ticks();
+                    --t.depth;
+                    uint8_t* p = t.w.cursor;
+                    // A leaf: its Enter is the last record (never true with PROF_SCOPE_RUNS=0).
+                    bool leaf = p == t.leaf_end && uint32_t(t.leaf_key) == 0xffffffffu;
+                    if (leaf) {
+                        t.leaf_start = t.w.last_ticks;
+                        t.leaf_ticks = now > t.leaf_start ? now - t.leaf_start : 0;
+                        t.leaf_key = (t.leaf_key & ~uint64_t(0xffffffffu)) | t.depth;
+                    }
+                    p = put_exit(p, take_delta(t.w, now));
+                    if (leaf) t.leaf_end = p;
+                    publish(t, p);
+                    return;
                 }
-                p = put_exit(p, take_delta(t.w, now));
-                if (leaf) t.leaf_end = p;
-                publish(t, p);
-                return;
+                end(t);
             }
-            end(t);
         }
         prof_scope_exit_at(site_, cfa_); // not the innermost frame (longjmp, alloca), or no room
     }
