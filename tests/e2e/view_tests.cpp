@@ -681,7 +681,8 @@ TEST_CASE("latency of counted calls: the timed paths' buckets within 1/16, max a
 
 // The page of one thread (--thread TID): each function's latency is of that thread's calls, as
 // its table is. Traced: every call of step is timed (1000 to 4000 a worker).
-TEST_CASE("html --thread: each function's latency holds that thread's calls, as its table does") {
+TEST_CASE("html and latency --thread: each function's latency holds that thread's calls, as its "
+          "table does") {
     std::string trace = temp_path("threads-traced.trace");
     auto rec = run({PROFRUN, "-q", "--time", "traced", "-o", trace, "--", PROF_SAMPLE_THREADS});
     REQUIRE_MESSAGE(rec.exit_code == 0, rec.err);
@@ -717,9 +718,22 @@ TEST_CASE("html --thread: each function's latency holds that thread's calls, as 
         auto [ncalls, latency_calls] = page_step({"--thread", tid});
         CHECK(latency_calls == ncalls); // was 10000 on every page
         if (ncalls >= 0) per_thread.push_back(ncalls);
+        // profreport latency --thread: the same calls.
+        auto latency = run({PROFREPORT, "latency", "--thread", tid, "--format", "json", trace});
+        REQUIRE_MESSAGE(latency.exit_code == 0, latency.err);
+        std::smatch calls;
+        bool listed = std::regex_search(
+            latency.out, calls,
+            std::regex(
+                "\"name\": \"step\\(unsigned long, unsigned long\\)\"[^\n]*?\"calls\": (\\d+)"));
+        CHECK(listed == (ncalls >= 0));
+        if (listed) CHECK(std::stod(calls[1]) == ncalls);
     }
     std::sort(per_thread.begin(), per_thread.end());
     CHECK(per_thread == std::vector<double>{1000, 2000, 3000, 4000});
+    auto unknown = run({PROFREPORT, "latency", "--thread", "1", trace});
+    CHECK(unknown.exit_code == 1);
+    CHECK(unknown.err.find("no thread with tid 1 in the trace") != std::string::npos);
 }
 
 TEST_CASE("diff --metric p99: the gate on the tail, with each p99's own interval") {

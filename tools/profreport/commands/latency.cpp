@@ -41,6 +41,7 @@ CLI::App* add_latency(tools::Cli& cli, Args& a) {
                 refuse(fmt::format("--slowest expects 1 to 1000 calls, got '{}'", v));
         },
         "slowest calls kept per function (default 3)");
+    declare_thread(*sub, a);
     declare_format(*sub, a, {"text", "json"});
     declare_output(*sub, a);
     declare_reading(*sub, a);
@@ -58,6 +59,18 @@ int run_latency(const Args& a, const tools::ToolLog& log) {
     return guarded(out, log, [&] {
         views::LatencyOptions o;
         o.slowest = a.latency.slowest;
+        if (a.thread) { // which stream of which trace it is, from a reading of the traces
+            analysis::SessionOptions so = session_options(a);
+            so.memory = false;
+            analysis::Session threads(so);
+            threads.add_traces(a.traces, 1);
+            auto f = threads.find_thread(*a.thread);
+            if (!f) {
+                log.error(fmt::format("no thread with tid {} in the trace", *a.thread));
+                return 1;
+            }
+            o.thread = *f;
+        }
         ProgressLine progress;
         bool warned = false; // of partial traces: once, though they are read twice
         o.open = [&](analysis::ActivationObserver& observer) {
