@@ -281,7 +281,6 @@ std::string gcc_exclusion_name(const std::string& full_name) {
 
 namespace {
 
-// The functions whose hooks cost the most, and GCC's flag that leaves them out (costly_hooks).
 // GCC's exclusion list of the costly hooks' functions that it can name (costly_hooks): the
 // list, how many names, and their calls' share of all calls; an empty list when none.
 struct GccExclusions {

@@ -667,7 +667,7 @@ PROF_NOINSTR inline void line_add(prof_site* site, uint64_t start, uint64_t end,
         counts[0] += 1;
         counts[1] += ticks * weight;
         memcpy(a.counter, counts, sizeof counts);
-        if (weight && (ticks < prof_line_short_ticks || weight > 1)) prof_line_plan(&a, ticks);
+        if (weight) prof_line_timed(&a, ticks, weight);
         return;
     }
     ++a.hits;

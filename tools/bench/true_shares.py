@@ -602,16 +602,15 @@ def main():
     first = list(dict.fromkeys([j for j in jobs if j[1] != "gcc-hint"] +
                                [(p, "gcc", True) for p in names]))
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:  # the machine's 2 cores
-        for job, binary in zip(first, ex.map(lambda j: build(work, libprof, progs[j[0]], *j[1:]),
-                                             first)):
-            b.binaries[job] = binary
+        def build_all(some):
+            for job, binary in zip(some, ex.map(lambda j: build(work, libprof, progs[j[0]], *j[1:]),
+                                                some)):
+                b.binaries[job] = binary
+        build_all(first)
         if "gcc-hint" in ccs:
             for p in names:
                 HINTS[p] = b.hint(p)
-            later = [j for j in jobs if j[1] == "gcc-hint"]
-            for job, binary in zip(later, ex.map(lambda j: build(work, libprof, progs[j[0]],
-                                                                 *j[1:]), later)):
-                b.binaries[job] = binary
+            build_all([j for j in jobs if j[1] == "gcc-hint"])
     lines_case = "snappy" in names and "gcc" in ccs and not args.no_lines
     if lines_case:
         b.lines, lines_source, scope_end = marked_lines.build(work, libprof, progs["snappy"], log)

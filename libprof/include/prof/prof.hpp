@@ -216,8 +216,7 @@ public:
                 if (weight_) {
                     unsigned long long dt = end > start_ ? end - start_ : 0;
                     store_u64(f + 8, load_u64(f + 8) + dt * weight_);
-                    if (__builtin_expect(dt < prof_line_short_ticks || weight_ > 1, 0))
-                        prof_line_plan(&c, dt);
+                    prof_line_timed(&c, dt, weight_);
                 }
             } else {
                 prof_line_record_weighted(site_, start_, end, weight_);
@@ -350,8 +349,7 @@ public:
                     uint64_t sum = load_u64(f + 8) + dt * weight_;
                     uint64_t span = now > t.w.last_ticks ? now - t.w.last_ticks : 0;
                     store_u64(f + 8, sum < span ? sum : span);
-                    if (__builtin_expect(dt < prof_line_short_ticks || weight_ > 1, 0))
-                        prof_line_plan(counts_, dt);
+                    prof_line_timed(counts_, dt, weight_);
                 }
                 end(t);
                 return;

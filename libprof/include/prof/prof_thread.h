@@ -152,6 +152,14 @@ void prof_line_plan(prof_site_counts* counts, unsigned long long ticks);
 /* Hits shorter than this many ticks (ten clock reads) may have their clock read sampled; 0
  * (PROF_LINE_CLOCK_EVERY=1, or no TSC): every hit is timed. */
 extern unsigned long long prof_line_short_ticks;
+/* After a timed hit of `ticks` that counted `weight` times: the next timed hit is chosen again
+ * when this one was short or stood for others (a long hit of a site timing every hit: nothing
+ * to change, no call). */
+static inline void prof_line_timed(prof_site_counts* counts, unsigned long long ticks,
+                                   unsigned weight) {
+    if (__builtin_expect(ticks < prof_line_short_ticks || weight > 1, 0))
+        prof_line_plan(counts, ticks);
+}
 
 /* The values the fast paths rely on; the runtime checks them against its own at compile time. */
 #define PROF_DETAIL_THREAD_ACTIVE 1
