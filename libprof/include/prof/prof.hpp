@@ -179,6 +179,16 @@ public:
                 prof_site_counts& c = t.sites[id];
                 if (c.clock_skip) {
                     --c.clock_skip;
+                    // An untimed hit is counted now, in place, when the thread's record of the
+                    // site is in its current chunk: then nothing is left to do at its end (one
+                    // look at the thread and the site instead of two: the common case's cost).
+                    if (__builtin_expect((t.state & 3) == PROF_DETAIL_THREAD_ACTIVE &&
+                                             c.counter_seq == t.w.seq,
+                                         1)) {
+                        store_u64(c.counter, load_u64(c.counter) + 1);
+                        site_ = nullptr;
+                        return;
+                    }
                     weight_ = 0;
                     return;
                 }
@@ -199,10 +209,10 @@ public:
         if (!site_) return; // first: the destructor's call after stop() then costs nothing
 #if defined(__x86_64__)
         if (fast_) {
-            // The common case: add the hit to the site's LineCounts record in the thread's
-            // current chunk, in place. The library takes the thread's first hit of the site in
-            // a chunk (it writes that record), and the hits of a thread that records nothing
-            // (stopped, or a vfork child sharing our memory).
+            // A timed hit (an untimed one was counted at the start): add it to the site's
+            // LineCounts record in the thread's current chunk, in place. The library takes the
+            // thread's first hit of the site in a chunk (it writes that record), and the hits
+            // of a thread that records nothing (stopped, or a vfork child sharing our memory).
             unsigned long long end = weight_ ? __rdtsc() : 0;
             prof_thread& t = prof_tls;
             unsigned id = __atomic_load_n(&site_->id, __ATOMIC_RELAXED);

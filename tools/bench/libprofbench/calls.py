@@ -195,7 +195,7 @@ class Build:
         src = SOURCES / LINES_SOURCE
         include = self.repo / "libprof" / "include"
         lib = self.libprof_lib / "libprof.so"
-        deps = [src, lib, include / "prof" / "prof.hpp", include / "prof" / "prof.h"]
+        deps = [src, lib, *(include / "prof").glob("*.h*")]
         for variant, define in LINE_VARIANTS.items():
             out = self.binary(LINES, variant)
             if stale(out, deps):

@@ -64,6 +64,7 @@ def build(work, libprof, prog, log):
     src = marked_source(prog.sources[0], d / "snappy_lines.cc")
     lib = libprof / "libprof"
     include = REPO / "libprof" / "include"
+    headers = list((include / "prof").glob("*.h*")) + [lib / "libprof.so"]
     out = {}
     for kind, extra in (("marked", [f"-L{lib}", f"-Wl,-rpath,{lib}", "-lprof"]),
                         ("plain", ["-DPROF_DISABLE"])):
@@ -72,7 +73,7 @@ def build(work, libprof, prog, log):
                str(src), *map(str, prog.sources[1:]), *extra]
         stamp = d / f"{kind}.command.txt"
         line = " ".join(cmd)
-        if stale(binary, [src, *prog.sources[1:]]) or not stamp.exists() or stamp.read_text() != line:
+        if stale(binary, [src, *prog.sources[1:], *headers]) or not stamp.exists() or stamp.read_text() != line:
             log("step", msg=f"building {binary}")
             check(cmd, "true_shares", tail=4000)
             stamp.write_text(line)
