@@ -212,6 +212,17 @@ public:
                 p, {ticks, base, start, end, path.data(), path.size(), nullptr, 0});
         });
     }
+    // A marked site (PROF_LINE, PROF_SCOPE, PROF_FUNCTION) at `address`.
+    TraceBuilder& site(uint64_t address, format::SiteKind kind, uint64_t line,
+                       const std::string& file, const std::string& function,
+                       const std::string& label) {
+        return encode(32 + 4 * format::kMaxUleb + file.size() + function.size() + label.size(),
+                      [&](uint8_t* p) {
+                          return format::put_site(p, {address, kind, line, file.data(), file.size(),
+                                                      function.data(), function.size(),
+                                                      label.data(), label.size()});
+                      });
+    }
     TraceBuilder& unload(uint64_t ticks, uint64_t start, uint64_t end) {
         return encode(64,
                       [&](uint8_t* p) { return format::put_unload(p, ticks, start, start, end); });

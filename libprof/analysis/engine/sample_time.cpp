@@ -91,6 +91,28 @@ static bool marker_code(const reader::DwarfLines& dwarf, uint64_t vaddr) {
     uint32_t line = 0;
     return dwarf.lookup(vaddr, file, line) && marker_code(file, dwarf.inlined(vaddr));
 }
+// A sample that stands for the instruction at `vaddr`, the markers' code, where the program's
+// code jumped to and nothing else leads: the jump's address (0 otherwise). After a jump the CPU
+// mispredicted (a loop's exit, say), refetching falls on the first instruction there, so the
+// samples of that time name the instruction after it: time the program spends without its
+// markers too, then on its own first instruction after the jump.
+uint64_t SampleTime::program_jump_into(const reader::Module& mod,
+                                       const reader::ElfSymbols::Entry& fn,
+                                       const reader::DwarfLines& dwarf, uint64_t vaddr) {
+    auto [it, fresh] = function_flow.try_emplace({mod.path, fn.start});
+    if (fresh)
+        if (const reader::ElfSymbols* elf = symbols_of(mod))
+            it->second =
+                std::make_unique<reader::CodeFlow>(mod.path, *elf, fn.start, fn.start + fn.size);
+    const reader::CodeFlow* flow = it->second.get();
+    uint64_t first = flow ? flow->instruction_at(vaddr) : 0;
+    if (!first) return 0;
+    reader::CodeFlow::Entry into = flow->entry(first);
+    if (into.jumps.empty() || (into.fall_through && marker_code(dwarf, into.previous))) return 0;
+    for (uint64_t from : into.jumps)
+        if (from < fn.start || from >= fn.start + fn.size || marker_code(dwarf, from)) return 0;
+    return into.jumps.front();
+}
 const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
     if (code_fns != fns) { // another trace: other function numbers
         code_fns = fns;
@@ -121,16 +143,22 @@ const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
     // A timer interrupt lets the instruction in flight finish and names the one after it: a
     // sample stands for the instruction before the one it names. Where the markers' code and
     // the program's meet (traces with marked sites), a sample goes by that one: named after
-    // the markers' code it is the profiler's, named at the markers' first instruction it is
-    // the program's code before them. Elsewhere the named instruction stands, as perf names
-    // it in the unmarked program.
+    // the markers' code it is the profiler's (unless that code is where a jump of the
+    // program's led: program_jump_into), named at the markers' first instruction it is the
+    // program's code before them. Elsewhere the named instruction stands, as perf names it in
+    // the unmarked program.
     uint64_t vaddr = ip - mod.base;
     if (dwarf && !layout->sites.empty()) {
         if (marker_code(*dwarf, vaddr - 1)) {
-            code.marker = true;
-            return code;
+            uint64_t jump = program_jump_into(mod, *holding, *dwarf, vaddr - 1);
+            if (!jump) {
+                code.marker = true;
+                return code;
+            }
+            vaddr = jump;
+        } else if (marker_code(*dwarf, vaddr) && elf->find(vaddr - 1) == holding) {
+            --vaddr;
         }
-        if (marker_code(*dwarf, vaddr) && elf->find(vaddr - 1) == holding) --vaddr;
     }
     std::string file;
     uint32_t line = 0;

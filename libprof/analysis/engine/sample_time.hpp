@@ -5,6 +5,7 @@
 
 #include "analysis/engine/session.hpp"
 #include "analysis/engine/thread_replay.hpp"
+#include "reader/code_flow.hpp"
 #include "reader/dwarf_lines.hpp"
 #include "reader/elf_symbols.hpp"
 #include "reader/hook_code.hpp"
@@ -151,6 +152,8 @@ class SampleTime {
     reader::DwarfLines* dwarf_of(const reader::Module& mod);
     const reader::ElfSymbols* symbols_of(const reader::Module& mod);
     const reader::HookCode* hook_code_of(const reader::Module& mod);
+    uint64_t program_jump_into(const reader::Module& mod, const reader::ElfSymbols::Entry& fn,
+                               const reader::DwarfLines& dwarf, uint64_t vaddr);
     // The symbol tables of the trace's objects on disk, by path, for place_samples (null: none
     // usable).
     std::unordered_map<std::string, std::unique_ptr<reader::ElfSymbols>> module_symbols;
@@ -158,6 +161,9 @@ class SampleTime {
     std::unordered_map<std::string, std::unique_ptr<reader::HookCode>> module_hook_code;
     // Their DWARF, by path (null: not this build's).
     std::unordered_map<std::string, std::unique_ptr<reader::DwarfLines>> module_dwarf;
+    // The instructions and jumps of functions with markers' code, by (path, start), decoded
+    // when a sample falls at a seam of that code.
+    std::map<std::pair<std::string, uint64_t>, std::unique_ptr<reader::CodeFlow>> function_flow;
     // This trace's: the functions with hooks by symbol, per module (their names as the
     // symbol table gives them, and demangled without parameters, as DWARF names functions
     // of internal linkage); code_at's answers by ip.
