@@ -479,6 +479,17 @@ TimeBasis SampleTime::time_basis(const ThreadFilter& filter) const {
     if (!filter.all() && filter.stream) {
         auto it = thread_splits.find({filter.trace, filter.stream});
         ThreadSplit one = it == thread_splits.end() ? ThreadSplit{} : it->second;
+        all.samples = one.samples;
+        all.own_samples = one.own_samples;
+        all.hook_call_samples = one.hook_call_samples;
+        all.marker_samples = one.marker_samples;
+        all.measured_run_threads = one.measured_runs;
+        all.cpu_seconds = one.cpu;
+        all.own_seconds = one.own;
+        all.off_cpu_seconds = one.off_cpu;
+        all.off_cpu_records = one.off_cpu_records;
+        all.starved_threads = one.starved ? 1 : 0;
+        all.starved_seconds = one.starved ? one.cpu : 0;
         all.on_cpu_seconds = one.on_cpu;
         all.runnable_seconds = one.runnable;
         all.own_runnable_seconds = one.own_runnable;
@@ -545,15 +556,25 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
     double seconds_per_unit = kClockUnit / tps;
     for (size_t i = first_thread; i < threads.size(); ++i) {
         ThreadReplay& t = *threads[i];
-        b.samples += t.samples;
-        b.own_samples += t.own_samples;
-        b.hook_call_samples += t.hook_call_samples;
-        b.marker_samples += t.marker_samples;
-        b.measured_run_threads += t.runs_measured ? 1 : 0;
-        b.cpu_seconds += double(t.sampled_cpu) * seconds_per_unit;
-        b.own_seconds += double(t.own) * seconds_per_unit;
-        b.off_cpu_seconds += double(t.off_cpu) * seconds_per_unit;
-        b.off_cpu_records += t.off_cpu_records;
+        ThreadSplit& split = thread_splits[{time_bases.size(), t.stream}];
+        split.samples = t.samples;
+        split.own_samples = t.own_samples;
+        split.hook_call_samples = t.hook_call_samples;
+        split.marker_samples = t.marker_samples;
+        split.measured_runs = t.runs_measured ? 1 : 0;
+        split.cpu = double(t.sampled_cpu) * seconds_per_unit;
+        split.own = double(t.own) * seconds_per_unit;
+        split.off_cpu = double(t.off_cpu) * seconds_per_unit;
+        split.off_cpu_records = t.off_cpu_records;
+        b.samples += split.samples;
+        b.own_samples += split.own_samples;
+        b.hook_call_samples += split.hook_call_samples;
+        b.marker_samples += split.marker_samples;
+        b.measured_run_threads += split.measured_runs;
+        b.cpu_seconds += split.cpu;
+        b.own_seconds += split.own;
+        b.off_cpu_seconds += split.off_cpu;
+        b.off_cpu_records += split.off_cpu_records;
         if (!t.sampled) continue; // too short to be sampled: the hooks' clock
         // A thread cut short (its trace's file ends before its ThreadEnd) has time off CPU
         // since its last Waited record that the next one, cut off, would have split: it stays
@@ -578,8 +599,8 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
             double(t.samples + t.own_samples) < asked / 10) {
             ++b.starved_threads;
             b.starved_seconds += double(t.sampled_cpu) * seconds_per_unit;
+            split.starved = 1;
         }
-        ThreadSplit& split = thread_splits[{time_bases.size(), t.stream}];
         split.on_cpu = double(program_cpu) * seconds_per_unit;
         split.runnable = double(runnable) * seconds_per_unit;
         split.own_runnable = double(t.runnable - runnable) * seconds_per_unit;

@@ -644,3 +644,48 @@ TEST_CASE("samples go to the function whose code DWARF says they interrupted (in
     CHECK(near(fn(host).tottime, 2e-3));
     CHECK(near(fn(host).cumtime, 4e-3));
 }
+
+// A one-thread view's header is that thread's: its samples (the precision line), the
+// profiler's samples and CPU time in it (the hooks' cost per call of its own calls), not the
+// process's sums, which the view of every thread keeps.
+TEST_CASE("sample time: one thread's basis is its own samples and the profiler's time in it") {
+    TraceBuilder b;
+    b.chunk(0).meta("sample_hz", "1000");
+    b.chunk(1, 0);
+    define_functions(b, 1);
+    b.enter(0, 0);
+    b.sample(0, 0, 0, 0, 0);
+    b.sample(1000000, 2000000, 500000, 1, 1); // 2 ms of CPU, 0.5 of them the profiler's
+    b.sample(1000000, 4000000, 0, 0, 2);
+    b.exit(1000000);
+    b.chunk(2, 0);
+    b.tag(format::Tag::kThreadBegin).uleb(0).u32(777).str("worker");
+    define_functions(b, 1);
+    b.enter(0, 0);
+    b.sample(0, 0, 0, 0, 0);
+    b.sample(1000000, 1000000, 250000, 1, 1);
+    b.exit(1000000);
+    b.chunk(0);
+    name_functions(b, {"main"}).end_record(10000000);
+    std::string path = save_trace(b, "two-sampled.trace");
+    analysis::SessionOptions o;
+    o.time = analysis::TimeSource::kSampled;
+    analysis::Session s(o);
+    s.add_trace(path);
+    analysis::TimeBasis all = s.time_basis();
+    CHECK(all.samples == 4);
+    CHECK(all.own_samples == 2);
+    CHECK(same_time(all.cpu_seconds, 5e6));
+    CHECK(same_time(all.own_seconds, 0.75e6));
+    std::optional<analysis::ThreadFilter> worker = s.find_thread(777);
+    REQUIRE(worker);
+    analysis::TimeBasis one = s.time_basis(*worker);
+    CHECK(one.sampled_traces == 1);
+    CHECK(one.samples == 1);
+    CHECK(one.own_samples == 1);
+    CHECK(same_time(one.cpu_seconds, 1e6));
+    CHECK(same_time(one.own_seconds, 0.25e6));
+    analysis::Profile p = s.profile(*worker);
+    CHECK(p.time.samples == 1);
+    CHECK(same_time(p.time.own_seconds, 0.25e6));
+}
