@@ -239,6 +239,12 @@ void sites_after_fork();
 // Which PROF_LINE hits read the clock (line_clock.cpp): PROF_LINE_CLOCK_EVERY and the length
 // of a short hit, set at start once the clock is chosen.
 void line_clock_init();
+// The process's Meta records at the start of its trace (process_meta.cpp), the lock held;
+// `overhead`: the calibration's figures a forked child repeats from its parent (or "").
+void write_process_meta(const char* overhead);
+// The calibration's figures ("in out line" ticks per event, calibration.cpp) as Meta records;
+// false (nothing written) when they do not parse. The lock held.
+bool write_overhead_meta(const char* figures);
 
 // ---- thread side (thread_life.cpp) ---------------------------------------------------------
 // Records the calling thread's drop count and line sums (before fork, and at the `finish`).
