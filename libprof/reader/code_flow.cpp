@@ -27,21 +27,26 @@ X86Instruction decode_x86(const uint8_t* c, size_t avail) {
     X86Instruction out;
     size_t n = std::min<size_t>(avail, 15);
     size_t i = 0;
-    bool opsize = false, addrsize = false, rex_w = false;
+    bool opsize = false, addrsize = false, repne = false, rex_w = false, rex_b = false;
     for (; i < n; ++i) {
         uint8_t b = c[i];
         if (b == 0x66)
             opsize = true;
         else if (b == 0x67)
             addrsize = true;
+        else if (b == 0xf2)
+            repne = true;
         else if (b != 0xf0 && b != 0xf2 && b != 0xf3 && b != 0x2e && b != 0x36 && b != 0x3e &&
                  b != 0x26 && b != 0x64 && b != 0x65)
             break;
     }
-    if (i < n && (c[i] & 0xf0) == 0x40) rex_w = c[i++] & 8;
+    if (i < n && (c[i] & 0xf0) == 0x40) {
+        rex_w = c[i] & 8;
+        rex_b = c[i++] & 1;
+    }
     if (i >= n) return out;
     uint8_t op = c[i++];
-    size_t z = opsize ? 2 : 4; // a 16/32-bit immediate's size
+    size_t z = opsize && !rex_w ? 2 : 4; // a 16/32-bit immediate's size (REX.W wins over 66)
     bool modrm = false;
     size_t imm = 0, rel = 0;
     int group = -1;                               // f6, f7, ff: what the ModRM reg field decides
@@ -65,10 +70,12 @@ X86Instruction decode_x86(const uint8_t* c, size_t avail) {
             imm = 1;
         } else if (b >= 0x80 && b <= 0x8f) {
             rel = 4;
-            out.jump = true;
+            out.jump = out.conditional = true;
         } else if (!no_modrm_0f(b)) {
             modrm = true;
             imm = imm8_0f(b);
+            if (b == 0x78 && (opsize || repne)) imm = 2; // SSE4a extrq, insertq: two imm8
+            out.nop = b == 0x1f;
         }
         out.falls = b != 0x0b; // ud2
     } else if (op < 0x40) {
@@ -87,7 +94,7 @@ X86Instruction decode_x86(const uint8_t* c, size_t avail) {
         }
     } else if (op >= 0x70 && op <= 0x7f) {
         rel = 1;
-        out.jump = true;
+        out.jump = out.conditional = true;
     } else if (op >= 0xb0 && op <= 0xb7) {
         imm = 1;
     } else if (op >= 0xb8 && op <= 0xbf) {
@@ -98,7 +105,7 @@ X86Instruction decode_x86(const uint8_t* c, size_t avail) {
         // clang-format off
         switch (op) {
         case 0x63: case 0x84: case 0x85: case 0x86: case 0x87: case 0x88: case 0x89: case 0x8a:
-        case 0x8b: case 0x8c: case 0x8d: case 0x8e: case 0x8f: case 0xd0: case 0xd1: case 0xd2:
+        case 0x8b: case 0x8c: case 0x8d: case 0x8e: case 0xd0: case 0xd1: case 0xd2:
         case 0xd3: case 0xfe:
             modrm = true; break;
         case 0x69: case 0x81: case 0xc7: modrm = true; imm = z; break;
@@ -109,11 +116,12 @@ X86Instruction decode_x86(const uint8_t* c, size_t avail) {
         case 0xc2: case 0xca: imm = 2; out.falls = false; break;                   // ret imm16
         case 0xc3: case 0xcb: case 0xcf: case 0xf4: out.falls = false; break;
         case 0xc8: imm = 3; break; // enter
-        case 0xe0: case 0xe1: case 0xe2: case 0xe3: rel = 1; out.jump = true; break;
+        case 0xe0: case 0xe1: case 0xe2: case 0xe3: rel = 1; out.jump = out.conditional = true; break;
         case 0xe8: rel = 4; break; // call: runs on after it
         case 0xe9: rel = 4; out.jump = true; out.falls = false; break;
         case 0xeb: rel = 1; out.jump = true; out.falls = false; break;
-        case 0xf6: case 0xf7: case 0xff: modrm = true; group = op; break;
+        case 0xf6: case 0xf7: case 0xff: case 0x8f: modrm = true; group = op; break;
+        case 0x90: out.nop = !rex_b; break; // not xchg %eax,%r8d
         case 0x82: case 0x9a: case 0xce: case 0xd4: case 0xd5: case 0xd6: case 0xea:
             return out; // invalid in 64-bit mode
         default: break; // no operand bytes
@@ -136,7 +144,8 @@ X86Instruction decode_x86(const uint8_t* c, size_t avail) {
         }
         if (group == 0xf6 && reg < 2) imm = 1;
         if (group == 0xf7 && reg < 2) imm = z;
-        if (group == 0xff && (reg == 4 || reg == 5)) out.falls = false; // jmp indirect
+        if (group == 0xff && (reg == 4 || reg == 5)) out.falls = false, out.indirect = true;
+        if (group == 0x8f && reg != 0) return out; // XOP (-mxop), not pop: left out
     }
     size_t length = i + imm + rel;
     if (length > n) return out;
@@ -150,54 +159,81 @@ X86Instruction decode_x86(const uint8_t* c, size_t avail) {
     return out;
 }
 
-CodeFlow::CodeFlow(const std::string& path, const ElfSymbols& symbols, uint64_t first,
-                   uint64_t last) {
-    ElfFile file(path);
-    if (!file.ok() || file.header().e_machine != EM_X86_64) return;
-    auto sections = file.sections();
+CodeFlow::CodeFlow(const std::string& path, const ElfSymbols& symbols)
+    : file_(path), symbols_(symbols) {
+    if (!file_.ok() || file_.header().e_machine != EM_X86_64) return;
+    auto sections = file_.sections();
     if (!sections) return;
-    uint64_t decoded_to = 0;
-    for (const ElfSymbols::Entry& e : symbols.entries()) {
-        uint64_t end = e.start + e.size;
-        if (!e.size || end <= first || e.start >= last || e.start < decoded_to) continue;
-        const Elf64_Shdr* section = nullptr;
-        for (const Elf64_Shdr& s : *sections)
-            if (s.sh_type == SHT_PROGBITS && (s.sh_flags & SHF_EXECINSTR) && e.start >= s.sh_addr &&
-                end <= s.sh_addr + s.sh_size && file.in_bounds(s.sh_offset, s.sh_size))
-                section = &s;
-        if (!section) continue;
-        const uint8_t* code = file.data() + section->sh_offset + (e.start - section->sh_addr);
-        for (uint64_t at = e.start; at < end;) {
-            X86Instruction insn = decode_x86(code + (at - e.start), end - at);
-            if (!insn.length) break; // the rest of this function stays unknown
-            starts_.push_back(at);
-            info_.push_back(uint8_t(insn.length | (insn.falls ? kFalls : 0)));
-            if (insn.jump) jumps_.emplace_back(at + uint64_t(insn.target), at);
-            at += insn.length;
-        }
-        decoded_to = end;
+    for (const Elf64_Shdr& s : *sections)
+        if (s.sh_type == SHT_PROGBITS && (s.sh_flags & SHF_EXECINSTR) &&
+            file_.in_bounds(s.sh_offset, s.sh_size))
+            code_.push_back({s.sh_addr, s.sh_size, s.sh_offset});
+}
+
+bool CodeFlow::decode_range(uint64_t start, uint64_t end) {
+    auto [done, fresh] = ranges_.try_emplace(start, false); // a cold part: its own symbol too
+    if (!fresh) return done->second;
+    const Section* in = nullptr;
+    for (const Section& s : code_)
+        if (start >= s.addr && end <= s.addr + s.size) in = &s;
+    if (!in) return false;
+    const uint8_t* code = file_.data() + in->offset + (start - in->addr);
+    bool known = true;
+    for (uint64_t at = start; at < end;) {
+        X86Instruction insn = decode_x86(code + (at - start), end - at);
+        if (!insn.length) return false; // the rest of this function stays unknown
+        info_[at] = uint8_t(insn.length | (insn.falls ? kFalls : 0) | (insn.nop ? kNop : 0) |
+                            (insn.conditional ? kConditional : 0));
+        if (insn.jump) jumps_.emplace(at + uint64_t(insn.target), at);
+        known &= !insn.indirect;
+        at += insn.length;
     }
-    std::sort(jumps_.begin(), jumps_.end());
+    done->second = known;
+    return known;
+}
+
+bool CodeFlow::decode(const ElfSymbols::Entry& fn) {
+    auto [it, fresh] = decoded_.try_emplace(fn.start, false);
+    if (!fresh || code_.empty() || !fn.size) return it->second;
+    bool known = decode_range(fn.start, fn.start + fn.size);
+    // GCC moves a function's unlikely paths to `name.cold` (and jumps between the two).
+    std::string cold = fn.name + ".cold";
+    for (const ElfSymbols::Entry& e : symbols_.entries())
+        if (e.size && e.name.compare(0, cold.size(), cold) == 0 &&
+            (e.name.size() == cold.size() || e.name[cold.size()] == '.'))
+            known &= decode_range(e.start, e.start + e.size);
+    it->second = known;
+    return known;
 }
 
 uint64_t CodeFlow::instruction_at(uint64_t vaddr) const {
-    auto it = std::upper_bound(starts_.begin(), starts_.end(), vaddr);
-    if (it == starts_.begin()) return 0;
-    size_t k = size_t(it - starts_.begin()) - 1;
-    return vaddr < starts_[k] + (info_[k] & kLength) ? starts_[k] : 0;
+    auto it = info_.upper_bound(vaddr);
+    if (it == info_.begin()) return 0;
+    --it;
+    return vaddr < it->first + (it->second & kLength) ? it->first : 0;
+}
+
+bool CodeFlow::falls(uint64_t vaddr) const {
+    auto it = info_.find(vaddr);
+    return it != info_.end() && (it->second & kFalls);
 }
 
 CodeFlow::Entry CodeFlow::entry(uint64_t vaddr) const {
     Entry out;
-    auto lo = std::lower_bound(jumps_.begin(), jumps_.end(), std::make_pair(vaddr, uint64_t(0)));
-    for (auto it = lo; it != jumps_.end() && it->first == vaddr; ++it)
+    for (auto [it, end] = jumps_.equal_range(vaddr); it != end; ++it)
         out.jumps.push_back(it->second);
-    auto it = std::lower_bound(starts_.begin(), starts_.end(), vaddr);
-    if (it == starts_.end() || *it != vaddr || it == starts_.begin()) return out;
-    size_t k = size_t(it - starts_.begin()) - 1;
-    if (starts_[k] + (info_[k] & kLength) == vaddr) {
-        out.previous = starts_[k];
-        out.fall_through = info_[k] & kFalls;
+    auto at = info_.find(vaddr);
+    // Back over the no-ops before it: padding after a jump or a return is never run.
+    while (at != info_.end() && at != info_.begin()) {
+        auto before = std::prev(at);
+        if (before->first + (before->second & kLength) != at->first || !(before->second & kFalls))
+            break;
+        if (!(before->second & kNop)) {
+            out.previous = before->first;
+            out.previous_conditional = before->second & kConditional;
+            break;
+        }
+        at = before;
     }
     return out;
 }

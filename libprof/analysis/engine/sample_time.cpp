@@ -91,27 +91,58 @@ static bool marker_code(const reader::DwarfLines& dwarf, uint64_t vaddr) {
     uint32_t line = 0;
     return dwarf.lookup(vaddr, file, line) && marker_code(file, dwarf.inlined(vaddr));
 }
-// A sample that stands for the instruction at `vaddr`, the markers' code, where the program's
-// code jumped to and nothing else leads: the jump's address (0 otherwise). After a jump the CPU
-// mispredicted (a loop's exit, say), refetching falls on the first instruction there, so the
-// samples of that time name the instruction after it: time the program spends without its
-// markers too, then on its own first instruction after the jump.
+// A sample that stands for the instruction at `vaddr`, the markers' code, where only the
+// program's branches lead: the branch's address (0 otherwise). After a branch the CPU
+// mispredicted (a loop's exit, say), refetching falls on the first instruction there, and the
+// samples of that time name the instruction after it: time the unmarked program spends too, on
+// its own first instruction after the branch. Every way in must be known and be a branch of
+// the program's code on one line (of the same inlined calls): an instruction that code runs on
+// into without a branch, or that a jump table, another function or the markers' code leads
+// to, keeps its samples the markers'.
 uint64_t SampleTime::program_jump_into(const reader::Module& mod,
                                        const reader::ElfSymbols::Entry& fn,
                                        const reader::DwarfLines& dwarf, uint64_t vaddr) {
-    auto [it, fresh] = function_flow.try_emplace({mod.path, fn.start});
+    auto [it, fresh] = module_flow.try_emplace(mod.path);
     if (fresh)
         if (const reader::ElfSymbols* elf = symbols_of(mod))
-            it->second =
-                std::make_unique<reader::CodeFlow>(mod.path, *elf, fn.start, fn.start + fn.size);
-    const reader::CodeFlow* flow = it->second.get();
-    uint64_t first = flow ? flow->instruction_at(vaddr) : 0;
-    if (!first) return 0;
+            it->second = std::make_unique<reader::CodeFlow>(mod.path, *elf);
+    reader::CodeFlow* flow = it->second.get();
+    if (!flow || !flow->decode(fn)) return 0;
+    uint64_t first = flow->instruction_at(vaddr);
+    if (!first || first == fn.start) return 0; // a function's start: called from anywhere
+    const reader::ElfSymbols* elf = symbols_of(mod);
+    std::string cold = fn.name + ".cold";
+    auto in_function = [&](uint64_t a) { // the function's code, or its cold part's
+        const reader::ElfSymbols::Entry* e = elf->find(a);
+        return e && (e->start == fn.start || e->name.compare(0, cold.size(), cold) == 0);
+    };
     reader::CodeFlow::Entry into = flow->entry(first);
-    if (into.jumps.empty() || (into.fall_through && marker_code(dwarf, into.previous))) return 0;
-    for (uint64_t from : into.jumps)
-        if (from < fn.start || from >= fn.start + fn.size || marker_code(dwarf, from)) return 0;
-    return into.jumps.front();
+    std::vector<uint64_t> ways = into.jumps;
+    if (into.previous) {
+        if (!into.previous_conditional) return 0; // run into without a branch
+        ways.push_back(into.previous);
+    }
+    if (ways.empty()) return 0;
+    std::string file0;
+    uint32_t line0 = 0;
+    std::vector<reader::DwarfLines::InlinedCall> calls0;
+    for (size_t i = 0; i < ways.size(); ++i) {
+        uint64_t from = ways[i];
+        if (!in_function(from) || marker_code(dwarf, from)) return 0;
+        std::string file;
+        uint32_t line = 0;
+        if (!dwarf.lookup(from, file, line)) return 0;
+        std::vector<reader::DwarfLines::InlinedCall> calls = dwarf.inlined(from);
+        if (i == 0) {
+            file0 = file, line0 = line, calls0 = std::move(calls);
+            continue;
+        }
+        if (file != file0 || line != line0 || calls.size() != calls0.size()) return 0;
+        for (size_t k = 0; k < calls.size(); ++k)
+            if (calls[k].symbol != calls0[k].symbol || calls[k].call_line != calls0[k].call_line)
+                return 0;
+    }
+    return ways.front();
 }
 const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
     if (code_fns != fns) { // another trace: other function numbers

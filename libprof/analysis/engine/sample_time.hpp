@@ -165,9 +165,9 @@ class SampleTime {
     std::unordered_map<std::string, std::unique_ptr<reader::HookCode>> module_hook_code;
     // Their DWARF, by path (null: not this build's).
     std::unordered_map<std::string, std::unique_ptr<reader::DwarfLines>> module_dwarf;
-    // The instructions and jumps of functions with markers' code, by (path, start), decoded
-    // when a sample falls at a seam of that code.
-    std::map<std::pair<std::string, uint64_t>, std::unique_ptr<reader::CodeFlow>> function_flow;
+    // Their instructions and jumps, by path: a function's decoded when a sample falls at a
+    // seam of its markers' code.
+    std::unordered_map<std::string, std::unique_ptr<reader::CodeFlow>> module_flow;
     // This trace's: the functions with hooks by symbol, per module (their names as the
     // symbol table gives them, and demangled without parameters, as DWARF names functions
     // of internal linkage); code_at's answers by ip.
