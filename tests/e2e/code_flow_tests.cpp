@@ -4,6 +4,7 @@
 #include "analysis/engine/session.hpp"
 #include "reader/code_flow.hpp"
 #include "reader/dwarf_lines.hpp"
+#include "reader/elf_file.hpp"
 #include "reader/elf_symbols.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
@@ -21,6 +22,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -191,4 +193,45 @@ TEST_CASE("a sample after the program's branch into the markers' code is the pro
     CHECK(p.time.marker_samples == 1);
     REQUIRE(p.functions.size() == 1);
     CHECK(std::abs(p.functions[0].stats.tottime - 1e-3) < 1e-6);
+}
+
+// An instruction cut anywhere (a truncated or damaged file) decodes to nothing, and the
+// decoder reads only the bytes it is given: each cut is a heap copy of exactly that many bytes,
+// which the sanitizer builds check. Every instruction of the C library's first 400 functions.
+TEST_CASE("code flow: an instruction cut short decodes to nothing, read within its bytes") {
+    Dl_info info{};
+    REQUIRE(dladdr(reinterpret_cast<void*>(&std::printf), &info) != 0);
+    std::string path = info.dli_fname;
+    prof::reader::ElfSymbols symbols(path);
+    prof::reader::ElfFile file(path);
+    REQUIRE(symbols.ok());
+    REQUIRE(file.ok());
+    auto sections = file.sections();
+    REQUIRE(sections);
+    size_t functions = 0, instructions = 0, wrong = 0;
+    for (const prof::reader::ElfSymbols::Entry& e : symbols.entries()) {
+        if (!e.size || functions == 400) continue;
+        const Elf64_Shdr* in = nullptr;
+        for (const Elf64_Shdr& s : *sections)
+            if ((s.sh_flags & SHF_EXECINSTR) && s.sh_type == SHT_PROGBITS && e.start >= s.sh_addr &&
+                e.start + e.size <= s.sh_addr + s.sh_size)
+                in = &s;
+        if (!in) continue;
+        ++functions;
+        const uint8_t* code = file.data() + in->sh_offset + (e.start - in->sh_addr);
+        for (uint64_t at = 0; at < e.size;) {
+            prof::reader::X86Instruction whole = prof::reader::decode_x86(code + at, e.size - at);
+            if (!whole.length) break;
+            ++instructions;
+            for (size_t cut = 1; cut <= whole.length; ++cut) {
+                std::vector<uint8_t> bytes(code + at, code + at + cut);
+                prof::reader::X86Instruction d = prof::reader::decode_x86(bytes.data(), cut);
+                wrong += d.length != (cut == whole.length ? whole.length : 0);
+            }
+            at += whole.length;
+        }
+    }
+    CHECK(functions == 400);
+    CHECK(instructions > 10000);
+    CHECK(wrong == 0);
 }
