@@ -27,7 +27,7 @@ X86Instruction decode_x86(const uint8_t* c, size_t avail) {
     X86Instruction out;
     size_t n = std::min<size_t>(avail, 15);
     size_t i = 0;
-    bool opsize = false, addrsize = false, repne = false, rex_w = false, rex_b = false;
+    bool opsize = false, addrsize = false, rep = false, repne = false, rex_w = false, rex_b = false;
     for (; i < n; ++i) {
         uint8_t b = c[i];
         if (b == 0x66)
@@ -36,6 +36,8 @@ X86Instruction decode_x86(const uint8_t* c, size_t avail) {
             addrsize = true;
         else if (b == 0xf2)
             repne = true;
+        else if (b == 0xf3)
+            rep = true;
         else if (b != 0xf0 && b != 0xf2 && b != 0xf3 && b != 0x2e && b != 0x36 && b != 0x3e &&
                  b != 0x26 && b != 0x64 && b != 0x65)
             break;
@@ -121,7 +123,7 @@ X86Instruction decode_x86(const uint8_t* c, size_t avail) {
         case 0xe9: rel = 4; out.jump = true; out.falls = false; break;
         case 0xeb: rel = 1; out.jump = true; out.falls = false; break;
         case 0xf6: case 0xf7: case 0xff: case 0x8f: modrm = true; group = op; break;
-        case 0x90: out.nop = !rex_b; break; // not xchg %eax,%r8d
+        case 0x90: out.nop = !rex_b && !rep; break; // not xchg %eax,%r8d, not pause
         case 0x82: case 0x9a: case 0xce: case 0xd4: case 0xd5: case 0xd6: case 0xea:
             return out; // invalid in 64-bit mode
         default: break; // no operand bytes
@@ -192,18 +194,52 @@ bool CodeFlow::decode_range(uint64_t start, uint64_t end) {
     return known;
 }
 
+const ElfSymbols::Entry& CodeFlow::hot_part(const ElfSymbols::Entry& fn) {
+    size_t cut = fn.name.find(".cold");
+    if (cut == std::string::npos) return fn;
+    auto [it, fresh] = hot_.try_emplace(fn.start, &fn);
+    if (fresh) {
+        std::string hot = fn.name.substr(0, cut);
+        for (const ElfSymbols::Entry& e : symbols_.entries())
+            if (e.size && e.name == hot) it->second = &e;
+    }
+    return *it->second;
+}
+
 bool CodeFlow::decode(const ElfSymbols::Entry& fn) {
-    auto [it, fresh] = decoded_.try_emplace(fn.start, false);
-    if (!fresh || code_.empty() || !fn.size) return it->second;
-    bool known = decode_range(fn.start, fn.start + fn.size);
-    // GCC moves a function's unlikely paths to `name.cold` (and jumps between the two).
-    std::string cold = fn.name + ".cold";
-    for (const ElfSymbols::Entry& e : symbols_.entries())
-        if (e.size && e.name.compare(0, cold.size(), cold) == 0 &&
-            (e.name.size() == cold.size() || e.name[cold.size()] == '.'))
-            known &= decode_range(e.start, e.start + e.size);
-    it->second = known;
-    return known;
+    if (code_.empty() || !fn.size) return false;
+    auto [it, fresh] = functions_.try_emplace(fn.start);
+    Function& f = it->second;
+    if (!fresh) return f.known;
+    f.ranges.emplace_back(fn.start, fn.start + fn.size);
+    // GCC moves a function's unlikely paths to `name.cold` (and jumps between the two), named
+    // after one of the function's aliases (a constructor's C2, not its C1).
+    const auto& all = symbols_.entries();
+    auto by_start = [](const ElfSymbols::Entry& e, uint64_t a) { return e.start < a; };
+    for (auto alias = std::lower_bound(all.begin(), all.end(), fn.start, by_start);
+         alias != all.end() && alias->start == fn.start; ++alias) {
+        std::string cold = alias->name + ".cold";
+        for (const ElfSymbols::Entry& e : all)
+            if (e.size && e.start != fn.start && e.name.compare(0, cold.size(), cold) == 0 &&
+                (e.name.size() == cold.size() || e.name[cold.size()] == '.'))
+                f.ranges.emplace_back(e.start, e.start + e.size);
+    }
+    f.known = true;
+    for (const auto& [start, end] : f.ranges) f.known &= decode_range(start, end);
+    return f.known;
+}
+
+bool CodeFlow::holds(const ElfSymbols::Entry& fn, uint64_t vaddr) const {
+    auto it = functions_.find(fn.start);
+    if (it == functions_.end()) return false;
+    for (const auto& [start, end] : it->second.ranges)
+        if (vaddr >= start && vaddr < end) return true;
+    return false;
+}
+
+bool CodeFlow::is_nop(uint64_t vaddr) const {
+    auto it = info_.find(vaddr);
+    return it != info_.end() && (it->second & kNop);
 }
 
 uint64_t CodeFlow::instruction_at(uint64_t vaddr) const {
@@ -223,8 +259,11 @@ CodeFlow::Entry CodeFlow::entry(uint64_t vaddr) const {
     for (auto [it, end] = jumps_.equal_range(vaddr); it != end; ++it)
         out.jumps.push_back(it->second);
     auto at = info_.find(vaddr);
-    // Back over the no-ops before it: padding after a jump or a return is never run.
+    // Back over the no-ops before it (padding after a jump or a return is never run), and the
+    // jumps to them; never past a function's start (called, not run into).
     while (at != info_.end() && at != info_.begin()) {
+        const ElfSymbols::Entry* holder = symbols_.find(at->first);
+        if (holder && holder->start == at->first) break;
         auto before = std::prev(at);
         if (before->first + (before->second & kLength) != at->first || !(before->second & kFalls))
             break;
@@ -234,6 +273,8 @@ CodeFlow::Entry CodeFlow::entry(uint64_t vaddr) const {
             break;
         }
         at = before;
+        for (auto [it, end] = jumps_.equal_range(at->first); it != end; ++it)
+            out.jumps.push_back(it->second);
     }
     return out;
 }

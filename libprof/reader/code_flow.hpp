@@ -37,10 +37,14 @@ class CodeFlow {
     // Reads nothing yet but `path`'s sections; decode() reads a function's code.
     CodeFlow(const std::string& path, const ElfSymbols& symbols);
 
+    // The function a part GCC split off (`f.cold`, `f.cold.1`) belongs to; `fn` itself else.
+    const ElfSymbols::Entry& hot_part(const ElfSymbols::Entry& fn);
     // Decodes `fn` and the parts GCC split off it (`fn.cold`), once. True when every
     // instruction decoded and none jumps through a register or memory: then every way into an
     // instruction of the function is known.
     bool decode(const ElfSymbols::Entry& fn);
+    // Whether `vaddr` is code of `fn` or of a part split off it (`fn` decoded).
+    bool holds(const ElfSymbols::Entry& fn, uint64_t vaddr) const;
 
     // The start of the decoded instruction that holds `vaddr`, or 0.
     uint64_t instruction_at(uint64_t vaddr) const;
@@ -54,8 +58,9 @@ class CodeFlow {
     Entry entry(uint64_t vaddr) const;
     size_t instructions() const { return info_.size(); }
     size_t jumps() const { return jumps_.size(); }
-    // Whether the decoded instruction at `vaddr` may run on to the next one.
+    // Whether the decoded instruction at `vaddr` may run on to the next one; is a no-op.
     bool falls(uint64_t vaddr) const;
+    bool is_nop(uint64_t vaddr) const;
 
   private:
     bool decode_range(uint64_t start, uint64_t end);
@@ -65,11 +70,16 @@ class CodeFlow {
     struct Section {
         uint64_t addr, size, offset;
     };
-    std::vector<Section> code_;                  // the executable sections in the file
-    std::map<uint64_t, uint8_t> info_;           // instruction start -> length | flags
-    std::multimap<uint64_t, uint64_t> jumps_;    // target -> source
-    std::unordered_map<uint64_t, bool> decoded_; // function start -> decode()'s answer
-    std::unordered_map<uint64_t, bool> ranges_;  // range start -> decode_range()'s answer
+    std::vector<Section> code_;               // the executable sections in the file
+    std::map<uint64_t, uint8_t> info_;        // instruction start -> length | flags
+    std::multimap<uint64_t, uint64_t> jumps_; // target -> source
+    struct Function {
+        bool known = false;
+        std::vector<std::pair<uint64_t, uint64_t>> ranges; // its code and its parts'
+    };
+    std::unordered_map<uint64_t, Function> functions_;           // by start: decode()'s
+    std::unordered_map<uint64_t, const ElfSymbols::Entry*> hot_; // a part's start: hot_part()'s
+    std::unordered_map<uint64_t, bool> ranges_; // range start -> decode_range()'s answer
 };
 
 } // namespace prof::reader

@@ -107,15 +107,12 @@ uint64_t SampleTime::program_jump_into(const reader::Module& mod,
         if (const reader::ElfSymbols* elf = symbols_of(mod))
             it->second = std::make_unique<reader::CodeFlow>(mod.path, *elf);
     reader::CodeFlow* flow = it->second.get();
-    if (!flow || !flow->decode(fn)) return 0;
+    if (!flow) return 0;
+    const reader::ElfSymbols::Entry& hot = flow->hot_part(fn); // a cold part's: its function's
+    if (!flow->decode(hot)) return 0;
     uint64_t first = flow->instruction_at(vaddr);
-    if (!first || first == fn.start) return 0; // a function's start: called from anywhere
-    const reader::ElfSymbols* elf = symbols_of(mod);
-    std::string cold = fn.name + ".cold";
-    auto in_function = [&](uint64_t a) { // the function's code, or its cold part's
-        const reader::ElfSymbols::Entry* e = elf->find(a);
-        return e && (e->start == fn.start || e->name.compare(0, cold.size(), cold) == 0);
-    };
+    if (!first || first == hot.start) return 0; // a function's start: called from anywhere
+    auto in_function = [&](uint64_t a) { return flow->holds(hot, a); };
     reader::CodeFlow::Entry into = flow->entry(first);
     std::vector<uint64_t> ways = into.jumps;
     if (into.previous) {
