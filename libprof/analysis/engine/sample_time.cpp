@@ -171,8 +171,8 @@ const SampleTime::CodeAt& SampleTime::code_at(uint64_t ip) {
     // A timer interrupt lets the instruction in flight finish and names the one after it: a
     // sample stands for the instruction before the one it names. Where the markers' code and
     // the program's meet (traces with marked sites), a sample goes by that one: named after
-    // the markers' code it is the profiler's (unless that code is where a jump of the
-    // program's led: program_jump_into), named at the markers' first instruction it is the
+    // the markers' code it is the profiler's (unless only branches of the program's lead
+    // there: program_jump_into), named at the markers' first instruction it is the
     // program's code before them. Elsewhere the named instruction stands, as perf names it in
     // the unmarked program.
     uint64_t vaddr = ip - mod.base;
@@ -505,24 +505,12 @@ TimeBasis SampleTime::time_basis(const ThreadFilter& filter) const {
     for (size_t i = 0; i < time_bases.size(); ++i)
         if (filter.all() || filter.trace == i) all.add(time_bases[i]);
     if (!filter.all() && filter.stream) {
-        auto it = thread_splits.find({filter.trace, filter.stream});
-        ThreadSplit one = it == thread_splits.end() ? ThreadSplit{} : it->second;
-        all.samples = one.samples;
-        all.own_samples = one.own_samples;
-        all.hook_call_samples = one.hook_call_samples;
-        all.marker_samples = one.marker_samples;
-        all.measured_run_threads = one.measured_runs;
-        all.cpu_seconds = one.cpu;
-        all.own_seconds = one.own;
-        all.off_cpu_seconds = one.off_cpu;
-        all.off_cpu_records = one.off_cpu_records;
-        all.starved_threads = one.starved ? 1 : 0;
-        all.starved_seconds = one.starved ? one.cpu : 0;
-        all.on_cpu_seconds = one.on_cpu;
-        all.runnable_seconds = one.runnable;
-        all.own_runnable_seconds = one.own_runnable;
-        all.blocked_seconds = one.blocked;
-        all.off_cpu_unsplit_seconds = one.unsplit;
+        // What the trace is (sampled, counted, idle), and the thread's own sums.
+        all = filter.trace < trace_kinds.size() ? trace_kinds[filter.trace] : TimeBasis{};
+        all.chosen = source;
+        all.clock = clock;
+        if (auto it = thread_bases.find({filter.trace, filter.stream}); it != thread_bases.end())
+            all.add(it->second);
     }
     return all;
 }
@@ -568,6 +556,7 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
             b.traced_removed_seconds += std::max(raw - kept, 0.0);
             for (const PathNode& n : t.nodes) b.traced_calls += n.calls;
         }
+        trace_kinds.push_back(b);
         time_bases.push_back(b);
         return;
     }
@@ -582,28 +571,24 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
     }
     double tps = layout->ticks_per_second > 0 ? layout->ticks_per_second : 1e9;
     double seconds_per_unit = kClockUnit / tps;
+    trace_kinds.push_back(b);
     for (size_t i = first_thread; i < threads.size(); ++i) {
         ThreadReplay& t = *threads[i];
-        ThreadSplit& split = thread_splits[{time_bases.size(), t.stream}];
-        split.samples = t.samples;
-        split.own_samples = t.own_samples;
-        split.hook_call_samples = t.hook_call_samples;
-        split.marker_samples = t.marker_samples;
-        split.measured_runs = t.runs_measured ? 1 : 0;
-        split.cpu = double(t.sampled_cpu) * seconds_per_unit;
-        split.own = double(t.own) * seconds_per_unit;
-        split.off_cpu = double(t.off_cpu) * seconds_per_unit;
-        split.off_cpu_records = t.off_cpu_records;
-        b.samples += split.samples;
-        b.own_samples += split.own_samples;
-        b.hook_call_samples += split.hook_call_samples;
-        b.marker_samples += split.marker_samples;
-        b.measured_run_threads += split.measured_runs;
-        b.cpu_seconds += split.cpu;
-        b.own_seconds += split.own;
-        b.off_cpu_seconds += split.off_cpu;
-        b.off_cpu_records += split.off_cpu_records;
-        if (!t.sampled) continue; // too short to be sampled: the hooks' clock
+        // The thread's own part of the trace's basis (a one-thread view's), added to it.
+        TimeBasis& own = thread_bases[{time_bases.size(), t.stream}];
+        own.samples = t.samples;
+        own.own_samples = t.own_samples;
+        own.hook_call_samples = t.hook_call_samples;
+        own.marker_samples = t.marker_samples;
+        own.measured_run_threads = t.runs_measured ? 1 : 0;
+        own.cpu_seconds = double(t.sampled_cpu) * seconds_per_unit;
+        own.own_seconds = double(t.own) * seconds_per_unit;
+        own.off_cpu_seconds = double(t.off_cpu) * seconds_per_unit;
+        own.off_cpu_records = t.off_cpu_records;
+        if (!t.sampled) { // too short to be sampled: the hooks' clock
+            b.add(own);
+            continue;
+        }
         // A thread cut short (its trace's file ends before its ThreadEnd) has time off CPU
         // since its last Waited record that the next one, cut off, would have split: it stays
         // unplaced, as its CPU time since its last sample does; nothing after the cut is made
@@ -618,25 +603,21 @@ void SampleTime::time_trace(const std::vector<std::unique_ptr<ThreadReplay>>& th
         int64_t program_cpu = std::max<int64_t>(t.sampled_cpu - t.own, 0);
         int64_t runnable =
             t.sampled_cpu > 0 ? int64_t(__int128(t.runnable) * program_cpu / t.sampled_cpu) : 0;
-        b.on_cpu_seconds += double(program_cpu) * seconds_per_unit;
         // Starved of samples: at least 0.1 s of CPU time, and under a tenth of the samples its
         // rate asked for (sample_period: the clock units between two). A thread sampled from
         // outside (profrun --sample) has one sample per period by construction.
         double asked = sample_period > 0 ? double(t.sampled_cpu) / double(sample_period) : 0;
         if (!stack_sampled && double(t.sampled_cpu) * seconds_per_unit >= 0.1 &&
             double(t.samples + t.own_samples) < asked / 10) {
-            ++b.starved_threads;
-            b.starved_seconds += double(t.sampled_cpu) * seconds_per_unit;
-            split.starved = 1;
+            own.starved_threads = 1;
+            own.starved_seconds = own.cpu_seconds;
         }
-        split.on_cpu = double(program_cpu) * seconds_per_unit;
-        split.runnable = double(runnable) * seconds_per_unit;
-        split.own_runnable = double(t.runnable - runnable) * seconds_per_unit;
-        (t.waited ? split.blocked : split.unsplit) = double(t.off_located) * seconds_per_unit;
-        b.runnable_seconds += split.runnable;
-        b.own_runnable_seconds += split.own_runnable;
-        b.blocked_seconds += split.blocked;
-        b.off_cpu_unsplit_seconds += split.unsplit;
+        own.on_cpu_seconds = double(program_cpu) * seconds_per_unit;
+        own.runnable_seconds = double(runnable) * seconds_per_unit;
+        own.own_runnable_seconds = double(t.runnable - runnable) * seconds_per_unit;
+        (t.waited ? own.blocked_seconds : own.off_cpu_unsplit_seconds) =
+            double(t.off_located) * seconds_per_unit;
+        b.add(own);
         t.self.resize(t.nodes.size(), 0);
         t.self_off.resize(t.nodes.size(), 0);
         // The wait for a CPU goes where the whole run's CPU time is, which a cut trace does

@@ -41,16 +41,11 @@ class SampleTime {
     std::map<std::tuple<uint32_t, uint32_t, std::string, uint32_t>, SampledLine> sampled_lines;
     // How each trace read was timed (Profile::time), by trace.
     std::vector<TimeBasis> time_bases;
-    // Each thread's own samples and, sampled, its time split, by (trace, stream): a
-    // one-thread view's header gives its thread's, not its process's (the precision, the
-    // profiler's share, the hooks' cost per call of that thread's calls).
-    struct ThreadSplit {
-        uint64_t samples = 0, own_samples = 0, hook_call_samples = 0, marker_samples = 0;
-        uint64_t measured_runs = 0, off_cpu_records = 0, starved = 0;
-        double cpu = 0, own = 0, off_cpu = 0;
-        double on_cpu = 0, runnable = 0, own_runnable = 0, blocked = 0, unsplit = 0;
-    };
-    std::map<std::pair<size_t, uint32_t>, ThreadSplit> thread_splits;
+    // Each thread's own part of its trace's basis (its samples, CPU time and time split), by
+    // (trace, stream), and what each trace is without them (sampled, counted, idle): a
+    // one-thread view's header gives its thread's, not its process's.
+    std::map<std::pair<size_t, uint32_t>, TimeBasis> thread_bases;
+    std::vector<TimeBasis> trace_kinds;
 
     // On CPU, a sample stands for the thread's CPU time since the one before it (its clock is
     // in the record) and goes to the frame open where it was taken. Off CPU (sleeping,

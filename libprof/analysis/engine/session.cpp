@@ -725,6 +725,10 @@ struct Session::Impl : reader::EventSink {
         // How the trace was timed: without it, the merge reads as if no trace counted calls.
         timing.time_bases.insert(timing.time_bases.end(), other.timing.time_bases.begin(),
                                  other.timing.time_bases.end());
+        timing.trace_kinds.insert(timing.trace_kinds.end(), other.timing.trace_kinds.begin(),
+                                  other.timing.trace_kinds.end());
+        for (const auto& [key, basis] : other.timing.thread_bases) // its threads' own parts
+            timing.thread_bases[{trace + key.first, key.second}] = basis;
         for (auto& t : other.threads) {
             t->trace = trace;
             t->index = threads.size();

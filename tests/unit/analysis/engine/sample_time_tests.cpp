@@ -271,9 +271,9 @@ TEST_CASE("samples in a callee's code outside its hooks go to the callee (1.9 ip
     TraceBuilder b;
     b.chunk(0).meta("sample_hz", "1000").module(0, image.start, image.end, exe, image.bias);
     b.chunk(1, 0).function(caller).function(callee);
-    b.sample(0, 0, 0, 0, 0);                         // t 0: armed
-    b.enter(0, 0).enter(1, 10);                      // caller calls callee
-    b.sample(1000000, 1000000, 0, 0, 1, 0x10);       // 1 ms: no known code, callee open
+    b.sample(0, 0, 0, 0, 0);                   // t 0: armed
+    b.enter(0, 0).enter(1, 10);                // caller calls callee
+    b.sample(1000000, 1000000, 0, 0, 1, 0x10); // 1 ms: no known code, callee open
     b.exit(10);
     b.sample(1000000, 2000000, 0, 0, 1, callee + 2); // 1 ms: in callee's code, frame caller
     b.sample(1000000, 3000000, 0, 0, 1, caller + 1); // 1 ms: in caller's own code
@@ -688,4 +688,13 @@ TEST_CASE("sample time: one thread's basis is its own samples and the profiler's
     analysis::Profile p = s.profile(*worker);
     CHECK(p.time.samples == 1);
     CHECK(same_time(p.time.own_seconds, 0.25e6));
+
+    // Two traces read on two cores, then merged: the second's worker is its own too.
+    analysis::Session two(o);
+    two.add_traces({path, path}, 2);
+    CHECK(two.time_basis().samples == 8);
+    analysis::TimeBasis second = two.time_basis(analysis::ThreadFilter{1, 2});
+    CHECK(second.sampled_traces == 1);
+    CHECK(second.samples == 1);
+    CHECK(same_time(second.own_seconds, 0.25e6));
 }
