@@ -144,6 +144,12 @@ bool marker_code(const prof::reader::DwarfLines& dwarf, uint64_t vaddr) {
 // mispredicted branch falls on the markers' first instruction there. A sample naming the
 // instruction after that one is the program's when branches of the program's are the only way
 // there; where the program's code also runs on into it without a branch, the profiler's.
+// The sanitizers' instrumentation lays the marked program out otherwise: the two cases the
+// test takes from it (a way in by one branch, a way in by running on) may not be there.
+#ifdef PROF_SANITIZER_BUILD
+TEST_CASE("a sample after the program's branch into the markers' code is the program's" *
+          doctest::skip(true)) {}
+#else
 TEST_CASE("a sample after the program's branch into the markers' code is the program's") {
     const std::string path = PROF_TEST_MARKED_HOT;
     prof::reader::ElfSymbols elf(path);
@@ -212,6 +218,7 @@ TEST_CASE("a sample after the program's branch into the markers' code is the pro
     REQUIRE(p.functions.size() == 1);
     CHECK(std::abs(p.functions[0].stats.tottime - 1e-3) < 1e-6);
 }
+#endif
 
 // An instruction cut anywhere (a truncated or damaged file) decodes to nothing, and the
 // decoder reads only the bytes it is given: each cut is a heap copy of exactly that many bytes,

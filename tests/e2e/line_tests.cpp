@@ -296,8 +296,17 @@ TEST_CASE("resident memory per line: the 100 M doubles sample") {
     const double mib = 1024.0 * 1024.0;
     const auto& grow = row(tables, 12), shrink = row(tables, 15);
     CHECK(grow.rss_samples == 1);
+#ifdef PROF_SANITIZER_BUILD
+    // Under ASan the block's shadow (an eighth of it) may be resident too: 858 MiB on Linux
+    // 6.18, 763 on earlier kernels.
+    CHECK(grow.rss_increment / mib >= 763.0 * 0.95);
+    CHECK(grow.rss_increment / mib <= 763.0 * 1.125 * 1.05);
+    CHECK(-shrink.rss_increment / mib >= 763.0 * 0.95);
+    CHECK(-shrink.rss_increment / mib <= 763.0 * 1.125 * 1.05);
+#else
     CHECK(grow.rss_increment / mib == prof::test::approx(763.0).epsilon(0.05));
     CHECK(shrink.rss_increment / mib == prof::test::approx(-763.0).epsilon(0.05));
+#endif
     auto json = run({PROFREPORT, "--lines", "--format", "json", l->profile.traces.at(0).path});
     for (const char* key : {"\"mem_usage\": ", "\"increment\": ", "\"occurrences\": 1"})
         CHECK_MESSAGE(json.out.find(key) != std::string::npos, key);
