@@ -155,6 +155,13 @@ PROF_DETAIL_NOINSTR inline void store_u64(uint8_t* p, uint64_t v) {
     put_u64(p, v);
 }
 
+// Whether a hit of the site `c` may be added in place to its LineCounts record: the thread is
+// ACTIVE, or DEFERRED (a scope run is open: its Enter waits; this writes no record), and the
+// record is in its current chunk.
+PROF_DETAIL_NOINSTR inline bool counted_in_place(const prof_thread& t, const prof_site_counts& c) {
+    return (t.state & 3) == PROF_DETAIL_THREAD_ACTIVE && c.counter_seq == t.w.seq;
+}
+
 // Times one execution of a PROF_LINE statement: stopped right after the statement, or when
 // the statement leaves the block (return, break, an exception).
 //
@@ -182,9 +189,7 @@ public:
                     // An untimed hit is counted now, in place, when the thread's record of the
                     // site is in its current chunk: then nothing is left to do at its end (one
                     // look at the thread and the site instead of two: the common case's cost).
-                    if (__builtin_expect((t.state & 3) == PROF_DETAIL_THREAD_ACTIVE &&
-                                             c.counter_seq == t.w.seq,
-                                         1)) {
+                    if (__builtin_expect(counted_in_place(t, c), 1)) {
                         store_u64(c.counter, load_u64(c.counter) + 1);
                         site_ = nullptr;
                         return;
@@ -216,10 +221,7 @@ public:
             unsigned long long end = weight_ ? __rdtsc() : 0;
             prof_thread& t = prof_tls;
             unsigned id = __atomic_load_n(&site_->id, __ATOMIC_RELAXED);
-            // ACTIVE, or DEFERRED (a scope run is open: its Enter waits; this writes no record).
-            if (__builtin_expect((t.state & 3) == PROF_DETAIL_THREAD_ACTIVE && id &&
-                                     id < site_cap(t) && t.sites[id].counter_seq == t.w.seq,
-                                 1)) {
+            if (__builtin_expect(id && id < site_cap(t) && counted_in_place(t, t.sites[id]), 1)) {
                 prof_site_counts& c = t.sites[id];
                 uint8_t* f = c.counter;
                 store_u64(f, load_u64(f) + 1);
